@@ -1,0 +1,107 @@
+"""Envelope codec: encoding jobs for enqueue, decoding a claimed batch.
+
+The envelope is the documented wire format (JSON object):
+``{"id", "args", "kwargs", "name", "queue", "enqueued_at", "priority", ...options}``.
+Encoding splices pre-encoded pieces together instead of building a dict per job:
+the fields shared by a whole batch are encoded once into ``tail``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import orjson
+
+_EMPTY_ARGS = b"[]"
+_EMPTY_KWARGS = b"{}"
+
+
+def envelope_tail(shared: Mapping[str, Any]) -> bytes:
+    """Encode the fields a batch shares, as the end of an envelope: ``,"name":...}``."""
+    body = orjson.dumps(dict(shared))
+    if body == b"{}":
+        return b"}"
+    return b"," + body[1:]
+
+
+def encode_envelope(job_id: str, args: Any, kwargs: Any, tail: bytes) -> bytes:
+    """Encode one envelope. Raises TypeError when args or kwargs are not JSON-serializable."""
+    return b"".join(
+        (
+            b'{"id":',
+            orjson.dumps(job_id),
+            b',"args":',
+            orjson.dumps(args) if args else _EMPTY_ARGS,
+            b',"kwargs":',
+            orjson.dumps(kwargs) if kwargs else _EMPTY_KWARGS,
+            tail,
+        )
+    )
+
+
+def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[bytes]:
+    """Encode one envelope per call of a blast.
+
+    Each call is a tuple or list of positional arguments, or a dict of keyword
+    arguments.
+
+    Raises:
+        TypeError: a call is neither, or holds something JSON cannot carry; the
+            message names the call's index.
+    """
+    out = []
+    for i, call in enumerate(calls):
+        try:
+            if isinstance(call, (tuple, list)):
+                out.append(encode_envelope(ids[i], call, None, tail))
+            elif isinstance(call, dict):
+                out.append(encode_envelope(ids[i], None, call, tail))
+            else:
+                raise TypeError(
+                    "each call must be a tuple/list of arguments or a dict of keyword "
+                    f"arguments, not {type(call).__name__}"
+                )
+        except TypeError as exc:
+            raise TypeError(f"call {i}: {exc}") from None
+    return out
+
+
+def decode_claim(
+    reply: Sequence[Any], start: int, registry: Mapping[str, Any]
+) -> tuple[list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]], list[tuple[bytes, str]]]:
+    """Decode the jobs of a claim reply.
+
+    ``reply[start:]`` holds triples ``id, envelope, attempts`` (bytes, bytes, int).
+
+    Returns ``(runnable, broken)``: runnable is a list of
+    ``(id, registry[name], args, kwargs, attempts, envelope_dict)``; broken a list
+    of ``(id, reason)`` for payloads that are not JSON objects, name a job
+    missing from ``registry``, or carry args/kwargs of the wrong type.
+    """
+    runnable = []
+    broken = []
+    for i in range(start, len(reply) - 2, 3):
+        job_id = reply[i]
+        try:
+            env = orjson.loads(reply[i + 1])
+        except orjson.JSONDecodeError as exc:
+            broken.append((job_id, f"invalid JSON: {exc}"))
+            continue
+        if type(env) is not dict:
+            broken.append((job_id, f"envelope is a JSON {type(env).__name__}, not an object"))
+            continue
+        name = env.get("name")
+        target = registry.get(name) if type(name) is str else None
+        if target is None:
+            broken.append((job_id, f"unknown job name {name!r}"))
+            continue
+        args = env.get("args", ())
+        kwargs = env.get("kwargs", {})
+        if type(args) is not list:
+            broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
+            continue
+        if type(kwargs) is not dict:
+            broken.append((job_id, f"kwargs must be a JSON object, not {type(kwargs).__name__}"))
+            continue
+        runnable.append((job_id, target, args, kwargs, int(reply[i + 2]), env))
+    return runnable, broken

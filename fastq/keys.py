@@ -1,0 +1,140 @@
+"""Redis key names for one queue.
+
+Every key of queue ``q`` carries the hash tag ``{q}`` so that each Lua script
+touches a single Redis Cluster slot. Scripts never build key names: they get
+every key they touch through KEYS, in the order the ``*_keys`` methods give.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_FORBIDDEN = frozenset("{}:")
+
+
+def validate_queue_name(name: object) -> str:
+    """Return ``name`` if it is a usable queue name.
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: it is empty, too long, or holds ``{``, ``}``, ``:`` or whitespace.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"queue name must be a str, not {type(name).__name__}")
+    if not name or len(name) > 200:
+        raise ValueError(f"queue name must be 1 to 200 characters long: {name!r}")
+    bad = _FORBIDDEN.intersection(name)
+    if bad or any(ch.isspace() for ch in name):
+        raise ValueError(
+            f"invalid queue name {name!r}: it may not contain '{{', '}}', ':' or whitespace"
+        )
+    return name
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The Redis keys of one queue, e.g. ``fastq:{mailer}:ready``."""
+
+    namespace: str
+    queue: str
+
+    def __post_init__(self) -> None:
+        validate_queue_name(self.queue)
+
+    def key(self, suffix: str) -> str:
+        return f"{self.namespace}:{{{self.queue}}}:{suffix}"
+
+    @property
+    def ready(self) -> str:
+        return self.key("ready")
+
+    @property
+    def prio(self) -> str:
+        return self.key("prio")
+
+    @property
+    def jobs(self) -> str:
+        return self.key("jobs")
+
+    @property
+    def inflight(self) -> str:
+        return self.key("inflight")
+
+    @property
+    def lease(self) -> str:
+        return self.key("lease")
+
+    @property
+    def attempts(self) -> str:
+        return self.key("attempts")
+
+    @property
+    def scheduled(self) -> str:
+        return self.key("scheduled")
+
+    @property
+    def dead(self) -> str:
+        return self.key("dead")
+
+    @property
+    def broken(self) -> str:
+        return self.key("broken")
+
+    @property
+    def stats(self) -> str:
+        return self.key("stats")
+
+    @property
+    def meta(self) -> str:
+        return self.key("meta")
+
+    @property
+    def wake(self) -> str:
+        return self.key("wake")
+
+    def held(self, worker_id: str) -> str:
+        """The set of ids that one worker holds leases on."""
+        return self.key(f"held:{worker_id}")
+
+    # KEYS lists, in the order each script's header documents.
+
+    def enqueue_keys(self) -> list[str]:
+        return [self.jobs, self.ready, self.prio, self.scheduled, self.stats, self.wake]
+
+    def claim_keys(self, worker_id: str) -> list[str]:
+        return [
+            self.ready,
+            self.prio,
+            self.jobs,
+            self.inflight,
+            self.lease,
+            self.attempts,
+            self.scheduled,
+            self.held(worker_id),
+            self.stats,
+            self.wake,
+        ]
+
+    def ack_keys(self, worker_id: str) -> list[str]:
+        return [
+            self.jobs,
+            self.inflight,
+            self.lease,
+            self.attempts,
+            self.held(worker_id),
+            self.scheduled,
+            self.dead,
+            self.broken,
+            self.stats,
+        ]
+
+    def release_keys(self, worker_id: str) -> list[str]:
+        return [
+            self.ready,
+            self.inflight,
+            self.lease,
+            self.attempts,
+            self.held(worker_id),
+            self.stats,
+            self.wake,
+        ]

@@ -1,0 +1,129 @@
+-- claim: lease up to n jobs of one queue to one worker.
+--
+-- KEYS[1]  ready      list   ids; the right end is the front
+-- KEYS[2]  prio       zset   ids with a priority; negative scores (priority > 0) run
+--                            before ready, positive scores (priority < 0) after it
+-- KEYS[3]  jobs       hash   id -> envelope
+-- KEYS[4]  inflight   zset   id -> lease deadline (ms)
+-- KEYS[5]  lease      hash   id -> worker id holding the lease
+-- KEYS[6]  attempts   hash   id -> number of claims so far
+-- KEYS[7]  scheduled  zset   id -> due time (ms)
+-- KEYS[8]  held       set    ids this worker holds (lets a master release them at once)
+-- KEYS[9]  stats      hash   counters
+-- KEYS[10] wake       list   wake-up token for idle workers
+--
+-- ARGV[1] worker id
+-- ARGV[2] n             jobs to claim at most
+-- ARGV[3] lease_ms      lease length
+-- ARGV[4] promote_max   due scheduled jobs to promote at most in this call
+--
+-- Returns {now_ms, next_due_ms or -1, id1, envelope1, attempts1, id2, ...}.
+-- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
+-- exactly until then.
+
+local worker = ARGV[1]
+local n = tonumber(ARGV[2])
+local lease_ms = tonumber(ARGV[3])
+local promote_max = tonumber(ARGV[4])
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- 1. Promote due scheduled jobs (retries in backoff, delayed jobs) to the front.
+local due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, promote_max)
+if #due > 0 then
+    redis.call('ZREM', KEYS[7], unpack(due))
+    local envs = redis.call('HMGET', KEYS[3], unpack(due))
+    -- walk backwards so the earliest due ends up at the very front
+    for i = #due, 1, -1 do
+        local env = envs[i]
+        if env then
+            local priority = 0
+            local ok, decoded = pcall(cjson.decode, env)
+            if ok and type(decoded) == 'table' and tonumber(decoded['priority']) then
+                priority = math.floor(tonumber(decoded['priority']))
+            end
+            if priority ~= 0 then
+                local seq = redis.call('HINCRBY', KEYS[9], 'seq', 1)
+                redis.call('ZADD', KEYS[2], -priority * 2147483648 + seq, due[i])
+            else
+                redis.call('RPUSH', KEYS[1], due[i])
+            end
+        end
+    end
+end
+
+-- 2. Pop ids: high priority, then ready, then low priority.
+local ids = {}
+local function take(list)
+    for i = 1, #list do
+        ids[#ids + 1] = list[i]
+    end
+end
+local has_prio = redis.call('ZCARD', KEYS[2]) > 0
+if has_prio then
+    local hi = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(0', 'LIMIT', 0, n)
+    if #hi > 0 then
+        redis.call('ZREM', KEYS[2], unpack(hi))
+        take(hi)
+    end
+end
+if #ids < n then
+    local popped = redis.call('RPOP', KEYS[1], n - #ids)
+    if popped then
+        take(popped)
+    end
+end
+if has_prio and #ids < n then
+    local lo = redis.call('ZRANGE', KEYS[2], 0, n - #ids - 1)
+    if #lo > 0 then
+        redis.call('ZREM', KEYS[2], unpack(lo))
+        take(lo)
+    end
+end
+
+local next_due = -1
+if #ids < n then
+    local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+    if #first > 0 then
+        next_due = tonumber(first[2])
+    end
+end
+
+local out = {now, next_due}
+if #ids == 0 then
+    return out
+end
+
+-- 3. Lease what still has an envelope (a cancelled job may not).
+local envs = redis.call('HMGET', KEYS[3], unpack(ids))
+local deadline = now + lease_ms
+local zargs, hargs, leased = {}, {}, {}
+for i = 1, #ids do
+    local env = envs[i]
+    if env then
+        local id = ids[i]
+        leased[#leased + 1] = id
+        zargs[#zargs + 1] = deadline
+        zargs[#zargs + 1] = id
+        hargs[#hargs + 1] = id
+        hargs[#hargs + 1] = worker
+        out[#out + 1] = id
+        out[#out + 1] = env
+        out[#out + 1] = redis.call('HINCRBY', KEYS[6], id, 1)
+    end
+end
+if #leased > 0 then
+    redis.call('ZADD', KEYS[4], unpack(zargs))
+    redis.call('HSET', KEYS[5], unpack(hargs))
+    redis.call('SADD', KEYS[8], unpack(leased))
+    -- a held set outlives its worker only as long as a lease could
+    redis.call('PEXPIRE', KEYS[8], lease_ms * 2)
+end
+
+-- 4. More work waiting: leave a token so an idle sibling wakes up too.
+if (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
+        and redis.call('LLEN', KEYS[10]) == 0 then
+    redis.call('RPUSH', KEYS[10], 1)
+end
+return out

@@ -1,0 +1,1 @@
+"""Cython kernels of fastq. Import them only through ``fastq._accel``."""

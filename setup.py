@@ -1,0 +1,27 @@
+"""Builds the Cython kernels of fastq_ext. All build switches are read here."""
+
+import os
+
+from Cython.Build import cythonize
+from setuptools import Extension, setup
+
+# FASTQ_CYTHON_TRACE=1 builds with line tracing for coverage/profiling.
+trace = os.environ.get("FASTQ_CYTHON_TRACE") == "1"
+macros = [("CYTHON_TRACE_NOGIL", "1")] if trace else []
+
+extensions = [
+    Extension(f"fastq_ext.{name}", [f"fastq_ext/{name}.pyx"], define_macros=macros)
+    for name in ("codec", "backoff")
+]
+
+setup(
+    ext_modules=cythonize(
+        extensions,
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "linetrace": trace,
+        },
+    ),
+)
