@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 from types import ModuleType
 
+__all__ = ["ACCELERATED", "backoff", "codec"]
+
 ACCELERATED: bool
 codec: ModuleType
 backoff: ModuleType

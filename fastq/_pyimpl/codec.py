@@ -68,7 +68,9 @@ def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[
 
 def decode_claim(
     reply: Sequence[Any], start: int, registry: Mapping[str, Any]
-) -> tuple[list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]], list[tuple[bytes, str]]]:
+) -> tuple[
+    list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]], list[tuple[bytes, str]]
+]:
     """Decode the jobs of a claim reply.
 
     ``reply[start:]`` holds triples ``id, envelope, attempts`` (bytes, bytes, int).

@@ -1,0 +1,29 @@
+"""fastq: a Redis-backed background job queue, built for throughput and for never
+losing a job.
+
+    app = fastq.App("redis://127.0.0.1:6379/0")
+
+    @app.job(queue="mailer", retries=5)
+    def send_email(to: str, subject: str) -> None: ...
+
+    send_email.enqueue("a@example.com", "hi")
+"""
+
+from fastq._accel import ACCELERATED
+from fastq.app import App
+from fastq.errors import Fail, FastqError, RedisUnavailable, Retry
+from fastq.introspect import JobInfo
+from fastq.job import JobDef, JobPolicy
+
+__all__ = [
+    "ACCELERATED",
+    "App",
+    "Fail",
+    "FastqError",
+    "JobDef",
+    "JobInfo",
+    "JobPolicy",
+    "RedisUnavailable",
+    "Retry",
+]
+__version__ = "0.1.0"

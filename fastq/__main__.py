@@ -1,0 +1,5 @@
+import sys
+
+from fastq.cli import main
+
+sys.exit(main())

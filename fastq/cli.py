@@ -1,0 +1,171 @@
+"""The ``fastq`` command. The only place that reads argv and the environment."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import os
+import sys
+from typing import NoReturn, Optional, Sequence
+
+from fastq.app import App
+from fastq.errors import FastqError
+from fastq.keys import validate_queue_name
+
+EXIT_USAGE = 2
+EXIT_APP_LOAD = 3
+
+
+class CliError(Exception):
+    """A one-line error for the user; ``code`` is the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # one line, not argparse's usage block
+        raise CliError(f"{message} (see `{self.prog} --help`)")
+
+
+def parse_queues(text: str) -> list[str]:
+    queues = [q.strip() for q in text.split(",") if q.strip()]
+    if not queues:
+        raise CliError("no queue given: use -q NAME[,NAME...]")
+    for q in queues:
+        try:
+            validate_queue_name(q)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+    return queues
+
+
+def load_app(spec: str) -> App:
+    """Import ``module`` or ``module:attribute`` and return its fastq App."""
+    module_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and (module_name == exc.name or module_name.startswith(exc.name + ".")):
+            raise CliError(
+                f"cannot import app module {module_name!r}: {exc}", EXIT_APP_LOAD
+            ) from None
+        raise CliError(f"importing {module_name!r} failed: {exc}", EXIT_APP_LOAD) from None
+    except Exception as exc:
+        raise CliError(
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}", EXIT_APP_LOAD
+        ) from None
+    if attr:
+        app = getattr(module, attr, None)
+        if not isinstance(app, App):
+            raise CliError(f"{module_name}:{attr} is not a fastq.App", EXIT_APP_LOAD)
+        return app
+    apps = {id(v): v for v in vars(module).values() if isinstance(v, App)}
+    if len(apps) != 1:
+        found = "no fastq.App" if not apps else "several fastq.App objects"
+        raise CliError(
+            f"module {module_name!r} has {found}: name one as {module_name}:ATTR", EXIT_APP_LOAD
+        )
+    return next(iter(apps.values()))
+
+
+def _configured_app(args: argparse.Namespace) -> App:
+    app = load_app(args.app)
+    url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
+    app.configure(redis_url=url, namespace=args.namespace)
+    return app
+
+
+def _add_connection_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--redis-url", help="Redis to use (default: $FASTQ_REDIS_URL, else the app's)")
+    p.add_argument("--namespace", help="key prefix (default: the app's)")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from fastq.worker import Worker
+
+    queues = parse_queues(args.queues)
+    app = _configured_app(args)
+    worker = Worker(app, queues, batch_size=args.batch, burst=args.burst, lease_s=args.lease)
+    worker.run()
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    app = _configured_app(args)
+    queues = parse_queues(args.queues) if args.queues else app.queues()
+    for q in queues:
+        counts = app.stats(q)
+        print(q, " ".join(f"{k}={v}" for k, v in counts.items()))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from fastq.demo import run_demo
+
+    return run_demo(
+        redis_url=args.redis_url or os.environ.get("FASTQ_REDIS_URL"),
+        jobs=args.jobs,
+        batch=args.batch,
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fastq", description="fastq: a fast Redis-backed job queue")
+    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    w = sub.add_parser("worker", help="run one worker process")
+    w.add_argument(
+        "--app", required=True, help="module (or module:attr) whose import registers the jobs"
+    )
+    w.add_argument(
+        "-q", "--queues", default="default", help="comma-separated queues, highest priority first"
+    )
+    w.add_argument("--batch", type=int, default=100, help="jobs claimed per round trip (1-1000)")
+    w.add_argument("--burst", action="store_true", help="exit once the queues are empty")
+    w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
+    _add_connection_options(w)
+    w.set_defaults(func=cmd_worker)
+
+    s = sub.add_parser("stats", help="print the counts of queues")
+    s.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    s.add_argument("-q", "--queues", help="comma-separated queues (default: all known)")
+    _add_connection_options(s)
+    s.set_defaults(func=cmd_stats)
+
+    d = sub.add_parser("demo", help="a mailing blast: enqueue 30,000 fake emails and drain them")
+    d.add_argument("--redis-url", help="Redis to use (default: a throwaway redis-server)")
+    d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
+    d.add_argument("--batch", type=int, default=100, help="jobs claimed per round trip")
+    d.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        level = getattr(logging, str(args.log_level).upper(), None)
+        if not isinstance(level, int):
+            raise CliError(f"unknown log level {args.log_level!r}")
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        if getattr(args, "batch", 1) is not None and not 1 <= getattr(args, "batch", 1) <= 1000:
+            raise CliError(f"--batch must be within 1..1000, not {args.batch}")
+        return int(args.func(args))
+    except CliError as exc:
+        print(f"fastq: error: {exc}", file=sys.stderr)
+        return exc.code
+    except FastqError as exc:
+        print(f"fastq: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+"""Exceptions users see, and the two a job raises (or returns) to steer its fate."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class FastqError(Exception):
+    """Base class of fastq's own errors."""
+
+
+class RedisUnavailable(FastqError, ConnectionError):
+    """Redis could not be reached (refused, timed out, connection lost)."""
+
+
+class Retry(Exception):
+    """Raise or return from a job to run it again later.
+
+    Args:
+        delay_s: seconds to wait before the next attempt; ``None`` uses the job's
+            backoff policy. The attempt still counts against the job's ``retries``.
+    """
+
+    def __init__(self, delay_s: Optional[float] = None) -> None:
+        if delay_s is not None and (not isinstance(delay_s, (int, float)) or delay_s < 0):
+            raise ValueError(f"Retry delay_s must be a number >= 0, not {delay_s!r}")
+        super().__init__(delay_s)
+        self.delay_s = delay_s
+
+
+class Fail(Exception):
+    """Raise or return from a job to fail it for good: it goes to the dead set."""
+
+    def __init__(self, reason: str = "failed") -> None:
+        super().__init__(reason)
+        self.reason = str(reason)

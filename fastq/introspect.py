@@ -1,0 +1,108 @@
+"""Read-only views of a queue and its jobs, with plain Redis commands."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import orjson
+import redis
+
+from fastq.keys import QueueKeys
+
+COUNTERS = ("enqueued", "processed", "failed", "retried", "dead", "broken", "stalled", "stale_acks")
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as it stands in Redis. Times are Unix seconds."""
+
+    id: str
+    queue: str
+    state: str  # "queued", "scheduled", "active", "dead" or "broken"
+    name: Optional[str]
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0
+    enqueued_at: Optional[float] = None
+    due_at: Optional[float] = None
+    lease_until: Optional[float] = None
+    worker: Optional[str] = None
+    failed_at: Optional[float] = None
+    last_error: Optional[str] = None
+    traceback: Optional[str] = None
+    broken_reason: Optional[str] = None
+    raw: bytes = b""
+
+
+def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
+    pipe = client.pipeline(transaction=False)
+    pipe.llen(keys.ready)
+    pipe.zcard(keys.prio)
+    pipe.zcard(keys.inflight)
+    pipe.zcard(keys.scheduled)
+    pipe.zcard(keys.dead)
+    pipe.hlen(keys.broken)
+    pipe.hgetall(keys.stats)
+    ready, prio, inflight, scheduled, dead, broken, counters = pipe.execute()
+    out = {name: 0 for name in COUNTERS}
+    out.update({k.decode(): int(v) for k, v in counters.items() if k != b"seq"})
+    out["total_dead"] = out.pop("dead")
+    out["total_broken"] = out.pop("broken")
+    out.update(ready=ready + prio, inflight=inflight, scheduled=scheduled, dead=dead, broken=broken)
+    return out
+
+
+def _seconds(ms: Any) -> Optional[float]:
+    return None if ms is None else float(ms) / 1000.0
+
+
+def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.jobs, job_id)
+    pipe.zscore(keys.inflight, job_id)
+    pipe.hget(keys.lease, job_id)
+    pipe.zscore(keys.scheduled, job_id)
+    pipe.zscore(keys.dead, job_id)
+    pipe.hget(keys.broken, job_id)
+    pipe.hget(keys.attempts, job_id)
+    raw, lease_until, worker, due, died, broken, attempts = pipe.execute()
+    if raw is None:
+        return None
+    try:
+        env = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        env = None
+    if not isinstance(env, dict):
+        env = {}
+    if broken is not None:
+        state = "broken"
+    elif died is not None:
+        state = "dead"
+    elif lease_until is not None:
+        state = "active"
+    elif due is not None:
+        state = "scheduled"
+    else:
+        state = "queued"
+    name = env.get("name")
+    args = env.get("args")
+    kwargs = env.get("kwargs")
+    return JobInfo(
+        id=job_id,
+        queue=keys.queue,
+        state=state,
+        name=name if isinstance(name, str) else None,
+        args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {},
+        attempts=int(attempts) if attempts is not None else int(env.get("attempts") or 0),
+        enqueued_at=_seconds(env.get("enqueued_at")),
+        due_at=_seconds(due),
+        lease_until=_seconds(lease_until),
+        worker=worker.decode() if worker else None,
+        failed_at=_seconds(env.get("failed_at") or (died if died is not None else None)),
+        last_error=env.get("error"),
+        traceback=env.get("traceback"),
+        broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
+        raw=raw,
+    )

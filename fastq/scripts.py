@@ -1,0 +1,81 @@
+"""The Lua scripts, loaded once per connection and sent as raw EVALSHA.
+
+redis-py's ``Script`` objects send an extra ``SCRIPT EXISTS`` round trip on every
+pipeline ``execute()``; sending EVALSHA ourselves and reloading only on
+NOSCRIPT (after ``SCRIPT FLUSH`` or a Redis restart) avoids it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Sequence
+
+import redis
+from redis.exceptions import NoScriptError
+
+Command = tuple["Script", Sequence[Any], Sequence[Any]]
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str
+    source: bytes
+    sha: str
+
+    @classmethod
+    def from_package(cls, name: str) -> Script:
+        source = resources.files("fastq").joinpath("lua", f"{name}.lua").read_bytes()
+        return cls(name, source, hashlib.sha1(source).hexdigest())
+
+    def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
+        """The arguments of an EVALSHA of this script."""
+        return ["EVALSHA", self.sha, len(keys), *keys, *argv]
+
+
+ENQUEUE = Script.from_package("enqueue")
+CLAIM = Script.from_package("claim")
+ACK = Script.from_package("ack")
+RELEASE = Script.from_package("release")
+ALL = (ENQUEUE, CLAIM, ACK, RELEASE)
+
+
+def load_all(client: redis.Redis) -> None:
+    """Load every script into the server ``client`` talks to."""
+    for script in ALL:
+        client.script_load(script.source)
+
+
+def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequence[Any]) -> Any:
+    """Run one script; on NOSCRIPT load the scripts and send it once more."""
+    try:
+        return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+    except NoScriptError:
+        load_all(client)
+        return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+
+
+def call_many(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
+    """Send several script calls in one pipelined round trip; return their replies.
+
+    A command answered NOSCRIPT did not run, so after loading the scripts only
+    those are sent again. Any other error is raised.
+    """
+    pipe = client.pipeline(transaction=False)
+    for script, keys, argv in commands:
+        pipe.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+    results: list[Any] = pipe.execute(raise_on_error=False)
+    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
+    if missing:
+        load_all(client)
+        pipe = client.pipeline(transaction=False)
+        for i in missing:
+            script, keys, argv = commands[i]
+            pipe.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+        for i, reply in zip(missing, pipe.execute(raise_on_error=False)):
+            results[i] = reply
+    for reply in results:
+        if isinstance(reply, Exception):
+            raise reply
+    return results
