@@ -184,7 +184,8 @@ class App:
         if not isinstance(name, str) or not name:
             raise TypeError(f"job name must be a non-empty str, not {name!r}")
         jobdef = self.registry.get(name)
-        queue = queue or (jobdef.queue if jobdef else "default")
+        if queue is None:
+            queue = jobdef.queue if jobdef else "default"
         validate_queue_name(queue)
         if priority is None:
             priority = jobdef.priority if jobdef else 0

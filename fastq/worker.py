@@ -56,6 +56,7 @@ class Worker:
         lease_s: how long a claimed job stays leased before a reaper may hand it
             to another worker.
         idle_timeout_s: longest single wait for a wake-up when idle.
+        handle_signals: install SIGTERM/SIGINT handlers (graceful, then hard stop).
     """
 
     def __init__(
@@ -68,6 +69,7 @@ class Worker:
         lease_s: float = 60.0,
         idle_timeout_s: float = 5.0,
         worker_id: Optional[str] = None,
+        handle_signals: bool = True,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -82,6 +84,7 @@ class Worker:
         self.lease_ms = int(lease_s * 1000)
         self.idle_timeout_s = idle_timeout_s
         self.worker_id = worker_id
+        self.handle_signals = handle_signals
         self.stopping = False
         self.jobs_run = 0
         self._pending: dict[str, Outcomes] = {}
@@ -122,7 +125,7 @@ class Worker:
             dead_max_len=self.app.dead_max_len,
         )
         self._pending = {q: Outcomes() for q in self.queues}
-        if threading.current_thread() is threading.main_thread():
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
             signal.signal(signal.SIGINT, self._handle_stop_signal)
 

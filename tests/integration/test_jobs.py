@@ -1,0 +1,232 @@
+"""Job outcomes end to end, with an in-process burst worker on a real redis-server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+import fastq
+from conftest import drain, drain_in_thread
+
+
+def test_enqueue_many_runs_each_job_once(app: fastq.App) -> None:
+    seen: dict[int, int] = {}
+
+    @app.job(queue="mail")
+    def send(i: int, subject: str) -> None:
+        seen[i] = seen.get(i, 0) + 1
+
+    ids = send.enqueue_many([(i, "hi") for i in range(2500)])
+    assert len(set(ids)) == 2500
+    assert app.stats("mail")["ready"] == 2500
+    drain(app, ["mail"], batch_size=100)
+    assert seen == {i: 1 for i in range(2500)}
+    stats = app.stats("mail")
+    assert (stats["processed"], stats["ready"], stats["inflight"], stats["enqueued"]) == (2500, 0, 0, 2500)
+
+
+def test_kwargs_calls_and_single_enqueue(app: fastq.App) -> None:
+    got: list[tuple[str, str]] = []
+
+    @app.job(queue="mail")
+    def send(to: str, subject: str = "none") -> None:
+        got.append((to, subject))
+
+    send.enqueue("a@x", subject="s1")
+    send.enqueue_many([{"to": "b@x"}, ("c@x", "s3")])
+    app.enqueue("send", args=["d@x"], kwargs={"subject": "s4"})
+    drain(app, ["mail"])
+    assert got == [("a@x", "s1"), ("b@x", "none"), ("c@x", "s3"), ("d@x", "s4")]
+
+
+def test_fails_twice_then_succeeds_with_backoff(app: fastq.App) -> None:
+    attempts_seen: list[float] = []
+
+    @app.job(queue="q", retries=5, backoff_s=0.3, jitter=0.0)
+    def flaky() -> None:
+        attempts_seen.append(time.monotonic())
+        if len(attempts_seen) < 3:
+            raise ConnectionResetError("smtp went away")
+
+    job_id = flaky.enqueue()
+    worker, thread = drain_in_thread(app, ["q"])
+    # the first failure parks the job in the scheduled set for its backoff
+    deadline = time.monotonic() + 5
+    info = app.get_job(job_id)
+    while (info is None or info.state != "scheduled") and time.monotonic() < deadline:
+        time.sleep(0.01)
+        info = app.get_job(job_id)
+    assert info is not None and info.state == "scheduled"
+    assert info.due_at is not None and info.failed_at is not None
+    assert 0.25 <= info.due_at - info.failed_at <= 0.5
+    assert info.last_error == "ConnectionResetError: smtp went away"
+    thread.join(10)
+    assert not thread.is_alive()
+    assert len(attempts_seen) == 3
+    gap1 = attempts_seen[1] - attempts_seen[0]
+    gap2 = attempts_seen[2] - attempts_seen[1]
+    assert gap1 >= 0.29 and gap2 >= 0.59  # 0.3 s, then doubled
+    stats = app.stats("q")
+    assert (stats["processed"], stats["retried"], stats["failed"], stats["dead"]) == (1, 2, 2, 0)
+    assert app.get_job(job_id) is None  # completed jobs are deleted
+
+
+def test_retries_exhausted_go_dead_with_traceback(app: fastq.App) -> None:
+    calls = []
+
+    @app.job(queue="q", retries=2, backoff_s=0)
+    def doomed(x: int) -> None:
+        calls.append(x)
+        raise ValueError(f"boom {x}")
+
+    job_id = doomed.enqueue(7)
+    drain(app, ["q"])
+    assert calls == [7, 7, 7]
+    info = app.get_job(job_id)
+    assert info is not None
+    assert info.state == "dead"
+    assert info.attempts == 3
+    assert info.last_error == "ValueError: boom 7"
+    assert info.traceback is not None and 'raise ValueError(f"boom {x}")' in info.traceback
+    assert info.args == [7]
+    stats = app.stats("q")
+    assert (stats["dead"], stats["failed"], stats["retried"], stats["processed"]) == (1, 3, 2, 0)
+
+
+def test_exception_outside_retry_on_fails_at_once(app: fastq.App) -> None:
+    @app.job(queue="q", retries=5, retry_on=(ConnectionError,), backoff_s=0)
+    def strict() -> None:
+        raise KeyError("no such template")
+
+    job_id = strict.enqueue()
+    drain(app, ["q"])
+    info = app.get_job(job_id)
+    assert info is not None and info.state == "dead" and info.attempts == 1
+
+
+def test_retry_and_fail_outcomes(app: fastq.App) -> None:
+    runs: dict[str, int] = {}
+
+    @app.job(queue="q", retries=3, backoff_s=0)
+    def outcome(kind: str) -> object:
+        runs[kind] = runs.get(kind, 0) + 1
+        if kind == "retry-returned" and runs[kind] == 1:
+            return fastq.Retry(delay_s=0)
+        if kind == "retry-raised" and runs[kind] == 1:
+            raise fastq.Retry(delay_s=0.05)
+        if kind == "retry-forever":
+            raise fastq.Retry(delay_s=0)
+        if kind == "fail-raised":
+            raise fastq.Fail("address bounced")
+        if kind == "fail-returned":
+            return fastq.Fail("unsubscribed")
+        return "a return value is fine"
+
+    ids = {
+        kind: outcome.enqueue(kind)
+        for kind in ("retry-returned", "retry-raised", "retry-forever", "fail-raised", "fail-returned", "ok")
+    }
+    drain(app, ["q"])
+    assert runs == {
+        "retry-returned": 2,
+        "retry-raised": 2,
+        "retry-forever": 4,  # 1 + retries
+        "fail-raised": 1,
+        "fail-returned": 1,
+        "ok": 1,
+    }
+    dead = {kind: app.get_job(ids[kind]) for kind in ("retry-forever", "fail-raised", "fail-returned")}
+    assert dead["fail-raised"] is not None and dead["fail-raised"].last_error == "Fail: address bounced"
+    assert dead["fail-returned"] is not None and dead["fail-returned"].last_error == "Fail: unsubscribed"
+    assert dead["retry-forever"] is not None and dead["retry-forever"].state == "dead"
+    assert "retries exhausted" in (dead["retry-forever"].last_error or "")
+    stats = app.stats("q")
+    assert (stats["processed"], stats["dead"]) == (3, 3)
+
+
+def test_custom_job_id_is_idempotent(app: fastq.App) -> None:
+    runs: list[str] = []
+
+    @app.job(queue="q")
+    def once(x: str) -> None:
+        runs.append(x)
+
+    assert app.enqueue("once", ["a"], job_id="order-42") == "order-42"
+    assert app.enqueue("once", ["b"], job_id="order-42") == "order-42"
+    once.enqueue_many([("c",), ("d",)], job_ids=["order-42", "order-43"])
+    assert app.stats("q")["enqueued"] == 2
+    drain(app, ["q"])
+    assert runs == ["a", "d"]
+
+
+def test_priority_order_fifo_within_priority(app: fastq.App) -> None:
+    order: list[str] = []
+
+    @app.job(queue="q")
+    def record(tag: str) -> None:
+        order.append(tag)
+
+    for tag, prio in [("n1", 0), ("p5a", 5), ("low", -1), ("p5b", 5), ("p10", 10), ("n2", 0)]:
+        app.enqueue("record", [tag], priority=prio)
+    record.enqueue_many([("p5c",), ("p5d",)], priority=5)
+    drain(app, ["q"], batch_size=3)
+    assert order == ["p10", "p5a", "p5b", "p5c", "p5d", "n1", "n2", "low"]
+
+
+def test_queues_are_taken_in_the_order_given(app: fastq.App) -> None:
+    order: list[str] = []
+
+    @app.job(queue="low")
+    def low(i: int) -> None:
+        order.append(f"low{i}")
+
+    @app.job(queue="high")
+    def high(i: int) -> None:
+        order.append(f"high{i}")
+
+    low.enqueue_many([(i,) for i in range(3)])
+    high.enqueue_many([(i,) for i in range(3)])
+    drain(app, ["high", "low"], batch_size=2)
+    assert order == ["high0", "high1", "high2", "low0", "low1", "low2"]
+
+
+def test_graceful_stop_hands_back_unstarted_jobs_in_order(app: fastq.App) -> None:
+    ran: list[int] = []
+    holder: dict[str, fastq.worker.Worker] = {}
+
+    @app.job(queue="q")
+    def step(i: int) -> None:
+        ran.append(i)
+        if i == 2:
+            holder["w"].stop()
+
+    step.enqueue_many([(i,) for i in range(10)])
+    worker = fastq.worker.Worker(app, ["q"], batch_size=10, burst=True, handle_signals=False)
+    holder["w"] = worker
+    worker.run()
+    assert ran == [0, 1, 2]
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"], stats["inflight"]) == (3, 7, 0)
+    drain(app, ["q"])
+    assert ran == list(range(10))  # the rest came back at the front, in order
+    # handing back unstarted jobs took back their claim: each ran with attempt 1
+    assert app.stats("q")["processed"] == 10
+
+
+def test_scripts_reload_after_script_flush(app: fastq.App, r: redis.Redis) -> None:
+    done: list[int] = []
+
+    @app.job(queue="q")
+    def work(i: int) -> None:
+        done.append(i)
+        if i == 5:
+            r.script_flush()
+
+    work.enqueue_many([(i,) for i in range(10)])
+    r.script_flush()
+    work.enqueue_many([(i,) for i in range(10, 20)])
+    drain(app, ["q"], batch_size=4)
+    assert sorted(done) == list(range(20))
+    assert app.stats("q")["processed"] == 20
