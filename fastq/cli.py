@@ -108,11 +108,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from fastq.demo import run_demo
 
-    return run_demo(
-        redis_url=args.redis_url or os.environ.get("FASTQ_REDIS_URL"),
-        jobs=args.jobs,
-        batch=args.batch,
-    )
+    # only an explicit --redis-url: without one the demo never touches an existing Redis
+    return run_demo(redis_url=args.redis_url, jobs=args.jobs, batch=args.batch)
 
 
 def build_parser() -> argparse.ArgumentParser:

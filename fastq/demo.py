@@ -11,6 +11,8 @@ import sys
 import time
 from typing import Optional
 
+import redis
+
 import fastq
 from fastq.redis_server import RedisServer
 
@@ -25,6 +27,15 @@ def send_email(to: str, subject: str, body: str) -> None:
     message = f"To: {to}\r\nSubject: {subject}\r\n\r\n{body}"
     if "@" not in to or not message:
         raise fastq.Fail(f"invalid address {to!r}")
+
+
+def _delete_namespace(namespace: str) -> None:
+    try:
+        keys = list(app.redis.scan_iter(match=f"{namespace}:*", count=1000))
+        if keys:
+            app.redis.delete(*keys)
+    except redis.RedisError:
+        pass  # Redis went away: the error that matters was already raised
 
 
 def run_demo(
@@ -74,9 +85,7 @@ def run_demo(
         return 0 if ok else 1
     finally:
         if server is None:
-            keys = list(app.redis.scan_iter(match=f"{namespace}:*", count=1000))
-            if keys:
-                app.redis.delete(*keys)
+            _delete_namespace(namespace)
         app.close()
         if server is not None:
             server.cleanup()

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what is missing on a Debian/Ubuntu machine, then fastq itself (with its
+# compiled extension and test extras) into a virtualenv: .venv, or $FASTQ_VENV.
+# Sourced by ci/test.sh and ci/demo.sh; safe to run again (it only adds what lacks).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+if command -v python3 >/dev/null 2>&1; then
+  python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+    || missing+=(python3-dev)
+  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+else
+  missing+=(python3-dev python3-venv)
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "ci/setup.sh: installing ${missing[*]} with apt-get"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+VENV="${FASTQ_VENV:-.venv}"
+if [ ! -x "$VENV/bin/python" ]; then
+  python3 -m venv "$VENV"
+fi
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+# editable: the Cython extension is compiled in place, so tests import what they test
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+"$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'
