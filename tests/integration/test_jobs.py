@@ -230,3 +230,41 @@ def test_scripts_reload_after_script_flush(app: fastq.App, r: redis.Redis) -> No
     drain(app, ["q"], batch_size=4)
     assert sorted(done) == list(range(20))
     assert app.stats("q")["processed"] == 20
+
+
+def test_an_idle_worker_wakes_on_enqueue_instead_of_polling(app: fastq.App) -> None:
+    ran_at: list[float] = []
+
+    @app.job(queue="q")
+    def ping() -> None:
+        ran_at.append(time.monotonic())
+
+    # a 30 s idle wait: only the wake-up token can make it run promptly
+    worker, thread = drain_in_thread(app, ["q"], burst=False, idle_timeout_s=30)
+    time.sleep(0.5)
+    enqueued_at = time.monotonic()
+    ping.enqueue()
+    deadline = enqueued_at + 5
+    while not ran_at and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert ran_at and ran_at[0] - enqueued_at < 0.5
+    worker.stop()
+    ping.enqueue()  # wakes the worker so it sees the stop
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_an_idle_worker_sleeps_until_the_next_retry_is_due(app: fastq.App) -> None:
+    ran_at: list[float] = []
+
+    @app.job(queue="q", retries=1, backoff_s=0.4, jitter=0.0)
+    def once_more() -> None:
+        ran_at.append(time.monotonic())
+        if len(ran_at) == 1:
+            raise RuntimeError("first attempt fails")
+
+    once_more.enqueue()
+    worker, thread = drain_in_thread(app, ["q"], idle_timeout_s=30)
+    thread.join(10)
+    assert not thread.is_alive() and len(ran_at) == 2
+    assert 0.39 <= ran_at[1] - ran_at[0] < 1.0  # not the 30 s idle timeout
