@@ -106,7 +106,12 @@ class App:
     def redis(self) -> redis.Redis:
         """The producer's client; a new one after fork, never a shared socket."""
         if self._client is None or self._client_pid != os.getpid():
-            self._client = self.new_client()
+            client = self.new_client()
+            try:
+                scripts.load_all(client)
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                raise RedisUnavailable(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
+            self._client = client
             self._client_pid = os.getpid()
         return self._client
 

@@ -137,7 +137,12 @@ class RoundTrip:
             commands.append((scripts.CLAIM, self._claim_keys[queue], argv))
         if not commands:
             return None
-        replies = scripts.call_many(self.client, commands)
+        try:
+            replies = scripts.call_many(self.client, commands)
+        except BaseException:
+            # interrupted mid-reply (a signal): the socket may still receive it
+            self.client.connection_pool.disconnect()
+            raise
         return Claim(claim[0], replies[-1]) if claim is not None else None
 
     def wait_for_work(self, timeout_s: float) -> bool:

@@ -42,9 +42,15 @@ ALL = (ENQUEUE, CLAIM, ACK, RELEASE)
 
 
 def load_all(client: redis.Redis) -> None:
-    """Load every script into the server ``client`` talks to."""
+    """Load every script into the server ``client`` talks to, in one round trip.
+
+    Done when a client is made, so that a first pipelined blast is not answered
+    NOSCRIPT chunk after chunk and sent twice.
+    """
+    pipe = client.pipeline(transaction=False)
     for script in ALL:
-        client.script_load(script.source)
+        pipe.script_load(script.source)
+    pipe.execute()
 
 
 def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequence[Any]) -> Any:

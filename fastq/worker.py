@@ -91,6 +91,7 @@ class Worker:
         self._rt: Optional[RoundTrip] = None
         self._registry: dict[str, JobDef[Any]] = {}
         self._redis_failures = 0
+        self._waiting = False
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -100,7 +101,8 @@ class Worker:
 
     def _handle_stop_signal(self, signum: int, frame: Optional[FrameType]) -> None:
         """First signal: graceful stop. Second: interrupt the running job."""
-        if self.stopping:
+        if self.stopping or self._waiting:
+            # a blocked BLPOP would otherwise sit out its whole timeout
             raise HardStop(signal.Signals(signum).name)
         log.info(
             "worker %s: %s received, stopping after the job in hand",
@@ -108,6 +110,18 @@ class Worker:
             signal.Signals(signum).name,
         )
         self.stopping = True
+
+    def _wait_for_work(self, timeout_s: float) -> None:
+        assert self._rt is not None
+        self._waiting = True
+        try:
+            self._rt.wait_for_work(timeout_s)
+        except HardStop:
+            self.stopping = True  # a stop signal while idle: nothing is running
+            # the BLPOP reply may still come: never reuse that connection
+            self._rt.client.connection_pool.disconnect()
+        finally:
+            self._waiting = False
 
     def init_process(self) -> None:
         """Per-process set-up, after any fork: own connection, signal handlers."""
@@ -183,7 +197,7 @@ class Worker:
             if next_due_ms >= 0:
                 wait_s = min(wait_s, max(next_due_ms - claim.now_ms, 1) / 1000.0)
             try:
-                rt.wait_for_work(wait_s)
+                self._wait_for_work(wait_s)
             except _REDIS_DOWN as exc:
                 self._wait_for_redis(exc)
                 release_all = True
@@ -203,7 +217,8 @@ class Worker:
         assert self._rt is not None
         for attempt in range(6):
             try:
-                self._rt.send(self._pending, release_all=attempt > 0)
+                # release_all: a reply lost to a signal may have left leases unseen
+                self._rt.send(self._pending, release_all=True)
                 return
             except _REDIS_DOWN as exc:
                 if attempt == 5:
@@ -230,6 +245,7 @@ class Worker:
             for i, (job_id, target, args, kwargs, attempts, env) in enumerate(runnable):  # noqa: B007
                 if self.stopping:
                     out.unstarted.extend(job[0] for job in runnable[i:])
+                    self.jobs_run += i
                     return
                 try:
                     result = target.fn(*args, **kwargs)
@@ -244,9 +260,9 @@ class Worker:
             # interrupted mid-job (hard stop, SystemExit): hand it and the rest back
             out.stalled.append(runnable[i][0])
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
+            self.jobs_run += i + 1
             raise
-        finally:
-            self.jobs_run += i + 1 if runnable else 0
+        self.jobs_run += len(runnable)
 
     def _settle_error(
         self,

@@ -62,7 +62,9 @@ def drain(app: fastq.App, queues: list[str], **options: Any) -> Worker:
     return worker
 
 
-def drain_in_thread(app: fastq.App, queues: list[str], **options: Any) -> tuple[Worker, threading.Thread]:
+def drain_in_thread(
+    app: fastq.App, queues: list[str], **options: Any
+) -> tuple[Worker, threading.Thread]:
     options.setdefault("burst", True)
     options.setdefault("handle_signals", False)
     worker = Worker(app, queues, **options)

@@ -7,9 +7,9 @@ import time
 import orjson
 import pytest
 import redis
+from conftest import drain, namespace_keys
 
 import fastq
-from conftest import drain, namespace_keys
 from fastq.redis_server import free_port
 
 
@@ -77,7 +77,9 @@ def _inject(r: redis.Redis, app: fastq.App, queue: str, job_id: str, payload: by
     r.lpush(keys.ready, job_id)
 
 
-def test_undecodable_payloads_are_quarantined_and_the_worker_goes_on(app: fastq.App, r: redis.Redis) -> None:
+def test_undecodable_payloads_are_quarantined_and_the_worker_goes_on(
+    app: fastq.App, r: redis.Redis
+) -> None:
     ran: list[int] = []
 
     @app.job(queue="q")
@@ -91,7 +93,9 @@ def test_undecodable_payloads_are_quarantined_and_the_worker_goes_on(app: fastq.
         "unknown-name": orjson.dumps({"id": "x", "name": "no_such_job", "args": [], "kwargs": {}}),
         "args-not-list": orjson.dumps({"id": "x", "name": "good", "args": "1", "kwargs": {}}),
         "kwargs-not-object": orjson.dumps({"id": "x", "name": "good", "args": [1], "kwargs": [1]}),
-        "args-do-not-bind": orjson.dumps({"id": "x", "name": "good", "args": [1, 2, 3], "kwargs": {}}),
+        "args-do-not-bind": orjson.dumps(
+            {"id": "x", "name": "good", "args": [1, 2, 3], "kwargs": {}}
+        ),
     }
     for job_id, payload in bad.items():
         _inject(r, app, "q", job_id, payload)

@@ -8,9 +8,9 @@ import time
 
 import pytest
 import redis
+from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from conftest import fastq_cmd, subprocess_env
 from fastq.redis_server import RedisServer
 
 
@@ -21,7 +21,9 @@ def run_cli(url: str, *args: str, timeout: float = 120) -> subprocess.CompletedP
 
 
 @pytest.mark.slow
-def test_burst_worker_drains_10000_jobs_each_once(redis_server: RedisServer, app: fastq.App, r: redis.Redis) -> None:
+def test_burst_worker_drains_10000_jobs_each_once(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis
+) -> None:
     ids = app.enqueue_many("count", [(i,) for i in range(10_000)], queue="count")
     assert len(set(ids)) == 10_000
     proc = run_cli(
@@ -33,7 +35,12 @@ def test_burst_worker_drains_10000_jobs_each_once(redis_server: RedisServer, app
     runs = {int(k): int(v) for k, v in r.hgetall(f"{app.namespace}:runs").items()}
     assert len(runs) == 10_000 and set(runs.values()) == {1}
     stats = app.stats("count")
-    assert (stats["processed"], stats["ready"], stats["inflight"], stats["stale_acks"]) == (10_000, 0, 0, 0)
+    assert (stats["processed"], stats["ready"], stats["inflight"], stats["stale_acks"]) == (
+        10_000,
+        0,
+        0,
+        0,
+    )
 
 
 def test_sigterm_stops_a_worker_gracefully_without_losing_jobs(
@@ -41,7 +48,17 @@ def test_sigterm_stops_a_worker_gracefully_without_losing_jobs(
 ) -> None:
     app.enqueue_many("count", [(i,) for i in range(3000)], queue="count")
     proc = subprocess.Popen(
-        fastq_cmd("worker", "--app", "tests.apps.counting", "--namespace", app.namespace, "-q", "count", "--batch", "50"),
+        fastq_cmd(
+            "worker",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            app.namespace,
+            "-q",
+            "count",
+            "--batch",
+            "50",
+        ),
         env=subprocess_env(redis_server.url),
     )
     deadline = time.monotonic() + 20
@@ -61,13 +78,33 @@ def test_sigterm_stops_a_worker_gracefully_without_losing_jobs(
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["worker", "--app", "tests.apps.counting", "-q", "good,bad:name"], 2, "invalid queue name 'bad:name'"),
+        (
+            ["worker", "--app", "tests.apps.counting", "-q", "good,bad:name"],
+            2,
+            "invalid queue name 'bad:name'",
+        ),
         (["worker", "--app", "tests.apps.counting", "-q", "{x}"], 2, "invalid queue name"),
-        (["worker", "--app", "no_such_module_anywhere", "-q", "a"], 3, "cannot import app module 'no_such_module_anywhere'"),
-        (["worker", "--app", "tests.apps.broken_import", "-q", "a"], 3, "RuntimeError: this module fails on import"),
+        (
+            ["worker", "--app", "no_such_module_anywhere", "-q", "a"],
+            3,
+            "cannot import app module 'no_such_module_anywhere'",
+        ),
+        (
+            ["worker", "--app", "tests.apps.broken_import", "-q", "a"],
+            3,
+            "RuntimeError: this module fails on import",
+        ),
         (["worker", "--app", "tests.apps.counting:nope", "-q", "a"], 3, "is not a fastq.App"),
-        (["worker", "--app", "tests.apps.counting", "--no-such-option"], 2, "unrecognized arguments: --no-such-option"),
-        (["worker", "--app", "tests.apps.counting", "--batch", "0"], 2, "--batch must be within 1..1000"),
+        (
+            ["worker", "--app", "tests.apps.counting", "--no-such-option"],
+            2,
+            "unrecognized arguments: --no-such-option",
+        ),
+        (
+            ["worker", "--app", "tests.apps.counting", "--batch", "0"],
+            2,
+            "--batch must be within 1..1000",
+        ),
         (["worker"], 2, "the following arguments are required: --app"),
         (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
     ],
@@ -84,15 +121,46 @@ def test_cli_errors_are_one_line_with_nonzero_exit(
 
 def test_stats_command(redis_server: RedisServer, app: fastq.App) -> None:
     app.enqueue_many("count", [(i,) for i in range(5)], queue="count")
-    proc = run_cli(redis_server.url, "stats", "--app", "tests.apps.counting", "--namespace", app.namespace, "-q", "count")
+    proc = run_cli(
+        redis_server.url,
+        "stats",
+        "--app",
+        "tests.apps.counting",
+        "--namespace",
+        app.namespace,
+        "-q",
+        "count",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("count ") and " ready=5 " in proc.stdout
 
 
 @pytest.mark.slow
 def test_demo_runs_a_blast_on_its_own_throwaway_redis() -> None:
-    proc = subprocess.run(fastq_cmd("demo", "--jobs", "3000"), capture_output=True, text=True, timeout=120,
-                          env=subprocess_env("redis://127.0.0.1:1/0"))  # fmt: skip
+    proc = subprocess.run(
+        fastq_cmd("demo", "--jobs", "3000"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=subprocess_env("redis://127.0.0.1:1/0"),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "throwaway redis-server" in proc.stdout
     assert "processed=3000 failed=0 dead=0 ready=0 inflight=0" in proc.stdout
+
+
+def test_an_idle_worker_stops_at_once_on_sigterm(redis_server: RedisServer, app: fastq.App) -> None:
+    proc = subprocess.Popen(
+        fastq_cmd(
+            "worker", "--app", "tests.apps.counting", "--namespace", app.namespace, "-q", "count"
+        ),
+        env=subprocess_env(redis_server.url),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.5)  # started, found nothing, now blocked waiting for work (5 s waits)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=10) == 0
+    assert time.monotonic() - t0 < 1.0
+    assert "stopped after 0 jobs" in (proc.stderr.read() if proc.stderr else "")

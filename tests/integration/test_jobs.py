@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import redis
+from conftest import drain, drain_in_thread
 
 import fastq
-from conftest import drain, drain_in_thread
 
 
 def test_enqueue_many_runs_each_job_once(app: fastq.App) -> None:
@@ -24,7 +23,12 @@ def test_enqueue_many_runs_each_job_once(app: fastq.App) -> None:
     drain(app, ["mail"], batch_size=100)
     assert seen == {i: 1 for i in range(2500)}
     stats = app.stats("mail")
-    assert (stats["processed"], stats["ready"], stats["inflight"], stats["enqueued"]) == (2500, 0, 0, 2500)
+    assert (stats["processed"], stats["ready"], stats["inflight"], stats["enqueued"]) == (
+        2500,
+        0,
+        0,
+        2500,
+    )
 
 
 def test_kwargs_calls_and_single_enqueue(app: fastq.App) -> None:
@@ -126,7 +130,14 @@ def test_retry_and_fail_outcomes(app: fastq.App) -> None:
 
     ids = {
         kind: outcome.enqueue(kind)
-        for kind in ("retry-returned", "retry-raised", "retry-forever", "fail-raised", "fail-returned", "ok")
+        for kind in (
+            "retry-returned",
+            "retry-raised",
+            "retry-forever",
+            "fail-raised",
+            "fail-returned",
+            "ok",
+        )
     }
     drain(app, ["q"])
     assert runs == {
@@ -137,9 +148,17 @@ def test_retry_and_fail_outcomes(app: fastq.App) -> None:
         "fail-returned": 1,
         "ok": 1,
     }
-    dead = {kind: app.get_job(ids[kind]) for kind in ("retry-forever", "fail-raised", "fail-returned")}
-    assert dead["fail-raised"] is not None and dead["fail-raised"].last_error == "Fail: address bounced"
-    assert dead["fail-returned"] is not None and dead["fail-returned"].last_error == "Fail: unsubscribed"
+    dead = {
+        kind: app.get_job(ids[kind]) for kind in ("retry-forever", "fail-raised", "fail-returned")
+    }
+    assert (
+        dead["fail-raised"] is not None
+        and dead["fail-raised"].last_error == "Fail: address bounced"
+    )
+    assert (
+        dead["fail-returned"] is not None
+        and dead["fail-returned"].last_error == "Fail: unsubscribed"
+    )
     assert dead["retry-forever"] is not None and dead["retry-forever"].state == "dead"
     assert "retries exhausted" in (dead["retry-forever"].last_error or "")
     stats = app.stats("q")

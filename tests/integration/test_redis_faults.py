@@ -9,9 +9,9 @@ from typing import Iterator
 import psutil
 import pytest
 import redis
+from conftest import drain, fastq_cmd, subprocess_env
 
 import fastq
-from conftest import drain, fastq_cmd, subprocess_env
 from fastq.redis_server import RedisServer
 
 pytestmark = pytest.mark.fault

@@ -13,10 +13,14 @@ from fastq.keys import QueueKeys
 
 
 def env(job_id: str, priority: int = 0) -> bytes:
-    return orjson.dumps({"id": job_id, "args": [], "kwargs": {}, "name": "j", "queue": "q", "priority": priority})
+    return orjson.dumps(
+        {"id": job_id, "args": [], "kwargs": {}, "name": "j", "queue": "q", "priority": priority}
+    )
 
 
-def enqueue(r: redis.Redis, k: QueueKeys, ids: list[str], priority: int = 0, delay_ms: int = 0) -> int:
+def enqueue(
+    r: redis.Redis, k: QueueKeys, ids: list[str], priority: int = 0, delay_ms: int = 0
+) -> int:
     argv: list[Any] = [priority, delay_ms]
     for i in ids:
         argv += [i, env(i, priority)]
@@ -31,8 +35,17 @@ def claimed_ids(reply: list[Any]) -> list[str]:
     return [reply[i].decode() for i in range(2, len(reply), 3)]
 
 
-def ack(r: redis.Redis, k: QueueKeys, worker: str, out: Outcomes, max_age_ms: int = 10**9, max_len: int = 1000) -> int:
-    return int(scripts.call(r, scripts.ACK, k.ack_keys(worker), out.ack_argv(worker, max_age_ms, max_len)))
+def ack(
+    r: redis.Redis,
+    k: QueueKeys,
+    worker: str,
+    out: Outcomes,
+    max_age_ms: int = 10**9,
+    max_len: int = 1000,
+) -> int:
+    return int(
+        scripts.call(r, scripts.ACK, k.ack_keys(worker), out.ack_argv(worker, max_age_ms, max_len))
+    )
 
 
 def release(r: redis.Redis, k: QueueKeys, worker: str, mode: str, ids: list[str]) -> int:
@@ -76,7 +89,9 @@ def test_ack_twice_is_harmless(r: redis.Redis, namespace: str) -> None:
     assert r.zcard(k.scheduled) == 1
 
 
-def test_release_unstarted_takes_back_the_attempt_and_keeps_order(r: redis.Redis, namespace: str) -> None:
+def test_release_unstarted_takes_back_the_attempt_and_keeps_order(
+    r: redis.Redis, namespace: str
+) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b", "c", "d"])
     claim(r, k, "w1", 3)
@@ -86,7 +101,9 @@ def test_release_unstarted_takes_back_the_attempt_and_keeps_order(r: redis.Redis
     assert r.hget(k.stats, "stalled") is None
 
 
-def test_release_stalled_counts_the_stall_and_only_moves_own_leases(r: redis.Redis, namespace: str) -> None:
+def test_release_stalled_counts_the_stall_and_only_moves_own_leases(
+    r: redis.Redis, namespace: str
+) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b"])
     claim(r, k, "w1", 1)

@@ -69,4 +69,4 @@ def test_ids_are_unique_and_renewed_per_process() -> None:
 def test_accelerated_flag_matches_the_codec_in_use() -> None:
     from fastq import _accel
 
-    assert fastq.ACCELERATED == _accel.codec.__name__.startswith("fastq_ext")
+    assert _accel.codec.__name__.startswith("fastq_ext") == fastq.ACCELERATED

@@ -1,0 +1,422 @@
+"""The compiled kernels (fastq_ext) against the pure-Python reference (fastq._pyimpl).
+
+Same inputs must give equal results, or the same exception type with the same
+message. No Redis needed.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any, Callable
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fastq._pyimpl import backoff as ref_backoff
+from fastq._pyimpl import codec as ref_codec
+from fastq_ext import backoff as native_backoff
+from fastq_ext import codec as native_codec
+
+SETTINGS = settings(
+    max_examples=150,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
+SCALARS = st.none() | st.booleans() | INT64 | st.floats(allow_nan=False) | st.text(max_size=12)
+JSON = st.recursive(
+    SCALARS,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+ARGS_LIST = st.lists(JSON, max_size=4)
+ARGS = ARGS_LIST | ARGS_LIST.map(tuple)
+KWARGS = st.dictionaries(st.text(max_size=8), JSON, max_size=4)
+CALL = ARGS | KWARGS
+JOB_ID = st.text(max_size=40)
+SHARED = st.dictionaries(st.text(max_size=8), JSON, max_size=5)
+# Values orjson refuses, each with its own message.
+UNSERIALIZABLE = st.sampled_from(
+    [set(), {1}, object(), {1: 2}, {"k": {2: 3}}, 2**64, 2**64 + 7, -(2**63) - 1, "\ud800"]
+)
+
+
+def outcome(fn: Callable[..., Any], *args: Any) -> tuple[Any, ...]:
+    """What a call did: its result, or its exception's exact type and message."""
+    try:
+        return ("ok", fn(*args))
+    except Exception as exc:  # compared by the caller, not swallowed
+        return ("raised", type(exc), str(exc))
+
+
+def assert_same(ref_fn: Callable[..., Any], nat_fn: Callable[..., Any], *args: Any) -> Any:
+    ref = outcome(ref_fn, *args)
+    nat = outcome(nat_fn, *args)
+    assert nat == ref
+    if ref[0] == "ok":
+        assert type(nat[1]) is type(ref[1])
+    return ref
+
+
+# --- envelope_tail / encode_envelope ------------------------------------------------------
+
+
+@SETTINGS
+@given(SHARED)
+def test_envelope_tail(shared: dict[str, Any]) -> None:
+    ref = assert_same(ref_codec.envelope_tail, native_codec.envelope_tail, shared)
+    assert ref[0] == "ok"
+
+
+@SETTINGS
+@given(JOB_ID, st.none() | ARGS, st.none() | KWARGS, SHARED)
+def test_encode_envelope(job_id: str, args: Any, kwargs: Any, shared: dict[str, Any]) -> None:
+    tail = ref_codec.envelope_tail(shared)
+    ref = assert_same(
+        ref_codec.encode_envelope, native_codec.encode_envelope, job_id, args, kwargs, tail
+    )
+    assert ref[0] == "ok"
+    env = orjson.loads(ref[1])
+    assert env["id"] == job_id
+
+
+@pytest.mark.parametrize("tail", [b"}", bytearray(b"}"), memoryview(b',"name":"x"}'), "}", None, 5])
+def test_encode_envelope_odd_tails(tail: Any) -> None:
+    for args, kwargs in ((["a"], None), (None, {"k": 1}), ((), {})):
+        assert_same(
+            ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, tail
+        )
+
+
+# --- encode_calls ---------------------------------------------------------------------------
+
+
+@SETTINGS
+@given(st.lists(st.tuples(JOB_ID, CALL), max_size=12), SHARED, st.integers(0, 3))
+def test_encode_calls(pairs: list[tuple[str, Any]], shared: dict[str, Any], extra: int) -> None:
+    tail = ref_codec.envelope_tail(shared)
+    ids = [job_id for job_id, _ in pairs] + ["spare"] * extra
+    calls = [call for _, call in pairs]
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, tail)
+    assert ref[0] == "ok"
+    assert len(ref[1]) == len(calls)
+    # the same again through the other container types and a one-shot iterable
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, tuple(ids), tuple(calls), tail)
+    assert native_codec.encode_calls(ids, iter(calls), tail) == ref[1]
+
+
+@SETTINGS
+@given(
+    st.lists(CALL, min_size=1, max_size=8),
+    st.data(),
+    UNSERIALIZABLE,
+)
+def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad: Any) -> None:
+    calls = list(calls)
+    ids = [f"id-{i}" for i in range(len(calls))]
+    where = data.draw(st.sampled_from(["args", "kwargs", "nested", "id"]))
+    i = data.draw(st.integers(0, len(calls) - 1))
+    if where == "args":
+        calls[i] = [*(calls[i] if isinstance(calls[i], (list, tuple)) else []), bad]
+    elif where == "kwargs":
+        calls[i] = {"bad": bad}
+    elif where == "nested":
+        calls[i] = [[{"deep": [bad]}]]
+    else:
+        ids[i] = bad
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    assert ref[0] == "raised" and ref[1] is TypeError
+    assert ref[2].startswith(f"call {i}: ")
+
+
+@pytest.mark.parametrize("call", [None, 5, "abc", b"abc", {1, 2}, frozenset(), 1.5, object()])
+@pytest.mark.parametrize("position", [0, 2])
+def test_encode_calls_wrong_call_type(call: Any, position: int) -> None:
+    calls: list[Any] = [("a", "b"), {"k": 1}, ["c"]]
+    calls.insert(position, call)
+    ids = ["i0", "i1", "i2", "i3"]
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    assert ref[0] == "raised" and ref[1] is TypeError
+    assert ref[2].startswith(f"call {position}: each call must be")
+    # the message carries exception context suppression like the reference
+    with pytest.raises(TypeError) as info:
+        native_codec.encode_calls(ids, calls, b"}")
+    assert info.value.__suppress_context__
+
+
+class _ListSub(list):  # type: ignore[type-arg]
+    pass
+
+
+class _TupleSub(tuple):  # type: ignore[type-arg]
+    pass
+
+
+class _DictSub(dict):  # type: ignore[type-arg]
+    pass
+
+
+class _Ids:
+    """A sequence that is neither list nor tuple."""
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+    def __getitem__(self, i: int) -> Any:
+        return self.items[i]
+
+
+@pytest.mark.parametrize(
+    "ids, calls, tail",
+    [
+        (["a", "b"], [(1,), (2,)], b"}"),
+        (["a"], [(1,), (2,)], b"}"),  # ids too short: IndexError, not wrapped
+        ([], [], b"}"),
+        ("ab", [(1,), {"x": 1}], b"}"),  # a str is a sequence too
+        (_Ids(["a", "b", "c"]), [["x"], {"y": [1]}, ()], b"}"),
+        (_Ids(["a"]), [["x"], ["y"]], b"}"),
+        (5, [(1,)], b"}"),  # ids not subscriptable: TypeError, wrapped
+        (["a", "b"], 5, b"}"),  # calls not iterable: TypeError, not wrapped
+        (["a", "b"], [(1,), (2,)], "}"),  # str tail: join fails, wrapped
+        (["a", "b"], [(1,), (2,)], bytearray(b"}")),
+        (["a", "b", "c"], [_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], b"}"),
+        (["a", "b"], [_ListSub(), _DictSub()], b"}"),
+        (["a", "b"], [_TupleSub((1, 2)), [1]], b"}"),  # orjson refuses tuple subclasses
+        (["a", "b", "c"], [[], {}, ()], b"}"),
+        (["a", "b"], [[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], b"}"),
+        ([1, None], [[1], [2]], b"}"),  # ids need not be str
+        ([2**64, "b"], [[1], [2]], b"}"),
+        (["\ud800", "b"], [[1], [2]], b"}"),
+    ],
+)
+def test_encode_calls_edge_cases(ids: Any, calls: Any, tail: Any) -> None:
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, tail)
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("depth", [250, 252, 253, 254, 255, 256])
+def test_encode_calls_near_orjson_recursion_limit(depth: int) -> None:
+    calls = [["x"], _nested(depth), {"k": _nested(depth - 1)}]
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, ["a", "b", "c"], calls, b"}")
+
+
+# --- decode_claim ---------------------------------------------------------------------------
+
+REGISTRY: dict[str, Any] = {"tasks.add": len, "tasks.mul": max, "tasks.none": None, "é": abs}
+NAMES = st.sampled_from(sorted(REGISTRY)) | st.sampled_from(["missing", ""]) | st.text(max_size=6)
+JOB_KEY = st.binary(min_size=1, max_size=12)
+
+
+@st.composite
+def envelopes(draw: st.DrawFn) -> Any:
+    """Good envelopes and every way of being broken."""
+    kind = draw(
+        st.sampled_from(
+            [
+                "good",
+                "good",
+                "good",
+                "invalid",
+                "non_object",
+                "bad_name",
+                "bad_args",
+                "bad_kwargs",
+                "missing_fields",
+                "str_payload",
+                "odd_payload",
+            ]
+        )
+    )
+    env: dict[str, Any] = {
+        "id": draw(JOB_ID),
+        "args": draw(ARGS_LIST),
+        "kwargs": draw(KWARGS),
+        "name": draw(NAMES),
+        "queue": "default",
+        "enqueued_at": 1.5,
+    }
+    if kind == "invalid":
+        return draw(
+            st.binary(max_size=20)
+            | st.sampled_from([b"", b"{", b'{"name":', b"[1,]", b"\xff\xfe", b"nul", b"{} {}"])
+        )
+    if kind == "non_object":
+        return orjson.dumps(draw(JSON.filter(lambda v: not isinstance(v, dict))))
+    if kind == "bad_name":
+        env["name"] = draw(JSON)
+    elif kind == "bad_args":
+        env["args"] = draw(JSON.filter(lambda v: not isinstance(v, list)))
+    elif kind == "bad_kwargs":
+        env["kwargs"] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
+    elif kind == "missing_fields":
+        for field in draw(st.lists(st.sampled_from(["args", "kwargs", "name"]), max_size=3)):
+            env.pop(field, None)
+    payload = orjson.dumps(env)
+    if kind == "str_payload":
+        return payload.decode()
+    if kind == "odd_payload":
+        return draw(st.sampled_from([bytearray(payload), memoryview(payload), None, 7]))
+    return payload
+
+
+ATTEMPTS = st.integers(0, 2**40) | st.sampled_from([True, b"3", "4", 2.5])
+
+
+@st.composite
+def replies(draw: st.DrawFn) -> tuple[list[Any], int, bool]:
+    """``(reply, start, aligned)``: aligned when start is where the triples begin."""
+    prefix = draw(st.lists(st.integers() | st.binary(max_size=4), max_size=3))
+    jobs = draw(st.lists(st.tuples(JOB_KEY, envelopes(), ATTEMPTS), max_size=10))
+    reply: list[Any] = list(prefix)
+    for job in jobs:
+        reply.extend(job)
+    reply.extend(draw(st.lists(st.binary(max_size=3), max_size=2)))  # ragged end
+    start = draw(st.just(len(prefix)) | st.integers(0, len(reply) + 2))
+    return reply, start, start == len(prefix)
+
+
+@SETTINGS
+@given(replies())
+def test_decode_claim(drawn: tuple[list[Any], int, bool]) -> None:
+    reply, start, aligned = drawn
+    ref = assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, start, REGISTRY)
+    if aligned and ref[0] == "ok":
+        runnable, broken = native_codec.decode_claim(reply, start, REGISTRY)
+        for job in runnable:
+            assert type(job[0]) is bytes and type(job[4]) is int
+        for job_id, reason in broken:
+            assert type(job_id) is bytes and type(reason) is str
+    # any sequence, and mappings that are not dicts, take the generic path
+    assert_same(ref_codec.decode_claim, native_codec.decode_claim, tuple(reply), start, REGISTRY)
+    assert_same(
+        ref_codec.decode_claim,
+        native_codec.decode_claim,
+        reply,
+        start,
+        types.MappingProxyType(REGISTRY),
+    )
+
+
+@SETTINGS
+@given(replies(), st.integers(-40, -1) | st.sampled_from([True, 1.0, None, "1", 2**70]))
+def test_decode_claim_odd_start(drawn: tuple[list[Any], int, bool], start: Any) -> None:
+    reply = drawn[0]
+    assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, start, REGISTRY)
+
+
+def test_decode_claim_good_batch_is_runnable() -> None:
+    tail = ref_codec.envelope_tail({"name": "tasks.add", "queue": "q", "enqueued_at": 1.0})
+    ids = [f"job-{i}" for i in range(50)]
+    calls: list[Any] = [(i, "x") if i % 2 else {"n": i} for i in range(50)]
+    envs = native_codec.encode_calls(ids, calls, tail)
+    reply: list[Any] = [b"cursor"]
+    for i, env in enumerate(envs):
+        reply += [ids[i].encode(), env, i]
+    runnable, broken = native_codec.decode_claim(reply, 1, REGISTRY)
+    assert broken == []
+    assert (runnable, broken) == ref_codec.decode_claim(reply, 1, REGISTRY)
+    assert [job[4] for job in runnable] == list(range(50))
+    assert all(job[1] is len for job in runnable)
+
+
+@pytest.mark.parametrize(
+    "reply, start, registry",
+    [
+        ([], 0, REGISTRY),
+        ([b"a", b"{}"], 0, REGISTRY),
+        ([b"a", b'{"name":"tasks.add"}', 1], 0, {}),
+        ([b"a", b'{"name":"tasks.add"}', 1], 0, _DictSub(REGISTRY)),
+        ([b"a", b'{"name":"tasks.add"}', 1], 0, None),  # no .get: AttributeError
+        ([b"a", b'{"name":["tasks.add"]}', 1], 0, REGISTRY),
+        ([b"a", b'{"name":"tasks.none"}', 1], 0, REGISTRY),
+        ([b"a", b'{"name":"tasks.add","args":[1]}', None], 0, REGISTRY),  # int(None)
+        ([b"a", b'{"name":"tasks.add","args":[1]}', "x"], 0, REGISTRY),  # int("x")
+        (_Ids([b"a", b'{"name":"tasks.add"}', 1]), 0, REGISTRY),  # no len()
+        (5, 0, REGISTRY),
+    ],
+)
+def test_decode_claim_edge_cases(reply: Any, start: Any, registry: Any) -> None:
+    assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, start, registry)
+
+
+# --- backoff_ms -----------------------------------------------------------------------------
+
+WIDE_INT = (
+    st.integers(-(2**70), 2**70)
+    | st.integers(-5, 70)
+    | st.sampled_from([0, 1, 2**62, 2**63 - 1, 2**63, 2**64, -(2**63), 10**30, -(10**30)])
+)
+WIDE_FLOAT = (
+    st.floats(allow_nan=True, allow_infinity=True)
+    | st.floats(0.0, 1.0)
+    | st.sampled_from([0.0, -0.0, 1.0, 0.5, 1.0000001, 2.0, 0.9999999999999999, 5e-324])
+)
+
+
+@settings(max_examples=1500, deadline=None, database=None)
+@given(WIDE_INT, WIDE_INT, WIDE_INT, WIDE_FLOAT, WIDE_FLOAT)
+def test_backoff_ms(attempt: int, base_ms: int, max_ms: int, jitter: float, rand: float) -> None:
+    assert_same(
+        ref_backoff.backoff_ms, native_backoff.backoff_ms, attempt, base_ms, max_ms, jitter, rand
+    )
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    WIDE_INT | st.booleans(),
+    WIDE_INT | st.booleans(),
+    WIDE_INT | st.booleans(),
+    WIDE_FLOAT | WIDE_INT | st.booleans(),
+    WIDE_FLOAT | WIDE_INT | st.booleans(),
+)
+def test_backoff_ms_mixed_types(
+    attempt: Any, base_ms: Any, max_ms: Any, jitter: Any, rand: Any
+) -> None:
+    assert_same(
+        ref_backoff.backoff_ms, native_backoff.backoff_ms, attempt, base_ms, max_ms, jitter, rand
+    )
+
+
+def test_backoff_ms_grid() -> None:
+    rands = [0.0, 0.1, 0.3333333333333333, 0.5, 0.7, 0.9999999999999999]
+    for attempt in range(-2, 70):
+        for base_ms in (-1, 0, 1, 3, 100, 1000, 2**40, 2**62 - 1):
+            for max_ms in (-7, 0, 1, 999, 60_000, 2**53 + 1, 2**63 - 1):
+                for jitter in (-0.5, 0.0, 0.1, 0.5, 1.0, 1.5):
+                    for rand in rands:
+                        args = (attempt, base_ms, max_ms, jitter, rand)
+                        assert native_backoff.backoff_ms(*args) == ref_backoff.backoff_ms(*args), (
+                            args
+                        )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (10**30, 100, 60_000, 0.5, 0.5),
+        (1, 10**30, 60_000, 0.5, 0.5),
+        (1, 100, 10**30, 0.5, 0.5),
+        (200, 100, 10**30, 0.0, 0.5),
+        (3, 100, 2**63 - 1, 1.0, 1e300),
+        (3, 100, 60_000, 1.0, float("inf")),
+        (3, 100, 60_000, float("nan"), 0.5),
+        (3, 100, 60_000, 0.5, float("nan")),
+        (3, 100, -(10**400), 0.5, 0.5),
+        (3.0, 100, 60_000, 0.5, 0.5),  # float attempt: the reference's own TypeError
+        ("3", 100, 60_000, 0.5, 0.5),
+    ],
+)
+def test_backoff_ms_extremes(args: tuple[Any, ...]) -> None:
+    assert_same(ref_backoff.backoff_ms, native_backoff.backoff_ms, *args)
