@@ -48,6 +48,8 @@ class App:
         namespace: prefix of every key, so several apps can share one Redis.
         dead_max_age_s: dead jobs older than this are deleted.
         dead_max_len: the dead set of a queue keeps at most this many jobs.
+        max_stalls: a job whose worker died (or hung) running it more often than
+            this is a poison job: it goes dead instead of running again.
     """
 
     def __init__(
@@ -57,6 +59,7 @@ class App:
         namespace: str = "fastq",
         dead_max_age_s: float = 7 * 24 * 3600,
         dead_max_len: int = 10_000,
+        max_stalls: int = 2,
     ) -> None:
         if not namespace or any(c in namespace for c in "{}"):
             raise ValueError(f"invalid namespace {namespace!r}")
@@ -64,6 +67,9 @@ class App:
         self.namespace = namespace
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
         self.dead_max_len = int(dead_max_len)
+        if max_stalls < 0:
+            raise ValueError(f"max_stalls must be >= 0, not {max_stalls}")
+        self.max_stalls = int(max_stalls)
         self.registry: dict[str, JobDef[Any]] = {}
         self._ids = IdGenerator()
         self._client: Optional[redis.Redis] = None

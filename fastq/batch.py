@@ -53,8 +53,8 @@ class Outcomes:
 
 @dataclass
 class Claim:
-    """What a claim call returned: the reply holds ``id, envelope, attempts`` triples
-    from index 2 on."""
+    """What a claim call returned: the reply holds ``id, envelope`` pairs from
+    index 2 on."""
 
     queue: str
     reply: list[Any]
@@ -69,7 +69,7 @@ class Claim:
         return int(self.reply[1])
 
     def __len__(self) -> int:
-        return (len(self.reply) - 2) // 3
+        return (len(self.reply) - 2) // 2
 
 
 class RoundTrip:
@@ -85,6 +85,7 @@ class RoundTrip:
         lease_ms: int,
         dead_max_age_ms: int,
         dead_max_len: int,
+        max_stalls: int,
         promote_max: int = 1000,
     ) -> None:
         self.client = client
@@ -93,6 +94,7 @@ class RoundTrip:
         self.lease_ms = lease_ms
         self.dead_max_age_ms = dead_max_age_ms
         self.dead_max_len = dead_max_len
+        self.max_stalls = max_stalls
         self.promote_max = promote_max
         self._ack_keys = {q: k.ack_keys(worker_id) for q, k in self.keys.items()}
         self._claim_keys = {q: k.claim_keys(worker_id) for q, k in self.keys.items()}
@@ -122,15 +124,24 @@ class RoundTrip:
                 commands.append((scripts.ACK, self._ack_keys[queue], argv))
             if out.unstarted:
                 commands.append(
-                    (scripts.RELEASE, self._release_keys[queue], [wid, "unstarted", *out.unstarted])
+                    (
+                        scripts.RELEASE,
+                        self._release_keys[queue],
+                        [wid, "unstarted", self.max_stalls, *out.unstarted],
+                    )
                 )
             if out.stalled:
                 commands.append(
-                    (scripts.RELEASE, self._release_keys[queue], [wid, "stalled", *out.stalled])
+                    (
+                        scripts.RELEASE,
+                        self._release_keys[queue],
+                        [wid, "stalled", self.max_stalls, *out.stalled],
+                    )
                 )
         if release_all:
             for queue in self.keys:
-                commands.append((scripts.RELEASE, self._release_keys[queue], [wid, "unstarted"]))
+                argv = [wid, "unstarted", self.max_stalls]
+                commands.append((scripts.RELEASE, self._release_keys[queue], argv))
         if claim is not None:
             queue, n = claim
             argv = [wid, n, self.lease_ms, self.promote_max]

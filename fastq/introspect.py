@@ -10,7 +10,17 @@ import redis
 
 from fastq.keys import QueueKeys
 
-COUNTERS = ("enqueued", "processed", "failed", "retried", "dead", "broken", "stalled", "stale_acks")
+COUNTERS = (
+    "enqueued",
+    "processed",
+    "failed",
+    "retried",
+    "dead",
+    "broken",
+    "stalled",
+    "orphaned",
+    "stale_acks",
+)
 
 
 @dataclass(frozen=True)
@@ -23,7 +33,8 @@ class JobInfo:
     name: Optional[str]
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
-    attempts: int = 0
+    attempts: int = 0  # attempts that ended in a failure (or a Retry)
+    stalls: int = 0  # times its worker died or hung while running it
     enqueued_at: Optional[float] = None
     due_at: Optional[float] = None
     lease_until: Optional[float] = None
@@ -39,7 +50,7 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe = client.pipeline(transaction=False)
     pipe.llen(keys.ready)
     pipe.zcard(keys.prio)
-    pipe.zcard(keys.inflight)
+    pipe.zcount(keys.inflight, "-inf", "(inf")  # not the +inf sentinel
     pipe.zcard(keys.scheduled)
     pipe.zcard(keys.dead)
     pipe.hlen(keys.broken)
@@ -65,8 +76,8 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     pipe.zscore(keys.scheduled, job_id)
     pipe.zscore(keys.dead, job_id)
     pipe.hget(keys.broken, job_id)
-    pipe.hget(keys.attempts, job_id)
-    raw, lease_until, worker, due, died, broken, attempts = pipe.execute()
+    pipe.hget(keys.stalls, job_id)
+    raw, lease_until, worker, due, died, broken, stalls = pipe.execute()
     if raw is None:
         return None
     try:
@@ -95,13 +106,14 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         name=name if isinstance(name, str) else None,
         args=args if isinstance(args, list) else [],
         kwargs=kwargs if isinstance(kwargs, dict) else {},
-        attempts=int(attempts) if attempts is not None else int(env.get("attempts") or 0),
+        attempts=env.get("attempts") if isinstance(env.get("attempts"), int) else 0,
+        stalls=int(stalls) if stalls is not None else 0,
         enqueued_at=_seconds(env.get("enqueued_at")),
         due_at=_seconds(due),
         lease_until=_seconds(lease_until),
         worker=worker.decode() if worker else None,
         failed_at=_seconds(env.get("failed_at") or (died if died is not None else None)),
-        last_error=env.get("error"),
+        last_error=env.get("stall_error") or env.get("error"),
         traceback=env.get("traceback"),
         broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
         raw=raw,

@@ -65,8 +65,8 @@ class QueueKeys:
         return self.key("lease")
 
     @property
-    def attempts(self) -> str:
-        return self.key("attempts")
+    def stalls(self) -> str:
+        return self.key("stalls")
 
     @property
     def scheduled(self) -> str:
@@ -108,7 +108,6 @@ class QueueKeys:
             self.jobs,
             self.inflight,
             self.lease,
-            self.attempts,
             self.scheduled,
             self.held(worker_id),
             self.stats,
@@ -120,7 +119,7 @@ class QueueKeys:
             self.jobs,
             self.inflight,
             self.lease,
-            self.attempts,
+            self.stalls,
             self.held(worker_id),
             self.scheduled,
             self.dead,
@@ -133,8 +132,27 @@ class QueueKeys:
             self.ready,
             self.inflight,
             self.lease,
-            self.attempts,
             self.held(worker_id),
             self.stats,
             self.wake,
+            self.jobs,
+            self.dead,
+            self.stalls,
+        ]
+
+    def extend_keys(self, worker_id: str) -> list[str]:
+        return [self.inflight, self.lease, self.held(worker_id)]
+
+    def reap_keys(self) -> list[str]:
+        return [
+            self.ready,
+            self.inflight,
+            self.lease,
+            self.jobs,
+            self.dead,
+            self.stats,
+            self.stalls,
+            self.wake,
+            self.scheduled,
+            self.prio,
         ]

@@ -26,7 +26,17 @@ class Script:
 
     @classmethod
     def from_package(cls, name: str) -> Script:
-        source = resources.files("fastq").joinpath("lua", f"{name}.lua").read_bytes()
+        """Read ``lua/<name>.lua``; each leading ``--! include X`` line pulls in
+        ``lua/lib/X.lua`` ahead of it (helpers shared by several verbs)."""
+        lua = resources.files("fastq").joinpath("lua")
+        body = lua.joinpath(f"{name}.lua").read_bytes()
+        parts = []
+        for line in body.splitlines():
+            if not line.startswith(b"--! include "):
+                break
+            lib = line.split()[-1].decode()
+            parts.append(lua.joinpath("lib", f"{lib}.lua").read_bytes())
+        source = b"\n".join([*parts, body])
         return cls(name, source, hashlib.sha1(source).hexdigest())
 
     def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
@@ -38,7 +48,9 @@ ENQUEUE = Script.from_package("enqueue")
 CLAIM = Script.from_package("claim")
 ACK = Script.from_package("ack")
 RELEASE = Script.from_package("release")
-ALL = (ENQUEUE, CLAIM, ACK, RELEASE)
+REAP = Script.from_package("reap")
+EXTEND = Script.from_package("extend")
+ALL = (ENQUEUE, CLAIM, ACK, RELEASE, REAP, EXTEND)
 
 
 def load_all(client: redis.Redis) -> None:

@@ -137,6 +137,7 @@ class Worker:
             lease_ms=self.lease_ms,
             dead_max_age_ms=self.app.dead_max_age_ms,
             dead_max_len=self.app.dead_max_len,
+            max_stalls=self.app.max_stalls,
         )
         self._pending = {q: Outcomes() for q in self.queues}
         if self.handle_signals and threading.current_thread() is threading.main_thread():

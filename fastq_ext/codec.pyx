@@ -4,6 +4,9 @@
 Same functions, same results, same exceptions (types and messages) as the
 reference. The JSON work itself stays with orjson; what is native is the loop
 around it: typed locals, list/dict fast paths and one allocation per envelope.
+``encode_calls`` makes two orjson calls per blast (all ids, all calls) instead
+of two per call, and cuts the two arrays into their elements; on any encoding
+error it reruns the call-by-call loop so the error raised is the reference's.
 
 Built with ``boundscheck=False, wraparound=False``: every C-integer index used
 here is non-negative and checked against the current size before use.
@@ -11,9 +14,17 @@ here is non-negative and checked against the current size before use.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize
 from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError
-from cpython.list cimport PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
+from cpython.list cimport (
+    PyList_CheckExact,
+    PyList_GET_ITEM,
+    PyList_GET_SIZE,
+    PyList_New,
+    PyList_SET_ITEM,
+)
 from cpython.long cimport PyLong_CheckExact, PyLong_FromSsize_t
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.string cimport memcpy
 
@@ -49,6 +60,7 @@ cdef const char* _C_KWARGS = b',"kwargs":'
 cdef str _K_NAME = "name"
 cdef str _K_ARGS = "args"
 cdef str _K_KWARGS = "kwargs"
+cdef str _K_ATTEMPTS = "attempts"
 
 
 cdef extern from "Python.h":
@@ -105,16 +117,129 @@ def encode_envelope(job_id, args, kwargs, tail):
     return _encode(job_id, args, kwargs, tail)
 
 
-def encode_calls(ids, calls, tail):
-    """Encode one envelope per call of a blast.
+cdef inline Py_ssize_t _element_end(const char* buf, Py_ssize_t pos, Py_ssize_t size) noexcept nogil:
+    """End of the array element starting at ``buf[pos]`` in compact JSON (orjson output).
 
-    Each call is a tuple or list of positional arguments, or a dict of keyword
-    arguments.
-
-    Raises:
-        TypeError: a call is neither, or holds something JSON cannot carry; the
-            message names the call's index.
+    Returns the index of the ``,`` or ``]`` closing it, or -1 if ``buf`` ends first.
+    Tracks nesting and strings (with backslash escapes); UTF-8 continuation bytes
+    are >= 0x80, so they never look like structure.
     """
+    cdef int depth = 0
+    cdef char c
+    while pos < size:
+        c = buf[pos]
+        if c == b'"':
+            pos += 1
+            while pos < size:
+                c = buf[pos]
+                if c == b'\\':
+                    pos += 2
+                    continue
+                if c == b'"':
+                    break
+                pos += 1
+        elif c == b'[' or c == b'{':
+            depth += 1
+        elif c == b']' or c == b'}':
+            if depth == 0:
+                return pos
+            depth -= 1
+        elif c == b',' and depth == 0:
+            return pos
+        pos += 1
+    return -1
+
+
+cdef object _encode_calls_batched(object ids, object calls, bytes tail):
+    """All ids in one orjson call, all calls in another, then split and spliced.
+
+    Byte-identical to encoding call by call: orjson encodes an array element
+    exactly as it encodes the same value alone. Only taken when every call is an
+    exact list, tuple or dict and ids is an exact list/tuple long enough. Returns
+    None whenever anything is off (an encoding error, a surprise in the output);
+    the caller then runs the call-by-call loop, which raises exactly as the
+    reference does.
+    """
+    cdef Py_ssize_t n = len(calls)
+    cdef Py_ssize_t i
+    cdef object call
+    if len(ids) < n:
+        return None
+    for i in range(n):
+        call = <object>(PyList_GET_ITEM(calls, i) if PyList_CheckExact(calls)
+                        else PyTuple_GET_ITEM(calls, i))
+        if not (PyList_CheckExact(call) or PyTuple_CheckExact(call) or PyDict_CheckExact(call)):
+            return None
+    if len(ids) > n:
+        ids = ids[:n]
+    try:
+        id_json = _dumps(ids)
+        call_json = _dumps(calls)
+    except Exception:
+        return None
+    if not (PyBytes_CheckExact(id_json) and PyBytes_CheckExact(call_json)):
+        return None
+    cdef const char* ib = PyBytes_AS_STRING(id_json)
+    cdef Py_ssize_t isize = PyBytes_GET_SIZE(id_json)
+    cdef const char* cb = PyBytes_AS_STRING(call_json)
+    cdef Py_ssize_t csize = PyBytes_GET_SIZE(call_json)
+    cdef const char* tb = PyBytes_AS_STRING(tail)
+    cdef Py_ssize_t lt = PyBytes_GET_SIZE(tail)
+    cdef Py_ssize_t ipos = 1, cpos = 1, iend, cend, lj, lc, la, lk
+    cdef bint is_kwargs
+    cdef bytes env
+    cdef char* p
+    cdef bint calls_is_list = PyList_CheckExact(calls)
+    if isize < 2 or ib[0] != b'[' or csize < 2 or cb[0] != b'[':
+        return None
+    cdef list out = PyList_New(n)  # slots filled below; a dropped list frees them safely
+    for i in range(n):
+        iend = _element_end(ib, ipos, isize)
+        cend = _element_end(cb, cpos, csize)
+        if iend < 0 or cend < 0:
+            return None
+        if calls_is_list and i >= PyList_GET_SIZE(calls):
+            return None
+        call = <object>(PyList_GET_ITEM(calls, i) if calls_is_list
+                        else PyTuple_GET_ITEM(calls, i))
+        is_kwargs = PyDict_CheckExact(call)
+        lj = iend - ipos
+        lc = cend - cpos
+        la = 2 if is_kwargs else lc
+        lk = lc if is_kwargs else 2
+        env = PyBytes_FromStringAndSize(NULL, _L_ID + lj + _L_ARGS + la + _L_KWARGS + lk + lt)
+        p = PyBytes_AS_STRING(env)
+        memcpy(p, _C_ID, _L_ID)
+        p += _L_ID
+        memcpy(p, ib + ipos, lj)
+        p += lj
+        memcpy(p, _C_ARGS, _L_ARGS)
+        p += _L_ARGS
+        if is_kwargs:
+            memcpy(p, b"[]", 2)
+        else:
+            memcpy(p, cb + cpos, lc)
+        p += la
+        memcpy(p, _C_KWARGS, _L_KWARGS)
+        p += _L_KWARGS
+        if is_kwargs:
+            memcpy(p, cb + cpos, lc)
+        else:
+            memcpy(p, b"{}", 2)
+        p += lk
+        memcpy(p, tb, lt)
+        Py_INCREF(env)
+        PyList_SET_ITEM(out, i, env)
+        ipos = iend + 1
+        cpos = cend + 1
+    # both arrays must end exactly after the n-th element
+    if ipos != isize or cpos != csize:
+        return None
+    return out
+
+
+cdef list _encode_calls_loop(object ids, object calls, object tail):
+    """The reference loop: one envelope per call, errors named by call index."""
     cdef list out = []
     cdef Py_ssize_t i = 0
     cdef bint ids_is_list = PyList_CheckExact(ids)
@@ -151,6 +276,25 @@ def encode_calls(ids, calls, tail):
     return out
 
 
+def encode_calls(ids, calls, tail):
+    """Encode one envelope per call of a blast.
+
+    Each call is a tuple or list of positional arguments, or a dict of keyword
+    arguments.
+
+    Raises:
+        TypeError: a call is neither, or holds something JSON cannot carry; the
+            message names the call's index.
+    """
+    cdef object out
+    if (PyList_CheckExact(calls) or PyTuple_CheckExact(calls)) and PyBytes_CheckExact(tail) \
+            and (PyList_CheckExact(ids) or PyTuple_CheckExact(ids)) and len(calls) > 1:
+        out = _encode_calls_batched(ids, calls, <bytes>tail)
+        if out is not None:
+            return out
+    return _encode_calls_loop(ids, calls, tail)
+
+
 cdef inline object _item(list reply, Py_ssize_t i):
     """``reply[i]`` for ``i >= 0``, re-checking the size (the list may have changed)."""
     if i < PyList_GET_SIZE(reply):
@@ -161,22 +305,22 @@ cdef inline object _item(list reply, Py_ssize_t i):
 cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     cdef list runnable = []
     cdef list broken = []
-    cdef Py_ssize_t stop = PyList_GET_SIZE(reply) - 2
+    cdef Py_ssize_t stop = PyList_GET_SIZE(reply) - 1
     cdef Py_ssize_t i = start
     cdef bint reg_is_dict = PyDict_CheckExact(registry)
     cdef PyObject* found
-    cdef object job_id, env, name, target, args, kwargs, attempts
+    cdef object job_id, env, name, target, args, kwargs, failed
     while i < stop:
         job_id = _item(reply, i)
         try:
             env = _loads(_item(reply, i + 1))
         except _JSONDecodeError as exc:
             broken.append((job_id, f"invalid JSON: {exc}"))
-            i += 3
+            i += 2
             continue
+        i += 2
         if not PyDict_CheckExact(env):
             broken.append((job_id, f"envelope is a JSON {type(env).__name__}, not an object"))
-            i += 3
             continue
         found = PyDict_GetItem(env, _K_NAME)
         name = <object>found if found is not NULL else None
@@ -190,74 +334,41 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
             target = None
         if target is None:
             broken.append((job_id, f"unknown job name {name!r}"))
-            i += 3
             continue
         found = PyDict_GetItem(env, _K_ARGS)
-        args = <object>found if found is not NULL else ()
+        args = <object>found if found is not NULL else []
         found = PyDict_GetItem(env, _K_KWARGS)
         kwargs = <object>found if found is not NULL else {}
         if not PyList_CheckExact(args):
             broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
-            i += 3
             continue
         if not PyDict_CheckExact(kwargs):
             broken.append((job_id, f"kwargs must be a JSON object, not {type(kwargs).__name__}"))
-            i += 3
             continue
-        attempts = _item(reply, i + 2)
-        if not PyLong_CheckExact(attempts):
-            attempts = int(attempts)
-        runnable.append((job_id, target, args, kwargs, attempts, env))
-        i += 3
-    return runnable, broken
-
-
-cdef tuple _decode_generic(object reply, object start, object registry):
-    # Any sequence, or an unusual start: the reference loop with Python semantics
-    # (object indices, so negative indices behave as in Python).
-    cdef list runnable = []
-    cdef list broken = []
-    for i in _range(start, len(reply) - 2, 3):
-        job_id = reply[i]
-        try:
-            env = _loads(reply[i + 1])
-        except _JSONDecodeError as exc:
-            broken.append((job_id, f"invalid JSON: {exc}"))
-            continue
-        if type(env) is not dict:
-            broken.append((job_id, f"envelope is a JSON {type(env).__name__}, not an object"))
-            continue
-        name = env.get("name")
-        target = registry.get(name) if type(name) is str else None
-        if target is None:
-            broken.append((job_id, f"unknown job name {name!r}"))
-            continue
-        args = env.get("args", ())
-        kwargs = env.get("kwargs", {})
-        if type(args) is not list:
-            broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
-            continue
-        if type(kwargs) is not dict:
-            broken.append((job_id, f"kwargs must be a JSON object, not {type(kwargs).__name__}"))
-            continue
-        runnable.append((job_id, target, args, kwargs, int(reply[i + 2]), env))
+        found = PyDict_GetItem(env, _K_ATTEMPTS)
+        if found is NULL:
+            runnable.append((job_id, target, args, kwargs, 1, env))
+        else:
+            failed = <object>found
+            if not PyLong_CheckExact(failed) or failed < 0:
+                failed = 0
+            runnable.append((job_id, target, args, kwargs, failed + 1, env))
     return runnable, broken
 
 
 def decode_claim(reply, start, registry):
     """Decode the jobs of a claim reply.
 
-    ``reply[start:]`` holds triples ``id, envelope, attempts`` (bytes, bytes, int).
+    ``reply[start:]`` holds pairs ``id, envelope`` (bytes, bytes). The attempt
+    number is one more than the failed attempts the envelope records.
 
     Returns ``(runnable, broken)``: runnable is a list of
-    ``(id, registry[name], args, kwargs, attempts, envelope_dict)``; broken a list
+    ``(id, registry[name], args, kwargs, attempt, envelope_dict)``; broken a list
     of ``(id, reason)`` for payloads that are not JSON objects, name a job
     missing from ``registry``, or carry args/kwargs of the wrong type.
     """
-    cdef Py_ssize_t s
-    if PyList_CheckExact(reply) and PyLong_CheckExact(start) and start >= 0:
-        if start >= PyList_GET_SIZE(reply):
-            return [], []
-        s = start
-        return _decode_list(<list>reply, s, registry)
-    return _decode_generic(reply, start, registry)
+    if not PyList_CheckExact(reply):
+        reply = list(reply)
+    if start < 0:
+        raise ValueError(f"start must be >= 0, not {start}")
+    return _decode_list(<list>reply, start, registry)

@@ -69,20 +69,24 @@ def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[
 def decode_claim(
     reply: Sequence[Any], start: int, registry: Mapping[str, Any]
 ) -> tuple[
-    list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]], list[tuple[bytes, str]]
+    list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
+    list[tuple[bytes, str]],
 ]:
     """Decode the jobs of a claim reply.
 
-    ``reply[start:]`` holds triples ``id, envelope, attempts`` (bytes, bytes, int).
+    ``reply[start:]`` holds pairs ``id, envelope`` (bytes, bytes). The attempt
+    number is one more than the failed attempts the envelope records.
 
     Returns ``(runnable, broken)``: runnable is a list of
-    ``(id, registry[name], args, kwargs, attempts, envelope_dict)``; broken a list
+    ``(id, registry[name], args, kwargs, attempt, envelope_dict)``; broken a list
     of ``(id, reason)`` for payloads that are not JSON objects, name a job
     missing from ``registry``, or carry args/kwargs of the wrong type.
     """
+    if start < 0:
+        raise ValueError(f"start must be >= 0, not {start}")
     runnable = []
     broken = []
-    for i in range(start, len(reply) - 2, 3):
+    for i in range(start, len(reply) - 1, 2):
         job_id = reply[i]
         try:
             env = orjson.loads(reply[i + 1])
@@ -97,7 +101,7 @@ def decode_claim(
         if target is None:
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
-        args = env.get("args", ())
+        args = env.get("args", [])
         kwargs = env.get("kwargs", {})
         if type(args) is not list:
             broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
@@ -105,5 +109,8 @@ def decode_claim(
         if type(kwargs) is not dict:
             broken.append((job_id, f"kwargs must be a JSON object, not {type(kwargs).__name__}"))
             continue
-        runnable.append((job_id, target, args, kwargs, int(reply[i + 2]), env))
+        failed = env.get("attempts", 0)
+        if type(failed) is not int or failed < 0:
+            failed = 0
+        runnable.append((job_id, target, args, kwargs, failed + 1, env))
     return runnable, broken

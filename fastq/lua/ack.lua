@@ -1,9 +1,10 @@
+--! include trim
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
 -- KEYS[2] inflight   zset   id -> lease deadline (ms)
 -- KEYS[3] lease      hash   id -> worker id
--- KEYS[4] attempts   hash   id -> number of claims
+-- KEYS[4] stalls     hash   id -> times its worker died running it
 -- KEYS[5] held       set    ids this worker holds
 -- KEYS[6] scheduled  zset   id -> due time (ms)
 -- KEYS[7] dead       zset   id -> time of death (ms)
@@ -65,10 +66,15 @@ local function section(width)
     return mine, starts
 end
 
+-- a job that once stalled has a stall count to forget when it leaves for good
+local has_stalls = redis.call('EXISTS', KEYS[4]) == 1
+
 local done = section(1)
 if #done > 0 then
     redis.call('HDEL', KEYS[1], unpack(done))
-    redis.call('HDEL', KEYS[4], unpack(done))
+    if has_stalls then
+        redis.call('HDEL', KEYS[4], unpack(done))
+    end
     redis.call('HINCRBY', KEYS[9], 'processed', #done)
 end
 
@@ -88,7 +94,9 @@ for k = 1, #dead do
     redis.call('ZADD', KEYS[7], now, dead[k])
 end
 if #dead > 0 then
-    redis.call('HDEL', KEYS[4], unpack(dead))
+    if has_stalls then
+        redis.call('HDEL', KEYS[4], unpack(dead))
+    end
     redis.call('HINCRBY', KEYS[9], 'dead', #dead)
 end
 
@@ -97,7 +105,9 @@ for k = 1, #broken do
     redis.call('HSET', KEYS[8], broken[k], ARGV[bstart[k] + 1])
 end
 if #broken > 0 then
-    redis.call('HDEL', KEYS[4], unpack(broken))
+    if has_stalls then
+        redis.call('HDEL', KEYS[4], unpack(broken))
+    end
     redis.call('HINCRBY', KEYS[9], 'broken', #broken)
 end
 
@@ -109,18 +119,7 @@ if stale > 0 then
     redis.call('HINCRBY', KEYS[9], 'stale_acks', stale)
 end
 
--- Trim the dead set by age, then by size; bounded work per call.
 if #dead > 0 then
-    local old = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now - dead_max_age, 'LIMIT', 0, 100)
-    if #old > 0 then
-        redis.call('ZREM', KEYS[7], unpack(old))
-        redis.call('HDEL', KEYS[1], unpack(old))
-    end
-    local excess = redis.call('ZCARD', KEYS[7]) - dead_max_len
-    if excess > 0 then
-        local gone = redis.call('ZRANGE', KEYS[7], 0, math.min(excess, 100) - 1)
-        redis.call('ZREM', KEYS[7], unpack(gone))
-        redis.call('HDEL', KEYS[1], unpack(gone))
-    end
+    trim_dead(KEYS[7], KEYS[1], now, dead_max_age, dead_max_len)
 end
 return applied

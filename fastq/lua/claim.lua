@@ -1,3 +1,4 @@
+--! include promote
 -- claim: lease up to n jobs of one queue to one worker.
 --
 -- KEYS[1]  ready      list   ids; the right end is the front
@@ -6,18 +7,19 @@
 -- KEYS[3]  jobs       hash   id -> envelope
 -- KEYS[4]  inflight   zset   id -> lease deadline (ms)
 -- KEYS[5]  lease      hash   id -> worker id holding the lease
--- KEYS[6]  attempts   hash   id -> number of claims so far
--- KEYS[7]  scheduled  zset   id -> due time (ms)
--- KEYS[8]  held       set    ids this worker holds (lets a master release them at once)
--- KEYS[9]  stats      hash   counters
--- KEYS[10] wake       list   wake-up token for idle workers
+-- KEYS[6]  scheduled  zset   id -> due time (ms)
+-- KEYS[7]  held       set    ids this worker holds (lets a master release them at once)
+-- KEYS[8]  stats      hash   counters
+-- KEYS[9]  wake       list   wake-up token for idle workers
 --
 -- ARGV[1] worker id
 -- ARGV[2] n             jobs to claim at most
 -- ARGV[3] lease_ms      lease length
 -- ARGV[4] promote_max   due scheduled jobs to promote at most in this call
 --
--- Returns {now_ms, next_due_ms or -1, id1, envelope1, attempts1, id2, ...}.
+-- Returns {now_ms, next_due_ms or -1, id1, envelope1, id2, envelope2, ...}.
+-- Attempts are not counted here: the envelope records the failed ones, and a
+-- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
 -- exactly until then.
 
@@ -30,28 +32,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 1. Promote due scheduled jobs (retries in backoff, delayed jobs) to the front.
-local due = redis.call('ZRANGEBYSCORE', KEYS[7], '-inf', now, 'LIMIT', 0, promote_max)
-if #due > 0 then
-    redis.call('ZREM', KEYS[7], unpack(due))
-    local envs = redis.call('HMGET', KEYS[3], unpack(due))
-    -- walk backwards so the earliest due ends up at the very front
-    for i = #due, 1, -1 do
-        local env = envs[i]
-        if env then
-            local priority = 0
-            local ok, decoded = pcall(cjson.decode, env)
-            if ok and type(decoded) == 'table' and tonumber(decoded['priority']) then
-                priority = math.floor(tonumber(decoded['priority']))
-            end
-            if priority ~= 0 then
-                local seq = redis.call('HINCRBY', KEYS[9], 'seq', 1)
-                redis.call('ZADD', KEYS[2], -priority * 2147483648 + seq, due[i])
-            else
-                redis.call('RPUSH', KEYS[1], due[i])
-            end
-        end
-    end
-end
+promote_due(KEYS[6], KEYS[3], KEYS[1], KEYS[2], KEYS[8], now, promote_max)
 
 -- 2. Pop ids: high priority, then ready, then low priority.
 local ids = {}
@@ -84,7 +65,7 @@ end
 
 local next_due = -1
 if #ids < n then
-    local first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
     if #first > 0 then
         next_due = tonumber(first[2])
     end
@@ -98,6 +79,13 @@ end
 -- 3. Lease what still has an envelope (a cancelled job may not).
 local envs = redis.call('HMGET', KEYS[3], unpack(ids))
 local deadline = now + lease_ms
+-- A permanent member longer than 64 bytes keeps these keys alive and out of the
+-- compact listpack encoding, where every batched insert or lookup is a linear
+-- scan (a batch becomes quadratic). It never expires: its score is +inf.
+local sentinel = 'fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id'
+redis.call('ZADD', KEYS[4], 'NX', '+inf', sentinel)
+redis.call('HSETNX', KEYS[5], sentinel, 1)
+redis.call('SADD', KEYS[7], sentinel)
 local zargs, hargs, leased = {}, {}, {}
 for i = 1, #ids do
     local env = envs[i]
@@ -110,20 +98,19 @@ for i = 1, #ids do
         hargs[#hargs + 1] = worker
         out[#out + 1] = id
         out[#out + 1] = env
-        out[#out + 1] = redis.call('HINCRBY', KEYS[6], id, 1)
     end
 end
 if #leased > 0 then
     redis.call('ZADD', KEYS[4], unpack(zargs))
     redis.call('HSET', KEYS[5], unpack(hargs))
-    redis.call('SADD', KEYS[8], unpack(leased))
+    redis.call('SADD', KEYS[7], unpack(leased))
     -- a held set outlives its worker only as long as a lease could
-    redis.call('PEXPIRE', KEYS[8], lease_ms * 2)
+    redis.call('PEXPIRE', KEYS[7], lease_ms * 2)
 end
 
 -- 4. More work waiting: leave a token so an idle sibling wakes up too.
 if (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
-        and redis.call('LLEN', KEYS[10]) == 0 then
-    redis.call('RPUSH', KEYS[10], 1)
+        and redis.call('LLEN', KEYS[9]) == 0 then
+    redis.call('RPUSH', KEYS[9], 1)
 end
 return out

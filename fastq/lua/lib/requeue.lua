@@ -26,7 +26,6 @@ local function requeue_stalled(ids, now, max_stalls, k)
             end
             redis.call('ZADD', k.dead, now, id)
             redis.call('HDEL', k.stalls, id)
-            redis.call('HDEL', k.attempts, id)
             buried = buried + 1
         else
             back[#back + 1] = id

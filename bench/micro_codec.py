@@ -1,0 +1,167 @@
+"""Micro-benchmark: the pure-Python reference kernels against the compiled ones.
+
+Run from a source checkout after ``python setup.py build_ext --inplace``::
+
+    python bench/micro_codec.py                 # full sizes
+    python bench/micro_codec.py --quick         # tiny sizes, a CI smoke test (< 2 s)
+    python bench/micro_codec.py --json out.json
+
+Prints one line per kernel: ``kernel  reference_us_per_item  native_us_per_item
+speedup`` (best of several repeats, ``time.perf_counter``; the two implementations
+take turns, with the cyclic GC paused while timing, as :mod:`timeit` does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import json
+import platform
+import random
+import sys
+import time
+import uuid
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+FULL = {"encode_calls": 10_000, "decode_claim": 500, "backoff_ms": 100_000}
+QUICK = {"encode_calls": 500, "decode_claim": 50, "backoff_ms": 5_000}
+
+
+def _modules() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
+    """(reference codec, native codec, reference backoff, native backoff)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))  # a source checkout, not installed
+    from fastq._pyimpl import backoff as ref_backoff
+    from fastq._pyimpl import codec as ref_codec
+    from fastq_ext import backoff as nat_backoff
+    from fastq_ext import codec as nat_codec
+
+    return ref_codec, nat_codec, ref_backoff, nat_backoff
+
+
+def best_seconds(fns: list[Callable[[], Any]], repeats: int, number: int) -> list[float]:
+    """Best time per call of each fn: ``repeats`` runs of ``number`` back-to-back calls.
+
+    The fns take turns run by run, so a change in machine load hits all of them.
+    As in :mod:`timeit`, the cyclic GC is off while timing (collected before each run),
+    so a collection that happens to fall in one run does not decide the result.
+    """
+    best = [float("inf")] * len(fns)
+    gc_was_enabled = gc.isenabled()
+    try:
+        for _ in range(repeats):
+            for k, fn in enumerate(fns):
+                gc.collect()
+                gc.disable()
+                start = time.perf_counter()
+                for _ in range(number):
+                    fn()
+                elapsed = time.perf_counter() - start
+                if gc_was_enabled:
+                    gc.enable()
+                best[k] = min(best[k], elapsed / number)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return best
+
+
+def encode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
+    tail = codec.envelope_tail(
+        {"name": "bench.task", "queue": "default", "enqueued_at": 1_700_000_000.25, "priority": 0}
+    )
+    ids = [uuid.uuid4().hex for _ in range(size)]
+    calls = [(f"user-{i}", "hello") for i in range(size)]
+    return lambda mod: lambda: mod.encode_calls(ids, calls, tail)
+
+
+def decode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
+    tail = codec.envelope_tail(
+        {"name": "bench.task", "queue": "default", "enqueued_at": 1_700_000_000.25, "priority": 0}
+    )
+    ids = [uuid.uuid4().hex for _ in range(size)]
+    calls = [(f"user-{i}", "hello") for i in range(size)]
+    envelopes = codec.encode_calls(ids, calls, tail)
+    reply: list[Any] = [size]  # claim replies lead with a header; jobs start at 1
+    for job_id, env in zip(ids, envelopes):
+        reply += [job_id.encode(), env, 1]
+    registry = {"bench.task": print}
+    return lambda mod: lambda: mod.decode_claim(reply, 1, registry)
+
+
+def backoff_case(size: int) -> Callable[[ModuleType], Callable[[], Any]]:
+    rng = random.Random(7)
+    attempts = [rng.randint(1, 20) for _ in range(size)]
+    rands = [rng.random() for _ in range(size)]
+    repeat = itertools.repeat
+
+    def make(mod: ModuleType) -> Callable[[], Any]:
+        fn = mod.backoff_ms
+        return lambda: list(
+            map(fn, attempts, repeat(100, size), repeat(60_000, size), repeat(0.5, size), rands)
+        )
+
+    return make
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="much smaller sizes (CI smoke)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    parser.add_argument("--repeats", type=int, default=None, help="repeats per kernel")
+    opts = parser.parse_args(argv)
+
+    ref_codec, nat_codec, ref_backoff, nat_backoff = _modules()
+    sizes = QUICK if opts.quick else FULL
+    repeats = opts.repeats or (3 if opts.quick else 9)
+    # calls per repeat, so that even the small kernels run long enough to time
+    numbers = {"encode_calls": 1, "decode_claim": 2 if opts.quick else 20, "backoff_ms": 1}
+
+    cases = {
+        "encode_calls": (encode_case(ref_codec, sizes["encode_calls"]), ref_codec, nat_codec),
+        "decode_claim": (decode_case(ref_codec, sizes["decode_claim"]), ref_codec, nat_codec),
+        "backoff_ms": (backoff_case(sizes["backoff_ms"]), ref_backoff, nat_backoff),
+    }
+    results = []
+    print(f"{'kernel':<14}  reference_us_per_item  native_us_per_item  speedup")
+    for kernel, (make, ref_mod, nat_mod) in cases.items():
+        ref_fn, nat_fn = make(ref_mod), make(nat_mod)
+        if ref_fn() != nat_fn():  # a fast wrong answer is no answer
+            raise SystemExit(f"{kernel}: native and reference results differ")
+        size, number = sizes[kernel], numbers[kernel]
+        ref_s, nat_s = best_seconds([ref_fn, nat_fn], repeats, number)
+        ref_us, nat_us = ref_s / size * 1e6, nat_s / size * 1e6
+        speedup = ref_us / nat_us
+        print(f"{kernel:<14}  {ref_us:21.4f}  {nat_us:18.4f}  {speedup:6.2f}x")
+        results.append(
+            {
+                "kernel": kernel,
+                "items": size,
+                "reference_us_per_item": ref_us,
+                "native_us_per_item": nat_us,
+                "speedup": speedup,
+            }
+        )
+
+    if opts.json:
+        report = {
+            "benchmark": "micro_codec",
+            "quick": opts.quick,
+            "repeats": repeats,
+            "python": platform.python_version(),
+            "machine": platform.machine(),
+            "results": results,
+        }
+        path = Path(opts.json)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Child → master heartbeats through a shared anonymous mmap, one slot per child.
+
+The master creates the board before forking, so every child inherits the same
+memory. A child stamps its slot with ``time.monotonic()`` (CLOCK_MONOTONIC is
+system-wide, so the master can compare) from a background thread, and notes the
+job it is running: when a child dies, the master knows which job killed it (a
+stall) and which of its leased jobs were merely waiting (handed back as they are).
+Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
+"""
+
+from __future__ import annotations
+
+import mmap
+import struct
+import time
+from typing import Optional
+
+# last_beat, job_started (0 = idle), job_deadline (0 = none), queue index, id length
+_HEADER = struct.Struct("dddII")
+SLOT_SIZE = 256
+MAX_ID_BYTES = SLOT_SIZE - _HEADER.size
+UNKNOWN_ID = 0xFFFFFFFF  # the running job's id was too long to note
+
+
+class HeartbeatSlot:
+    """One child's slot. Written by the child, read by the master."""
+
+    __slots__ = ("_buf", "_offset")
+
+    def __init__(self, buf: mmap.mmap, offset: int) -> None:
+        self._buf = buf
+        self._offset = offset
+
+    def reset(self) -> None:
+        """A fresh child: beat now, no job."""
+        _HEADER.pack_into(self._buf, self._offset, time.monotonic(), 0.0, 0.0, 0, 0)
+
+    def beat(self) -> None:
+        struct.pack_into("d", self._buf, self._offset, time.monotonic())
+
+    def start_job(self, queue_index: int, job_id: bytes, timeout_s: Optional[float]) -> None:
+        now = time.monotonic()
+        deadline = now + timeout_s if timeout_s else 0.0
+        n = len(job_id)
+        if n > MAX_ID_BYTES:
+            n = UNKNOWN_ID
+        else:
+            start = self._offset + _HEADER.size
+            self._buf[start : start + n] = job_id
+        struct.pack_into("ddII", self._buf, self._offset + 8, now, deadline, queue_index, n)
+
+    def idle(self) -> None:
+        struct.pack_into("dd", self._buf, self._offset + 8, 0.0, 0.0)
+
+    # -- the master's side ---------------------------------------------------------
+
+    @property
+    def last_beat(self) -> float:
+        return float(struct.unpack_from("d", self._buf, self._offset)[0])
+
+    def running(self) -> Optional[tuple[int, Optional[bytes], float, float]]:
+        """``(queue_index, job_id or None if unknown, started, deadline)`` of the job
+        the child is running, or None when it is between jobs."""
+        _, started, deadline, queue_index, n = _HEADER.unpack_from(self._buf, self._offset)
+        if started == 0.0:
+            return None
+        if n == UNKNOWN_ID:
+            return queue_index, None, started, deadline
+        start = self._offset + _HEADER.size
+        return queue_index, bytes(self._buf[start : start + n]), started, deadline
+
+
+class HeartbeatBoard:
+    """``slots`` heartbeat slots in one shared anonymous mapping."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        # anonymous and MAP_SHARED (Python's default): children share it after fork
+        self._buf = mmap.mmap(-1, SLOT_SIZE * max(slots, 1))
+
+    def slot(self, index: int) -> HeartbeatSlot:
+        if not 0 <= index < self.slots:
+            raise IndexError(f"no heartbeat slot {index} (board has {self.slots})")
+        return HeartbeatSlot(self._buf, index * SLOT_SIZE)
+
+    def close(self) -> None:
+        self._buf.close()

@@ -1,0 +1,3 @@
+"""Typed stub of the native backoff math (same API as ``fastq._pyimpl.backoff``)."""
+
+def backoff_ms(attempt: int, base_ms: int, max_ms: int, jitter: float, rand: float) -> int: ...

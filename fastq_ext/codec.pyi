@@ -1,0 +1,13 @@
+"""Typed stub of the native envelope codec (same API as ``fastq._pyimpl.codec``)."""
+
+from typing import Any, Mapping, Sequence
+
+def envelope_tail(shared: Mapping[str, Any]) -> bytes: ...
+def encode_envelope(job_id: str, args: Any, kwargs: Any, tail: bytes) -> bytes: ...
+def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[bytes]: ...
+def decode_claim(
+    reply: Sequence[Any], start: int, registry: Mapping[str, Any]
+) -> tuple[
+    list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
+    list[tuple[bytes, str]],
+]: ...
