@@ -98,6 +98,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         state = "queued"
     name = env.get("name")
     args = env.get("args")
+    failed = env.get("attempts")
     kwargs = env.get("kwargs")
     return JobInfo(
         id=job_id,
@@ -106,7 +107,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         name=name if isinstance(name, str) else None,
         args=args if isinstance(args, list) else [],
         kwargs=kwargs if isinstance(kwargs, dict) else {},
-        attempts=env.get("attempts") if isinstance(env.get("attempts"), int) else 0,
+        attempts=failed if isinstance(failed, int) else 0,
         stalls=int(stalls) if stalls is not None else 0,
         enqueued_at=_seconds(env.get("enqueued_at")),
         due_at=_seconds(due),
