@@ -34,3 +34,11 @@ class Fail(Exception):
     def __init__(self, reason: str = "failed") -> None:
         super().__init__(reason)
         self.reason = str(reason)
+
+
+class JobTimeout(BaseException):
+    """Raised inside a job that ran past its ``timeout_s``.
+
+    A BaseException, so that a job's own ``except Exception`` cannot swallow it;
+    the worker settles it like a failure (retried while attempts remain).
+    """

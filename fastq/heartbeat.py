@@ -10,10 +10,20 @@ Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
 
 from __future__ import annotations
 
+import logging
 import mmap
+import os
 import struct
+import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
+
+import redis
+
+from fastq import scripts
+from fastq.keys import QueueKeys
+
+log = logging.getLogger("fastq.worker")
 
 # last_beat, job_started (0 = idle), job_deadline (0 = none), queue index, id length
 _HEADER = struct.Struct("dddII")
@@ -85,3 +95,62 @@ class HeartbeatBoard:
 
     def close(self) -> None:
         self._buf.close()
+
+
+class Heartbeat(threading.Thread):
+    """A worker's background beat, independent of how long its job runs.
+
+    Every ``beat_s``: stamps the master's slot (if any) and, every ``extend_s``,
+    extends the lease of every job the worker holds, in one call per queue — so
+    a 4-hour job is never handed to another worker while this one is alive. If
+    the parent changes (the master died), asks the worker to stop.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        worker_id: str,
+        keys: list[QueueKeys],
+        lease_ms: int,
+        on_orphaned: Callable[[], None],
+        slot: Optional[HeartbeatSlot] = None,
+        parent_pid: Optional[int] = None,
+        beat_s: float = 1.0,
+    ) -> None:
+        super().__init__(name="fastq-heartbeat", daemon=True)
+        self.client = client
+        self.worker_id = worker_id
+        self.keys = keys
+        self.lease_ms = lease_ms
+        self.on_orphaned = on_orphaned
+        self.slot = slot
+        self.parent_pid = parent_pid
+        self.beat_s = min(beat_s, lease_ms / 3000)
+        self.extend_s = lease_ms / 3000
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        next_extend = time.monotonic() + self.extend_s
+        while not self._stop_event.wait(self.beat_s):
+            if self.slot is not None:
+                self.slot.beat()
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log.warning("worker %s: its master is gone, stopping", self.worker_id)
+                self.parent_pid = None
+                self.on_orphaned()
+            if time.monotonic() >= next_extend:
+                next_extend = time.monotonic() + self.extend_s
+                self.extend_leases()
+        self.client.close()
+
+    def extend_leases(self) -> None:
+        try:
+            for k in self.keys:
+                argv = [self.worker_id, self.lease_ms]
+                scripts.call(self.client, scripts.EXTEND, k.extend_keys(self.worker_id), argv)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # the main loop sees the outage too; a reaper may take the leases back
+            log.warning("worker %s: could not extend leases: %s", self.worker_id, exc)

@@ -14,11 +14,13 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
+import psutil
 import redis
 
 from fastq._accel import backoff, codec
 from fastq.batch import Claim, Outcomes, RoundTrip
-from fastq.errors import Fail, Retry
+from fastq.errors import Fail, JobTimeout, Retry
+from fastq.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.keys import validate_queue_name
 
 if TYPE_CHECKING:
@@ -30,6 +32,7 @@ log = logging.getLogger("fastq.worker")
 MAX_BATCH = 1000
 _OUTCOME_TYPES = (Retry, Fail)
 _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+_MEMORY_CHECK_S = 1.0
 
 
 class HardStop(BaseException):
@@ -47,16 +50,23 @@ def _now_ms() -> int:
 class Worker:
     """Runs jobs of ``queues`` (in priority order) from ``app``.
 
-    The constructor touches no process state; ``run()`` opens the connection,
+    The constructor touches no process state; ``run()`` opens the connections,
     so a Worker may be built before a fork and run after it.
 
     Args:
-        batch_size: jobs claimed per round trip (1 to 1000).
+        batch_size: the most jobs claimed per round trip (1 to 1000). The batch
+            adapts below it so that one holds about ``target_batch_s`` of work.
         burst: return once every queue is empty and nothing is scheduled.
-        lease_s: how long a claimed job stays leased before a reaper may hand it
-            to another worker.
+        lease_s: how long a claimed job stays leased; a heartbeat thread extends
+            the leases of held jobs every third of it.
         idle_timeout_s: longest single wait for a wake-up when idle.
-        handle_signals: install SIGTERM/SIGINT handlers (graceful, then hard stop).
+        handle_signals: install handlers (SIGTERM/SIGINT: graceful, then hard
+            stop; SIGUSR1: quiet; SIGALRM: job timeouts). Job ``timeout_s`` is
+            enforced only with them.
+        slot: a master's heartbeat slot (set by ``fastq pool``).
+        parent_pid: stop when the parent process changes (the master died).
+        max_jobs: stop after about this many jobs (recycling).
+        max_memory_bytes: stop when the process' RSS exceeds this (recycling).
     """
 
     def __init__(
@@ -70,6 +80,11 @@ class Worker:
         idle_timeout_s: float = 5.0,
         worker_id: Optional[str] = None,
         handle_signals: bool = True,
+        slot: Optional[HeartbeatSlot] = None,
+        parent_pid: Optional[int] = None,
+        max_jobs: Optional[int] = None,
+        max_memory_bytes: Optional[int] = None,
+        target_batch_s: float = 0.1,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -77,6 +92,8 @@ class Worker:
             validate_queue_name(q)
         if not 1 <= batch_size <= MAX_BATCH:
             raise ValueError(f"batch size must be within 1..{MAX_BATCH}, not {batch_size}")
+        if lease_s <= 0:
+            raise ValueError(f"lease_s must be > 0, not {lease_s}")
         self.app = app
         self.queues = list(dict.fromkeys(queues))
         self.batch_size = batch_size
@@ -85,13 +102,28 @@ class Worker:
         self.idle_timeout_s = idle_timeout_s
         self.worker_id = worker_id
         self.handle_signals = handle_signals
+        self.slot = slot
+        self.parent_pid = parent_pid
+        self.max_jobs = max_jobs
+        self.max_memory_bytes = max_memory_bytes
+        # a batch holds ~target_batch_s of work, and well under a lease
+        self.target_batch_s = min(target_batch_s, lease_s / 4)
         self.stopping = False
+        self.quiet = False
         self.jobs_run = 0
+        self._batch_n = min(10, batch_size)  # grows as job durations are seen
+        self._job_s = 0.0
         self._pending: dict[str, Outcomes] = {}
+        self._queue_index = {q: i for i, q in enumerate(self.queues)}
         self._rt: Optional[RoundTrip] = None
+        self._heartbeat: Optional[Heartbeat] = None
         self._registry: dict[str, JobDef[Any]] = {}
         self._redis_failures = 0
         self._waiting = False
+        self._alarms = False
+        self._in_job = False
+        self._timeout_s = 0.0
+        self._next_memory_check = 0.0
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -105,26 +137,22 @@ class Worker:
             # a blocked BLPOP would otherwise sit out its whole timeout
             raise HardStop(signal.Signals(signum).name)
         log.info(
-            "worker %s: %s received, stopping after the job in hand",
+            "worker %s: %s, stopping after the job in hand",
             self.worker_id,
             signal.Signals(signum).name,
         )
         self.stopping = True
 
-    def _wait_for_work(self, timeout_s: float) -> None:
-        assert self._rt is not None
-        self._waiting = True
-        try:
-            self._rt.wait_for_work(timeout_s)
-        except HardStop:
-            self.stopping = True  # a stop signal while idle: nothing is running
-            # the BLPOP reply may still come: never reuse that connection
-            self._rt.client.connection_pool.disconnect()
-        finally:
-            self._waiting = False
+    def _handle_quiet_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        """Stop claiming, keep running (for deploys). Only sets a flag."""
+        self.quiet = True
+
+    def _handle_alarm(self, signum: int, frame: Optional[FrameType]) -> None:
+        if self._in_job:  # not if the job finished just before the alarm
+            raise JobTimeout(f"the job ran past its timeout_s={self._timeout_s:g}")
 
     def init_process(self) -> None:
-        """Per-process set-up, after any fork: own connection, signal handlers."""
+        """Per-process set-up, after any fork: connections, signals, heartbeat."""
         if self.worker_id is None:
             self.worker_id = default_worker_id()
         self._registry = dict(self.app.registry)
@@ -143,18 +171,32 @@ class Worker:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
             signal.signal(signal.SIGINT, self._handle_stop_signal)
+            signal.signal(signal.SIGUSR1, self._handle_quiet_signal)
+            signal.signal(signal.SIGALRM, self._handle_alarm)
+            self._alarms = True
+        if self.slot is not None:
+            self.slot.reset()
+        self._heartbeat = Heartbeat(
+            self.app.new_client(retries=0),
+            self.worker_id,
+            list(self._rt.keys.values()),
+            self.lease_ms,
+            on_orphaned=self.stop,
+            slot=self.slot,
+            parent_pid=self.parent_pid,
+        )
+        self._heartbeat.start()
 
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
         self.init_process()
-        log.info(
-            "worker %s: queues %s, batch %d", self.worker_id, ",".join(self.queues), self.batch_size
-        )
+        log.info("worker %s: queues %s", self.worker_id, ",".join(self.queues))
+        assert self._rt is not None and self._heartbeat is not None
         try:
             self._loop()
         finally:
             self._flush()
-            assert self._rt is not None
+            self._heartbeat.stop()
             self._rt.client.close()
         log.info("worker %s: stopped after %d jobs", self.worker_id, self.jobs_run)
 
@@ -169,9 +211,12 @@ class Worker:
         next_due_ms = -1
         release_all = False
         while not self.stopping:
+            if self.quiet:
+                self._idle_quietly()
+                continue
             try:
                 claim = rt.send(
-                    self._pending, (queues[index], self.batch_size), release_all=release_all
+                    self._pending, (queues[index], self._batch_n), release_all=release_all
                 )
             except _REDIS_DOWN as exc:
                 self._wait_for_redis(exc)
@@ -184,6 +229,7 @@ class Worker:
             if len(claim):
                 index, empty_in_a_row, next_due_ms = 0, 0, -1
                 self._run_batch(claim)
+                self._check_limits()
                 continue
             if claim.next_due_ms >= 0 and (next_due_ms < 0 or claim.next_due_ms < next_due_ms):
                 next_due_ms = claim.next_due_ms
@@ -204,6 +250,26 @@ class Worker:
                 release_all = True
             index, empty_in_a_row, next_due_ms = 0, 0, -1
 
+    def _idle_quietly(self) -> None:
+        """Quiet: settle what is pending once, then only wait to be stopped."""
+        if any(self._pending.values()):
+            log.info("worker %s: quiet, no longer claiming", self.worker_id)
+            self._flush()
+            self._pending = {q: Outcomes() for q in self.queues}
+        time.sleep(0.2)
+
+    def _wait_for_work(self, timeout_s: float) -> None:
+        assert self._rt is not None
+        self._waiting = True
+        try:
+            self._rt.wait_for_work(timeout_s)
+        except HardStop:
+            self.stopping = True  # a stop signal while idle: nothing is running
+            # the BLPOP reply may still come: never reuse that connection
+            self._rt.client.connection_pool.disconnect()
+        finally:
+            self._waiting = False
+
     def _wait_for_redis(self, exc: Exception) -> None:
         self._redis_failures += 1
         delay = min(5.0, 0.1 * 2 ** min(self._redis_failures - 1, 6)) * (0.5 + random.random() / 2)
@@ -211,6 +277,21 @@ class Worker:
             "worker %s: Redis unavailable (%s); retrying in %.2fs", self.worker_id, exc, delay
         )
         time.sleep(delay)
+
+    def _check_limits(self) -> None:
+        """Recycling: stop gracefully past max_jobs or max_memory_bytes."""
+        if self.max_jobs is not None and self.jobs_run >= self.max_jobs:
+            log.info("worker %s: ran %d jobs, recycling", self.worker_id, self.jobs_run)
+            self.stopping = True
+        if self.max_memory_bytes is not None and time.monotonic() >= self._next_memory_check:
+            self._next_memory_check = time.monotonic() + _MEMORY_CHECK_S
+            rss = psutil.Process().memory_info().rss
+            if rss > self.max_memory_bytes:
+                log.warning(
+                    "worker %s: RSS %d MiB over the %d MiB limit, recycling",
+                    self.worker_id, rss >> 20, self.max_memory_bytes >> 20,
+                )  # fmt: skip
+                self.stopping = True
 
     def _flush(self) -> None:
         """Settle what is pending (acks, hand-backs) before exiting, retrying a
@@ -241,29 +322,63 @@ class Worker:
             )
         out.broken.extend(broken)
         done = out.done.append
+        slot = self.slot
+        queue_index = self._queue_index[claim.queue]
+        alarms = self._alarms
+        started = time.perf_counter()
         i = 0
         try:
-            for i, (job_id, target, args, kwargs, attempts, env) in enumerate(runnable):  # noqa: B007
+            for i, (job_id, target, args, kwargs, attempt, env) in enumerate(runnable):  # noqa: B007
                 if self.stopping:
                     out.unstarted.extend(job[0] for job in runnable[i:])
                     self.jobs_run += i
                     return
+                timeout_s = target.policy.timeout_s
+                if slot is not None:
+                    slot.start_job(queue_index, job_id, timeout_s)
                 try:
-                    result = target.fn(*args, **kwargs)
-                except Exception as exc:
-                    self._settle_error(out, job_id, target, args, kwargs, attempts, env, exc)
+                    if timeout_s is not None and alarms:
+                        result = self._run_with_timeout(target, args, kwargs, timeout_s)
+                    else:
+                        result = target.fn(*args, **kwargs)
+                except (Exception, JobTimeout) as exc:
+                    self._settle_error(out, job_id, target, args, kwargs, attempt, env, exc)
                 else:
                     if result is None or not isinstance(result, _OUTCOME_TYPES):
                         done(job_id)
                     else:
-                        self._settle_error(out, job_id, target, args, kwargs, attempts, env, result)
+                        self._settle_error(out, job_id, target, args, kwargs, attempt, env, result)
         except BaseException:
             # interrupted mid-job (hard stop, SystemExit): hand it and the rest back
             out.stalled.append(runnable[i][0])
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             self.jobs_run += i + 1
             raise
+        finally:
+            if slot is not None:
+                slot.idle()
         self.jobs_run += len(runnable)
+        if runnable:
+            self._adapt_batch((time.perf_counter() - started) / len(runnable))
+
+    def _run_with_timeout(
+        self, target: JobDef[Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float
+    ) -> Any:
+        self._timeout_s = timeout_s
+        self._in_job = True
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return target.fn(*args, **kwargs)
+        finally:
+            self._in_job = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _adapt_batch(self, job_s: float) -> None:
+        """Size the next claim to hold about target_batch_s of work: small for
+        slow jobs (so siblings share them), up to batch_size for quick ones."""
+        self._job_s = job_s if self._job_s == 0.0 else 0.7 * self._job_s + 0.3 * job_s
+        wanted = int(self.target_batch_s / max(self._job_s, 1e-7))
+        self._batch_n = max(1, min(self.batch_size, wanted, self._batch_n * 2))
 
     def _settle_error(
         self,
@@ -272,7 +387,7 @@ class Worker:
         target: JobDef[Any],
         args: list[Any],
         kwargs: dict[str, Any],
-        attempts: int,
+        attempt: int,
         env: dict[str, Any],
         exc: BaseException,
     ) -> None:
@@ -282,34 +397,28 @@ class Worker:
             retries = policy.retries
         name = target.name
         if isinstance(exc, Retry):
-            if attempts <= retries:
+            if attempt <= retries:
                 delay_ms = (
                     int(exc.delay_s * 1000)
                     if exc.delay_s is not None
-                    else backoff.backoff_ms(
-                        attempts,
-                        policy.backoff_ms,
-                        policy.max_backoff_ms,
-                        policy.jitter,
-                        random.random(),
-                    )
+                    else self._backoff_ms(policy, attempt)
                 )
-                env.update(attempts=attempts, error="Retry requested")
+                env.update(attempts=attempt, error="Retry requested")
                 out.retry.append((job_id, delay_ms, orjson.dumps(env)))
                 return
             self._bury(
                 out,
                 job_id,
                 env,
-                attempts,
-                f"Retry requested after {attempts} attempts: retries exhausted",
+                attempt,
+                f"Retry requested after {attempt} attempts: retries exhausted",
                 None,
             )
             return
         out.failed += 1
         if isinstance(exc, Fail):
             log.warning("job %s %s failed for good: %s", name, job_id.decode(), exc.reason)
-            self._bury(out, job_id, env, attempts, f"Fail: {exc.reason}", None)
+            self._bury(out, job_id, env, attempt, f"Fail: {exc.reason}", None)
             return
         if isinstance(exc, TypeError) and not target.arg_checker.binds(args, kwargs):
             reason = f"arguments do not fit {name}: {exc}"
@@ -319,39 +428,40 @@ class Worker:
             return
         error = f"{type(exc).__name__}: {exc}"
         tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        if isinstance(exc, policy.retry_on) and attempts <= retries:
-            delay_ms = backoff.backoff_ms(
-                attempts, policy.backoff_ms, policy.max_backoff_ms, policy.jitter, random.random()
-            )
+        retryable = isinstance(exc, (*policy.retry_on, JobTimeout))
+        if retryable and attempt <= retries:
+            delay_ms = self._backoff_ms(policy, attempt)
             log.warning(
                 "job %s %s failed (attempt %d of %d), retrying in %.2fs: %s",
-                name,
-                job_id.decode(),
-                attempts,
-                retries + 1,
-                delay_ms / 1000,
-                error,
-            )
-            env.update(attempts=attempts, error=error, traceback=tb, failed_at=_now_ms())
+                name, job_id.decode(), attempt, retries + 1, delay_ms / 1000, error,
+            )  # fmt: skip
+            env.update(attempts=attempt, error=error, traceback=tb, failed_at=_now_ms())
             out.retry.append((job_id, delay_ms, orjson.dumps(env)))
             return
         log.error(
             "job %s %s failed after %d attempts, moved to dead: %s",
             name,
             job_id.decode(),
-            attempts,
+            attempt,
             error,
         )
-        self._bury(out, job_id, env, attempts, error, tb)
+        self._bury(out, job_id, env, attempt, error, tb)
+
+    @staticmethod
+    def _backoff_ms(policy: Any, attempt: int) -> int:
+        delay: int = backoff.backoff_ms(
+            attempt, policy.backoff_ms, policy.max_backoff_ms, policy.jitter, random.random()
+        )
+        return delay
 
     @staticmethod
     def _bury(
         out: Outcomes,
         job_id: bytes,
         env: dict[str, Any],
-        attempts: int,
+        attempt: int,
         error: str,
         tb: Optional[str],
     ) -> None:
-        env.update(attempts=attempts, error=error, traceback=tb, failed_at=_now_ms())
+        env.update(attempts=attempt, error=error, traceback=tb, failed_at=_now_ms())
         out.dead.append((job_id, orjson.dumps(env)))
