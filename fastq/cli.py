@@ -74,11 +74,39 @@ def load_app(spec: str) -> App:
     return next(iter(apps.values()))
 
 
-def _configured_app(args: argparse.Namespace) -> App:
+def _configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
+    """The --app's App, pointed at --redis-url/$FASTQ_REDIS_URL and --namespace.
+
+    ``fresh``: forget the app's modules first and import them again (a pool's
+    SIGHUP picks up new code this way).
+    """
+    if fresh:
+        top = args.app.partition(":")[0].split(".")[0]
+        for name in [m for m in sys.modules if m == top or m.startswith(top + ".")]:
+            if not name.startswith("fastq"):
+                del sys.modules[name]
     app = load_app(args.app)
     url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
     app.configure(redis_url=url, namespace=args.namespace)
+    if getattr(args, "max_stalls", None) is not None:
+        app.max_stalls = args.max_stalls
     return app
+
+
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_size(text: str) -> int:
+    """``512M``, ``1G``, ``300MB``, ``4096``: bytes."""
+    raw = text.strip().upper().removesuffix("B").removesuffix("I")
+    unit = raw[-1:] if raw[-1:] in ("K", "M", "G") else ""
+    try:
+        value = float(raw[: len(raw) - len(unit)])
+    except ValueError:
+        raise CliError(f"invalid size {text!r}: use e.g. 512M or 2G") from None
+    if value <= 0:
+        raise CliError(f"size must be > 0, not {text!r}")
+    return int(value * _SIZE_UNITS[unit])
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
@@ -93,6 +121,38 @@ def cmd_worker(args: argparse.Namespace) -> int:
     app = _configured_app(args)
     worker = Worker(app, queues, batch_size=args.batch, burst=args.burst, lease_s=args.lease)
     worker.run()
+    return 0
+
+
+def cmd_pool(args: argparse.Namespace) -> int:
+    from fastq.master import Master, PoolConfig
+
+    queues = parse_queues(args.queues)
+    if args.concurrency < 1:
+        raise CliError(f"-c must be >= 1, not {args.concurrency}")
+    app = _configured_app(args)
+    config = PoolConfig(
+        concurrency=args.concurrency,
+        queues=queues,
+        batch_size=args.batch,
+        lease_s=args.lease,
+        child_timeout_s=args.child_timeout,
+        graceful_timeout_s=args.graceful_timeout,
+        max_jobs_per_child=args.max_jobs_per_child,
+        max_memory_per_child=parse_size(args.max_memory_per_child)
+        if args.max_memory_per_child
+        else None,
+        reaper=not args.no_reaper,
+    )
+    return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
+
+
+def cmd_reaper(args: argparse.Namespace) -> int:
+    from fastq.reaper import Reaper
+
+    app = _configured_app(args)
+    queues = parse_queues(args.queues) if args.queues else None
+    Reaper(app, queues, interval_s=args.interval).run()
     return 0
 
 
@@ -129,6 +189,57 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
     _add_connection_options(w)
     w.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("pool", help="a pre-forking master with N worker children and a reaper")
+    p.add_argument(
+        "-c", "--concurrency", type=int, default=os.cpu_count() or 1, help="worker children"
+    )
+    p.add_argument(
+        "--app", required=True, help="module (or module:attr) whose import registers the jobs"
+    )
+    p.add_argument(
+        "-q", "--queues", default="default", help="comma-separated queues, highest priority first"
+    )
+    p.add_argument(
+        "--batch",
+        type=int,
+        default=100,
+        help="the most jobs a child claims per round trip (1-1000)",
+    )
+    p.add_argument(
+        "--lease",
+        type=float,
+        default=60.0,
+        help="seconds a claimed job stays leased (extended while alive)",
+    )
+    p.add_argument(
+        "--child-timeout", type=float, default=30.0, help="kill a child silent this many seconds"
+    )
+    p.add_argument(
+        "--graceful-timeout", type=float, default=30.0, help="seconds a graceful stop may take"
+    )
+    p.add_argument(
+        "--max-jobs-per-child", type=int, help="recycle a child after about this many jobs"
+    )
+    p.add_argument("--max-memory-per-child", help="recycle a child above this RSS, e.g. 512M")
+    p.add_argument(
+        "--max-stalls", type=int, help="a job whose child dies this many times more is dead"
+    )
+    p.add_argument(
+        "--no-reaper",
+        action="store_true",
+        help="run no reaper child (run `fastq reaper` elsewhere)",
+    )
+    _add_connection_options(p)
+    p.set_defaults(func=cmd_pool)
+
+    rp = sub.add_parser("reaper", help="return expired leases, promote due jobs, trim dead sets")
+    rp.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    rp.add_argument("-q", "--queues", help="comma-separated queues (default: every known queue)")
+    rp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps at most")
+    rp.add_argument("--max-stalls", type=int, help="a job stalled more often than this is dead")
+    _add_connection_options(rp)
+    rp.set_defaults(func=cmd_reaper)
 
     s = sub.add_parser("stats", help="print the counts of queues")
     s.add_argument("--app", required=True, help="module (or module:attr) of the app")

@@ -190,6 +190,11 @@ class Worker:
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
         self.init_process()
+        self.run_loop()
+
+    def run_loop(self) -> None:
+        """``run()`` after ``init_process()``: the master boots them apart to tell
+        a boot error from a crash."""
         log.info("worker %s: queues %s", self.worker_id, ",".join(self.queues))
         assert self._rt is not None and self._heartbeat is not None
         try:

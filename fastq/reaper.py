@@ -1,0 +1,117 @@
+"""The reaper: returns expired leases to the front, buries poison jobs, promotes
+due jobs and trims dead sets — one atomic script call per queue per sweep.
+
+Any number of reapers, on any number of hosts, may run at once: each expired
+lease is taken by exactly one script call.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from types import FrameType
+from typing import TYPE_CHECKING, Optional
+
+import redis
+
+from fastq import scripts
+
+if TYPE_CHECKING:
+    from fastq.app import App
+
+log = logging.getLogger("fastq.reaper")
+
+_REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+_QUEUES_REFRESH_S = 10.0
+
+
+class Reaper:
+    """Sweeps ``queues`` (default: every queue the namespace knows) every
+    ``interval_s`` at most, sooner when a lease expires or a job falls due."""
+
+    def __init__(
+        self,
+        app: App,
+        queues: Optional[list[str]] = None,
+        *,
+        interval_s: float = 1.0,
+        limit: int = 1000,
+        handle_signals: bool = True,
+    ) -> None:
+        self.app = app
+        self.fixed_queues = queues
+        self.interval_s = interval_s
+        self.limit = limit
+        self.handle_signals = handle_signals
+        self.stopping = False
+        self._queues: list[str] = []
+        self._queues_at = 0.0
+        self._wake = threading.Event()
+
+    def stop(self) -> None:
+        self.stopping = True
+        self._wake.set()
+
+    def _handle_stop_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        """Only sets flags; the loop exits at its next turn."""
+        self.stop()
+
+    def queues(self) -> list[str]:
+        if self.fixed_queues is not None:
+            return self.fixed_queues
+        if time.monotonic() >= self._queues_at:
+            self._queues = self.app.queues()
+            self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
+        return self._queues
+
+    def sweep(self, client: redis.Redis) -> float:
+        """One pass over every queue; returns how long the reaper may sleep."""
+        sleep_s = self.interval_s
+        for queue in self.queues():
+            keys = self.app.keys(queue)
+            argv = [
+                self.app.max_stalls,
+                self.limit,
+                self.app.dead_max_age_ms,
+                self.app.dead_max_len,
+            ]
+            expired, buried, promoted, next_deadline, next_due = scripts.call(
+                client, scripts.REAP, keys.reap_keys(), argv
+            )
+            if expired:
+                log.warning(
+                    "queue %s: %d expired leases taken back (%d buried as poison)",
+                    queue,
+                    expired,
+                    buried,
+                )
+            if promoted:
+                log.debug("queue %s: %d due jobs promoted", queue, promoted)
+            if expired >= self.limit or promoted >= self.limit:
+                sleep_s = 0.0  # more where that came from
+            now_ms = time.time() * 1000
+            for due in (next_deadline, next_due):
+                if due >= 0:
+                    sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
+        return sleep_s
+
+    def run(self) -> None:
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._handle_stop_signal)
+            signal.signal(signal.SIGINT, self._handle_stop_signal)
+        client = self.app.new_client(retries=0)
+        failures = 0
+        log.info("reaper: sweeping every %.1fs at most", self.interval_s)
+        while not self.stopping:
+            try:
+                sleep_s = self.sweep(client)
+                failures = 0
+            except _REDIS_DOWN as exc:
+                failures += 1
+                sleep_s = min(5.0, 0.1 * 2 ** min(failures, 6))
+                log.warning("reaper: Redis unavailable (%s); retrying in %.1fs", exc, sleep_s)
+            self._wake.wait(sleep_s)
+        client.close()
+        log.info("reaper: stopped")
