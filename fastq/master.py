@@ -8,6 +8,7 @@ manage the count. Signal handlers only enqueue; all work happens in the loop.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import fcntl
 import logging
@@ -51,6 +52,15 @@ _HANDLED = (
     signal.SIGUSR1,
     signal.SIGCHLD,
 )
+
+
+def set_process_name(name: str) -> None:
+    """Name the process for ``ps -o comm`` and psutil's ``name()`` (Linux only)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):
+        pass
 
 
 @dataclass
@@ -119,6 +129,7 @@ class Master:
     def run(self) -> int:
         """Supervise until stopped; returns the exit status."""
         self.pid = os.getpid()
+        set_process_name("fastq-master")
         self.init_signals()
         log.info(
             "master %d: %d workers on %s%s",
@@ -290,7 +301,9 @@ class Master:
     def spawn(self, main: Callable[[], None], kind: str) -> Child:
         pid = os.fork()
         if pid == 0:
+            set_process_name(f"fastq-{kind}")
             self.child_main(main)
+        log.info("master %d: spawned %s %d", self.pid, kind, pid)
         child = Child(pid, kind)
         self.children[pid] = child
         return child

@@ -1,0 +1,45 @@
+"""Jobs for pool fault tests: each run is recorded in Redis, with the pid that ran it."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import fastq
+
+app = fastq.App(os.environ.get("FASTQ_REDIS_URL", "redis://127.0.0.1:1/0"))
+_leaked: list[bytes] = []
+
+
+def _record(i: int) -> None:
+    pipe = app.redis.pipeline(transaction=False)
+    pipe.hincrby(f"{app.namespace}:runs", str(i), 1)
+    pipe.sadd(f"{app.namespace}:pids", os.getpid())
+    pipe.execute()
+
+
+@app.job(queue="q", backoff_s=0.1)
+def work(i: int, sleep_s: float = 0.0) -> None:
+    _record(i)
+    if sleep_s:
+        time.sleep(sleep_s)
+
+
+@app.job(queue="q")
+def suicide(i: int) -> None:
+    """Kills its own worker every time: a poison job."""
+    _record(i)
+    os._exit(1)
+
+
+@app.job(queue="q")
+def leak(i: int, mib: int) -> None:
+    """Keeps ``mib`` MiB alive for as long as its process lives."""
+    _record(i)
+    _leaked.append(b"x" * (mib << 20))
+
+
+@app.job(queue="q", retries=1, backoff_s=0.1, timeout_s=1.0)
+def overrun(i: int) -> None:
+    _record(i)
+    time.sleep(30)

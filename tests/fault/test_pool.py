@@ -1,0 +1,330 @@
+"""``fastq pool`` under faults: real processes, a real redis-server, SIGKILL and friends.
+
+Every test checks the contract: each job ran at least once, none was lost, and
+re-runs stay within what the killed children held.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import orjson
+import psutil
+import pytest
+import redis
+from conftest import fastq_cmd, subprocess_env
+
+import fastq
+from fastq.redis_server import RedisServer
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
+
+
+class Pool:
+    """A ``fastq pool`` subprocess on the test app ``tests.apps.pool_jobs``."""
+
+    def __init__(self, url: str, namespace: str, log_path: Path, *args: str) -> None:
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                fastq_cmd(
+                    "pool",
+                    "--app",
+                    "tests.apps.pool_jobs",
+                    "--namespace",
+                    namespace,
+                    "-q",
+                    "q",
+                    *args,
+                ),
+                env=subprocess_env(url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def children(self, kind: str = "worker") -> list[psutil.Process]:
+        try:
+            kids = psutil.Process(self.proc.pid).children()
+        except psutil.NoSuchProcess:
+            return []
+        out = []
+        for kid in kids:
+            try:
+                if kid.name() == f"fastq-{kind}" and kid.status() != psutil.STATUS_ZOMBIE:
+                    out.append(kid)
+            except psutil.NoSuchProcess:
+                pass
+        return out
+
+    def wait_children(
+        self, n: int, kind: str = "worker", timeout_s: float = 20
+    ) -> list[psutil.Process]:
+        wait_until(lambda: len(self.children(kind)) == n, timeout_s, f"{n} {kind} children")
+        return self.children(kind)
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self, timeout_s: float = 30) -> int:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=timeout_s)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def runs(r: redis.Redis, ns: str) -> dict[int, int]:
+    return {int(k): int(v) for k, v in r.hgetall(f"{ns}:runs").items()}
+
+
+@pytest.fixture
+def server() -> Iterator[RedisServer]:
+    s = RedisServer(appendonly=True).start()
+    yield s
+    s.cleanup()
+
+
+@pytest.fixture
+def ns() -> str:
+    return f"pool{os.urandom(4).hex()}"
+
+
+@pytest.fixture
+def app(server: RedisServer, ns: str) -> Iterator[fastq.App]:
+    a = fastq.App(server.url, namespace=ns)
+    yield a
+    a.close()
+
+
+@pytest.fixture
+def r(server: RedisServer) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(server.url)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def pools(server: RedisServer, ns: str, tmp_path: Path) -> Iterator[Callable[..., Pool]]:
+    started: list[Pool] = []
+
+    def start(*args: str) -> Pool:
+        pool = Pool(server.url, ns, tmp_path / "pool.log", *args)
+        started.append(pool)
+        return pool
+
+    yield start
+    for pool in started:
+        pool.kill()
+        for kid in psutil.Process().children(recursive=True):
+            if kid.name().startswith("fastq-"):
+                kid.kill()
+
+
+def test_sigkill_random_children_while_draining(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    n, batch = 20_000, 50
+    app.enqueue_many("work", [(i,) for i in range(n)], queue="q")
+    pool = pools("-c", "4", "--batch", str(batch))
+    pool.wait_children(4)
+    kills = 0
+    while app.stats("q")["processed"] < n * 0.8 and kills < 15:
+        time.sleep(0.2)
+        victims = pool.children()
+        if victims:
+            random.choice(victims).kill()
+            kills += 1
+    wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
+    assert pool.stop() == 0, pool.log()
+    ran = runs(r, app.namespace)
+    assert set(ran) == set(range(n)), "a job was lost"
+    duplicates = sum(v - 1 for v in ran.values())
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"], stats["inflight"], stats["dead"]) == (n, 0, 0, 0)
+    # re-runs come only from jobs handed back from killed children, which held a batch each
+    assert duplicates <= stats["stalled"] + stats["orphaned"] <= kills * batch
+    assert kills >= 3, "the drain ended before the test could kill anything"
+
+
+def test_lost_host_then_a_reaper_and_a_new_pool_finish(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], server: RedisServer, tmp_path: Path
+) -> None:
+    n = 400
+    app.enqueue_many("work", [(i, 0.02) for i in range(n)], queue="q")
+    first = pools("-c", "2", "--batch", "10", "--lease", "2")
+    workers = first.wait_children(2)
+    wait_until(lambda: app.stats("q")["processed"] >= 50, 30, "some progress")
+    # the host is lost: master and every child die at once
+    everyone = [first.proc.pid] + [k.pid for k in workers + first.children("reaper")]
+    for pid in everyone:
+        os.kill(pid, signal.SIGKILL)
+    first.proc.wait()
+    leased = app.stats("q")["inflight"]
+    assert leased > 0
+    reaper = subprocess.Popen(
+        fastq_cmd(
+            "reaper",
+            "--app",
+            "tests.apps.pool_jobs",
+            "--namespace",
+            app.namespace,
+            "--interval",
+            "0.2",
+        ),
+        env=subprocess_env(server.url),
+    )
+    try:
+        wait_until(
+            lambda: app.stats("q")["stalled"] >= leased,
+            10,
+            "the reaper to take back expired leases",
+        )
+        second = pools("-c", "2", "--no-reaper")
+        wait_until(lambda: app.stats("q")["processed"] == n, 60, "the new pool to finish")
+        assert second.stop() == 0
+    finally:
+        reaper.terminate()
+        assert reaper.wait(timeout=10) == 0
+    assert set(runs(r, app.namespace)) == set(range(n))
+    stats = app.stats("q")
+    assert (stats["ready"], stats["inflight"], stats["dead"]) == (0, 0, 0)
+
+
+def test_sigterm_mid_drain_loses_nothing_and_runs_nothing_twice(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    n = 3000
+    app.enqueue_many("work", [(i, 0.002) for i in range(n)], queue="q")
+    pool = pools("-c", "4", "--batch", "20", "--graceful-timeout", "10")
+    wait_until(lambda: app.stats("q")["processed"] >= 300, 30, "some progress")
+    t0 = time.monotonic()
+    assert pool.stop() == 0, pool.log()
+    assert time.monotonic() - t0 < 10
+    ran = runs(r, app.namespace)
+    stats = app.stats("q")
+    assert set(ran.values()) == {1}, "a job ran twice"
+    assert stats["processed"] == len(ran)
+    assert stats["inflight"] == 0 and stats["ready"] == n - len(ran)
+    # what was prefetched but not run went back to the front, ahead of the never-claimed
+    ready_front_first = r.lrange(app.keys("q").ready, 0, -1)[::-1]
+    args = [
+        orjson.loads(r.hget(app.keys("q").jobs, job_id))["args"][0] for job_id in ready_front_first
+    ]
+    never_claimed = 0  # the back: ids no child ever claimed, in order, up to n - 1
+    while never_claimed < len(args) and args[-1 - never_claimed] == n - 1 - never_claimed:
+        never_claimed += 1
+    handed_back = args[: len(args) - never_claimed]
+    assert handed_back, "nothing was prefetched at the stop"
+    assert max(handed_back) < n - never_claimed
+
+
+def test_a_job_that_kills_its_worker_goes_dead_as_poison(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    app.enqueue_many("work", [(i,) for i in range(300)], queue="q")
+    poison = app.enqueue("suicide", [999], queue="q")
+    app.enqueue_many("work", [(i,) for i in range(300, 600)], queue="q")
+    pool = pools("-c", "2", "--batch", "20", "--max-stalls", "2")
+    wait_until(
+        lambda: app.stats("q")["processed"] == 600 and app.stats("q")["dead"] == 1, 60, "the drain"
+    )
+    assert pool.proc.poll() is None, "the pool went down"
+    assert pool.stop() == 0
+    info = app.get_job(poison, queue="q")
+    assert info is not None and info.state == "dead"
+    assert "stalled 3 times" in (info.last_error or "")
+    assert runs(r, app.namespace)[999] == 3  # max_stalls 2: dead at the third death
+    assert set(runs(r, app.namespace)) == set(range(600)) | {999}
+
+
+def test_a_leaking_child_is_recycled_above_max_memory(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    app.enqueue_many("leak", [(i, 20) for i in range(40)], queue="q")
+    pool = pools("-c", "2", "--batch", "1", "--max-memory-per-child", "150M")
+    wait_until(lambda: app.stats("q")["processed"] == 40, 60, "the drain")
+    assert pool.stop() == 0
+    assert set(runs(r, app.namespace)) == set(range(40))
+    assert r.scard(f"{app.namespace}:pids") > 2, "no child was recycled"
+    assert "recycling" in pool.log()
+
+
+def test_a_stopped_child_is_killed_and_replaced_and_its_jobs_return(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    app.enqueue_many("work", [(i, 0.01) for i in range(300)], queue="q")
+    pool = pools("-c", "2", "--batch", "10", "--child-timeout", "2")
+    victim = pool.wait_children(2)[0]
+    wait_until(lambda: app.stats("q")["processed"] >= 20, 30, "some progress")
+    victim.suspend()  # SIGSTOP
+    wait_until(
+        lambda: not victim.is_running() or victim.status() == psutil.STATUS_ZOMBIE, 20, "the kill"
+    )
+    wait_until(lambda: app.stats("q")["processed"] == 300, 60, "the drain")
+    assert pool.stop() == 0
+    assert set(runs(r, app.namespace)) == set(range(300))
+    assert "silent" in pool.log()
+
+
+def test_a_job_longer_than_its_lease_runs_exactly_once(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    app.enqueue("work", [1, 6.0], queue="q")
+    pool = pools("-c", "2", "--lease", "2")
+    wait_until(lambda: app.stats("q")["processed"] == 1, 30, "the long job")
+    assert pool.stop() == 0
+    assert runs(r, app.namespace) == {1: 1}
+    assert app.stats("q")["stalled"] == 0
+
+
+def test_sighup_rolls_the_children_over_without_loss_or_duplicates(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    n = 3000
+    app.enqueue_many("work", [(i, 0.001) for i in range(n)], queue="q")
+    pool = pools("-c", "2", "--batch", "20")
+    before = {p.pid for p in pool.wait_children(2)}
+    wait_until(lambda: app.stats("q")["processed"] >= 500, 30, "some progress")
+    pool.proc.send_signal(signal.SIGHUP)
+    wait_until(lambda: app.stats("q")["processed"] == n, 60, "the drain")
+    after = {p.pid for p in pool.wait_children(2)}
+    assert pool.stop() == 0
+    assert not before & after, "children were not replaced"
+    assert set(runs(r, app.namespace).values()) == {1}
+    assert len(runs(r, app.namespace)) == n
+
+
+def test_redis_restarted_mid_drain(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], server: RedisServer
+) -> None:
+    n = 2000
+    app.enqueue_many("work", [(i, 0.002) for i in range(n)], queue="q")
+    pool = pools("-c", "2", "--batch", "20")
+    wait_until(lambda: app.stats("q")["processed"] >= 300, 30, "some progress")
+    server.restart()  # kill -9, then start on the same port and data
+    app.close()
+    wait_until(lambda: app.stats("q")["processed"] == n, 60, "the drain after the restart")
+    assert pool.proc.poll() is None
+    assert pool.stop() == 0
+    client = redis.Redis.from_url(server.url)
+    assert set(runs(client, app.namespace)) == set(range(n))
+    stats = app.stats("q")
+    assert (stats["ready"], stats["inflight"]) == (0, 0)
+    client.close()
