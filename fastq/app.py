@@ -33,6 +33,14 @@ def _check_priority(priority: object) -> int:
     return priority
 
 
+def _check_url(url: str) -> str:
+    try:
+        redis.ConnectionPool.from_url(url)
+    except ValueError as exc:
+        raise ValueError(f"invalid Redis URL {url!r}: {exc}") from None
+    return url
+
+
 def _delay_ms(delay_s: object) -> int:
     if not isinstance(delay_s, (int, float)) or isinstance(delay_s, bool) or delay_s < 0:
         raise ValueError(f"delay_s must be a number >= 0, not {delay_s!r}")
@@ -63,7 +71,7 @@ class App:
     ) -> None:
         if not namespace or any(c in namespace for c in "{}"):
             raise ValueError(f"invalid namespace {namespace!r}")
-        self.redis_url = redis_url
+        self.redis_url = _check_url(redis_url)
         self.namespace = namespace
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
         self.dead_max_len = int(dead_max_len)
@@ -71,6 +79,7 @@ class App:
             raise ValueError(f"max_stalls must be >= 0, not {max_stalls}")
         self.max_stalls = int(max_stalls)
         self.registry: dict[str, JobDef[Any]] = {}
+        self.worker_start_hooks: list[Callable[[], None]] = []
         self._ids = IdGenerator()
         self._client: Optional[redis.Redis] = None
         self._client_pid = -1
@@ -83,10 +92,19 @@ class App:
     ) -> None:
         """Point the app elsewhere (the CLI applies ``--redis-url`` this way)."""
         if redis_url is not None:
-            self.redis_url = redis_url
+            self.redis_url = _check_url(redis_url)
         if namespace is not None:
+            if any(c in namespace for c in "{}") or not namespace:
+                raise ValueError(f"invalid namespace {namespace!r}")
             self.namespace = namespace
         self.close()
+
+    def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Register ``fn`` to run in every worker process once it starts (after
+        the fork, in a pool): open per-process resources there. If it raises,
+        the worker does not start (a pool stops rather than crash-loop)."""
+        self.worker_start_hooks.append(fn)
+        return fn
 
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(self.namespace, queue)

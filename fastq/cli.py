@@ -87,7 +87,10 @@ def _configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
                 del sys.modules[name]
     app = load_app(args.app)
     url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
-    app.configure(redis_url=url, namespace=args.namespace)
+    try:
+        app.configure(redis_url=url, namespace=args.namespace)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     if getattr(args, "max_stalls", None) is not None:
         app.max_stalls = args.max_stalls
     return app

@@ -402,9 +402,9 @@ class Master:
         was running counts a stall (poison jobs go dead), the others are orphaned.
         What fails here (Redis away) the reaper takes back when the leases expire."""
         running = self.board.slot(child.slot).running()
-        if self._client is None:
-            self._client = self.app.new_client(retries=1)
         try:
+            if self._client is None:
+                self._client = self.app.new_client(retries=1)
             for index, queue in enumerate(self.config.queues):
                 keys = self.app.keys(queue).release_keys(child.worker_id)
                 base = [child.worker_id]
@@ -428,7 +428,7 @@ class Master:
                         child.worker_id,
                         queue,
                     )
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+        except Exception as exc:  # never let one hand-back take the master down
             log.error(
                 "master %d: could not hand back the jobs of %s: %s", self.pid, child.worker_id, exc
             )

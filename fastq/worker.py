@@ -184,6 +184,8 @@ class Worker:
             parent_pid=self.parent_pid,
         )
         self._heartbeat.start()
+        for hook in self.app.worker_start_hooks:
+            hook()
 
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""

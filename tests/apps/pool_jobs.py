@@ -11,6 +11,12 @@ app = fastq.App(os.environ.get("FASTQ_REDIS_URL", "redis://127.0.0.1:1/0"))
 _leaked: list[bytes] = []
 
 
+@app.on_worker_start
+def _maybe_fail_to_boot() -> None:
+    if os.environ.get("POOL_JOBS_FAIL_BOOT") == "1":
+        raise RuntimeError("cannot open the SMTP connection pool")
+
+
 def _record(i: int) -> None:
     pipe = app.redis.pipeline(transaction=False)
     pipe.hincrby(f"{app.namespace}:runs", str(i), 1)

@@ -328,3 +328,81 @@ def test_redis_restarted_mid_drain(
     stats = app.stats("q")
     assert (stats["ready"], stats["inflight"]) == (0, 0)
     client.close()
+
+
+def test_a_job_past_its_timeout_is_interrupted_and_follows_its_retry_policy(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    job_id = app.enqueue("overrun", [1], queue="q")  # timeout_s=1, retries=1, sleeps 30 s
+    app.enqueue_many("work", [(i,) for i in range(10, 20)], queue="q")
+    pool = pools("-c", "2")
+    wait_until(
+        lambda: app.stats("q")["dead"] == 1 and app.stats("q")["processed"] == 10, 30, "the timeout"
+    )
+    assert pool.stop() == 0
+    info = app.get_job(job_id, queue="q")
+    assert info is not None and info.state == "dead"
+    assert info.attempts == 2
+    assert info.last_error == "JobTimeout: the job ran past its timeout_s=1"
+    assert runs(r, app.namespace)[1] == 2
+
+
+def test_ttin_ttou_change_the_number_of_children(pools: Callable[..., Pool]) -> None:
+    pool = pools("-c", "2")
+    pool.wait_children(2)
+    pool.proc.send_signal(signal.SIGTTIN)
+    pool.wait_children(3)
+    # one at a time: two pending instances of a signal merge into one
+    pool.proc.send_signal(signal.SIGTTOU)
+    pool.wait_children(2)
+    pool.proc.send_signal(signal.SIGTTOU)
+    pool.wait_children(1)
+    assert len(pool.children("reaper")) == 1
+    assert pool.stop() == 0
+
+
+def test_usr1_quiets_the_pool_for_a_deploy(app: fastq.App, pools: Callable[..., Pool]) -> None:
+    pool = pools("-c", "2")
+    pool.wait_children(2)
+    pool.proc.send_signal(signal.SIGUSR1)
+    time.sleep(1.0)
+    app.enqueue_many("work", [(i,) for i in range(50)], queue="q")
+    time.sleep(1.5)
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"]) == (0, 50)  # nothing claimed
+    assert len(pool.children()) == 2  # but still up
+    assert pool.stop() == 0
+
+
+def test_children_stop_gracefully_when_the_master_dies(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    n = 1000
+    app.enqueue_many("work", [(i, 0.005) for i in range(n)], queue="q")
+    pool = pools("-c", "2", "--batch", "10")
+    workers = pool.wait_children(2)
+    wait_until(lambda: app.stats("q")["processed"] >= 50, 30, "some progress")
+    pool.kill()  # SIGKILL the master alone
+    for child in workers:
+        child.wait(timeout=15)  # they notice and stop on their own
+    stats = app.stats("q")
+    ran = runs(r, app.namespace)
+    assert stats["inflight"] == 0  # prefetched jobs were handed back, not left leased
+    assert set(ran.values()) == {1}
+    assert stats["ready"] + len(ran) == n
+
+
+def test_a_child_that_cannot_boot_stops_the_pool_instead_of_crash_looping(
+    server: RedisServer,
+) -> None:
+    proc = subprocess.run(
+        fastq_cmd("pool", "--app", "tests.apps.pool_jobs", "-q", "q", "-c", "2"),
+        env=subprocess_env(server.url, POOL_JOBS_FAIL_BOOT="1"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 4, proc.stderr
+    assert "cannot open the SMTP connection pool" in proc.stderr
+    assert "could not boot; stopping instead of crash-looping" in proc.stderr
+    assert proc.stderr.count("spawned worker") <= 2

@@ -107,6 +107,17 @@ def test_sigterm_stops_a_worker_gracefully_without_losing_jobs(
         ),
         (["worker"], 2, "the following arguments are required: --app"),
         (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
+        (
+            ["worker", "--app", "tests.apps.counting", "--redis-url", "nope://x"],
+            2,
+            "invalid Redis URL",
+        ),
+        (["pool", "--app", "tests.apps.counting", "-c", "0"], 2, "-c must be >= 1"),
+        (
+            ["pool", "--app", "tests.apps.counting", "--max-memory-per-child", "lots"],
+            2,
+            "invalid size",
+        ),
     ],
 )
 def test_cli_errors_are_one_line_with_nonzero_exit(
