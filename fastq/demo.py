@@ -6,6 +6,7 @@ This module is also the demo's app: workers load it with ``--app fastq.demo``.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -41,10 +42,13 @@ def _delete_namespace(namespace: str) -> None:
 def run_demo(
     redis_url: Optional[str], jobs: int = 30_000, batch: int = 100, workers: int = 2
 ) -> int:
+    """Enqueue ``jobs`` fake emails, drain them with ``fastq pool -c workers``,
+    print the figures, stop the pool. Returns the exit status."""
     server = None if redis_url else RedisServer().start()
     url = redis_url or (server.url if server else "")
     namespace = f"fastq-demo-{os.getpid()}"
     app.configure(redis_url=url, namespace=namespace)
+    pool = None
     try:
         calls = [
             (
@@ -60,30 +64,35 @@ def run_demo(
         t_enqueue = time.perf_counter() - t0
         print(f"enqueued {jobs:,} emails in {t_enqueue:.2f}s ({jobs / t_enqueue:,.0f} jobs/s)")
 
-        env = dict(os.environ, FASTQ_REDIS_URL=url)
         cmd = [
             sys.executable, "-m", "fastq", "--log-level", "WARNING",
-            "worker", "--app", "fastq.demo", "--namespace", namespace,
-            "-q", "mailer", "--burst", "--batch", str(batch),
+            "pool", "-c", str(workers), "--app", "fastq.demo", "--namespace", namespace,
+            "-q", "mailer", "--batch", str(batch),
         ]  # fmt: skip
         t0 = time.perf_counter()
-        procs = [subprocess.Popen(cmd, env=env) for _ in range(workers)]
-        codes = [p.wait() for p in procs]
-        t_drain = time.perf_counter() - t0
+        pool = subprocess.Popen(cmd, env=dict(os.environ, FASTQ_REDIS_URL=url))
         stats = app.stats("mailer")
+        while stats["processed"] + stats["dead"] < jobs and pool.poll() is None:
+            time.sleep(0.01)
+            stats = app.stats("mailer")
+        t_drain = time.perf_counter() - t0
+        pool.send_signal(signal.SIGTERM)
+        code = pool.wait(timeout=60)
         print(
-            f"drained with {workers} worker processes in {t_drain:.2f}s "
-            f"({stats['processed'] / t_drain:,.0f} jobs/s, including worker start-up)"
+            f"sent with `fastq pool -c {workers}` in {t_drain:.2f}s "
+            f"({stats['processed'] / t_drain:,.0f} jobs/s, including the pool's start-up)"
         )
         print(
             f"processed={stats['processed']} failed={stats['failed']} dead={stats['dead']} "
             f"ready={stats['ready']} inflight={stats['inflight']}"
         )
-        ok = all(c == 0 for c in codes) and stats["processed"] == jobs
+        ok = code == 0 and stats["processed"] == jobs
         if not ok:
             print("fastq demo: FAILED", file=sys.stderr)
         return 0 if ok else 1
     finally:
+        if pool is not None and pool.poll() is None:
+            pool.kill()
         if server is None:
             _delete_namespace(namespace)
         app.close()
