@@ -1,0 +1,105 @@
+"""Redis-side cost of a claim + ack, per job: fastq's scripts beside the bare baseline.
+
+Server time only (``INFO commandstats``), so the client's speed drops out. The bare
+baseline is also run on a server with listpack encodings switched off, which
+shows what fastq's sentinel members save: without them, keys that empty after
+every ack are recreated as listpacks, where each batched insert is a linear scan.
+
+    python bench/script_cost.py [-n 100000] [--batches 100,500] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import orjson
+import redis
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from e2e_core import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
+
+import fastq  # noqa: E402
+from fastq import scripts  # noqa: E402
+from fastq.batch import Outcomes  # noqa: E402
+from fastq.redis_server import RedisServer  # noqa: E402
+
+NO_LISTPACK = ["--hash-max-listpack-entries", "0", "--zset-max-listpack-entries", "0"]
+
+
+def server_us(client: redis.Redis) -> float:
+    return float(client.info("commandstats")["cmdstat_evalsha"]["usec"])
+
+
+def bare_cost(n: int, batch: int, extra_args: list[str]) -> float:
+    with RedisServer(extra_args=extra_args) as srv:
+        r = redis.Redis.from_url(srv.url)
+        pipe = r.pipeline(transaction=False)
+        for i in range(n):
+            payload = {"id": str(i), "name": "noop", "args": [i], "kwargs": {}, "queue": "bench"}
+            pipe.hset("jobs", str(i), orjson.dumps(payload))
+            pipe.lpush("ready", str(i))
+            if i % 1000 == 999:
+                pipe.execute()
+        pipe.execute()
+        claim, ack = r.script_load(BARE_CLAIM_LUA), r.script_load(BARE_ACK_LUA)
+        r.config_resetstat()
+        while True:
+            out = r.evalsha(claim, 3, "ready", "jobs", "inflight", batch, 60000)
+            if not out:
+                break
+            r.evalsha(ack, 2, "inflight", "jobs", *out[0::2])
+        return server_us(r) / n
+
+
+def fastq_cost(n: int, batch: int) -> float:
+    with RedisServer() as srv:
+        app = fastq.App(srv.url, namespace="cost")
+        app.enqueue_many("noop", [(i,) for i in range(n)], queue="bench")
+        keys = app.keys("bench")
+        client = app.redis
+        client.config_resetstat()
+        while True:
+            reply = scripts.call(
+                client, scripts.CLAIM, keys.claim_keys("w"), ["w", batch, 60000, 1000]
+            )
+            ids = reply[2::2]
+            if not ids:
+                break
+            argv = Outcomes(done=ids).ack_argv("w", 10**9, 1000)
+            scripts.call(client, scripts.ACK, keys.ack_keys("w"), argv)
+        cost = server_us(client) / n
+        app.close()
+        return cost
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-n", "--jobs", type=int, default=100_000)
+    parser.add_argument("--batches", default="100,500")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args()
+    rows = []
+    print(f"Redis-side µs per job (claim + ack), {args.jobs:,} no-op jobs")
+    print(f"{'batch':>6} {'fastq':>8} {'bare':>8} {'bare, no listpack':>18}")
+    for batch in (int(b) for b in args.batches.split(",")):
+        row = {
+            "batch": batch,
+            "fastq_us": fastq_cost(args.jobs, batch),
+            "bare_us": bare_cost(args.jobs, batch, []),
+            "bare_no_listpack_us": bare_cost(args.jobs, batch, NO_LISTPACK),
+        }
+        rows.append(row)
+        fastq_us, bare_us, no_lp_us = row["fastq_us"], row["bare_us"], row["bare_no_listpack_us"]
+        print(f"{batch:>6} {fastq_us:>8.2f} {bare_us:>8.2f} {no_lp_us:>18.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
