@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import redis
+from redis.exceptions import NoScriptError
 
 from fastq import scripts
 from fastq.keys import QueueKeys
@@ -31,6 +32,16 @@ class Outcomes:
         return bool(
             self.done or self.retry or self.dead or self.broken or self.unstarted or self.stalled
         )
+
+    def merge(self, earlier: Outcomes) -> None:
+        """Take back what an unanswered request carried, to send it again."""
+        self.done[:0] = earlier.done
+        self.retry[:0] = earlier.retry
+        self.dead[:0] = earlier.dead
+        self.broken[:0] = earlier.broken
+        self.unstarted[:0] = earlier.unstarted
+        self.stalled[:0] = earlier.stalled
+        self.failed += earlier.failed
 
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
@@ -72,8 +83,45 @@ class Claim:
         return (len(self.reply) - 2) // 2
 
 
+class Request:
+    """A round trip written to Redis whose replies are not read yet.
+
+    It keeps the outcomes it carries: if the connection fails before the replies
+    are read, the caller takes them back (``outcomes``) and sends them again.
+    """
+
+    def __init__(
+        self,
+        round_trip: RoundTrip,
+        commands: list[scripts.Command],
+        outcomes: dict[str, Outcomes],
+        claim_queue: Optional[str],
+    ) -> None:
+        self.round_trip = round_trip
+        self.commands = commands
+        self.outcomes = outcomes
+        self.claim_queue = claim_queue
+
+    def result(self) -> Optional[Claim]:
+        """Read the replies. Raises on a script error, and on a lost connection
+        (redis.ConnectionError/TimeoutError), after which ``outcomes`` must be sent
+        again and leases may be held that were never seen."""
+        replies = self.round_trip.read(len(self.commands))
+        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+        if missing:  # SCRIPT FLUSH or a restarted Redis: those did not run
+            self.round_trip.load_scripts()
+            self.round_trip.write([self.commands[i] for i in missing])
+            for i, reply in zip(missing, self.round_trip.read(len(missing))):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return Claim(self.claim_queue, replies[-1]) if self.claim_queue is not None else None
+
+
 class RoundTrip:
-    """Builds and sends a worker's pipelined calls for its queues."""
+    """Builds a worker's pipelined script calls and sends them on the worker's own
+    connection, so that a request can be written now and its replies read later."""
 
     def __init__(
         self,
@@ -99,22 +147,61 @@ class RoundTrip:
         self._ack_keys = {q: k.ack_keys(worker_id) for q, k in self.keys.items()}
         self._claim_keys = {q: k.claim_keys(worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: k.release_keys(worker_id) for q, k in self.keys.items()}
+        # ours alone, outside the pool: replies are read in the order requests went out
+        # (typed Any: redis-py's Connection methods carry no annotations)
+        self._conn: Any = client.connection_pool.make_connection()
 
-    def send(
+    def close(self) -> None:
+        self._conn.disconnect()
+        self.client.close()
+
+    # -- the wire ----------------------------------------------------------------------
+
+    def write(self, commands: list[scripts.Command]) -> None:
+        try:
+            packed = self._conn.pack_commands(
+                [script.args(keys, argv) for script, keys, argv in commands]
+            )
+            self._conn.send_packed_command(packed)
+        except BaseException:
+            self._conn.disconnect()
+            raise
+
+    def read(self, n: int) -> list[Any]:
+        """Read n replies; a script's error is returned in its place, not raised."""
+        replies: list[Any] = []
+        try:
+            for _ in range(n):
+                try:
+                    replies.append(self._conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            # a lost connection, or a signal mid-reply: the rest may still arrive
+            # later on this socket, so it is never used again
+            self._conn.disconnect()
+            raise
+        return replies
+
+    def load_scripts(self) -> None:
+        for script in scripts.ALL:
+            self._conn.send_command("SCRIPT", "LOAD", script.source)
+        self.read(len(scripts.ALL))
+
+    # -- requests ------------------------------------------------------------------------
+
+    def request(
         self,
         outcomes: dict[str, Outcomes],
         claim: Optional[tuple[str, int]] = None,
         *,
         release_all: bool = False,
-    ) -> Optional[Claim]:
-        """Acknowledge ``outcomes``, hand back their unstarted/stalled jobs, then
-        claim up to ``n`` jobs of ``claim = (queue, n)``.
+    ) -> Request:
+        """Write (without waiting) the acks of ``outcomes``, the hand-back of their
+        unstarted/stalled jobs, then a claim of up to ``n`` jobs of ``claim = (queue, n)``.
 
         ``release_all`` also hands back every lease this worker still holds after
         the acks: after a lost reply it may hold leases on jobs it never saw.
-        Raises redis.ConnectionError/TimeoutError, after which nothing is known of
-        what ran: the caller keeps ``outcomes`` and sends them again (acks are
-        idempotent: a second ack of a job finds no lease and changes nothing).
         """
         wid = self.worker_id
         commands: list[scripts.Command] = []
@@ -122,22 +209,10 @@ class RoundTrip:
             if out.count() or out.failed:
                 argv = out.ack_argv(wid, self.dead_max_age_ms, self.dead_max_len)
                 commands.append((scripts.ACK, self._ack_keys[queue], argv))
-            if out.unstarted:
-                commands.append(
-                    (
-                        scripts.RELEASE,
-                        self._release_keys[queue],
-                        [wid, "unstarted", self.max_stalls, *out.unstarted],
-                    )
-                )
-            if out.stalled:
-                commands.append(
-                    (
-                        scripts.RELEASE,
-                        self._release_keys[queue],
-                        [wid, "stalled", self.max_stalls, *out.stalled],
-                    )
-                )
+            for mode, ids in (("unstarted", out.unstarted), ("stalled", out.stalled)):
+                if ids:
+                    argv = [wid, mode, self.max_stalls, *ids]
+                    commands.append((scripts.RELEASE, self._release_keys[queue], argv))
         if release_all:
             for queue in self.keys:
                 argv = [wid, "unstarted", self.max_stalls]
@@ -146,15 +221,19 @@ class RoundTrip:
             queue, n = claim
             argv = [wid, n, self.lease_ms, self.promote_max]
             commands.append((scripts.CLAIM, self._claim_keys[queue], argv))
-        if not commands:
-            return None
-        try:
-            replies = scripts.call_many(self.client, commands)
-        except BaseException:
-            # interrupted mid-reply (a signal): the socket may still receive it
-            self.client.connection_pool.disconnect()
-            raise
-        return Claim(claim[0], replies[-1]) if claim is not None else None
+        if commands:
+            self.write(commands)
+        return Request(self, commands, outcomes, claim[0] if claim is not None else None)
+
+    def send(
+        self,
+        outcomes: dict[str, Outcomes],
+        claim: Optional[tuple[str, int]] = None,
+        *,
+        release_all: bool = False,
+    ) -> Optional[Claim]:
+        """``request(...).result()``: one blocking round trip."""
+        return self.request(outcomes, claim, release_all=release_all).result()
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block until a job is enqueued on one of the queues or ``timeout_s`` passes."""

@@ -18,7 +18,7 @@ import psutil
 import redis
 
 from fastq._accel import backoff, codec
-from fastq.batch import Claim, Outcomes, RoundTrip
+from fastq.batch import Claim, Outcomes, Request, RoundTrip
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.keys import validate_queue_name
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("fastq.worker")
 
 MAX_BATCH = 1000
+# Prefetch the next batch while running this one only when a batch is this quick:
+# it hides the round trip, and slow jobs are better shared out among siblings.
+PREFETCH_MAX_BATCH_S = 0.02
 _OUTCOME_TYPES = (Retry, Fail)
 _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 
@@ -118,6 +121,8 @@ class Worker:
         self._heartbeat: Optional[Heartbeat] = None
         self._registry: dict[str, JobDef[Any]] = {}
         self._redis_failures = 0
+        self._release_all = False  # a reply was lost: hand back leases never seen
+        self._ahead: Optional[Request] = None  # a claim written, its reply not read yet
         self._waiting = False
         self._alarms = False
         self._in_job = False
@@ -202,7 +207,7 @@ class Worker:
         finally:
             self._flush()
             self._heartbeat.stop()
-            self._rt.client.close()
+            self._rt.close()
         log.info("worker %s: stopped after %d jobs", self.worker_id, self.jobs_run)
 
     # -- the loop --------------------------------------------------------------
@@ -214,27 +219,35 @@ class Worker:
         index = 0  # the queue to claim from; back to 0 after every batch (strict priority)
         empty_in_a_row = 0
         next_due_ms = -1
-        release_all = False
         while not self.stopping:
             if self.quiet:
                 self._idle_quietly()
                 continue
             try:
-                claim = rt.send(
-                    self._pending, (queues[index], self._batch_n), release_all=release_all
-                )
+                if self._ahead is not None:
+                    request, self._ahead = self._ahead, None
+                else:
+                    claim_n = (queues[index], self._batch_n)
+                    request = rt.request(self._pending, claim_n, release_all=self._release_all)
+                    self._pending = {q: Outcomes() for q in queues}
+                claim = self._answer(request)
             except _REDIS_DOWN as exc:
+                self._release_all = True  # what went out, and what ran, is unknown
                 self._wait_for_redis(exc)
-                release_all = True
                 continue
             self._redis_failures = 0
-            release_all = False
-            self._pending = {q: Outcomes() for q in queues}
+            self._release_all = False
             assert claim is not None
             if len(claim):
                 index, empty_in_a_row, next_due_ms = 0, 0, -1
+                if self._job_s and self._job_s * self._batch_n < PREFETCH_MAX_BATCH_S:
+                    self._prefetch()
                 self._run_batch(claim)
                 self._check_limits()
+                continue
+            if any(self._pending.values()):
+                # a prefetched claim came back empty before this batch's outcomes went
+                # out: settle them first (a retry may make the queue non-empty again)
                 continue
             if claim.next_due_ms >= 0 and (next_due_ms < 0 or claim.next_due_ms < next_due_ms):
                 next_due_ms = claim.next_due_ms
@@ -252,12 +265,33 @@ class Worker:
                 self._wait_for_work(wait_s)
             except _REDIS_DOWN as exc:
                 self._wait_for_redis(exc)
-                release_all = True
             index, empty_in_a_row, next_due_ms = 0, 0, -1
+
+    def _answer(self, request: Request) -> Optional[Claim]:
+        """Read a request's replies. If that fails, its outcomes come back to be
+        sent again, and leases it may have taken unseen are handed back next time."""
+        try:
+            return request.result()
+        except BaseException:
+            for queue, earlier in request.outcomes.items():
+                self._pending[queue].merge(earlier)
+            self._release_all = True
+            raise
+
+    def _prefetch(self) -> None:
+        """Quick jobs: write the acks so far and the next claim now, and read the
+        reply after running this batch, so Redis works while the jobs run."""
+        assert self._rt is not None
+        try:
+            self._ahead = self._rt.request(self._pending, (self.queues[0], self._batch_n))
+        except _REDIS_DOWN:
+            self._release_all = True  # part of it may have gone out
+            return
+        self._pending = {q: Outcomes() for q in self.queues}
 
     def _idle_quietly(self) -> None:
         """Quiet: settle what is pending once, then only wait to be stopped."""
-        if any(self._pending.values()):
+        if self._ahead is not None or any(self._pending.values()):
             log.info("worker %s: quiet, no longer claiming", self.worker_id)
             self._flush()
             self._pending = {q: Outcomes() for q in self.queues}
@@ -302,6 +336,14 @@ class Worker:
         """Settle what is pending (acks, hand-backs) before exiting, retrying a
         few times if Redis is away; what still fails is left to lease expiry."""
         assert self._rt is not None
+        if self._ahead is not None:
+            request, self._ahead = self._ahead, None
+            try:
+                claim = self._answer(request)
+                if claim is not None:  # prefetched, never started: back to the front in order
+                    self._pending[claim.queue].unstarted.extend(claim.reply[2::2])
+            except _REDIS_DOWN:
+                pass
         for attempt in range(6):
             try:
                 # release_all: a reply lost to a signal may have left leases unseen
