@@ -198,37 +198,45 @@ def fastq_enqueue(app: fastq.App, job: JobDef[None], n: int) -> float:
     return elapsed
 
 
-def bare_drain(url: str, keys: BareKeys, n: int, batch: int, shas: tuple[str, str]) -> float:
+def bare_consume(url: str, keys: BareKeys, batch: int, shas: tuple[str, str]) -> None:
+    """The bare consumer (a forked child's body): ack the previous batch and claim
+    the next in one pipelined round trip of raw EVALSHAs, until a claim comes back
+    empty. Several may run at once on the same keys (bench/e2e_pool.py runs two)."""
     claim_sha, ack_sha = shas
+    # a connection of its own: never a socket shared across fork
+    client = redis.Redis.from_url(url)
+    loads = orjson.loads
+    fn = bare_noop
+    pipe = client.pipeline(transaction=False)
+    previous: list[bytes] = []
+    while True:
+        if previous:
+            pipe.execute_command("EVALSHA", ack_sha, 2, keys.inflight, keys.jobs, *previous)
+        pipe.execute_command(
+            "EVALSHA", claim_sha, 3, keys.ready, keys.jobs, keys.inflight, batch, LEASE_MS
+        )
+        reply = pipe.execute()[-1]
+        if not reply:
+            break
+        previous = reply[0::2]
+        for payload in reply[1::2]:
+            job = loads(payload)
+            fn(*job["args"])
+    client.close()
 
-    def child() -> None:
-        # a connection of its own: never a socket shared across fork
-        client = redis.Redis.from_url(url)
-        loads = orjson.loads
-        fn = bare_noop
-        pipe = client.pipeline(transaction=False)
-        previous: list[bytes] = []
-        while True:
-            if previous:
-                pipe.execute_command("EVALSHA", ack_sha, 2, keys.inflight, keys.jobs, *previous)
-            pipe.execute_command(
-                "EVALSHA", claim_sha, 3, keys.ready, keys.jobs, keys.inflight, batch, LEASE_MS
-            )
-            reply = pipe.execute()[-1]
-            if not reply:
-                break
-            previous = reply[0::2]
-            for payload in reply[1::2]:
-                job = loads(payload)
-                fn(*job["args"])
-        client.close()
 
-    elapsed = timed_child(child, "bare drain")
+def check_bare_drained(url: str, keys: BareKeys, what: str) -> None:
+    """Raise BenchFailure unless the bare queue's keys are all empty."""
     check = redis.Redis.from_url(url)
     left = (check.llen(keys.ready), check.zcard(keys.inflight), check.hlen(keys.jobs))
     check.close()
     if left != (0, 0, 0):
-        raise BenchFailure(f"bare drain: ready, inflight, jobs left = {left}, expected none")
+        raise BenchFailure(f"{what}: ready, inflight, jobs left = {left}, expected none")
+
+
+def bare_drain(url: str, keys: BareKeys, n: int, batch: int, shas: tuple[str, str]) -> float:
+    elapsed = timed_child(lambda: bare_consume(url, keys, batch, shas), "bare drain")
+    check_bare_drained(url, keys, "bare drain")
     return elapsed
 
 

@@ -356,7 +356,7 @@ class Master:
         worker.run_loop()
 
     def reaper_main(self) -> None:
-        Reaper(self.app).run()
+        Reaper(self.app, parent_pid=self.pid).run()
 
     def reap_children(self, block: bool = False) -> None:
         """Collect exited children; hand their leased jobs back at once."""

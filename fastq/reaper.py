@@ -8,6 +8,7 @@ lease is taken by exactly one script call.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -29,7 +30,8 @@ _QUEUES_REFRESH_S = 10.0
 
 class Reaper:
     """Sweeps ``queues`` (default: every queue the namespace knows) every
-    ``interval_s`` at most, sooner when a lease expires or a job falls due."""
+    ``interval_s`` at most, sooner when a lease expires or a job falls due.
+    With ``parent_pid`` (a pool's reaper), it stops when its master is gone."""
 
     def __init__(
         self,
@@ -39,12 +41,14 @@ class Reaper:
         interval_s: float = 1.0,
         limit: int = 1000,
         handle_signals: bool = True,
+        parent_pid: Optional[int] = None,
     ) -> None:
         self.app = app
         self.fixed_queues = queues
         self.interval_s = interval_s
         self.limit = limit
         self.handle_signals = handle_signals
+        self.parent_pid = parent_pid
         self.stopping = False
         self._queues: list[str] = []
         self._queues_at = 0.0
@@ -105,6 +109,9 @@ class Reaper:
         failures = 0
         log.info("reaper: sweeping every %.1fs at most", self.interval_s)
         while not self.stopping:
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log.warning("reaper: its master is gone, stopping")
+                break
             try:
                 sleep_s = self.sweep(client)
                 failures = 0

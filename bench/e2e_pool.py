@@ -1,0 +1,792 @@
+"""Pool benchmark: ``fastq pool`` run as a user runs it, against a bare baseline, in one run.
+
+Everything runs against one throwaway ``redis-server`` this script starts itself
+(never the Redis on port 6379). Each pool is a real subprocess,
+``python -m fastq pool -c N --app bench.pool_jobs ...`` with ``FASTQ_REDIS_URL``
+set, stopped with SIGTERM at the end of its scenario (it must exit 0):
+
+1. bare     two forked consumers draining N jobs with e2e_core's bare Lua claim/ack
+2. c2       ``pool -c 2`` draining N no-op jobs enqueued beforehand
+3. c32      ``pool -c 32`` draining the same N no-op jobs
+4. smtp     ``pool -c 32`` draining 5 ms jobs, against the ideal 32 / 5 ms
+5. kill     ``pool -c 2`` running 50 ms jobs: SIGKILL a worker child, time until
+            the jobs it held are back in the ready list
+6. memory   USS of each worker child of ``pool -c 2``, idle and after 1,000,000 jobs
+
+The ratios are what to read: they come from the same run on the same machine.
+The exit status depends only on correctness (every job ran exactly as counted,
+nothing left over, every pool exited 0), never on the targets.
+
+    python bench/e2e_pool.py                 # full run: 200,000 jobs, 1,000,000 for memory
+    python bench/e2e_pool.py --quick         # small sizes, well under a minute
+    python bench/e2e_pool.py --only c2,c32 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import platform
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import IO, Any, Callable, Optional
+
+# Run from a source checkout without installing: the repo root holds `fastq` and
+# `bench.pool_jobs`; this directory holds e2e_core.
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+import psutil  # noqa: E402
+import redis  # noqa: E402
+from e2e_core import (  # noqa: E402  (the bare baseline and fork helpers of e2e_core)
+    BARE_ACK_LUA,
+    BARE_CLAIM_LUA,
+    BareKeys,
+    BenchFailure,
+    bare_consume,
+    bare_enqueue,
+    check_bare_drained,
+    run_child,
+    wait_child,
+)
+
+import fastq  # noqa: E402
+from bench import pool_jobs  # noqa: E402  (the bench enqueues the pool's own jobs)
+from fastq import scripts  # noqa: E402
+from fastq.redis_server import RedisServer  # noqa: E402
+
+APP_SPEC = "bench.pool_jobs"  # what the pool imports (from ROOT, its working directory)
+SCENARIOS = ("bare", "c2", "c32", "smtp", "kill", "memory")
+POLL_S = 0.02  # how often a drain polls app.stats
+SMTP_CONCURRENCY = 32
+SMTP_JOB_S = 0.005
+SMTP_IDEAL = SMTP_CONCURRENCY / SMTP_JOB_S  # 6,400 jobs/s: every child always sleeping
+KILL_BATCH = 20
+SLOW_JOB_S = 0.05  # pool_jobs.slow
+TARGET_C2 = 0.70  # -c 2 drain >= 70% of the bare two-process drain
+TARGET_C32 = 0.85  # -c 32 drain within 15% of -c 2
+TARGET_SMTP = 0.85  # 5 ms jobs at >= 85% of the ideal
+TARGET_KILL_MS = 1000.0  # SIGKILL to claimable < 1 s
+MEMORY_NOISE_MIB = 2.0  # USS growth below this is noise (allocator arenas, COW pages)
+MIB = 1 << 20
+
+
+# -- the pool under test -------------------------------------------------------------
+
+
+class Pool:
+    """``python -m fastq pool`` as a subprocess, its output kept in a temp file."""
+
+    def __init__(self, url: str, namespace: str, queue: str, concurrency: int, batch: int) -> None:
+        self.concurrency = concurrency
+        self.cmd = [
+            sys.executable, "-m", "fastq", "--log-level", "WARNING",
+            "pool", "-c", str(concurrency), "--app", APP_SPEC,
+            "--namespace", namespace, "-q", queue, "--batch", str(batch),
+        ]  # fmt: skip
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        self.env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+        self.log: Optional[IO[bytes]] = None
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> Pool:
+        # kept open for the pool's lifetime, closed by cleanup()
+        self.log = tempfile.TemporaryFile(prefix="fastq-bench-pool-")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+        return self
+
+    def output(self) -> str:
+        if self.log is None:
+            return ""
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def check_alive(self, what: str) -> None:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise BenchFailure(
+                f"{what}: the pool exited early with status {self.proc.returncode}:\n"
+                f"{self.output()[-3000:]}"
+            )
+
+    def workers(self, timeout_s: float = 30.0) -> list[psutil.Process]:
+        """The worker children (not the reaper), once all ``concurrency`` are up,
+        oldest first."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.check_alive("pool start")
+            found = []
+            for child in psutil.Process(self.pid).children():
+                try:
+                    if _child_kind(child) == "worker":
+                        found.append(child)
+                except psutil.NoSuchProcess:
+                    continue
+            if len(found) == self.concurrency:
+                return sorted(found, key=lambda p: (p.create_time(), p.pid))
+            if time.monotonic() > deadline:
+                raise BenchFailure(
+                    f"pool start: {len(found)} of {self.concurrency} workers up after {timeout_s}s"
+                )
+            time.sleep(0.01)
+
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by the master and its live children."""
+        total = 0.0
+        master = psutil.Process(self.pid)
+        for proc in [master, *master.children()]:
+            try:
+                t = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system
+        return total
+
+    def stop(self, what: str, timeout_s: float = 45.0) -> float:
+        """SIGTERM (graceful stop); the pool must exit 0. Returns seconds it took."""
+        assert self.proc is not None
+        t0 = time.perf_counter()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise BenchFailure(f"{what}: the pool did not stop within {timeout_s}s") from None
+        if code != 0:
+            raise BenchFailure(
+                f"{what}: the pool exited with status {code} on SIGTERM:\n{self.output()[-3000:]}"
+            )
+        return time.perf_counter() - t0
+
+    def cleanup(self) -> None:
+        """After a failure: stop the pool whatever state it is in, children included."""
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                children = psutil.Process(self.proc.pid).children()
+            except psutil.NoSuchProcess:
+                children = []
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            # a child that outlived its master (a reaper does not watch for that)
+            for child in children:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    child.kill()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+def _child_kind(proc: psutil.Process) -> str:
+    """``worker`` or ``reaper``: by the process name the master sets, or else by
+    threads (a worker runs a heartbeat thread; the reaper runs none)."""
+    name = proc.name()
+    if name.startswith("fastq-"):
+        return name[len("fastq-") :]
+    return "worker" if proc.num_threads() >= 2 else "reaper"
+
+
+class Probe:
+    """Redis-side figures around a scenario: Redis CPU and EVALSHA calls."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self.client = client
+        self.cpu0, self.evalsha0 = self._read()
+
+    def _read(self) -> tuple[float, int]:
+        cpu = self.client.info("cpu")
+        calls = self.client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
+        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), int(calls)
+
+    def delta(self) -> tuple[float, int]:
+        cpu, calls = self._read()
+        return cpu - self.cpu0, calls - self.evalsha0
+
+
+def check_queue(
+    app: fastq.App, queue: str, n: int, what: str, *, allow_redelivery: bool = False
+) -> dict[str, int]:
+    """Every job ran and was counted once; nothing is left ready or in flight."""
+    stats = app.stats(queue)
+    bad = {"failed", "retried", "total_dead", "total_broken", "dead", "broken", "scheduled"}
+    if not allow_redelivery:
+        bad |= {"stalled", "orphaned"}
+    problems = {k: stats[k] for k in sorted(bad) if stats.get(k)}
+    if (stats["processed"], stats["ready"], stats["inflight"]) != (n, 0, 0) or problems:
+        raise BenchFailure(
+            f"{what}: expected processed={n}, ready=0, inflight=0 and no failures; "
+            f"stats say {stats}"
+        )
+    return stats
+
+
+def fresh_app(client: redis.Redis, url: str, namespace: str) -> fastq.App:
+    """The bench's copy of the pool's app, pointed at the throwaway server."""
+    client.flushdb()
+    app = pool_jobs.app
+    app.configure(redis_url=url, namespace=namespace)
+    app.redis.ping()
+    return app
+
+
+# -- 1. the bare two-process baseline ------------------------------------------------
+
+
+def bare_two(client: redis.Redis, url: str, n: int, batch: int) -> dict[str, Any]:
+    client.flushdb()
+    shas = (client.script_load(BARE_CLAIM_LUA), client.script_load(BARE_ACK_LUA))
+    keys = BareKeys("bare2")
+    bare_enqueue(client, keys, n)
+    probe = Probe(client)
+    t0 = time.perf_counter()
+    pids = [run_child(lambda: bare_consume(url, keys, batch, shas)) for _ in range(2)]
+    for pid in pids:
+        wait_child(pid, "bare two-process drain")
+    elapsed = time.perf_counter() - t0
+    redis_cpu, evalsha = probe.delta()
+    check_bare_drained(url, keys, "bare two-process drain")
+    return {
+        "jobs": n,
+        "wall_s": elapsed,
+        "jobs_s": n / elapsed,
+        "redis_cpu_us_per_job": redis_cpu / n * 1e6,
+        "redis_cores": redis_cpu / elapsed,
+        "evalsha_per_100_jobs": evalsha / n * 100,
+    }
+
+
+# -- 2-4. pool drains ------------------------------------------------------------------
+
+
+def pool_drain(
+    client: redis.Redis,
+    url: str,
+    namespace: str,
+    job: Any,
+    n: int,
+    concurrency: int,
+    batch: int,
+) -> dict[str, Any]:
+    """Enqueue ``n`` jobs, start the pool, time until stats count them all processed."""
+    app = fresh_app(client, url, namespace)
+    queue = job.queue
+    job.enqueue_many([(i,) for i in range(n)])
+    if app.stats(queue)["ready"] != n:
+        raise BenchFailure(f"{namespace}: enqueue_many did not queue {n} jobs")
+    probe = Probe(client)
+    timeout_s = 60 + n / 500
+    pool = Pool(url, namespace, queue, concurrency, batch)
+    try:
+        t0 = time.perf_counter()
+        pool.start()
+        first_t, first_done = 0.0, 0
+        next_poll = t0
+        while True:
+            done = app.stats(queue)["processed"]
+            now = time.perf_counter()
+            if done and not first_t:
+                first_t, first_done = now, done
+            if done >= n:
+                break
+            if now - t0 > timeout_s:
+                raise BenchFailure(f"{namespace}: {done} of {n} jobs processed after {timeout_s}s")
+            pool.check_alive(namespace)
+            next_poll += POLL_S
+            time.sleep(max(0.0, next_poll - time.perf_counter()))
+        wall = now - t0
+        pool_cpu = pool.cpu_s()
+        redis_cpu, evalsha = probe.delta()
+        stop_s = pool.stop(namespace)
+    finally:
+        pool.cleanup()
+    check_queue(app, queue, n, namespace)
+    window = now - first_t
+    steady = (n - first_done) / window if window > 0 else None
+    return {
+        "jobs": n,
+        "concurrency": concurrency,
+        "wall_s": wall,
+        "jobs_s": n / wall,
+        "first_seen_s": first_t - t0,  # start to the first poll that saw a job processed
+        "first_to_last_s": window,
+        "steady_jobs_s": steady,  # jobs counted after that poll, over that window
+        "pool_cpu_us_per_job": pool_cpu / n * 1e6,  # start-up included
+        "redis_cpu_us_per_job": redis_cpu / n * 1e6,
+        "redis_cores": redis_cpu / wall,  # how busy Redis was, in cores
+        "evalsha_per_100_jobs": evalsha / n * 100,
+        "stop_s": stop_s,
+    }
+
+
+# -- 5. kill-to-claimable ----------------------------------------------------------------
+
+
+def kill_to_claimable(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
+    """SIGKILL a busy worker child of ``pool -c 2``; time until every lease it held
+    is gone, i.e. its jobs are back at the front of the queue (the release script
+    drops the lease and pushes the id in one atomic call)."""
+    namespace = "kill"
+    app = fresh_app(client, url, namespace)
+    job = pool_jobs.slow
+    keys = app.keys(job.queue)
+    job.enqueue_many([(i,) for i in range(n)])
+    pool = Pool(url, namespace, job.queue, 2, KILL_BATCH)
+    try:
+        pool.start()
+        workers = pool.workers()
+        # the master names worker ids host:masterpid:wSLOT.SPAWNED and fills the
+        # slots in order, so the oldest worker child is w0.1
+        prefix = f"{socket.gethostname()}:{pool.pid}:"
+        ids = [f"{prefix}w{slot}.{slot + 1}" for slot in range(len(workers))]
+        victim, victim_id = workers[0], ids[0]
+        deadline = time.monotonic() + 30
+        while True:  # both workers busy, holding leases
+            owners = [o.decode() for o in client.hvals(keys.lease)]
+            if all(owners.count(i) for i in ids):
+                break
+            if time.monotonic() > deadline:
+                raise BenchFailure(f"kill: workers {ids} never both held leases; owners {owners}")
+            pool.check_alive("kill")
+            time.sleep(0.005)
+        time.sleep(0.2)  # well into the first batch: some jobs done (unacked), one running
+
+        def snapshot() -> tuple[int, int]:
+            pipe = client.pipeline(transaction=False)
+            pipe.hvals(keys.lease)
+            pipe.hmget(keys.stats, "stalled", "orphaned")
+            owners, counters = pipe.execute()
+            held = sum(1 for o in owners if o.decode() == victim_id)
+            return held, sum(int(c or 0) for c in counters)
+
+        held, base = snapshot()
+        os.kill(victim.pid, signal.SIGKILL)
+        t0 = time.perf_counter()
+        grown_ms = None
+        while True:
+            still_held, handed_back = snapshot()
+            now = time.perf_counter()
+            if grown_ms is None and handed_back > base:
+                grown_ms = (now - t0) * 1000
+            if still_held == 0 and handed_back > base:
+                break
+            if now - t0 > 30:
+                raise BenchFailure(
+                    f"kill: {still_held} jobs of the killed worker still leased after 30s"
+                )
+            time.sleep(0.001)
+        claimable_ms = (now - t0) * 1000
+        moved = handed_back - base
+
+        # then the pool drains the rest: the killed child's jobs run again
+        deadline = time.monotonic() + 60 + n * SLOW_JOB_S
+        while app.stats(job.queue)["processed"] < n:
+            if time.monotonic() > deadline:
+                raise BenchFailure(f"kill: the pool did not finish the {n} jobs")
+            pool.check_alive("kill")
+            time.sleep(POLL_S)
+        pool.stop("kill")
+        log = pool.output()
+    finally:
+        pool.cleanup()
+    stats = check_queue(app, job.queue, n, "kill", allow_redelivery=True)
+    if f"worker {victim.pid} died" not in log:
+        raise BenchFailure(f"kill: the master never logged the death of {victim.pid}:\n{log}")
+    if moved < 1:
+        raise BenchFailure("kill: the killed worker's jobs were not counted as stalled/orphaned")
+    return {
+        "jobs": n,
+        "held_at_kill": held,
+        "handed_back": moved,
+        "stalled": stats["stalled"],
+        "orphaned": stats["orphaned"],
+        "first_handback_ms": grown_ms,
+        "claimable_ms": claimable_ms,
+    }
+
+
+# -- 6. memory per child -----------------------------------------------------------------
+
+
+def uss_mib(procs: list[psutil.Process]) -> list[float]:
+    return [p.memory_full_info().uss / MIB for p in procs]
+
+
+def memory_per_child(client: redis.Redis, url: str, total: int, batch: int) -> dict[str, Any]:
+    """USS of each worker child of ``pool -c 2``: idle after start-up, after a first
+    chunk (warm: every code path touched once), and after ``total`` jobs."""
+    namespace = "memory"
+    app = fresh_app(client, url, namespace)
+    job = pool_jobs.noop
+    chunk = min(100_000, max(1, total // 5))
+    settle_s = 0.5  # let the children go idle before reading
+
+    def wait_processed(count: int) -> None:
+        deadline = time.monotonic() + 60 + count / 2000
+        while app.stats(job.queue)["processed"] < count:
+            if time.monotonic() > deadline:
+                raise BenchFailure(f"memory: fewer than {count} jobs processed in time")
+            pool.check_alive("memory")
+            time.sleep(POLL_S)
+
+    pool = Pool(url, namespace, job.queue, 2, batch)
+    try:
+        pool.start()
+        workers = pool.workers()
+        pids = sorted(p.pid for p in workers)
+        time.sleep(1.0)  # start-up done: connected, idle on the wake-up key
+        idle = uss_mib(workers)
+
+        job.enqueue_many([(i,) for i in range(chunk)])
+        wait_processed(chunk)
+        time.sleep(settle_s)
+        warm = uss_mib(workers)
+
+        enqueued = chunk
+        while enqueued < total:
+            # keep at most two chunks queued: Redis holds 200k envelopes, not 1M
+            if enqueued - app.stats(job.queue)["processed"] <= chunk:
+                size = min(chunk, total - enqueued)
+                job.enqueue_many([(i,) for i in range(enqueued, enqueued + size)])
+                enqueued += size
+            else:
+                pool.check_alive("memory")
+                time.sleep(POLL_S)
+        wait_processed(total)
+        time.sleep(settle_s)
+        after = uss_mib(workers)
+        if sorted(p.pid for p in pool.workers()) != pids:
+            raise BenchFailure("memory: a worker child was replaced during the run")
+        pool.stop("memory")
+    finally:
+        pool.cleanup()
+    check_queue(app, job.queue, total, "memory")
+    growth = [a - i for a, i in zip(after, idle)]
+    growth_warm = [a - w for a, w in zip(after, warm)]
+    return {
+        "jobs": total,
+        "chunk": chunk,
+        "idle_mib": idle,
+        "warm_mib": warm,
+        "after_mib": after,
+        "growth_mib": growth,
+        "growth_after_warm_mib": growth_warm,
+        "max_growth_mib": max(growth),
+        "max_growth_after_warm_mib": max(growth_warm),
+    }
+
+
+# -- the run -----------------------------------------------------------------------------
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", "--jobs", type=int, help="no-op jobs per drain (default 200000)")
+    p.add_argument("--batch", type=int, default=100, help="jobs per claim (default 100)")
+    p.add_argument("--smtp-jobs", type=int, help="5 ms jobs of the smtp scenario (default 20000)")
+    p.add_argument("--kill-jobs", type=int, help="50 ms jobs of the kill scenario (default 200)")
+    p.add_argument(
+        "--memory-jobs", type=int, help="no-op jobs of the memory scenario (default 1000000)"
+    )
+    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small sizes: 20,000 jobs, 2,000 smtp, 100 kill, 50,000 memory jobs",
+    )
+    p.add_argument(
+        "--only", metavar="NAME[,NAME]", help=f"run only these scenarios: {','.join(SCENARIOS)}"
+    )
+    args = p.parse_args(argv)
+    q = args.quick
+    if args.jobs is None:
+        args.jobs = 20_000 if q else 200_000
+    if args.smtp_jobs is None:
+        args.smtp_jobs = 2_000 if q else 20_000
+    if args.kill_jobs is None:
+        args.kill_jobs = 100 if q else 200
+    if args.memory_jobs is None:
+        args.memory_jobs = 50_000 if q else 1_000_000
+    if min(args.jobs, args.smtp_jobs, args.kill_jobs, args.memory_jobs) < 1:
+        p.error("job counts must be positive")
+    if args.kill_jobs < 40:
+        p.error("--kill-jobs must be at least 40: both children must be busy at the kill")
+    if not 1 <= args.batch <= 1000:
+        p.error("--batch must be within 1..1000")
+    only = SCENARIOS if args.only is None else [s.strip() for s in args.only.split(",")]
+    unknown = [s for s in only if s not in SCENARIOS]
+    if unknown or not only:
+        p.error(f"unknown scenario(s) {unknown}: choose from {','.join(SCENARIOS)}")
+    args.scenarios = [s for s in SCENARIOS if s in only]
+    return args
+
+
+def _fmt(value: Optional[float], spec: str = ",.0f", none: str = "—") -> str:
+    return none if value is None else format(value, spec)
+
+
+def print_drain(label: str, r: dict[str, Any]) -> None:
+    extra = ""
+    if "first_to_last_s" in r:
+        extra = f", first→last {r['first_to_last_s']:.2f} s"
+    print(
+        f"  {label}: {r['jobs']:,} jobs in {r['wall_s']:.2f} s = {r['jobs_s']:,.0f} jobs/s{extra}"
+    )
+    cpu = f"pool {r['pool_cpu_us_per_job']:.1f} µs/job, " if "pool_cpu_us_per_job" in r else ""
+    print(
+        f"    CPU: {cpu}Redis {r['redis_cpu_us_per_job']:.1f} µs/job"
+        f" ({r['redis_cores']:.0%} of a core); {r['evalsha_per_100_jobs']:.2f} EVALSHA/100 jobs"
+    )
+
+
+def source_state() -> dict[str, Any]:
+    """The commit measured, and which files of the package differ from it (figures
+    from a dirty tree belong to that tree, not to the commit)."""
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", "fastq", "fastq_ext"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": []}
+    return {"commit": commit or None, "dirty": [line[3:] for line in status.splitlines()]}
+
+
+def timed(scenario: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """Run a scenario; note how long it took, set-up and checks included."""
+    t0 = time.perf_counter()
+    result = scenario(*args)
+    result["scenario_s"] = time.perf_counter() - t0
+    return result
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    n, batch = args.jobs, args.batch
+    results: dict[str, dict[str, Any]] = {}
+    server = RedisServer().start()
+    started = time.perf_counter()
+    try:
+        client = redis.Redis.from_url(server.url)
+        redis_version = client.info("server")["redis_version"]
+        cpus = os.cpu_count()
+        print(
+            f"fastq pool benchmark — cpus: {cpus}, python: {platform.python_version()}, "
+            f"fastq.ACCELERATED: {fastq.ACCELERATED}, redis-server: {redis_version}"
+        )
+        print(
+            f"{n:,} no-op jobs, batch {batch}, scenarios {','.join(args.scenarios)}; "
+            f"throwaway redis-server at {server.url}"
+        )
+        source = source_state()
+        if source["dirty"]:
+            print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
+        # fastq's scripts are loaded as a long-lived producer has them
+        scripts.load_all(client)
+        noop, smtp = pool_jobs.noop, pool_jobs.smtp
+
+        if "bare" in args.scenarios:
+            results["bare"] = r = timed(bare_two, client, server.url, n, batch)
+            print_drain("bare, 2 processes", r)
+        if "c2" in args.scenarios:
+            results["c2"] = r = timed(pool_drain, client, server.url, "c2", noop, n, 2, batch)
+            print_drain("pool -c 2", r)
+        if "c32" in args.scenarios:
+            results["c32"] = r = timed(pool_drain, client, server.url, "c32", noop, n, 32, batch)
+            print_drain("pool -c 32", r)
+        if "smtp" in args.scenarios:
+            results["smtp"] = r = timed(
+                pool_drain,
+                client,
+                server.url,
+                "smtp",
+                smtp,
+                args.smtp_jobs,
+                SMTP_CONCURRENCY,
+                batch,
+            )
+            print_drain("pool -c 32, 5 ms jobs", r)
+        if "kill" in args.scenarios:
+            results["kill"] = r = timed(kill_to_claimable, client, server.url, args.kill_jobs)
+            print(
+                f"  kill: {r['held_at_kill']} jobs leased at SIGKILL, {r['handed_back']} handed"
+                f" back (first after {_fmt(r['first_handback_ms'], '.1f')} ms, all after"
+                f" {r['claimable_ms']:.1f} ms); totals stalled {r['stalled']},"
+                f" orphaned {r['orphaned']}"
+            )
+        if "memory" in args.scenarios:
+            results["memory"] = r = timed(
+                memory_per_child, client, server.url, args.memory_jobs, batch
+            )
+            print(
+                f"  memory: USS per worker child, MiB: idle {_mibs(r['idle_mib'])}, after"
+                f" {r['chunk']:,} jobs {_mibs(r['warm_mib'])}, after {r['jobs']:,} jobs"
+                f" {_mibs(r['after_mib'])}"
+            )
+        client.close()
+    except BenchFailure as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        pool_jobs.app.close()
+        server.cleanup()
+    run_s = time.perf_counter() - started
+
+    targets = report_table(results)
+    print(f"\n(run took {run_s:.1f} s)")
+    if args.json:
+        report: dict[str, Any] = {
+            "machine": {
+                "cpus": cpus,
+                "python": platform.python_version(),
+                "fastq_accelerated": fastq.ACCELERATED,
+                "redis_server": redis_version,
+            },
+            "source": source,
+            "options": {
+                "jobs": n,
+                "batch": batch,
+                "smtp_jobs": args.smtp_jobs,
+                "kill_jobs": args.kill_jobs,
+                "memory_jobs": args.memory_jobs,
+                "scenarios": args.scenarios,
+                "quick": args.quick,
+            },
+            "scenarios": results,
+            "targets": targets,
+            "run_s": run_s,
+        }
+        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    return 0
+
+
+def _mibs(values: list[float], spec: str = ".1f") -> str:
+    return " / ".join(format(v, spec) for v in values)
+
+
+def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Print the table and the targets; return the targets for the JSON report."""
+    bare = results.get("bare")
+    print()
+    print(f"{'':<24}{'jobs/s':>10}{'first→last/s':>14}{'start-up s':>12}  ratio (first→last)")
+    if bare:
+        print(f"{'bare, 2 processes':<24}{bare['jobs_s']:>10,.0f}{'—':>14}{'—':>12}")
+    rows = (
+        ("c2", "pool -c 2", "bare", "of bare"),
+        ("c32", "pool -c 32", "c2", "of -c 2"),
+        ("smtp", "pool -c 32, 5 ms jobs", None, f"of {SMTP_IDEAL:,.0f}"),
+    )
+    for key, label, against, word in rows:
+        r = results.get(key)
+        if not r:
+            continue
+        ratio = ""
+        base = results.get(against) if against else None
+        if against is None:
+            base = {"jobs_s": SMTP_IDEAL, "steady_jobs_s": SMTP_IDEAL}
+        if base:
+            ratio = f"{r['jobs_s'] / base['jobs_s']:.2f} {word}"
+            steady_base = base.get("steady_jobs_s") or base["jobs_s"]
+            if r["steady_jobs_s"]:
+                ratio += f" ({r['steady_jobs_s'] / steady_base:.2f})"
+        print(
+            f"{label:<24}{r['jobs_s']:>10,.0f}{_fmt(r['steady_jobs_s']):>14}"
+            f"{r['first_seen_s']:>12.2f}  {ratio}"
+        )
+    kill = results.get("kill")
+    if kill:
+        print(
+            f"kill-to-claimable: {kill['claimable_ms']:.0f} ms ({kill['held_at_kill']} jobs leased"
+            f" by the killed child, {kill['handed_back']} handed back)"
+        )
+    mem = results.get("memory")
+    if mem:
+        print(
+            f"USS per worker child: idle {_mibs(mem['idle_mib'])} MiB, after"
+            f" {mem['jobs']:,} jobs {_mibs(mem['after_mib'])} MiB"
+            f" (growth {_mibs(mem['growth_mib'], '+.1f')};"
+            f" after the first {mem['chunk']:,}: {_mibs(mem['growth_after_warm_mib'], '+.1f')})"
+        )
+    print()
+    print("targets (informational; the exit status does not depend on them):")
+    targets: dict[str, Any] = {}
+
+    def line(name: str, text: str, value: Optional[float], shown: str, ok: Optional[bool]) -> None:
+        verdict = "n/a (not run)" if ok is None else ("PASS" if ok else "BELOW")
+        print(f"  {text:<44}{shown:>10}  {verdict}")
+        targets[name] = {"value": value, "pass": ok}
+
+    c2, c32, smtp = results.get("c2"), results.get("c32"), results.get("smtp")
+    if c2:
+        ratio = c2["jobs_s"] / bare["jobs_s"] if bare else None
+        line(
+            "c2_vs_bare",
+            f"-c 2 drain >= {TARGET_C2:.0%} of bare 2-process",
+            ratio,
+            _fmt(ratio, ".1%", ""),
+            None if ratio is None else ratio >= TARGET_C2,
+        )
+    if c32:
+        ratio = c32["jobs_s"] / c2["jobs_s"] if c2 else None
+        line(
+            "c32_vs_c2",
+            f"-c 32 drain within {1 - TARGET_C32:.0%} of -c 2",
+            ratio,
+            _fmt(ratio, ".1%", ""),
+            None if ratio is None else ratio >= TARGET_C32,
+        )
+    if smtp:
+        ratio = smtp["jobs_s"] / SMTP_IDEAL
+        line(
+            "smtp_vs_ideal",
+            f"5 ms jobs >= {TARGET_SMTP:.0%} of {SMTP_IDEAL:,.0f} jobs/s",
+            ratio,
+            f"{ratio:.1%}",
+            ratio >= TARGET_SMTP,
+        )
+    if kill:
+        ms = kill["claimable_ms"]
+        line(
+            "kill_ms",
+            f"kill-to-claimable < {TARGET_KILL_MS / 1000:g} s",
+            ms,
+            f"{ms:.0f} ms",
+            ms < TARGET_KILL_MS,
+        )
+    if mem:
+        growth = mem["max_growth_mib"]
+        line(
+            "uss_growth_mib",
+            f"no USS growth over {mem['jobs']:,} jobs (< {MEMORY_NOISE_MIB:g} MiB)",
+            growth,
+            f"{growth:+.1f} MiB",
+            growth < MEMORY_NOISE_MIB,
+        )
+    return targets
+
+
+if __name__ == "__main__":
+    sys.exit(main())

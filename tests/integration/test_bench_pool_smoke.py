@@ -1,0 +1,36 @@
+"""Smoke test of the pool benchmark: real pools start, drain, stop with status 0,
+and the figures come out in the JSON report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.mark.slow
+def test_pool_bench_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "pool.json"
+    args = ["--quick", "--only", "c2,smtp", "--json", str(out)]
+    proc = subprocess.run(
+        [sys.executable, "bench/e2e_pool.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    report = json.loads(out.read_text())
+    assert report["options"]["scenarios"] == ["c2", "smtp"]
+    for name in ("c2", "smtp"):
+        figures = report["scenarios"][name]
+        for key in ("jobs_s", "steady_jobs_s", "first_to_last_s", "pool_cpu_us_per_job"):
+            assert figures[key] > 0, (name, key, figures)
+    assert report["targets"]["smtp_vs_ideal"]["value"] > 0
+    assert report["targets"]["c2_vs_bare"]["pass"] is None  # bare did not run
+    assert "fastq.ACCELERATED" in proc.stdout
