@@ -146,6 +146,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
         if args.max_memory_per_child
         else None,
         reaper=not args.no_reaper,
+        cpu_slots=args.cpu_slots if args.cpu_slots is not None else (os.cpu_count() or 1),
     )
     return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
 
@@ -232,6 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-reaper",
         action="store_true",
         help="run no reaper child (run `fastq reaper` elsewhere)",
+    )
+    p.add_argument(
+        "--cpu-slots",
+        type=int,
+        help="children running CPU-bound batches at once (default: the CPU count; 0: no limit)",
     )
     _add_connection_options(p)
     p.set_defaults(func=cmd_pool)

@@ -28,6 +28,7 @@ import redis
 
 from fastq import scripts
 from fastq.app import App
+from fastq.cpuslots import CpuSlots
 from fastq.heartbeat import HeartbeatBoard
 from fastq.reaper import Reaper
 from fastq.worker import Worker
@@ -86,6 +87,7 @@ class PoolConfig:
     max_jobs_per_child: Optional[int] = None
     max_memory_per_child: Optional[int] = None  # bytes
     reaper: bool = True
+    cpu_slots: int = 0  # children running CPU-bound batches at once; 0: no limit
 
 
 class Master:
@@ -123,6 +125,7 @@ class Master:
         self._pipe: tuple[int, int] = (-1, -1)
         self._client: Optional[redis.Redis] = None
         self.board = HeartbeatBoard(max(2 * config.concurrency + 2, config.concurrency + 16))
+        self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
 
     # -- the loop ------------------------------------------------------------------
 
@@ -347,6 +350,7 @@ class Master:
                 parent_pid=self.pid,
                 max_jobs=max_jobs,
                 max_memory_bytes=cfg.max_memory_per_child,
+                cpu_slots=self.cpu_slots,
             )
             worker.quiet = self.quiet
             worker.init_process()

@@ -19,6 +19,7 @@ import redis
 
 from fastq._accel import backoff, codec
 from fastq.batch import Claim, Outcomes, Request, RoundTrip
+from fastq.cpuslots import BatchProfile, CpuSlots
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.keys import validate_queue_name
@@ -69,6 +70,8 @@ class Worker:
         parent_pid: stop when the parent process changes (the master died).
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
+        cpu_slots: a pool's CPU slots: taken while this worker's batches are
+            CPU-bound, so an oversubscribed host does not time-slice itself.
     """
 
     def __init__(
@@ -87,6 +90,7 @@ class Worker:
         max_jobs: Optional[int] = None,
         max_memory_bytes: Optional[int] = None,
         target_batch_s: float = 0.1,
+        cpu_slots: Optional[CpuSlots] = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -108,6 +112,9 @@ class Worker:
         self.parent_pid = parent_pid
         self.max_jobs = max_jobs
         self.max_memory_bytes = max_memory_bytes
+        self.cpu_slots = cpu_slots
+        self._cpu_bound = False  # was the last batch mostly CPU? (unknown: no)
+        self._profile: BatchProfile
         # a batch holds ~target_batch_s of work, and well under a lease
         self.target_batch_s = min(target_batch_s, lease_s / 4)
         self.stopping = False
@@ -146,6 +153,14 @@ class Worker:
         )
         self.stopping = True
 
+    def _on_orphaned(self) -> None:
+        """From the heartbeat thread: the master is gone. A SIGTERM to ourselves
+        stops gracefully and also ends a wait (BLPOP, CPU slot) at once."""
+        if self._alarms:
+            os.kill(os.getpid(), signal.SIGTERM)
+        else:
+            self.stop()
+
     def _handle_quiet_signal(self, signum: int, frame: Optional[FrameType]) -> None:
         """Stop claiming, keep running (for deploys). Only sets a flag."""
         self.quiet = True
@@ -171,6 +186,7 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         self._pending = {q: Outcomes() for q in self.queues}
+        self._profile = BatchProfile()  # here: it measures this (the main) thread
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
             signal.signal(signal.SIGINT, self._handle_stop_signal)
@@ -184,7 +200,7 @@ class Worker:
             self.worker_id,
             list(self._rt.keys.values()),
             self.lease_ms,
-            on_orphaned=self.stop,
+            on_orphaned=self._on_orphaned,
             slot=self.slot,
             parent_pid=self.parent_pid,
         )
@@ -208,6 +224,7 @@ class Worker:
             self._flush()
             self._heartbeat.stop()
             self._rt.close()
+            self._profile.close()
         log.info("worker %s: stopped after %d jobs", self.worker_id, self.jobs_run)
 
     # -- the loop --------------------------------------------------------------
@@ -227,6 +244,10 @@ class Worker:
                 if self._ahead is not None:
                     request, self._ahead = self._ahead, None
                 else:
+                    if self.cpu_slots is not None:
+                        self._govern_cpu()
+                        if self.stopping:
+                            break
                     claim_n = (queues[index], self._batch_n)
                     request = rt.request(self._pending, claim_n, release_all=self._release_all)
                     self._pending = {q: Outcomes() for q in queues}
@@ -256,6 +277,8 @@ class Worker:
             if empty_in_a_row < len(queues):
                 continue
             # every queue came back empty: sleep until a wake-up or the next due job
+            if self.cpu_slots is not None:
+                self.cpu_slots.release()
             if self.burst and next_due_ms < 0:
                 return
             wait_s = self.idle_timeout_s
@@ -266,6 +289,20 @@ class Worker:
             except _REDIS_DOWN as exc:
                 self._wait_for_redis(exc)
             index, empty_in_a_row, next_due_ms = 0, 0, -1
+
+    def _govern_cpu(self) -> None:
+        """Hold a CPU slot while batches are CPU-bound; let it go otherwise."""
+        assert self.cpu_slots is not None
+        if not self._cpu_bound:
+            self.cpu_slots.release()
+            return
+        self._waiting = True
+        try:
+            self.cpu_slots.acquire()
+        except HardStop:
+            self.stopping = True  # a stop signal while waiting: nothing is running
+        finally:
+            self._waiting = False
 
     def _answer(self, request: Request) -> Optional[Claim]:
         """Read a request's replies. If that fails, its outcomes come back to be
@@ -373,6 +410,7 @@ class Worker:
         queue_index = self._queue_index[claim.queue]
         alarms = self._alarms
         started = time.perf_counter()
+        self._profile.start()
         i = 0
         try:
             for i, (job_id, target, args, kwargs, attempt, env) in enumerate(runnable):  # noqa: B007
@@ -406,6 +444,7 @@ class Worker:
                 slot.idle()
         self.jobs_run += len(runnable)
         if runnable:
+            self._cpu_bound = self._profile.cpu_bound()
             self._adapt_batch((time.perf_counter() - started) / len(runnable))
 
     def _run_with_timeout(

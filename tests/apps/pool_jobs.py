@@ -49,3 +49,13 @@ def leak(i: int, mib: int) -> None:
 def overrun(i: int) -> None:
     _record(i)
     time.sleep(30)
+
+
+@app.job(queue="q")
+def spin(i: int, cpu_s: float) -> None:
+    """Burns CPU for ``cpu_s`` and records when it ran."""
+    started = time.time()
+    deadline = time.perf_counter() + cpu_s
+    while time.perf_counter() < deadline:
+        pass
+    app.redis.rpush(f"{app.namespace}:intervals", f"{os.getpid()} {started} {time.time()}")

@@ -409,3 +409,38 @@ def test_a_child_that_cannot_boot_stops_the_pool_instead_of_crash_looping(
     assert "cannot open the SMTP connection pool" in proc.stderr
     assert "could not boot; stopping instead of crash-looping" in proc.stderr
     assert proc.stderr.count("spawned worker") <= 2
+
+
+def test_cpu_slots_never_serialize_jobs_that_wait(
+    app: fastq.App, pools: Callable[..., Pool]
+) -> None:
+    # 8 children, 1 CPU slot: jobs that sleep must still run 8 at a time
+    app.enqueue_many("work", [(i, 0.2) for i in range(80)], queue="q")
+    t0 = time.monotonic()
+    pool = pools("-c", "8", "--cpu-slots", "1", "--batch", "2")
+    wait_until(lambda: app.stats("q")["processed"] == 80, 30, "the drain")
+    assert time.monotonic() - t0 < 8  # serialized it would take 16 s
+    assert pool.stop() == 0
+
+
+def test_cpu_slots_keep_cpu_bound_children_from_time_slicing_each_other(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    app.enqueue_many("spin", [(i, 0.004) for i in range(400)], queue="q")
+    pool = pools("-c", "4", "--cpu-slots", "1", "--batch", "5")
+    wait_until(lambda: app.stats("q")["processed"] == 400, 60, "the drain")
+    assert pool.stop() == 0
+    by_pid: dict[str, list[tuple[float, float]]] = {}
+    for raw in r.lrange(f"{app.namespace}:intervals", 0, -1):
+        pid, start, end = raw.decode().split()
+        by_pid.setdefault(pid, []).append((float(start), float(end)))
+    # a child's first batch runs before it knows its jobs are CPU-bound
+    events = []
+    for spans in by_pid.values():
+        for start, end in sorted(spans)[5:]:
+            events += [(start, 1), (end, -1)]
+    running = peak = 0
+    for _, step in sorted(events, key=lambda e: (e[0], e[1])):
+        running += step
+        peak = max(peak, running)
+    assert peak <= 2  # without slots, 4 spinning children overlap 4 deep

@@ -287,3 +287,20 @@ def test_an_idle_worker_sleeps_until_the_next_retry_is_due(app: fastq.App) -> No
     thread.join(10)
     assert not thread.is_alive() and len(ran_at) == 2
     assert 0.39 <= ran_at[1] - ran_at[0] < 1.0  # not the 30 s idle timeout
+
+
+def test_batches_are_told_apart_as_cpu_bound_or_waiting(app: fastq.App) -> None:
+    @app.job(queue="spin")
+    def spin() -> None:
+        deadline = time.perf_counter() + 0.01
+        while time.perf_counter() < deadline:
+            pass
+
+    @app.job(queue="wait")
+    def wait() -> None:
+        time.sleep(0.01)
+
+    spin.enqueue_many([()] * 5)
+    wait.enqueue_many([()] * 5)
+    assert drain(app, ["spin"])._cpu_bound is True
+    assert drain(app, ["wait"])._cpu_bound is False

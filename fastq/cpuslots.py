@@ -1,0 +1,93 @@
+"""CPU slots: at most N children of a pool run CPU-bound batches at once.
+
+Thirty-two children busy with quick, CPU-bound jobs on a 2-core host only
+time-slice each other (and Redis, if it is local): a child that measures its
+batches as CPU-bound takes a slot before claiming more, and the others wait
+without claiming. Children whose jobs mostly wait (SMTP, HTTP) never take one.
+
+A slot is an ``fcntl`` lock on one byte of a file the master made before
+forking: the kernel drops it when its holder dies, so a SIGKILLed child can
+never leak a slot.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import random
+import tempfile
+import time
+from typing import Optional
+
+
+class CpuSlots:
+    def __init__(self, slots: int) -> None:
+        if slots < 1:
+            raise ValueError(f"cpu slots must be >= 1, not {slots}")
+        self.slots = slots
+        # open for the pool's lifetime, inherited by the children
+        self._file = tempfile.TemporaryFile()  # noqa: SIM115
+        self.held: Optional[int] = None
+
+    def acquire(self) -> None:
+        """Take a slot, waiting for one if all are taken. A signal handler that
+        raises interrupts the wait."""
+        if self.held is not None:
+            return
+        order = random.sample(range(self.slots), self.slots)
+        for slot in order:
+            try:
+                fcntl.lockf(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
+            except OSError as exc:
+                if exc.errno not in (errno.EACCES, errno.EAGAIN):
+                    raise
+                continue
+            self.held = slot
+            return
+        fcntl.lockf(self._file, fcntl.LOCK_EX, 1, order[0])
+        self.held = order[0]
+
+    def release(self) -> None:
+        if self.held is not None:
+            fcntl.lockf(self._file, fcntl.LOCK_UN, 1, self.held)
+            self.held = None
+
+
+class BatchProfile:
+    """Tells whether a batch was CPU-bound: more time computing than blocked.
+
+    Time blocked = wall − CPU − time runnable but waiting for a CPU, from
+    ``/proc/thread-self/schedstat`` (Linux), so that a crowded host — where every
+    process waits its turn — does not make CPU-bound jobs look like waiting
+    ones. Without schedstat, the CPU/wall ratio (which crowding does skew).
+    Open it in the thread whose batches it measures.
+    """
+
+    def __init__(self) -> None:
+        try:
+            self._fd: Optional[int] = os.open("/proc/thread-self/schedstat", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+        self._start = (0.0, 0, 0)
+
+    def _sched_ns(self) -> tuple[int, int]:
+        if self._fd is None:
+            return time.thread_time_ns(), 0
+        cpu, runqueue = os.pread(self._fd, 128, 0).split()[:2]
+        return int(cpu), int(runqueue)
+
+    def start(self) -> None:
+        self._start = (time.perf_counter(), *self._sched_ns())
+
+    def cpu_bound(self) -> bool:
+        wall0, cpu0, runqueue0 = self._start
+        cpu, runqueue = self._sched_ns()
+        cpu_ns = cpu - cpu0
+        blocked_ns = (time.perf_counter() - wall0) * 1e9 - cpu_ns - (runqueue - runqueue0)
+        return cpu_ns > blocked_ns
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
