@@ -30,13 +30,11 @@ class CpuSlots:
         self._file = tempfile.TemporaryFile()  # noqa: SIM115
         self.held: Optional[int] = None
 
-    def acquire(self) -> None:
-        """Take a slot, waiting for one if all are taken. A signal handler that
-        raises interrupts the wait."""
+    def try_acquire(self) -> bool:
+        """Take a free slot if there is one."""
         if self.held is not None:
-            return
-        order = random.sample(range(self.slots), self.slots)
-        for slot in order:
+            return True
+        for slot in random.sample(range(self.slots), self.slots):
             try:
                 fcntl.lockf(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, slot)
             except OSError as exc:
@@ -44,9 +42,16 @@ class CpuSlots:
                     raise
                 continue
             self.held = slot
-            return
-        fcntl.lockf(self._file, fcntl.LOCK_EX, 1, order[0])
-        self.held = order[0]
+            return True
+        return False
+
+    def acquire(self) -> None:
+        """Take a slot, waiting for one if all are taken. A signal handler that
+        raises interrupts the wait."""
+        if not self.try_acquire():
+            slot = random.randrange(self.slots)
+            fcntl.lockf(self._file, fcntl.LOCK_EX, 1, slot)
+            self.held = slot
 
     def release(self) -> None:
         if self.held is not None:
@@ -72,10 +77,11 @@ class BatchProfile:
         self._start = (0.0, 0, 0)
 
     def _sched_ns(self) -> tuple[int, int]:
+        # CPU from the thread clock: schedstat's own CPU figure of a running task
+        # lags until the next tick, which would make short batches look idle
         if self._fd is None:
             return time.thread_time_ns(), 0
-        cpu, runqueue = os.pread(self._fd, 128, 0).split()[:2]
-        return int(cpu), int(runqueue)
+        return time.thread_time_ns(), int(os.pread(self._fd, 128, 0).split()[1])
 
     def start(self) -> None:
         self._start = (time.perf_counter(), *self._sched_ns())

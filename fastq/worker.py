@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -296,6 +297,15 @@ class Worker:
         if not self._cpu_bound:
             self.cpu_slots.release()
             return
+        if self.cpu_slots.try_acquire():
+            return
+        if any(self._pending.values()):
+            # settle what ran before waiting, so that its jobs are not held meanwhile
+            assert self._rt is not None
+            request = self._rt.request(self._pending)
+            self._pending = {q: Outcomes() for q in self.queues}
+            with contextlib.suppress(*_REDIS_DOWN):  # taken back: the loop resends
+                self._answer(request)
         self._waiting = True
         try:
             self.cpu_slots.acquire()
