@@ -355,18 +355,32 @@ def verdict(ratio: float, target: float) -> str:
     return "PASS" if ratio >= target else "BELOW"
 
 
+def machine_info(client: redis.Redis) -> dict[str, Any]:
+    """What a benchmark ran on, for its header and its JSON report."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "fastq_accelerated": fastq.ACCELERATED,
+        "redis_server": client.info("server")["redis_version"],
+    }
+
+
+def machine_header(title: str, machine: dict[str, Any]) -> str:
+    return (
+        f"{title} — cpus: {machine['cpus']}, python: {machine['python']}, "
+        f"fastq.ACCELERATED: {machine['fastq_accelerated']}, "
+        f"redis-server: {machine['redis_server']}"
+    )
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     n, batch = args.jobs, args.batch
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        redis_version = client.info("server")["redis_version"]
-        cpus = os.cpu_count()
-        print(
-            f"fastq end-to-end benchmark — cpus: {cpus}, python: {platform.python_version()}, "
-            f"fastq.ACCELERATED: {fastq.ACCELERATED}, redis-server: {redis_version}"
-        )
+        machine = machine_info(client)
+        print(machine_header("fastq end-to-end benchmark", machine))
         print(
             f"{n:,} no-op jobs, batch {batch}, best of {args.repeat}; "
             f"throwaway redis-server at {server.url}"
@@ -445,12 +459,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     if args.json:
         report: dict[str, Any] = {
-            "machine": {
-                "cpus": cpus,
-                "python": platform.python_version(),
-                "fastq_accelerated": fastq.ACCELERATED,
-                "redis_server": redis_version,
-            },
+            "machine": machine,
             "options": {
                 "jobs": n,
                 "batch": batch,

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import signal
 import socket
 import subprocess
@@ -53,6 +52,8 @@ from e2e_core import (  # noqa: E402  (the bare baseline and fork helpers of e2e
     bare_consume,
     bare_enqueue,
     check_bare_drained,
+    machine_header,
+    machine_info,
     run_child,
     wait_child,
 )
@@ -591,12 +592,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     started = time.perf_counter()
     try:
         client = redis.Redis.from_url(server.url)
-        redis_version = client.info("server")["redis_version"]
-        cpus = os.cpu_count()
-        print(
-            f"fastq pool benchmark — cpus: {cpus}, python: {platform.python_version()}, "
-            f"fastq.ACCELERATED: {fastq.ACCELERATED}, redis-server: {redis_version}"
-        )
+        machine = machine_info(client)
+        print(machine_header("fastq pool benchmark", machine))
         print(
             f"{n:,} no-op jobs, batch {batch}, scenarios {','.join(args.scenarios)}; "
             f"throwaway redis-server at {server.url}"
@@ -659,12 +656,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(f"\n(run took {run_s:.1f} s)")
     if args.json:
         report: dict[str, Any] = {
-            "machine": {
-                "cpus": cpus,
-                "python": platform.python_version(),
-                "fastq_accelerated": fastq.ACCELERATED,
-                "redis_server": redis_version,
-            },
+            "machine": machine,
             "source": source,
             "options": {
                 "jobs": n,

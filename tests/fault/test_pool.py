@@ -95,37 +95,23 @@ def runs(r: redis.Redis, ns: str) -> dict[int, int]:
 
 
 @pytest.fixture
-def server() -> Iterator[RedisServer]:
+def redis_server() -> Iterator[RedisServer]:
+    """Each test here gets a server of its own, with every write fsynced (so a
+    kill -9 loses nothing), in place of the session's shared one; the ``app``,
+    ``r`` and ``namespace`` fixtures of conftest use it."""
     s = RedisServer(appendonly=True).start()
     yield s
     s.cleanup()
 
 
 @pytest.fixture
-def ns() -> str:
-    return f"pool{os.urandom(4).hex()}"
-
-
-@pytest.fixture
-def app(server: RedisServer, ns: str) -> Iterator[fastq.App]:
-    a = fastq.App(server.url, namespace=ns)
-    yield a
-    a.close()
-
-
-@pytest.fixture
-def r(server: RedisServer) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(server.url)
-    yield client
-    client.close()
-
-
-@pytest.fixture
-def pools(server: RedisServer, ns: str, tmp_path: Path) -> Iterator[Callable[..., Pool]]:
+def pools(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., Pool]]:
     started: list[Pool] = []
 
     def start(*args: str) -> Pool:
-        pool = Pool(server.url, ns, tmp_path / "pool.log", *args)
+        pool = Pool(redis_server.url, namespace, tmp_path / "pool.log", *args)
         started.append(pool)
         return pool
 
@@ -166,7 +152,11 @@ def test_sigkill_random_children_while_draining(
 
 
 def test_lost_host_then_a_reaper_and_a_new_pool_finish(
-    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], server: RedisServer, tmp_path: Path
+    app: fastq.App,
+    r: redis.Redis,
+    pools: Callable[..., Pool],
+    redis_server: RedisServer,
+    tmp_path: Path,
 ) -> None:
     n = 400
     app.enqueue_many("work", [(i, 0.02) for i in range(n)], queue="q")
@@ -190,7 +180,7 @@ def test_lost_host_then_a_reaper_and_a_new_pool_finish(
             "--interval",
             "0.2",
         ),
-        env=subprocess_env(server.url),
+        env=subprocess_env(redis_server.url),
     )
     try:
         wait_until(
@@ -314,18 +304,18 @@ def test_sighup_rolls_the_children_over_without_loss_or_duplicates(
 
 
 def test_redis_restarted_mid_drain(
-    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], server: RedisServer
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], redis_server: RedisServer
 ) -> None:
     n = 2000
     app.enqueue_many("work", [(i, 0.002) for i in range(n)], queue="q")
     pool = pools("-c", "2", "--batch", "20")
     wait_until(lambda: app.stats("q")["processed"] >= 300, 30, "some progress")
-    server.restart()  # kill -9, then start on the same port and data
+    redis_server.restart()  # kill -9, then start on the same port and data
     app.close()
     wait_until(lambda: app.stats("q")["processed"] == n, 60, "the drain after the restart")
     assert pool.proc.poll() is None
     assert pool.stop() == 0
-    client = redis.Redis.from_url(server.url)
+    client = redis.Redis.from_url(redis_server.url)
     assert set(runs(client, app.namespace)) == set(range(n))
     stats = app.stats("q")
     assert (stats["ready"], stats["inflight"]) == (0, 0)
@@ -396,11 +386,11 @@ def test_children_stop_gracefully_when_the_master_dies(
 
 
 def test_a_child_that_cannot_boot_stops_the_pool_instead_of_crash_looping(
-    server: RedisServer,
+    redis_server: RedisServer,
 ) -> None:
     proc = subprocess.run(
         fastq_cmd("pool", "--app", "tests.apps.pool_jobs", "-q", "q", "-c", "2"),
-        env=subprocess_env(server.url, POOL_JOBS_FAIL_BOOT="1"),
+        env=subprocess_env(redis_server.url, POOL_JOBS_FAIL_BOOT="1"),
         capture_output=True,
         text=True,
         timeout=60,
