@@ -280,8 +280,8 @@ class Worker:
             # every queue came back empty: sleep until a wake-up or the next due job
             if self.cpu_slots is not None:
                 self.cpu_slots.release()
-            if self.burst and next_due_ms < 0:
-                return
+            if self.stopping or (self.burst and next_due_ms < 0):
+                return  # (a stop signal may have come during the round trip)
             wait_s = self.idle_timeout_s
             if next_due_ms >= 0:
                 wait_s = min(wait_s, max(next_due_ms - claim.now_ms, 1) / 1000.0)

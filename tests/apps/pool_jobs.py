@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 
 import fastq
@@ -59,3 +60,11 @@ def spin(i: int, cpu_s: float) -> None:
     while time.perf_counter() < deadline:
         pass
     app.redis.rpush(f"{app.namespace}:intervals", f"{os.getpid()} {started} {time.time()}")
+
+
+@app.job(queue="q", retries=5, timeout_s=0.5)
+def stubborn(i: int) -> None:
+    """Blocks SIGALRM, as a long C call would ignore it: only the master can stop it."""
+    _record(i)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
+    time.sleep(30)

@@ -434,3 +434,20 @@ def test_cpu_slots_keep_cpu_bound_children_from_time_slicing_each_other(
         running += step
         peak = max(peak, running)
     assert peak <= 2  # without slots, 4 spinning children overlap 4 deep
+
+
+def test_the_master_kills_a_child_whose_job_ignores_its_timeout(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    job_id = app.enqueue("stubborn", [999], queue="q")
+    app.enqueue_many("work", [(i,) for i in range(20)], queue="q")
+    pool = pools("-c", "2", "--max-stalls", "1")
+    # each run is killed ~2 s past its 0.5 s timeout and counts a stall; the second is fatal
+    wait_until(lambda: app.stats("q")["dead"] == 1, 40, "the poison job to be buried")
+    wait_until(lambda: app.stats("q")["processed"] == 20, 20, "the other jobs")
+    assert pool.stop() == 0
+    info = app.get_job(job_id, queue="q")
+    assert info is not None and info.state == "dead"
+    assert "stalled 2 times" in (info.last_error or "")
+    assert runs(r, app.namespace)[999] == 2, pool.log()
+    assert "past its timeout; killing it" in pool.log()

@@ -175,3 +175,23 @@ def test_an_idle_worker_stops_at_once_on_sigterm(redis_server: RedisServer, app:
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - t0 < 1.0
     assert "stopped after 0 jobs" in (proc.stderr.read() if proc.stderr else "")
+
+
+def test_a_worker_stopped_during_its_round_trip_does_not_sit_out_an_idle_wait(
+    redis_server: RedisServer, app: fastq.App
+) -> None:
+    from fastq.worker import Worker
+
+    worker = Worker(app, ["q"], handle_signals=False, idle_timeout_s=30)
+    worker.init_process()
+    assert worker._rt is not None
+    send = worker._rt.request
+
+    def stop_mid_round_trip(*args, **kwargs):  # type: ignore[no-untyped-def]
+        worker.stop()  # as a SIGTERM arriving while the claim is on the wire
+        return send(*args, **kwargs)
+
+    worker._rt.request = stop_mid_round_trip  # type: ignore[method-assign]
+    t0 = time.monotonic()
+    worker.run_loop()
+    assert time.monotonic() - t0 < 2  # not the 30 s idle wait
