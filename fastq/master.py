@@ -302,10 +302,15 @@ class Master:
         child.slot, child.worker_id = slot, worker_id
 
     def spawn(self, main: Callable[[], None], kind: str) -> Child:
+        # Until the child has reset its handlers it would run the master's, which
+        # only enqueue into its copy of the master's queue: a SIGTERM sent right
+        # after the fork would be lost. Blocked, it waits for the child instead.
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
         pid = os.fork()
         if pid == 0:
             set_process_name(f"fastq-{kind}")
             self.child_main(main)
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
         log.info("master %d: spawned %s %d", self.pid, kind, pid)
         child = Child(pid, kind)
         self.children[pid] = child
@@ -320,6 +325,8 @@ class Master:
             os.setpgid(0, 0)
             for sig in _HANDLED:
                 signal.signal(sig, signal.SIG_DFL)
+            # a stop that came before the child booted ends it now: it holds no jobs
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
             for fd in self._pipe:
                 os.close(fd)
             random.seed()
