@@ -85,10 +85,6 @@ class QueueKeys:
         return self.key("stats")
 
     @property
-    def meta(self) -> str:
-        return self.key("meta")
-
-    @property
     def wake(self) -> str:
         return self.key("wake")
 

@@ -10,20 +10,19 @@ import signal
 import socket
 import threading
 import time
-import traceback
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional
 
-import orjson
 import psutil
 import redis
 
-from fastq._accel import backoff, codec
+from fastq._accel import codec
 from fastq.batch import Claim, Outcomes, Request, RoundTrip
 from fastq.cpuslots import BatchProfile, CpuSlots
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.keys import validate_queue_name
+from fastq.settle import settle_failure
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -45,10 +44,6 @@ class HardStop(BaseException):
 
 def default_worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Worker:
@@ -437,12 +432,12 @@ class Worker:
                     else:
                         result = target.fn(*args, **kwargs)
                 except (Exception, JobTimeout) as exc:
-                    self._settle_error(out, job_id, target, args, kwargs, attempt, env, exc)
+                    settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
                 else:
                     if result is None or not isinstance(result, _OUTCOME_TYPES):
                         done(job_id)
                     else:
-                        self._settle_error(out, job_id, target, args, kwargs, attempt, env, result)
+                        settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
         except BaseException:
             # interrupted mid-job (hard stop, SystemExit): hand it and the rest back
             out.stalled.append(runnable[i][0])
@@ -475,89 +470,3 @@ class Worker:
         self._job_s = job_s if self._job_s == 0.0 else 0.7 * self._job_s + 0.3 * job_s
         wanted = int(self.target_batch_s / max(self._job_s, 1e-7))
         self._batch_n = max(1, min(self.batch_size, wanted, self._batch_n * 2))
-
-    def _settle_error(
-        self,
-        out: Outcomes,
-        job_id: bytes,
-        target: JobDef[Any],
-        args: list[Any],
-        kwargs: dict[str, Any],
-        attempt: int,
-        env: dict[str, Any],
-        exc: BaseException,
-    ) -> None:
-        policy = target.policy
-        retries = env.get("retries", policy.retries)
-        if not isinstance(retries, int):
-            retries = policy.retries
-        name = target.name
-        if isinstance(exc, Retry):
-            if attempt <= retries:
-                delay_ms = (
-                    int(exc.delay_s * 1000)
-                    if exc.delay_s is not None
-                    else self._backoff_ms(policy, attempt)
-                )
-                env.update(attempts=attempt, error="Retry requested")
-                out.retry.append((job_id, delay_ms, orjson.dumps(env)))
-                return
-            self._bury(
-                out,
-                job_id,
-                env,
-                attempt,
-                f"Retry requested after {attempt} attempts: retries exhausted",
-                None,
-            )
-            return
-        out.failed += 1
-        if isinstance(exc, Fail):
-            log.warning("job %s %s failed for good: %s", name, job_id.decode(), exc.reason)
-            self._bury(out, job_id, env, attempt, f"Fail: {exc.reason}", None)
-            return
-        if isinstance(exc, TypeError) and not target.arg_checker.binds(args, kwargs):
-            reason = f"arguments do not fit {name}: {exc}"
-            log.error("job %s %s is broken, quarantined: %s", name, job_id.decode(), reason)
-            out.failed -= 1
-            out.broken.append((job_id, reason))
-            return
-        error = f"{type(exc).__name__}: {exc}"
-        tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-        retryable = isinstance(exc, (*policy.retry_on, JobTimeout))
-        if retryable and attempt <= retries:
-            delay_ms = self._backoff_ms(policy, attempt)
-            log.warning(
-                "job %s %s failed (attempt %d of %d), retrying in %.2fs: %s",
-                name, job_id.decode(), attempt, retries + 1, delay_ms / 1000, error,
-            )  # fmt: skip
-            env.update(attempts=attempt, error=error, traceback=tb, failed_at=_now_ms())
-            out.retry.append((job_id, delay_ms, orjson.dumps(env)))
-            return
-        log.error(
-            "job %s %s failed after %d attempts, moved to dead: %s",
-            name,
-            job_id.decode(),
-            attempt,
-            error,
-        )
-        self._bury(out, job_id, env, attempt, error, tb)
-
-    @staticmethod
-    def _backoff_ms(policy: Any, attempt: int) -> int:
-        delay: int = backoff.backoff_ms(
-            attempt, policy.backoff_ms, policy.max_backoff_ms, policy.jitter, random.random()
-        )
-        return delay
-
-    @staticmethod
-    def _bury(
-        out: Outcomes,
-        job_id: bytes,
-        env: dict[str, Any],
-        attempt: int,
-        error: str,
-        tb: Optional[str],
-    ) -> None:
-        env.update(attempts=attempt, error=error, traceback=tb, failed_at=_now_ms())
-        out.dead.append((job_id, orjson.dumps(env)))
