@@ -31,6 +31,17 @@ class _Parser(argparse.ArgumentParser):
         raise CliError(f"{message} (see `{self.prog} --help`)")
 
 
+def batch_size(text: str) -> int:
+    """The type of --batch: an int within 1..1000."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise CliError(f"--batch must be a whole number, not {text!r}") from None
+    if not 1 <= n <= 1000:
+        raise CliError(f"--batch must be within 1..1000, not {n}")
+    return n
+
+
 def parse_queues(text: str) -> list[str]:
     queues = [q.strip() for q in text.split(",") if q.strip()]
     if not queues:
@@ -188,7 +199,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "-q", "--queues", default="default", help="comma-separated queues, highest priority first"
     )
-    w.add_argument("--batch", type=int, default=100, help="jobs claimed per round trip (1-1000)")
+    w.add_argument(
+        "--batch", type=batch_size, default=100, help="jobs claimed per round trip (1-1000)"
+    )
     w.add_argument("--burst", action="store_true", help="exit once the queues are empty")
     w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
     _add_connection_options(w)
@@ -206,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--batch",
-        type=int,
+        type=batch_size,
         default=100,
         help="the most jobs a child claims per round trip (1-1000)",
     )
@@ -259,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="a mailing blast: enqueue 30,000 fake emails and drain them")
     d.add_argument("--redis-url", help="Redis to use (default: a throwaway redis-server)")
     d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
-    d.add_argument("--batch", type=int, default=100, help="jobs claimed per round trip")
+    d.add_argument("--batch", type=batch_size, default=100, help="jobs claimed per round trip")
     d.set_defaults(func=cmd_demo)
     return parser
 
@@ -271,8 +284,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if not isinstance(level, int):
             raise CliError(f"unknown log level {args.log_level!r}")
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        if getattr(args, "batch", 1) is not None and not 1 <= getattr(args, "batch", 1) <= 1000:
-            raise CliError(f"--batch must be within 1..1000, not {args.batch}")
         return int(args.func(args))
     except CliError as exc:
         print(f"fastq: error: {exc}", file=sys.stderr)

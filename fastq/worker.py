@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 import redis
@@ -301,13 +301,7 @@ class Worker:
             self._pending = {q: Outcomes() for q in self.queues}
             with contextlib.suppress(*_REDIS_DOWN):  # taken back: the loop resends
                 self._answer(request)
-        self._waiting = True
-        try:
-            self.cpu_slots.acquire()
-        except HardStop:
-            self.stopping = True  # a stop signal while waiting: nothing is running
-        finally:
-            self._waiting = False
+        self._wait_interruptibly(self.cpu_slots.acquire)
 
     def _answer(self, request: Request) -> Optional[Claim]:
         """Read a request's replies. If that fails, its outcomes come back to be
@@ -340,14 +334,22 @@ class Worker:
         time.sleep(0.2)
 
     def _wait_for_work(self, timeout_s: float) -> None:
-        assert self._rt is not None
+        rt = self._rt
+        assert rt is not None
+        if not self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s)):
+            # the BLPOP reply may still come: never reuse that connection
+            rt.client.connection_pool.disconnect()
+
+    def _wait_interruptibly(self, wait: Callable[[], object]) -> bool:
+        """Block in ``wait`` (nothing running meanwhile), which a stop signal cuts
+        short: then the worker is stopping and this returns False."""
         self._waiting = True
         try:
-            self._rt.wait_for_work(timeout_s)
+            wait()
+            return True
         except HardStop:
-            self.stopping = True  # a stop signal while idle: nothing is running
-            # the BLPOP reply may still come: never reuse that connection
-            self._rt.client.connection_pool.disconnect()
+            self.stopping = True
+            return False
         finally:
             self._waiting = False
 
