@@ -340,6 +340,11 @@ def pool_drain(
 # -- 5. kill-to-claimable ----------------------------------------------------------------
 
 
+def held_count(client: redis.Redis, keys: Any, worker_id: str) -> int:
+    """Jobs a worker holds leases on (its held set, less the sentinel member)."""
+    return max(int(client.scard(keys.held(worker_id))) - 1, 0)
+
+
 def kill_to_claimable(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
     """SIGKILL a busy worker child of ``pool -c 2``; time until every lease it held
     is gone, i.e. its jobs are back at the front of the queue (the release script
@@ -360,22 +365,21 @@ def kill_to_claimable(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
         victim, victim_id = workers[0], ids[0]
         deadline = time.monotonic() + 30
         while True:  # both workers busy, holding leases
-            owners = [o.decode() for o in client.hvals(keys.lease)]
-            if all(owners.count(i) for i in ids):
+            holding = [held_count(client, keys, i) for i in ids]
+            if all(holding):
                 break
             if time.monotonic() > deadline:
-                raise BenchFailure(f"kill: workers {ids} never both held leases; owners {owners}")
+                raise BenchFailure(f"kill: workers {ids} never both held leases: {holding}")
             pool.check_alive("kill")
             time.sleep(0.005)
         time.sleep(0.2)  # well into the first batch: some jobs done (unacked), one running
 
         def snapshot() -> tuple[int, int]:
             pipe = client.pipeline(transaction=False)
-            pipe.hvals(keys.lease)
+            pipe.scard(keys.held(victim_id))
             pipe.hmget(keys.stats, "stalled", "orphaned")
-            owners, counters = pipe.execute()
-            held = sum(1 for o in owners if o.decode() == victim_id)
-            return held, sum(int(c or 0) for c in counters)
+            held, counters = pipe.execute()
+            return max(held - 1, 0), sum(int(c or 0) for c in counters)  # less the sentinel
 
         held, base = snapshot()
         os.kill(victim.pid, signal.SIGKILL)

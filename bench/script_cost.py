@@ -70,7 +70,7 @@ def fastq_cost(n: int, batch: int) -> float:
             ids = reply[2::2]
             if not ids:
                 break
-            argv = Outcomes(done=ids).ack_argv("w", 10**9, 1000)
+            argv = Outcomes(done=ids).ack_argv(10**9, 1000)
             scripts.call(client, scripts.ACK, keys.ack_keys("w"), argv)
         cost = server_us(client) / n
         app.close()

@@ -46,8 +46,8 @@ class Outcomes:
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
-    def ack_argv(self, worker_id: str, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        argv: list[Any] = [worker_id, dead_max_age_ms, dead_max_len, self.failed]
+    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, self.failed]
         argv.append(len(self.done))
         argv.extend(self.done)
         argv.append(len(self.retry))
@@ -207,7 +207,7 @@ class RoundTrip:
         commands: list[scripts.Command] = []
         for queue, out in outcomes.items():
             if out.count() or out.failed:
-                argv = out.ack_argv(wid, self.dead_max_age_ms, self.dead_max_len)
+                argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len)
                 commands.append((scripts.ACK, self._ack_keys[queue], argv))
             for mode, ids in (("unstarted", out.unstarted), ("stalled", out.stalled)):
                 if ids:

@@ -46,16 +46,24 @@ class JobInfo:
     raw: bytes = b""
 
 
+def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:
+    """(worker id, lease deadline in ms) of every worker holding a lease."""
+    pairs: list[tuple[bytes, float]] = client.zrange(keys.leases, 0, -1, withscores=True)  # type: ignore[assignment]
+    return [(worker.decode(), deadline) for worker, deadline in pairs]
+
+
 def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe = client.pipeline(transaction=False)
     pipe.llen(keys.ready)
     pipe.zcard(keys.prio)
-    pipe.zcount(keys.inflight, "-inf", "(inf")  # not the +inf sentinel
     pipe.zcard(keys.scheduled)
     pipe.zcard(keys.dead)
     pipe.hlen(keys.broken)
     pipe.hgetall(keys.stats)
-    ready, prio, inflight, scheduled, dead, broken, counters = pipe.execute()
+    for worker, _ in _leases(client, keys):
+        pipe.scard(keys.held(worker))
+    ready, prio, scheduled, dead, broken, counters, *held = pipe.execute()
+    inflight = sum(max(n - 1, 0) for n in held)  # less each held set's sentinel
     out = {name: 0 for name in COUNTERS}
     out.update({k.decode(): int(v) for k, v in counters.items() if k != b"seq"})
     out["total_dead"] = out.pop("dead")
@@ -69,17 +77,21 @@ def _seconds(ms: Any) -> Optional[float]:
 
 
 def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
+    leases = _leases(client, keys)
     pipe = client.pipeline(transaction=False)
     pipe.hget(keys.jobs, job_id)
-    pipe.zscore(keys.inflight, job_id)
-    pipe.hget(keys.lease, job_id)
     pipe.zscore(keys.scheduled, job_id)
     pipe.zscore(keys.dead, job_id)
     pipe.hget(keys.broken, job_id)
     pipe.hget(keys.stalls, job_id)
-    raw, lease_until, worker, due, died, broken, stalls = pipe.execute()
+    for holder, _ in leases:
+        pipe.sismember(keys.held(holder), job_id)
+    raw, due, died, broken, stalls, *held = pipe.execute()
     if raw is None:
         return None
+    worker, lease_until = next(
+        ((holder, deadline) for (holder, deadline), h in zip(leases, held) if h), (None, None)
+    )
     try:
         env = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -112,7 +124,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         enqueued_at=_seconds(env.get("enqueued_at")),
         due_at=_seconds(due),
         lease_until=_seconds(lease_until),
-        worker=worker.decode() if worker else None,
+        worker=worker,
         failed_at=_seconds(env.get("failed_at") or (died if died is not None else None)),
         last_error=env.get("stall_error") or env.get("error"),
         traceback=env.get("traceback"),

@@ -57,12 +57,9 @@ class QueueKeys:
         return self.key("jobs")
 
     @property
-    def inflight(self) -> str:
-        return self.key("inflight")
-
-    @property
-    def lease(self) -> str:
-        return self.key("lease")
+    def leases(self) -> str:
+        """Worker id -> the deadline of every lease that worker holds."""
+        return self.key("leases")
 
     @property
     def stalls(self) -> str:
@@ -89,7 +86,7 @@ class QueueKeys:
         return self.key("wake")
 
     def held(self, worker_id: str) -> str:
-        """The set of ids that one worker holds leases on."""
+        """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")
 
     # KEYS lists, in the order each script's header documents.
@@ -102,8 +99,7 @@ class QueueKeys:
             self.ready,
             self.prio,
             self.jobs,
-            self.inflight,
-            self.lease,
+            self.leases,
             self.scheduled,
             self.held(worker_id),
             self.stats,
@@ -113,8 +109,6 @@ class QueueKeys:
     def ack_keys(self, worker_id: str) -> list[str]:
         return [
             self.jobs,
-            self.inflight,
-            self.lease,
             self.stalls,
             self.held(worker_id),
             self.scheduled,
@@ -126,8 +120,7 @@ class QueueKeys:
     def release_keys(self, worker_id: str) -> list[str]:
         return [
             self.ready,
-            self.inflight,
-            self.lease,
+            self.leases,
             self.held(worker_id),
             self.stats,
             self.wake,
@@ -137,17 +130,15 @@ class QueueKeys:
         ]
 
     def extend_keys(self, worker_id: str) -> list[str]:
-        return [self.inflight, self.lease, self.held(worker_id)]
+        return [self.leases, self.held(worker_id)]
 
     def reap_keys(self) -> list[str]:
         return [
             self.ready,
-            self.inflight,
-            self.lease,
+            self.leases,
             self.jobs,
             self.dead,
             self.stats,
-            self.stalls,
             self.wake,
             self.scheduled,
             self.prio,

@@ -1,5 +1,6 @@
-"""The reaper: returns expired leases to the front, buries poison jobs, promotes
-due jobs and trims dead sets — one atomic script call per queue per sweep.
+"""The reaper: returns the jobs of expired leases to the front, buries poison
+jobs, promotes due jobs and trims dead sets — one atomic script call per queue per
+sweep, and one more per worker whose lease expired.
 
 Any number of reapers, on any number of hosts, may run at once: each expired
 lease is taken by exactly one script call.
@@ -73,27 +74,31 @@ class Reaper:
     def sweep(self, client: redis.Redis) -> float:
         """One pass over every queue; returns how long the reaper may sleep."""
         sleep_s = self.interval_s
+        app = self.app
         for queue in self.queues():
-            keys = self.app.keys(queue)
-            argv = [
-                self.app.max_stalls,
-                self.limit,
-                self.app.dead_max_age_ms,
-                self.app.dead_max_len,
-            ]
-            expired, buried, promoted, next_deadline, next_due = scripts.call(
+            keys = app.keys(queue)
+            argv = [self.limit, app.dead_max_age_ms, app.dead_max_len]
+            promoted, next_deadline, next_due, *expired = scripts.call(
                 client, scripts.REAP, keys.reap_keys(), argv
             )
-            if expired:
-                log.warning(
-                    "queue %s: %d expired leases taken back (%d buried as poison)",
-                    queue,
-                    expired,
-                    buried,
+            for raw_id in expired:
+                worker_id = raw_id.decode()
+                moved = scripts.call(
+                    client,
+                    scripts.RELEASE,
+                    keys.release_keys(worker_id),
+                    [worker_id, "expired", app.max_stalls],
                 )
+                if moved:
+                    log.warning(
+                        "queue %s: the lease of worker %s expired; %d jobs taken back",
+                        queue,
+                        worker_id,
+                        moved,
+                    )
             if promoted:
                 log.debug("queue %s: %d due jobs promoted", queue, promoted)
-            if expired >= self.limit or promoted >= self.limit:
+            if len(expired) >= self.limit or promoted >= self.limit:
                 sleep_s = 0.0  # more where that came from
             now_ms = time.time() * 1000
             for due in (next_deadline, next_due):

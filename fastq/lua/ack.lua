@@ -2,41 +2,37 @@
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
--- KEYS[2] inflight   zset   id -> lease deadline (ms)
--- KEYS[3] lease      hash   id -> worker id
--- KEYS[4] stalls     hash   id -> times its worker died running it
--- KEYS[5] held       set    ids this worker holds
--- KEYS[6] scheduled  zset   id -> due time (ms)
--- KEYS[7] dead       zset   id -> time of death (ms)
--- KEYS[8] broken     hash   id -> why it could not run (the raw payload stays in jobs)
--- KEYS[9] stats      hash   counters
+-- KEYS[2] stalls     hash   id -> times its worker died running it
+-- KEYS[3] held       set    ids this worker holds leases on
+-- KEYS[4] scheduled  zset   id -> due time (ms)
+-- KEYS[5] dead       zset   id -> time of death (ms)
+-- KEYS[6] broken     hash   id -> why it could not run (the raw payload stays in jobs)
+-- KEYS[7] stats      hash   counters
 --
--- ARGV[1] worker id
--- ARGV[2] dead_max_age_ms   dead jobs older than this are deleted
--- ARGV[3] dead_max_len      the dead set keeps at most this many
--- ARGV[4] n_failed          attempts in this batch that raised or failed
+-- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
+-- ARGV[2] dead_max_len      the dead set keeps at most this many
+-- ARGV[3] n_failed          attempts in this batch that raised or failed
 -- then four sections, each a count followed by its records:
 --   done    id                      -> deleted
 --   retry   id, delay_ms, envelope  -> scheduled at now + delay, envelope updated
 --   dead    id, envelope            -> dead set, envelope updated with the error
 --   broken  id, reason              -> broken set with the reason
 --
--- An outcome counts only while this worker still holds the job's lease: a late
--- ack from a worker whose lease was taken back must not touch the job again.
+-- An outcome counts only while the job is in this worker's held set: a late ack
+-- from a worker whose lease was taken back must not touch the job again.
 -- Those are counted as stale_acks. Returns the number of outcomes applied.
 
-local worker = ARGV[1]
-local dead_max_age = tonumber(ARGV[2])
-local dead_max_len = tonumber(ARGV[3])
+local dead_max_age = tonumber(ARGV[1])
+local dead_max_len = tonumber(ARGV[2])
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local applied, stale = 0, 0
-local pos = 5
+local pos = 4
 
--- Reads one section of `width` fields per record; returns the records whose
--- lease this worker holds and releases the lease of those.
+-- Reads one section of `width` fields per record; returns the records this
+-- worker holds, and drops them from its held set.
 local function section(width)
     local count = tonumber(ARGV[pos])
     pos = pos + 1
@@ -47,79 +43,77 @@ local function section(width)
     for k = 0, count - 1 do
         ids[#ids + 1] = ARGV[pos + k * width]
     end
-    local owners = redis.call('HMGET', KEYS[3], unpack(ids))
+    local held = redis.call('SMISMEMBER', KEYS[3], unpack(ids))
     local mine, starts = {}, {}
     for k = 1, count do
-        if owners[k] == worker then
+        if held[k] == 1 then
             mine[#mine + 1] = ids[k]
             starts[#starts + 1] = pos + (k - 1) * width
         end
     end
     pos = pos + count * width
-    redis.call('SREM', KEYS[5], unpack(ids))
     stale = stale + count - #mine
     if #mine > 0 then
-        redis.call('ZREM', KEYS[2], unpack(mine))
-        redis.call('HDEL', KEYS[3], unpack(mine))
+        redis.call('SREM', KEYS[3], unpack(mine))
         applied = applied + #mine
     end
     return mine, starts
 end
 
 -- a job that once stalled has a stall count to forget when it leaves for good
-local has_stalls = redis.call('EXISTS', KEYS[4]) == 1
+local has_stalls = redis.call('EXISTS', KEYS[2]) == 1
 
 local done = section(1)
 if #done > 0 then
     redis.call('HDEL', KEYS[1], unpack(done))
     if has_stalls then
-        redis.call('HDEL', KEYS[4], unpack(done))
+        redis.call('HDEL', KEYS[2], unpack(done))
     end
-    redis.call('HINCRBY', KEYS[9], 'processed', #done)
+    redis.call('HINCRBY', KEYS[7], 'processed', #done)
 end
 
 local retry, rstart = section(3)
 for k = 1, #retry do
     local p = rstart[k]
     redis.call('HSET', KEYS[1], retry[k], ARGV[p + 2])
-    redis.call('ZADD', KEYS[6], now + tonumber(ARGV[p + 1]), retry[k])
+    redis.call('ZADD', KEYS[4], now + tonumber(ARGV[p + 1]), retry[k])
 end
 if #retry > 0 then
-    redis.call('HINCRBY', KEYS[9], 'retried', #retry)
+    redis.call('HINCRBY', KEYS[7], 'retried', #retry)
 end
 
 local dead, dstart = section(2)
 for k = 1, #dead do
     redis.call('HSET', KEYS[1], dead[k], ARGV[dstart[k] + 1])
-    redis.call('ZADD', KEYS[7], now, dead[k])
+    redis.call('ZADD', KEYS[5], now, dead[k])
 end
 if #dead > 0 then
     if has_stalls then
-        redis.call('HDEL', KEYS[4], unpack(dead))
+        redis.call('HDEL', KEYS[2], unpack(dead))
     end
-    redis.call('HINCRBY', KEYS[9], 'dead', #dead)
+    redis.call('HINCRBY', KEYS[7], 'dead', #dead)
 end
 
 local broken, bstart = section(2)
 for k = 1, #broken do
-    redis.call('HSET', KEYS[8], broken[k], ARGV[bstart[k] + 1])
+    redis.call('HSET', KEYS[6], broken[k], ARGV[bstart[k] + 1])
 end
 if #broken > 0 then
     if has_stalls then
-        redis.call('HDEL', KEYS[4], unpack(broken))
+        redis.call('HDEL', KEYS[2], unpack(broken))
     end
-    redis.call('HINCRBY', KEYS[9], 'broken', #broken)
+    redis.call('HINCRBY', KEYS[7], 'broken', #broken)
 end
 
-local failed = tonumber(ARGV[4])
+local failed = tonumber(ARGV[3])
 if failed > 0 then
-    redis.call('HINCRBY', KEYS[9], 'failed', failed)
+    redis.call('HINCRBY', KEYS[7], 'failed', failed)
 end
 if stale > 0 then
-    redis.call('HINCRBY', KEYS[9], 'stale_acks', stale)
+    redis.call('HINCRBY', KEYS[7], 'stale_acks', stale)
 end
 
 if #dead > 0 then
-    trim_dead(KEYS[7], KEYS[1], now, dead_max_age, dead_max_len)
+    trim_dead(KEYS[5], KEYS[1], now, dead_max_age, dead_max_len)
 end
 return applied

@@ -5,12 +5,11 @@
 -- KEYS[2]  prio       zset   ids with a priority; negative scores (priority > 0) run
 --                            before ready, positive scores (priority < 0) after it
 -- KEYS[3]  jobs       hash   id -> envelope
--- KEYS[4]  inflight   zset   id -> lease deadline (ms)
--- KEYS[5]  lease      hash   id -> worker id holding the lease
--- KEYS[6]  scheduled  zset   id -> due time (ms)
--- KEYS[7]  held       set    ids this worker holds (lets a master release them at once)
--- KEYS[8]  stats      hash   counters
--- KEYS[9]  wake       list   wake-up token for idle workers
+-- KEYS[4]  leases     zset   worker id -> deadline (ms) of every lease it holds
+-- KEYS[5]  scheduled  zset   id -> due time (ms)
+-- KEYS[6]  held       set    ids this worker holds leases on
+-- KEYS[7]  stats      hash   counters
+-- KEYS[8]  wake       list   wake-up token for idle workers
 --
 -- ARGV[1] worker id
 -- ARGV[2] n             jobs to claim at most
@@ -22,6 +21,12 @@
 -- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
 -- exactly until then.
+--
+-- A lease belongs to the worker, not to each job: the worker's held set says what
+-- it holds, and one deadline in leases covers all of it. A live worker extends
+-- that deadline; when it lapses, a reaper takes the whole held set back. Two
+-- small writes per job (SADD here, SREM at the ack) instead of a deadline, an
+-- owner and a membership each.
 
 local worker = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -32,7 +37,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 1. Promote due scheduled jobs (retries in backoff, delayed jobs) to the front.
-promote_due(KEYS[6], KEYS[3], KEYS[1], KEYS[2], KEYS[8], now, promote_max)
+promote_due(KEYS[5], KEYS[3], KEYS[1], KEYS[2], KEYS[7], now, promote_max)
 
 -- 2. Pop ids: high priority, then ready, then low priority.
 local ids = {}
@@ -65,7 +70,7 @@ end
 
 local next_due = -1
 if #ids < n then
-    local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
+    local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
     if #first > 0 then
         next_due = tonumber(first[2])
     end
@@ -78,39 +83,27 @@ end
 
 -- 3. Lease what still has an envelope (a cancelled job may not).
 local envs = redis.call('HMGET', KEYS[3], unpack(ids))
-local deadline = now + lease_ms
--- A permanent member longer than 64 bytes keeps these keys alive and out of the
--- compact listpack encoding, where every batched insert or lookup is a linear
--- scan (a batch becomes quadratic). It never expires: its score is +inf.
-local sentinel = 'fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id'
-redis.call('ZADD', KEYS[4], 'NX', '+inf', sentinel)
-redis.call('HSETNX', KEYS[5], sentinel, 1)
-redis.call('SADD', KEYS[7], sentinel)
-local zargs, hargs, leased = {}, {}, {}
+-- A permanent member longer than 64 bytes keeps the held set out of the compact
+-- listpack encoding, where every batched insert or lookup is a linear scan (a
+-- batch becomes quadratic). It is never a job: the scripts skip it.
+local leased = {'fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id'}
 for i = 1, #ids do
     local env = envs[i]
     if env then
-        local id = ids[i]
-        leased[#leased + 1] = id
-        zargs[#zargs + 1] = deadline
-        zargs[#zargs + 1] = id
-        hargs[#hargs + 1] = id
-        hargs[#hargs + 1] = worker
-        out[#out + 1] = id
+        leased[#leased + 1] = ids[i]
+        out[#out + 1] = ids[i]
         out[#out + 1] = env
     end
 end
-if #leased > 0 then
-    redis.call('ZADD', KEYS[4], unpack(zargs))
-    redis.call('HSET', KEYS[5], unpack(hargs))
-    redis.call('SADD', KEYS[7], unpack(leased))
-    -- a held set outlives its worker only as long as a lease could
-    redis.call('PEXPIRE', KEYS[7], lease_ms * 2)
+if #leased > 1 then
+    redis.call('SADD', KEYS[6], unpack(leased))
+    -- GT: never shorten a deadline an extension pushed further
+    redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)
 end
 
 -- 4. More work waiting: leave a token so an idle sibling wakes up too.
 if (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
-        and redis.call('LLEN', KEYS[9]) == 0 then
-    redis.call('RPUSH', KEYS[9], 1)
+        and redis.call('LLEN', KEYS[8]) == 0 then
+    redis.call('RPUSH', KEYS[8], 1)
 end
 return out

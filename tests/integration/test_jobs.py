@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import redis
@@ -75,6 +76,31 @@ def test_fails_twice_then_succeeds_with_backoff(app: fastq.App) -> None:
     stats = app.stats("q")
     assert (stats["processed"], stats["retried"], stats["failed"], stats["dead"]) == (1, 2, 2, 0)
     assert app.get_job(job_id) is None  # completed jobs are deleted
+
+
+def test_a_running_job_shows_its_worker_and_lease(app: fastq.App) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @app.job(queue="q")
+    def slow() -> None:
+        started.set()
+        release.wait(10)
+
+    job_id = slow.enqueue()
+    waiting_id = slow.enqueue()
+    worker, thread = drain_in_thread(app, ["q"], lease_s=30, batch_size=1)
+    assert started.wait(10)
+    info = app.get_job(job_id)
+    assert info is not None and info.state == "active"
+    assert info.worker == worker.worker_id
+    assert info.lease_until is not None and 20 < info.lease_until - time.time() <= 30
+    waiting = app.get_job(waiting_id)
+    assert waiting is not None and (waiting.state, waiting.worker) == ("queued", None)
+    assert (app.stats("q")["inflight"], app.stats("q")["ready"]) == (1, 1)
+    release.set()
+    thread.join(10)
+    assert not thread.is_alive()
+    assert app.stats("q")["inflight"] == 0 and app.get_job(job_id) is None
 
 
 def test_retries_exhausted_go_dead_with_traceback(app: fastq.App) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -43,9 +44,7 @@ def ack(
     max_age_ms: int = 10**9,
     max_len: int = 1000,
 ) -> int:
-    return int(
-        scripts.call(r, scripts.ACK, k.ack_keys(worker), out.ack_argv(worker, max_age_ms, max_len))
-    )
+    return int(scripts.call(r, scripts.ACK, k.ack_keys(worker), out.ack_argv(max_age_ms, max_len)))
 
 
 def release(
@@ -55,8 +54,24 @@ def release(
     return int(scripts.call(r, scripts.RELEASE, k.release_keys(worker), argv))
 
 
-def reap(r: redis.Redis, k: QueueKeys, max_stalls: int = 2) -> list[int]:
-    return list(scripts.call(r, scripts.REAP, k.reap_keys(), [max_stalls, 1000, 10**9, 1000]))
+def reap(r: redis.Redis, k: QueueKeys) -> list[Any]:
+    """{promoted, next_deadline, next_due, expired worker ids...}"""
+    return list(scripts.call(r, scripts.REAP, k.reap_keys(), [1000, 10**9, 1000]))
+
+
+def take_back_expired(r: redis.Redis, k: QueueKeys, max_stalls: int = 2) -> int:
+    """What a reaper's sweep does with the lapsed leases: jobs moved."""
+    workers = [w.decode() for w in reap(r, k)[3:]]
+    return sum(release(r, k, w, "expired", [], max_stalls) for w in workers)
+
+
+def expire(k: QueueKeys, r: redis.Redis, worker: str) -> None:
+    """As if ``worker`` stopped extending its lease long ago."""
+    r.zadd(k.leases, {worker: 1})
+
+
+def held(r: redis.Redis, k: QueueKeys, worker: str) -> set[bytes]:
+    return r.smembers(k.held(worker)) - {SENTINEL}
 
 
 SENTINEL = b"fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id"
@@ -68,12 +83,10 @@ def test_claim_leases_to_the_worker(r: redis.Redis, namespace: str) -> None:
     reply = claim(r, k, "w1", 2, lease_ms=5000)
     assert claimed_ids(reply) == ["a", "b"]  # FIFO
     assert reply[3] == env("a")
-    assert r.hgetall(k.lease) == {b"a": b"w1", b"b": b"w1", SENTINEL: b"1"}
     assert r.smembers(k.held("w1")) == {b"a", b"b", SENTINEL}
-    assert r.zscore(k.inflight, "a") == reply[0] + 5000
-    # the sentinels keep the batch structures out of listpack encoding
-    assert r.object("encoding", k.inflight) == b"skiplist"
-    assert r.object("encoding", k.lease) == b"hashtable"
+    assert r.zscore(k.leases, "w1") == reply[0] + 5000  # one deadline for all it holds
+    # the sentinel keeps the held set out of listpack encoding
+    assert r.object("encoding", k.held("w1")) == b"hashtable"
     # one job left: a wake token stays for an idle sibling
     assert r.llen(k.wake) == 1
 
@@ -82,12 +95,14 @@ def test_a_stale_ack_changes_nothing(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a"])
     claim(r, k, "w1", 1)
-    r.hset(k.lease, "a", "w2")  # as if the lease expired and w2 now holds it
-    assert ack(r, k, "w1", Outcomes(done=[b"a"])) == 0
-    assert r.hexists(k.jobs, "a") and r.zscore(k.inflight, "a") is not None
+    expire(k, r, "w1")
+    assert take_back_expired(r, k) == 1
+    assert claimed_ids(claim(r, k, "w2", 1)) == ["a"]
+    assert ack(r, k, "w1", Outcomes(done=[b"a"])) == 0  # w1's lease was taken back
+    assert r.hexists(k.jobs, "a") and held(r, k, "w2") == {b"a"}
     assert r.hget(k.stats, "stale_acks") == b"1"
     assert ack(r, k, "w2", Outcomes(done=[b"a"])) == 1
-    assert not r.hexists(k.jobs, "a") and r.zcount(k.inflight, "-inf", "(inf") == 0
+    assert not r.hexists(k.jobs, "a") and held(r, k, "w2") == set()
 
 
 def test_ack_twice_is_harmless(r: redis.Redis, namespace: str) -> None:
@@ -122,9 +137,10 @@ def test_release_stalled_counts_the_stall_and_only_moves_own_leases(
     assert release(r, k, "w1", "stalled", []) == 1  # every lease w1 holds: just "a"
     assert r.hget(k.stats, "stalled") == b"1"
     assert r.hget(k.stalls, "a") == b"1"
-    assert r.hget(k.lease, "b") == b"w2"
+    assert held(r, k, "w2") == {b"b"}
     assert r.lrange(k.ready, 0, -1) == [b"a"]
-    assert not r.exists(k.held("w1"))
+    # released everything: w1 holds nothing and no longer has a lease
+    assert not r.exists(k.held("w1")) and r.zscore(k.leases, "w1") is None
 
 
 def test_a_job_that_keeps_stalling_goes_dead_as_poison(r: redis.Redis, namespace: str) -> None:
@@ -153,30 +169,55 @@ def test_release_orphaned_counts_but_does_not_stall(r: redis.Redis, namespace: s
 
 def test_reap_returns_expired_leases_to_the_front_once(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
-    enqueue(r, k, ["a", "b", "c"])
+    enqueue(r, k, ["a", "b", "c", "d"])
     claim(r, k, "w1", 2, lease_ms=1)
-    import time
-
+    claim(r, k, "w2", 1, lease_ms=60_000)
     time.sleep(0.01)
-    expired, buried, promoted, next_deadline, next_due = reap(r, k)
-    assert (expired, buried, promoted, next_deadline, next_due) == (2, 0, 0, -1, -1)
-    assert reap(r, k)[0] == 0  # a second reaper finds nothing to do
-    assert claimed_ids(claim(r, k, "w2", 10)) == ["a", "b", "c"]
+    promoted, next_deadline, next_due, *expired = reap(r, k)
+    assert (promoted, next_due, expired) == (0, -1, [b"w1"])
+    assert next_deadline == r.zscore(k.leases, "w2")  # the reaper sleeps until then
+    assert release(r, k, "w1", "expired", []) == 2
+    assert release(r, k, "w1", "expired", []) == 0  # a second reaper finds nothing to do
+    assert reap(r, k)[3:] == []
+    assert r.zscore(k.leases, "w1") is None and not r.exists(k.held("w1"))
+    assert claimed_ids(claim(r, k, "w3", 10)) == ["a", "b", "d"]
     # the late ack of the dead worker's lease changes nothing
     assert ack(r, k, "w1", Outcomes(done=[b"a"])) == 0
-    assert r.hget(k.stats, "stalled") == b"2"
+    assert r.hget(k.stats, "stalled") == b"2" and r.hget(k.stalls, "a") == b"1"
+    assert held(r, k, "w2") == {b"c"}  # a live lease is not touched
 
 
-def test_extend_pushes_back_only_own_leases(r: redis.Redis, namespace: str) -> None:
+def test_an_expired_release_leaves_a_lease_extended_meanwhile(
+    r: redis.Redis, namespace: str
+) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a"])
+    claim(r, k, "w1", 1, lease_ms=1)
+    time.sleep(0.01)
+    assert reap(r, k)[3:] == [b"w1"]
+    # the worker's heartbeat extends the lease between the sweep and the release
+    assert scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000]) == 1
+    assert release(r, k, "w1", "expired", []) == 0
+    assert held(r, k, "w1") == {b"a"} and r.hget(k.stats, "stalled") is None
+
+
+def test_extend_pushes_back_the_workers_lease(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b"])
     reply = claim(r, k, "w1", 2, lease_ms=1000)
-    r.hset(k.lease, "b", "w2")  # b was taken back and re-leased meanwhile
-    before_b = r.zscore(k.inflight, "b")
     extended = scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000])
-    assert extended == 1
-    assert r.zscore(k.inflight, "a") >= reply[0] + 60_000
-    assert r.zscore(k.inflight, "b") == before_b
+    assert extended == 2
+    assert r.zscore(k.leases, "w1") >= reply[0] + 60_000
+
+
+def test_extend_does_not_revive_a_lease_taken_back(r: redis.Redis, namespace: str) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a"])
+    claim(r, k, "w1", 1)
+    expire(k, r, "w1")
+    assert take_back_expired(r, k) == 1
+    assert scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000]) == 0
+    assert r.zscore(k.leases, "w1") is None and not r.exists(k.held("w1"))
 
 
 def test_claim_promotes_due_jobs_keeping_their_priority(r: redis.Redis, namespace: str) -> None:
@@ -185,8 +226,6 @@ def test_claim_promotes_due_jobs_keeping_their_priority(r: redis.Redis, namespac
     enqueue(r, k, ["later"], delay_ms=60_000)
     enqueue(r, k, ["urgent"], priority=9, delay_ms=1)
     enqueue(r, k, ["due"], delay_ms=1)
-    import time
-
     time.sleep(0.01)
     reply = claim(r, k, "w1", 10)
     # urgent jumps ahead on its priority; due retries go to the front of ready
@@ -199,7 +238,7 @@ def test_claim_skips_ids_whose_envelope_is_gone(r: redis.Redis, namespace: str) 
     enqueue(r, k, ["a", "b"])
     r.hdel(k.jobs, "a")  # cancelled
     assert claimed_ids(claim(r, k, "w1", 10)) == ["b"]
-    assert r.zcount(k.inflight, "-inf", "(inf") == 1
+    assert held(r, k, "w1") == {b"b"}
 
 
 def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> None:
