@@ -272,9 +272,13 @@ class Master:
             self.signal_child(child, sig)
 
     def manage_children(self) -> None:
-        """Spawn up to the wanted count; retire the oldest beyond it."""
+        """Spawn up to the wanted count; retire the oldest beyond it. Workers come
+        first: at start-up, the reaper has nothing urgent to do."""
+        self.manage_workers()
         if self.config.reaper and not any(c.kind == "reaper" for c in self.children.values()):
             self.spawn(self.reaper_main, "reaper")
+
+    def manage_workers(self) -> None:
         active = sorted(
             (c for c in self.workers() if c.term_sent_at is None), key=lambda c: c.started
         )
