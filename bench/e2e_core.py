@@ -45,36 +45,18 @@ from fastq.job import JobDef  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 from fastq.worker import Worker  # noqa: E402
 
-QUEUE = "bench"
-LEASE_MS = 60_000
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bare_consumer import (  # noqa: E402  (re-exported to e2e_pool and script_cost)
+    BARE_ACK_LUA,
+    BARE_CLAIM_LUA,
+    QUEUE,
+    BareKeys,
+    bare_consume,
+)
+
 ENQUEUE_PIPELINE = 1000  # bare enqueue: pipeline execute() every this many jobs
 TARGET_DRAIN = 0.60  # fastq drain >= 60% of the bare drain
 TARGET_ENQUEUE = 0.80  # enqueue_many >= 80% of the bare pipelined enqueue
-
-# The bare baseline's scripts: the least a leasing queue can do per batch.
-BARE_CLAIM_LUA = b"""
--- KEYS[1] ready  KEYS[2] jobs  KEYS[3] inflight ; ARGV[1] n  ARGV[2] lease_ms
-local ids = redis.call('RPOP', KEYS[1], ARGV[1])
-if not ids then
-    return {}
-end
-local t = redis.call('TIME')
-local deadline = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + tonumber(ARGV[2])
-local out = {}
-for i = 1, #ids do
-    local id = ids[i]
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', KEYS[2], id)
-    redis.call('ZADD', KEYS[3], deadline, id)
-end
-return out
-"""
-
-BARE_ACK_LUA = b"""
--- KEYS[1] inflight  KEYS[2] jobs ; ARGV ids
-redis.call('ZREM', KEYS[1], unpack(ARGV))
-return redis.call('HDEL', KEYS[2], unpack(ARGV))
-"""
 
 
 class BenchFailure(Exception):
@@ -95,21 +77,10 @@ def stamp(t: float) -> None:
     _latencies.append(time.time() - t)
 
 
-def bare_noop(i: int) -> None:
-    """What the bare drain calls per job: the same no-op, without fastq around it."""
-
-
 def make_app(url: str, namespace: str) -> tuple[fastq.App, JobDef[None], JobDef[None]]:
     """A fresh app on its own namespace, with the ``noop`` and ``stamp`` jobs."""
     app = fastq.App(url, namespace=namespace)
     return app, app.job(queue=QUEUE)(noop), app.job(queue=QUEUE)(stamp)
-
-
-class BareKeys:
-    def __init__(self, namespace: str) -> None:
-        self.ready = f"{namespace}:{{{QUEUE}}}:ready"
-        self.jobs = f"{namespace}:{{{QUEUE}}}:jobs"
-        self.inflight = f"{namespace}:{{{QUEUE}}}:inflight"
 
 
 # -- forking ----------------------------------------------------------------------
@@ -196,33 +167,6 @@ def fastq_enqueue(app: fastq.App, job: JobDef[None], n: int) -> float:
     if stats["ready"] != n or stats["enqueued"] != n:
         raise BenchFailure(f"fastq enqueue: expected {n} ready jobs, stats say {stats}")
     return elapsed
-
-
-def bare_consume(url: str, keys: BareKeys, batch: int, shas: tuple[str, str]) -> None:
-    """The bare consumer (a forked child's body): ack the previous batch and claim
-    the next in one pipelined round trip of raw EVALSHAs, until a claim comes back
-    empty. Several may run at once on the same keys (bench/e2e_pool.py runs two)."""
-    claim_sha, ack_sha = shas
-    # a connection of its own: never a socket shared across fork
-    client = redis.Redis.from_url(url)
-    loads = orjson.loads
-    fn = bare_noop
-    pipe = client.pipeline(transaction=False)
-    previous: list[bytes] = []
-    while True:
-        if previous:
-            pipe.execute_command("EVALSHA", ack_sha, 2, keys.inflight, keys.jobs, *previous)
-        pipe.execute_command(
-            "EVALSHA", claim_sha, 3, keys.ready, keys.jobs, keys.inflight, batch, LEASE_MS
-        )
-        reply = pipe.execute()[-1]
-        if not reply:
-            break
-        previous = reply[0::2]
-        for payload in reply[1::2]:
-            job = loads(payload)
-            fn(*job["args"])
-    client.close()
 
 
 def check_bare_drained(url: str, keys: BareKeys, what: str) -> None:

@@ -5,7 +5,11 @@ Everything runs against one throwaway ``redis-server`` this script starts itself
 ``python -m fastq pool -c N --app bench.pool_jobs ...`` with ``FASTQ_REDIS_URL``
 set, stopped with SIGTERM at the end of its scenario (it must exit 0):
 
-1. bare     two forked consumers draining N jobs with e2e_core's bare Lua claim/ack
+1. bare     two consumers forked from this (warm) process, draining N jobs with
+            bench/bare_consumer.py's Lua claim/ack
+   launched the same two consumers launched as fresh processes
+            (``python bench/bare_consumer.py``): interpreter start and redis-py
+            import included, as they are in a pool's figures
 2. c2       ``pool -c 2`` draining N no-op jobs enqueued beforehand
 3. c32      ``pool -c 32`` draining the same N no-op jobs
 4. smtp     ``pool -c 32`` draining 5 ms jobs, against the ideal 32 / 5 ms
@@ -44,9 +48,8 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 import psutil  # noqa: E402
 import redis  # noqa: E402
+from bare_consumer import load_scripts as load_bare_scripts  # noqa: E402
 from e2e_core import (  # noqa: E402  (the bare baseline and fork helpers of e2e_core)
-    BARE_ACK_LUA,
-    BARE_CLAIM_LUA,
     BareKeys,
     BenchFailure,
     bare_consume,
@@ -64,7 +67,7 @@ from fastq import scripts  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 
 APP_SPEC = "bench.pool_jobs"  # what the pool imports (from ROOT, its working directory)
-SCENARIOS = ("bare", "c2", "c32", "smtp", "kill", "memory")
+SCENARIOS = ("bare", "launched", "c2", "c32", "smtp", "kill", "memory")
 POLL_S = 0.02  # how often a drain polls app.stats
 SMTP_CONCURRENCY = 32
 SMTP_JOB_S = 0.005
@@ -251,16 +254,27 @@ def fresh_app(client: redis.Redis, url: str, namespace: str) -> fastq.App:
 # -- 1. the bare two-process baseline ------------------------------------------------
 
 
-def bare_two(client: redis.Redis, url: str, n: int, batch: int) -> dict[str, Any]:
+def bare_two(client: redis.Redis, url: str, n: int, batch: int, launched: bool) -> dict[str, Any]:
+    """Two bare consumers drain ``n`` jobs: forked from this (warm) process, or
+    ``launched`` as two fresh ``python bench/bare_consumer.py`` processes, which
+    start an interpreter and import redis-py as a pool's master does."""
     client.flushdb()
-    shas = (client.script_load(BARE_CLAIM_LUA), client.script_load(BARE_ACK_LUA))
-    keys = BareKeys("bare2")
+    namespace = "bare2" + ("launched" if launched else "forked")
+    shas = load_bare_scripts(client)  # loaded beforehand, as fastq's are
+    keys = BareKeys(namespace)
     bare_enqueue(client, keys, n)
     probe = Probe(client)
     t0 = time.perf_counter()
-    pids = [run_child(lambda: bare_consume(url, keys, batch, shas)) for _ in range(2)]
-    for pid in pids:
-        wait_child(pid, "bare two-process drain")
+    if launched:
+        cmd = [sys.executable, str(ROOT / "bench" / "bare_consumer.py"), url, namespace, str(batch)]
+        procs = [subprocess.Popen(cmd, cwd=ROOT) for _ in range(2)]
+        codes = [p.wait(timeout=60 + n / 500) for p in procs]
+        if any(codes):
+            raise BenchFailure(f"bare consumers exited with {codes}")
+    else:
+        pids = [run_child(lambda: bare_consume(url, keys, batch, shas)) for _ in range(2)]
+        for pid in pids:
+            wait_child(pid, "bare two-process drain")
     elapsed = time.perf_counter() - t0
     redis_cpu, evalsha = probe.delta()
     check_bare_drained(url, keys, "bare two-process drain")
@@ -514,7 +528,8 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "--repeat",
         type=int,
         default=1,
-        help="run the drain scenarios (bare, c2, c32, smtp) this many times, interleaved, "
+        help="run the drain scenarios (bare, launched, c2, c32, smtp) this many times, "
+        "interleaved, "
         "and report each one's median run (default 1)",
     )
     p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
@@ -619,7 +634,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         noop, smtp = pool_jobs.noop, pool_jobs.smtp
 
         drains: dict[str, tuple[str, Callable[[], dict[str, Any]]]] = {
-            "bare": ("bare, 2 processes", lambda: bare_two(client, server.url, n, batch)),
+            "bare": (
+                "bare, 2 processes forked",
+                lambda: bare_two(client, server.url, n, batch, launched=False),
+            ),
+            "launched": (
+                "bare, 2 processes launched",
+                lambda: bare_two(client, server.url, n, batch, launched=True),
+            ),
             "c2": ("pool -c 2", lambda: pool_drain(client, server.url, "c2", noop, n, 2, batch)),
             "c32": (
                 "pool -c 32",
@@ -697,32 +719,33 @@ def _mibs(values: list[float], spec: str = ".1f") -> str:
 
 def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Print the table and the targets; return the targets for the JSON report."""
-    bare = results.get("bare")
+    bare, launched = results.get("bare"), results.get("launched")
     print()
     print(f"{'':<24}{'jobs/s':>10}{'first→last/s':>14}{'start-up s':>12}  ratio (first→last)")
-    if bare:
-        print(f"{'bare, 2 processes':<24}{bare['jobs_s']:>10,.0f}{'—':>14}{'—':>12}")
+    for r, label in ((bare, "bare, 2 forked"), (launched, "bare, 2 launched")):
+        if r:
+            print(f"{label:<24}{r['jobs_s']:>10,.0f}{'—':>14}{'—':>12}")
+    ideal = {"jobs_s": SMTP_IDEAL, "steady_jobs_s": SMTP_IDEAL}
     rows = (
-        ("c2", "pool -c 2", "bare", "of bare"),
-        ("c32", "pool -c 32", "c2", "of -c 2"),
-        ("smtp", "pool -c 32, 5 ms jobs", None, f"of {SMTP_IDEAL:,.0f}"),
+        ("c2", "pool -c 2", [(bare, "of bare forked"), (launched, "of bare launched")]),
+        ("c32", "pool -c 32", [(results.get("c2"), "of -c 2")]),
+        ("smtp", "pool -c 32, 5 ms jobs", [(ideal, f"of {SMTP_IDEAL:,.0f}")]),
     )
-    for key, label, against, word in rows:
+    for key, label, bases in rows:
         r = results.get(key)
         if not r:
             continue
-        ratio = ""
-        base = results.get(against) if against else None
-        if against is None:
-            base = {"jobs_s": SMTP_IDEAL, "steady_jobs_s": SMTP_IDEAL}
-        if base:
-            ratio = f"{r['jobs_s'] / base['jobs_s']:.2f} {word}"
-            steady_base = base.get("steady_jobs_s") or base["jobs_s"]
-            if r["steady_jobs_s"]:
-                ratio += f" ({r['steady_jobs_s'] / steady_base:.2f})"
+        ratios = []
+        for base, word in bases:
+            if base:
+                text = f"{r['jobs_s'] / base['jobs_s']:.2f} {word}"
+                steady_base = base.get("steady_jobs_s") or base["jobs_s"]
+                if r["steady_jobs_s"] and base is not launched:  # both without start-up
+                    text += f" ({r['steady_jobs_s'] / steady_base:.2f})"
+                ratios.append(text)
         print(
             f"{label:<24}{r['jobs_s']:>10,.0f}{_fmt(r['steady_jobs_s']):>14}"
-            f"{r['first_seen_s']:>12.2f}  {ratio}"
+            f"{r['first_seen_s']:>12.2f}  {', '.join(ratios)}"
         )
     kill = results.get("kill")
     if kill:
@@ -748,15 +771,19 @@ def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         targets[name] = {"value": value, "pass": ok}
 
     c2, c32, smtp = results.get("c2"), results.get("c32"), results.get("smtp")
-    if c2:
-        ratio = c2["jobs_s"] / bare["jobs_s"] if bare else None
-        line(
-            "c2_vs_bare",
-            f"-c 2 drain >= {TARGET_C2:.0%} of bare 2-process",
-            ratio,
-            _fmt(ratio, ".1%", ""),
-            None if ratio is None else ratio >= TARGET_C2,
-        )
+    for key, base, text in (
+        ("c2_vs_bare", bare, "forked"),
+        ("c2_vs_bare_launched", launched, "launched"),
+    ):
+        if c2 and base:
+            ratio = c2["jobs_s"] / base["jobs_s"]
+            line(
+                key,
+                f"-c 2 drain >= {TARGET_C2:.0%} of bare 2 {text}",
+                ratio,
+                f"{ratio:.1%}",
+                ratio >= TARGET_C2,
+            )
     if c32:
         ratio = c32["jobs_s"] / c2["jobs_s"] if c2 else None
         line(

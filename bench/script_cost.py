@@ -21,7 +21,7 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from e2e_core import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
+from bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
 
 import fastq  # noqa: E402
 from fastq import scripts  # noqa: E402
