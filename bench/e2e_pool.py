@@ -775,14 +775,14 @@ def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ("c2_vs_bare", bare, "forked"),
         ("c2_vs_bare_launched", launched, "launched"),
     ):
-        if c2 and base:
-            ratio = c2["jobs_s"] / base["jobs_s"]
+        if c2:
+            ratio = c2["jobs_s"] / base["jobs_s"] if base else None
             line(
                 key,
                 f"-c 2 drain >= {TARGET_C2:.0%} of bare 2 {text}",
                 ratio,
-                f"{ratio:.1%}",
-                ratio >= TARGET_C2,
+                _fmt(ratio, ".1%", ""),
+                None if ratio is None else ratio >= TARGET_C2,
             )
     if c32:
         ratio = c32["jobs_s"] / c2["jobs_s"] if c2 else None

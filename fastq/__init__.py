@@ -10,6 +10,7 @@ losing a job.
 """
 
 from fastq._accel import ACCELERATED
+from fastq._version import __version__
 from fastq.app import App
 from fastq.errors import Fail, FastqError, RedisUnavailable, Retry
 from fastq.introspect import JobInfo
@@ -25,5 +26,5 @@ __all__ = [
     "JobPolicy",
     "RedisUnavailable",
     "Retry",
+    "__version__",
 ]
-__version__ = "0.1.0"

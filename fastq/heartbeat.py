@@ -108,7 +108,7 @@ class Heartbeat(threading.Thread):
 
     def __init__(
         self,
-        client: redis.Redis,
+        connect: Callable[[], redis.Redis],
         worker_id: str,
         keys: list[QueueKeys],
         lease_ms: int,
@@ -118,7 +118,10 @@ class Heartbeat(threading.Thread):
         beat_s: float = 1.0,
     ) -> None:
         super().__init__(name="fastq-heartbeat", daemon=True)
-        self.client = client
+        # made at the first extension, a third of a lease in: a child's start-up
+        # (paid 32 times over by ``pool -c 32``) does not build a client it won't use yet
+        self.connect = connect
+        self.client: Optional[redis.Redis] = None
         self.worker_id = worker_id
         self.keys = keys
         self.lease_ms = lease_ms
@@ -144,10 +147,13 @@ class Heartbeat(threading.Thread):
             if time.monotonic() >= next_extend:
                 next_extend = time.monotonic() + self.extend_s
                 self.extend_leases()
-        self.client.close()
+        if self.client is not None:
+            self.client.close()
 
     def extend_leases(self) -> None:
         try:
+            if self.client is None:
+                self.client = self.connect()
             for k in self.keys:
                 argv = [self.worker_id, self.lease_ms]
                 scripts.call(self.client, scripts.EXTEND, k.extend_keys(self.worker_id), argv)

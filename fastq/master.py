@@ -139,6 +139,7 @@ class Master:
             self.pid, self.num_workers, ",".join(self.config.queues),
             " and a reaper" if self.config.reaper else "",
         )  # fmt: skip
+        self.load_scripts()
         try:
             while True:
                 if not self.stopping:
@@ -159,6 +160,17 @@ class Master:
                 self._client.close()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
+
+    def load_scripts(self) -> None:
+        """Load the Lua scripts before forking, so that N children do not each meet
+        NOSCRIPT and load them at once. Best effort: a child reloads them if needed."""
+        try:
+            self._client = self.app.new_client(retries=1)
+            scripts.load_all(self._client)
+            # no socket of the master's is inherited by its children
+            self._client.connection_pool.disconnect()
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            log.warning("master %d: Redis unavailable (%s); children will retry", self.pid, exc)
 
     # -- signals -------------------------------------------------------------------
 

@@ -192,7 +192,7 @@ class Worker:
         if self.slot is not None:
             self.slot.reset()
         self._heartbeat = Heartbeat(
-            self.app.new_client(retries=0),
+            lambda: self.app.new_client(retries=0),
             self.worker_id,
             list(self._rt.keys.values()),
             self.lease_ms,

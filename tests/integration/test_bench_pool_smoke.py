@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 @pytest.mark.slow
 def test_pool_bench_quick_run(tmp_path: Path) -> None:
     out = tmp_path / "pool.json"
-    args = ["--quick", "--only", "c2,smtp", "--json", str(out)]
+    args = ["--quick", "--only", "launched,c2,smtp", "--json", str(out)]
     proc = subprocess.run(
         [sys.executable, "bench/e2e_pool.py", *args],
         cwd=ROOT,
@@ -26,11 +26,13 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     report = json.loads(out.read_text())
-    assert report["options"]["scenarios"] == ["c2", "smtp"]
+    assert report["options"]["scenarios"] == ["launched", "c2", "smtp"]
     for name in ("c2", "smtp"):
         figures = report["scenarios"][name]
         for key in ("jobs_s", "steady_jobs_s", "first_to_last_s", "pool_cpu_us_per_job"):
             assert figures[key] > 0, (name, key, figures)
     assert report["targets"]["smtp_vs_ideal"]["value"] > 0
-    assert report["targets"]["c2_vs_bare"]["pass"] is None  # bare did not run
+    assert report["scenarios"]["launched"]["jobs_s"] > 0
+    assert report["targets"]["c2_vs_bare_launched"]["value"] > 0
+    assert report["targets"]["c2_vs_bare"]["pass"] is None  # the forked baseline did not run
     assert "fastq.ACCELERATED" in proc.stdout
