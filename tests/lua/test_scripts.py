@@ -65,9 +65,13 @@ def take_back_expired(r: redis.Redis, k: QueueKeys, max_stalls: int = 2) -> int:
     return sum(release(r, k, w, "expired", [], max_stalls) for w in workers)
 
 
-def expire(k: QueueKeys, r: redis.Redis, worker: str) -> None:
-    """As if ``worker`` stopped extending its lease long ago."""
-    r.zadd(k.leases, {worker: 1})
+def take_back_from_a_lapsed_worker(r: redis.Redis, k: QueueKeys) -> None:
+    """Job "a" was claimed by w1, which then stopped extending its lease long ago;
+    a reaper took it back."""
+    enqueue(r, k, ["a"])
+    claim(r, k, "w1", 1)
+    r.zadd(k.leases, {"w1": 1})
+    assert take_back_expired(r, k) == 1
 
 
 def held(r: redis.Redis, k: QueueKeys, worker: str) -> set[bytes]:
@@ -93,10 +97,7 @@ def test_claim_leases_to_the_worker(r: redis.Redis, namespace: str) -> None:
 
 def test_a_stale_ack_changes_nothing(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
-    enqueue(r, k, ["a"])
-    claim(r, k, "w1", 1)
-    expire(k, r, "w1")
-    assert take_back_expired(r, k) == 1
+    take_back_from_a_lapsed_worker(r, k)
     assert claimed_ids(claim(r, k, "w2", 1)) == ["a"]
     assert ack(r, k, "w1", Outcomes(done=[b"a"])) == 0  # w1's lease was taken back
     assert r.hexists(k.jobs, "a") and held(r, k, "w2") == {b"a"}
@@ -214,10 +215,7 @@ def test_extend_pushes_back_the_workers_lease(r: redis.Redis, namespace: str) ->
 
 def test_extend_does_not_revive_a_lease_taken_back(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
-    enqueue(r, k, ["a"])
-    claim(r, k, "w1", 1)
-    expire(k, r, "w1")
-    assert take_back_expired(r, k) == 1
+    take_back_from_a_lapsed_worker(r, k)
     assert scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000]) == 0
     assert r.zscore(k.leases, "w1") is None and not r.exists(k.held("w1"))
 
