@@ -23,9 +23,9 @@ try:
 except ImportError:  # redis-py before 7: it reads its version once, at import
     _CLIENT_OPTIONS: dict[str, Any] = {}
 else:
-    # Given, the library name and version sent at connect (CLIENT SETINFO) are not
-    # looked up again for every new connection: redis-py reads its package
-    # metadata each time, ~3 ms of CPU, paid by every child a pool forks.
+    # The library name and version sent at connect (CLIENT SETINFO), given once:
+    # otherwise redis-py reads its package metadata for every new connection,
+    # ~3 ms of CPU, paid by every child a pool forks.
     _CLIENT_OPTIONS = {
         "driver_info": DriverInfo(lib_version=redis.__version__).add_upstream_driver(
             "fastq", __version__

@@ -1,4 +1,5 @@
 --! include promote
+--! include sentinel
 -- claim: lease up to n jobs of one queue to one worker.
 --
 -- KEYS[1]  ready      list   ids; the right end is the front
@@ -83,10 +84,7 @@ end
 
 -- 3. Lease what still has an envelope (a cancelled job may not).
 local envs = redis.call('HMGET', KEYS[3], unpack(ids))
--- A permanent member longer than 64 bytes keeps the held set out of the compact
--- listpack encoding, where every batched insert or lookup is a linear scan (a
--- batch becomes quadratic). It is never a job: the scripts skip it.
-local leased = {'fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id'}
+local leased = {HELD_SENTINEL}
 for i = 1, #ids do
     local env = envs[i]
     if env then

@@ -1,4 +1,5 @@
 --! include requeue
+--! include sentinel
 -- release: hand a worker's leased jobs back to the front of the queue.
 --
 -- KEYS[1] ready      list   the right end is the front
@@ -29,7 +30,6 @@
 
 local worker = ARGV[1]
 local mode = ARGV[2]
-local sentinel = 'fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id'
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -60,7 +60,7 @@ else
     -- bounded by what one worker can prefetch
     local ids = redis.call('SMEMBERS', KEYS[3])
     for k = 1, #ids do
-        if ids[k] ~= sentinel then
+        if ids[k] ~= HELD_SENTINEL then
             mine[#mine + 1] = ids[k]
         end
     end
