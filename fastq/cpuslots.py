@@ -8,12 +8,17 @@ without claiming. Children whose jobs mostly wait (SMTP, HTTP) never take one.
 A slot is an ``fcntl`` lock on one byte of a file the master made before
 forking: the kernel drops it when its holder dies, so a SIGKILLed child can
 never leak a slot.
+
+A child that has not run a batch yet goes by the pool's latest verdict, one byte
+of shared memory: after an SMTP blast wakes 32 children, the first batch tells
+the other 31 not to queue for a slot one after another.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
+import mmap
 import os
 import random
 import tempfile
@@ -29,6 +34,17 @@ class CpuSlots:
         # open for the pool's lifetime, inherited by the children
         self._file = tempfile.TemporaryFile()  # noqa: SIM115
         self.held: Optional[int] = None
+        # anonymous and shared: the children forked after this see one byte
+        self._verdict = mmap.mmap(-1, 1)
+
+    def note_verdict(self, cpu_bound: bool) -> None:
+        """Tell the pool whether the batch this child just ran was CPU-bound."""
+        self._verdict[0] = 2 if cpu_bound else 1
+
+    def last_verdict(self) -> Optional[bool]:
+        """Was the latest batch run in the pool CPU-bound? None: none ran yet."""
+        verdict = self._verdict[0]
+        return None if verdict == 0 else verdict == 2
 
     def try_acquire(self) -> bool:
         """Take a free slot if there is one."""

@@ -34,6 +34,9 @@ MAX_BATCH = 1000
 # Prefetch the next batch while running this one only when a batch is this quick:
 # it hides the round trip, and slow jobs are better shared out among siblings.
 PREFETCH_MAX_BATCH_S = 0.02
+# A batch shorter than this tells its siblings nothing: timing noise decides whether
+# a few microseconds of work look CPU-bound (one in a few hundred do not).
+SHARED_VERDICT_MIN_S = 0.001
 _OUTCOME_TYPES = (Retry, Fail)
 _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 
@@ -109,14 +112,17 @@ class Worker:
         self.max_jobs = max_jobs
         self.max_memory_bytes = max_memory_bytes
         self.cpu_slots = cpu_slots
-        self._cpu_bound = False  # was the last batch mostly CPU? (unknown: no)
+        # Was the last batch mostly CPU? None: no batch yet. Then a pool's child
+        # goes by its siblings' latest verdict, and without one counts as CPU-bound,
+        # so that the idle children one blast wakes do not all claim at once.
+        self._cpu_bound: Optional[bool] = None
         self._profile: BatchProfile
         # a batch holds ~target_batch_s of work, and well under a lease
         self.target_batch_s = min(target_batch_s, lease_s / 4)
         self.stopping = False
         self.quiet = False
         self.jobs_run = 0
-        self._batch_n = min(10, batch_size)  # grows as job durations are seen
+        self._batch_n = 1  # doubles, up to what job durations allow
         self._job_s = 0.0
         self._pending: dict[str, Outcomes] = {}
         self._queue_index = {q: i for i, q in enumerate(self.queues)}
@@ -289,7 +295,10 @@ class Worker:
     def _govern_cpu(self) -> None:
         """Hold a CPU slot while batches are CPU-bound; let it go otherwise."""
         assert self.cpu_slots is not None
-        if not self._cpu_bound:
+        cpu_bound = self._cpu_bound
+        if cpu_bound is None:
+            cpu_bound = self.cpu_slots.last_verdict()
+        if cpu_bound is False:
             self.cpu_slots.release()
             return
         if self.cpu_slots.try_acquire():
@@ -451,8 +460,11 @@ class Worker:
                 slot.idle()
         self.jobs_run += len(runnable)
         if runnable:
+            batch_s = time.perf_counter() - started
             self._cpu_bound = self._profile.cpu_bound()
-            self._adapt_batch((time.perf_counter() - started) / len(runnable))
+            if self.cpu_slots is not None and batch_s >= SHARED_VERDICT_MIN_S:
+                self.cpu_slots.note_verdict(self._cpu_bound)
+            self._adapt_batch(batch_s / len(runnable))
 
     def _run_with_timeout(
         self, target: JobDef[Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float

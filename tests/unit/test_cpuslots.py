@@ -50,3 +50,13 @@ def test_release_lets_another_in_and_acquire_is_idempotent() -> None:
 def test_zero_slots_is_refused() -> None:
     with pytest.raises(ValueError):
         CpuSlots(0)
+
+
+def test_a_childs_verdict_reaches_its_siblings_and_the_master() -> None:
+    slots = CpuSlots(2)
+    assert slots.last_verdict() is None  # no batch ran yet
+    for cpu_bound in (False, True):
+        pid = _fork(lambda cpu_bound=cpu_bound: slots.note_verdict(cpu_bound))
+        _, status = os.waitpid(pid, 0)
+        assert status == 0
+        assert slots.last_verdict() is cpu_bound
