@@ -16,22 +16,24 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 @pytest.mark.slow
 def test_pool_bench_quick_run(tmp_path: Path) -> None:
     out = tmp_path / "pool.json"
-    args = ["--quick", "--only", "launched,c2,smtp", "--json", str(out)]
+    args = ["--quick", "--only", "launched,c2,c2warm,c32warm,smtp", "--json", str(out)]
     proc = subprocess.run(
         [sys.executable, "bench/e2e_pool.py", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     report = json.loads(out.read_text())
-    assert report["options"]["scenarios"] == ["launched", "c2", "smtp"]
-    for name in ("c2", "smtp"):
+    assert report["options"]["scenarios"] == ["launched", "c2", "c2warm", "c32warm", "smtp"]
+    for name in ("c2", "c2warm", "c32warm", "smtp"):
         figures = report["scenarios"][name]
         for key in ("jobs_s", "steady_jobs_s", "first_to_last_s", "pool_cpu_us_per_job"):
             assert figures[key] > 0, (name, key, figures)
     assert report["targets"]["smtp_vs_ideal"]["value"] > 0
+    assert report["targets"]["c32_vs_c2_warm"]["value"] > 0
+    assert "c32_vs_c2" not in report["targets"]  # the cold -c 32 did not run
     assert report["scenarios"]["launched"]["jobs_s"] > 0
     assert report["targets"]["c2_vs_bare_launched"]["value"] > 0
     assert report["targets"]["c2_vs_bare"]["pass"] is None  # the forked baseline did not run
