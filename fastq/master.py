@@ -8,7 +8,6 @@ manage the count. Signal handlers only enqueue; all work happens in the loop.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import fcntl
 import logging
@@ -56,12 +55,10 @@ _HANDLED = (
 
 
 def set_process_name(name: str) -> None:
-    """Name the process for ``ps -o comm`` and psutil's ``name()`` (Linux only)."""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):
-        pass
+    """Name the process for ``ps -o comm`` and psutil's ``name()`` (Linux only;
+    called while the process has one thread, whose name is the process's)."""
+    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
+        comm.write(name[:15])
 
 
 @dataclass
