@@ -283,6 +283,7 @@ class Worker:
                 self.cpu_slots.release()
             if self.stopping or (self.burst and next_due_ms < 0):
                 return  # (a stop signal may have come during the round trip)
+            self._forget_job_profile()
             wait_s = self.idle_timeout_s
             if next_due_ms >= 0:
                 wait_s = min(wait_s, max(next_due_ms - claim.now_ms, 1) / 1000.0)
@@ -291,6 +292,13 @@ class Worker:
             except _REDIS_DOWN as exc:
                 self._wait_for_redis(exc)
             index, empty_in_a_row, next_due_ms = 0, 0, -1
+
+    def _forget_job_profile(self) -> None:
+        """Idle: the next jobs may be of another kind (an SMTP blast after CPU-bound
+        ones); measure them afresh instead of claiming and gating by the old."""
+        self._cpu_bound = None
+        self._batch_n = 1
+        self._job_s = 0.0
 
     def _govern_cpu(self) -> None:
         """Hold a CPU slot while batches are CPU-bound; let it go otherwise."""
