@@ -888,46 +888,28 @@ def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         print(f"  {text:<44}{shown:>10}  {verdict}")
         targets[name] = {"value": value, "pass": ok}
 
-    c2, c32, smtp = results.get("c2"), results.get("c32"), results.get("smtp")
-    for key, base, text in (
-        ("c2_vs_bare", bare, "forked"),
-        ("c2_vs_bare_launched", launched, "launched"),
-    ):
-        if c2:
-            ratio = c2["jobs_s"] / base["jobs_s"] if base else None
-            line(
-                key,
-                f"-c 2 drain >= {TARGET_C2:.0%} of bare 2 {text}",
-                ratio,
-                _fmt(ratio, ".1%", ""),
-                None if ratio is None else ratio >= TARGET_C2,
-            )
-    for key, many, two, text in (
-        ("c32_vs_c2", c32, c2, "cold"),
-        ("c32_vs_c2_warm", results.get("c32warm"), results.get("c2warm"), "warm"),
-    ):
-        if many:
-            ratio = many["jobs_s"] / two["jobs_s"] if two else None
-            line(
-                key,
-                f"-c 32 drain within {1 - TARGET_C32:.0%} of -c 2, {text}",
-                ratio,
-                _fmt(ratio, ".1%", ""),
-                None if ratio is None else ratio >= TARGET_C32,
-            )
-    for key, r, text in (
-        ("smtp_vs_ideal", smtp, "cold"),
-        ("smtp_vs_ideal_warm", results.get("smtpwarm"), "warm"),
-    ):
+    def jobs_s(r: Optional[dict[str, Any]]) -> Optional[float]:
+        return r["jobs_s"] if r else None
+
+    c2 = results.get("c2")
+    of_bare = f"-c 2 drain >= {TARGET_C2:.0%} of bare 2"
+    within = f"-c 32 drain within {1 - TARGET_C32:.0%} of -c 2"
+    smtp_text = f"5 ms jobs >= {TARGET_SMTP:.0%} of {SMTP_IDEAL:,.0f} jobs/s"
+    ratios = (  # key, text, scenario, its reference in jobs/s, target
+        ("c2_vs_bare", f"{of_bare} forked", c2, jobs_s(bare), TARGET_C2),
+        ("c2_vs_bare_launched", f"{of_bare} launched", c2, jobs_s(launched), TARGET_C2),
+        ("c32_vs_c2", f"{within}, cold", results.get("c32"), jobs_s(c2), TARGET_C32),
+        ("c32_vs_c2_warm", f"{within}, warm", results.get("c32warm"),
+         jobs_s(results.get("c2warm")), TARGET_C32),
+        ("smtp_vs_ideal", f"{smtp_text}, cold", results.get("smtp"), SMTP_IDEAL, TARGET_SMTP),
+        ("smtp_vs_ideal_warm", f"{smtp_text}, warm", results.get("smtpwarm"), SMTP_IDEAL,
+         TARGET_SMTP),
+    )  # fmt: skip
+    for key, text, r, reference, target in ratios:
         if r:
-            ratio = r["jobs_s"] / SMTP_IDEAL
-            line(
-                key,
-                f"5 ms jobs >= {TARGET_SMTP:.0%} of {SMTP_IDEAL:,.0f} jobs/s, {text}",
-                ratio,
-                f"{ratio:.1%}",
-                ratio >= TARGET_SMTP,
-            )
+            ratio = r["jobs_s"] / reference if reference else None
+            ok = None if ratio is None else ratio >= target
+            line(key, text, ratio, _fmt(ratio, ".1%", ""), ok)
     if kill:
         ms = kill["claimable_ms"]
         line(
