@@ -37,6 +37,8 @@ PREFETCH_MAX_BATCH_S = 0.02
 # A batch shorter than this tells its siblings nothing: timing noise decides whether
 # a few microseconds of work look CPU-bound (one in a few hundred do not).
 SHARED_VERDICT_MIN_S = 0.001
+# Idle this long, a worker sizes its next batches afresh (see _forget_job_profile).
+FORGET_DURATION_AFTER_IDLE_S = 0.5
 _OUTCOME_TYPES = (Retry, Fail)
 _REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 
@@ -283,22 +285,26 @@ class Worker:
                 self.cpu_slots.release()
             if self.stopping or (self.burst and next_due_ms < 0):
                 return  # (a stop signal may have come during the round trip)
-            self._forget_job_profile()
             wait_s = self.idle_timeout_s
             if next_due_ms >= 0:
                 wait_s = min(wait_s, max(next_due_ms - claim.now_ms, 1) / 1000.0)
+            idle_since = time.monotonic()
             try:
                 self._wait_for_work(wait_s)
             except _REDIS_DOWN as exc:
                 self._wait_for_redis(exc)
+            self._forget_job_profile(time.monotonic() - idle_since)
             index, empty_in_a_row, next_due_ms = 0, 0, -1
 
-    def _forget_job_profile(self) -> None:
-        """Idle: the next jobs may be of another kind (an SMTP blast after CPU-bound
-        ones); measure them afresh instead of claiming and gating by the old."""
+    def _forget_job_profile(self, idle_s: float) -> None:
+        """After idling, the next jobs may be of another kind (an SMTP blast after
+        CPU-bound ones): whether they are CPU-bound is measured afresh, and after a
+        long spell their duration too, from a claim of one job. Not after a short
+        one: a stream with gaps would then claim one job at a time while more wait."""
         self._cpu_bound = None
-        self._batch_n = 1
-        self._job_s = 0.0
+        if idle_s >= FORGET_DURATION_AFTER_IDLE_S:
+            self._batch_n = 1
+            self._job_s = 0.0
 
     def _govern_cpu(self) -> None:
         """Hold a CPU slot while batches are CPU-bound; let it go otherwise."""

@@ -428,7 +428,7 @@ def test_cpu_slots_let_waiting_jobs_through_after_cpu_bound_ones(
     # Children that learned their jobs were CPU-bound (and batches of 30 to 50)
     # meet a blast of jobs that wait. Judged by the old jobs, each would queue for
     # the one slot and claim 30 or more 0.2 s jobs before letting the next in: 6 s
-    # or more. Idle in between, they measure the new jobs afresh.
+    # or more. Idle for a while in between, they measure the new jobs afresh.
     pool = pools("-c", "8", "--cpu-slots", "1", "--batch", "50")
     pool.wait_children(8)
     # in waves: the slot passes on whenever its holder goes idle, so that many
@@ -437,6 +437,7 @@ def test_cpu_slots_let_waiting_jobs_through_after_cpu_bound_ones(
         app.enqueue_many("spin", [(i, 0.002) for i in range(60)], queue="q")
         wait_until(lambda n=60 * wave: app.stats("q")["processed"] == n, 60, "a wave")
         time.sleep(0.1)
+    time.sleep(1.0)  # every child idle for a while
     t0 = time.monotonic()
     app.enqueue_many("work", [(i, 0.2) for i in range(80)], queue="q")
     wait_until(lambda: app.stats("q")["processed"] == 560, 60, "the drain of waiting jobs")
