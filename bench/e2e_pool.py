@@ -773,7 +773,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if "kill" in args.scenarios:
             results["kill"] = r = timed(kill_to_claimable, client, server.url, args.kill_jobs)
             print(
-                f"  kill: {r['held_at_kill']} jobs leased at SIGKILL, {r['handed_back']} handed"
+                f"  kill: {_jobs(r['held_at_kill'])} leased at SIGKILL, {r['handed_back']} handed"
                 f" back (first after {_fmt(r['first_handback_ms'], '.1f')} ms, all after"
                 f" {r['claimable_ms']:.1f} ms); totals stalled {r['stalled']},"
                 f" orphaned {r['orphaned']}"
@@ -817,6 +817,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         }
         Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
     return 0
+
+
+def _jobs(n: int) -> str:
+    return f"{n:,} job" if n == 1 else f"{n:,} jobs"
 
 
 def _mibs(values: list[float], spec: str = ".1f") -> str:
@@ -868,8 +872,9 @@ def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
     kill = results.get("kill")
     if kill:
         print(
-            f"kill-to-claimable: {kill['claimable_ms']:.0f} ms ({kill['held_at_kill']} jobs leased"
-            f" by the killed child, {kill['handed_back']} handed back)"
+            f"kill-to-claimable: {kill['claimable_ms']:.0f} ms"
+            f" ({_jobs(kill['held_at_kill'])} leased by the killed child,"
+            f" {kill['handed_back']} handed back)"
         )
     mem = results.get("memory")
     if mem:
