@@ -78,6 +78,7 @@ SCENARIOS = (
 )  # fmt: skip
 POLL_S = 0.02  # how often a drain polls app.stats
 WARM_SETTLE_S = 1.0  # a warm pool's children connected and idle before the blast
+STAGE_PREFIX = "stage-"  # a warm drain's jobs wait in this namespace + the live one
 SMTP_CONCURRENCY = 32
 SMTP_JOB_S = 0.005
 SMTP_IDEAL = SMTP_CONCURRENCY / SMTP_JOB_S  # 6,400 jobs/s: every child always sleeping
@@ -321,19 +322,25 @@ return 1
 """
 
 
-def stage_jobs(client: redis.Redis, url: str, namespace: str, job: Any, n: int) -> fastq.App:
-    """Enqueue ``n`` jobs in a staging namespace, ready for ``publish_staged``;
-    returns the app pointed back at ``namespace``."""
-    app = fresh_app(client, url, "stage-" + namespace)
+def queue_jobs(client: redis.Redis, url: str, namespace: str, job: Any, n: int) -> fastq.App:
+    """A fresh app on ``namespace`` with ``n`` of ``job`` queued, checked."""
+    app = fresh_app(client, url, namespace)
     job.enqueue_many([(i,) for i in range(n)])
     if app.stats(job.queue)["ready"] != n:
         raise BenchFailure(f"{namespace}: enqueue_many did not queue {n} jobs")
+    return app
+
+
+def stage_jobs(client: redis.Redis, url: str, namespace: str, job: Any, n: int) -> fastq.App:
+    """Queue ``n`` jobs in ``namespace``'s staging namespace, ready for
+    ``publish_staged``; returns the app pointed back at ``namespace``."""
+    app = queue_jobs(client, url, STAGE_PREFIX + namespace, job, n)
     app.configure(namespace=namespace)
     return app
 
 
 def publish_staged(client: redis.Redis, app: fastq.App, queue: str) -> None:
-    staged, live = QueueKeys("stage-" + app.namespace, queue), app.keys(queue)
+    staged, live = QueueKeys(STAGE_PREFIX + app.namespace, queue), app.keys(queue)
     keys = [staged.jobs, staged.ready, staged.stats, live.jobs, live.ready, live.stats, live.wake]
     client.eval(PUBLISH_LUA, len(keys), *keys)
 
@@ -356,13 +363,7 @@ def pool_drain(
     the clock starts then, as it does for a blast on a deployed pool.
     """
     queue = job.queue
-    if warm:
-        app = stage_jobs(client, url, namespace, job, n)
-    else:
-        app = fresh_app(client, url, namespace)
-        job.enqueue_many([(i,) for i in range(n)])
-        if app.stats(queue)["ready"] != n:
-            raise BenchFailure(f"{namespace}: enqueue_many did not queue {n} jobs")
+    app = (stage_jobs if warm else queue_jobs)(client, url, namespace, job, n)
     timeout_s = 60 + n / 500
     pool = Pool(url, namespace, queue, concurrency, batch)
     try:

@@ -9,9 +9,10 @@ A slot is an ``fcntl`` lock on one byte of a file the master made before
 forking: the kernel drops it when its holder dies, so a SIGKILLed child can
 never leak a slot.
 
-A child that has not run a batch yet goes by the pool's latest verdict, one byte
-of shared memory: after an SMTP blast wakes 32 children, the first batch tells
-the other 31 not to queue for a slot one after another.
+A child that has not measured its jobs (new, or back from idle) goes by the
+pool's latest verdict, one byte of shared memory: after an SMTP blast wakes 32
+children, the first batch tells the other 31 not to queue for a slot one after
+another.
 """
 
 from __future__ import annotations

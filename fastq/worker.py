@@ -114,9 +114,10 @@ class Worker:
         self.max_jobs = max_jobs
         self.max_memory_bytes = max_memory_bytes
         self.cpu_slots = cpu_slots
-        # Was the last batch mostly CPU? None: no batch yet. Then a pool's child
-        # goes by its siblings' latest verdict, and without one counts as CPU-bound,
-        # so that the idle children one blast wakes do not all claim at once.
+        # Was the last batch mostly CPU? None: not measured (new, or back from
+        # idle, see _forget_job_profile). Then a pool's child goes by its siblings'
+        # latest verdict, and without one counts as CPU-bound, so that the idle
+        # children one blast wakes do not all claim at once.
         self._cpu_bound: Optional[bool] = None
         self._profile: BatchProfile
         # a batch holds ~target_batch_s of work, and well under a lease
