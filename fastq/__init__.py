@@ -12,7 +12,7 @@ losing a job.
 from fastq._accel import ACCELERATED
 from fastq._version import __version__
 from fastq.app import App
-from fastq.errors import Fail, FastqError, RedisUnavailable, Retry
+from fastq.errors import Fail, FastqError, RedisRefused, RedisUnavailable, Retry
 from fastq.introspect import JobInfo
 from fastq.job import JobDef, JobPolicy
 
@@ -24,6 +24,7 @@ __all__ = [
     "JobDef",
     "JobInfo",
     "JobPolicy",
+    "RedisRefused",
     "RedisUnavailable",
     "Retry",
     "__version__",

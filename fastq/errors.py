@@ -13,6 +13,19 @@ class RedisUnavailable(FastqError, ConnectionError):
     """Redis could not be reached (refused, timed out, connection lost)."""
 
 
+class RedisRefused(FastqError):
+    """Redis answered but refused the call: out of memory (``OOM``), a password or
+    ACL that does not allow it (``NOAUTH``, ``WRONGPASS``, ``NOPERM``), or busy.
+
+    Attributes:
+        fault: what kind of refusal, e.g. ``"out of memory"`` or ``"access denied"``.
+    """
+
+    def __init__(self, fault: str, message: str) -> None:
+        super().__init__(message)
+        self.fault = fault
+
+
 class Retry(Exception):
     """Raise or return from a job to run it again later.
 
