@@ -125,7 +125,11 @@ class App:
         return QueueKeys(self.namespace, queue)
 
     def new_client(
-        self, *, retries: int = 2, socket_timeout_s: Optional[float] = 30.0
+        self,
+        *,
+        retries: int = 2,
+        socket_timeout_s: Optional[float] = 30.0,
+        connect_timeout_s: float = 5.0,
     ) -> redis.Redis:
         """A fresh client. Workers pass ``retries=0``: they must see every
         connection error to know that a reply may have been lost."""
@@ -136,7 +140,7 @@ class App:
         )
         return redis.Redis.from_url(
             self.redis_url,
-            socket_connect_timeout=5,
+            socket_connect_timeout=connect_timeout_s,
             socket_timeout=socket_timeout_s,
             retry=retry,
             **_CLIENT_OPTIONS,

@@ -151,6 +151,8 @@ class RoundTrip:
         # ours alone, outside the pool: replies are read in the order requests went out
         # (typed Any: redis-py's Connection methods carry no annotations)
         self._conn: Any = client.connection_pool.make_connection()
+        # a claim went out (or may have): the worker may hold leases in Redis
+        self.may_hold_leases = False
 
     def close(self) -> None:
         self._conn.disconnect()
@@ -165,6 +167,9 @@ class RoundTrip:
             packed = b"".join(
                 [pack_command(tuple(script.args(keys, argv))) for script, keys, argv in commands]
             )
+            self._conn.connect()  # a refused connection sent nothing
+            if not self.may_hold_leases:
+                self.may_hold_leases = any(c[0] is scripts.CLAIM for c in commands)
             self._conn.send_packed_command([packed])
         except BaseException:
             self._conn.disconnect()

@@ -133,7 +133,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     queues = parse_queues(args.queues)
     app = _configured_app(args)
-    worker = Worker(app, queues, batch_size=args.batch, burst=args.burst, lease_s=args.lease)
+    worker = Worker(
+        app,
+        queues,
+        batch_size=args.batch,
+        burst=args.burst,
+        lease_s=args.lease,
+        redis_patience_s=args.redis_patience,
+    )
     worker.run()
     return 0
 
@@ -204,6 +211,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     w.add_argument("--burst", action="store_true", help="exit once the queues are empty")
     w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
+    w.add_argument(
+        "--redis-patience",
+        type=float,
+        help="give up (exit 1) once Redis is unavailable this many seconds "
+        "(default: 30 with --burst, else never)",
+    )
     _add_connection_options(w)
     w.set_defaults(func=cmd_worker)
 

@@ -2,7 +2,8 @@
 
 The master creates the board before forking, so every child inherits the same
 memory. A child stamps its slot with ``time.monotonic()`` (CLOCK_MONOTONIC is
-system-wide, so the master can compare) from a background thread, and notes the
+system-wide, so the master can compare) from a background thread that never
+talks to Redis (leases are extended by another, :class:`LeaseKeeper`), and notes the
 job it is running: when a child dies, the master knows which job killed it (a
 stall) and which of its leased jobs were merely waiting (handed back as they are).
 Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
@@ -22,6 +23,7 @@ import redis
 
 from fastq import scripts
 from fastq.keys import QueueKeys
+from fastq.redis_faults import REDIS_ERRORS, Outage
 
 log = logging.getLogger("fastq.worker")
 
@@ -98,12 +100,49 @@ class HeartbeatBoard:
 
 
 class Heartbeat(threading.Thread):
-    """A worker's background beat, independent of how long its job runs.
+    """A worker's liveness beat, which never waits on Redis.
 
-    Every ``beat_s``: stamps the master's slot (if any) and, every ``extend_s``,
-    extends the lease of every job the worker holds, in one call per queue — so
-    a 4-hour job is never handed to another worker while this one is alive. If
-    the parent changes (the master died), asks the worker to stop.
+    Every ``beat_s`` it stamps the master's slot (if any): the stamp says the
+    child's threads run, whatever Redis is doing, so a stalled Redis gets no
+    healthy child killed. If the parent changes (the master died), it asks the
+    worker to stop.
+    """
+
+    def __init__(
+        self,
+        on_orphaned: Callable[[], None],
+        slot: Optional[HeartbeatSlot] = None,
+        parent_pid: Optional[int] = None,
+        beat_s: float = 1.0,
+    ) -> None:
+        super().__init__(name="fastq-heartbeat", daemon=True)
+        self.on_orphaned = on_orphaned
+        self.slot = slot
+        self.parent_pid = parent_pid
+        self.beat_s = beat_s
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.beat_s):
+            if self.slot is not None:
+                self.slot.beat()
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                self.parent_pid = None
+                self.on_orphaned()
+
+
+class LeaseKeeper(threading.Thread):
+    """Extends the lease of every job a worker holds, in one call per queue every
+    quarter of a lease, so a 4-hour job is never handed to another worker while
+    its own is alive.
+
+    Its calls time out well within a lease, and a failed extension is tried again
+    within a second or two (a Redis stall of 40 s leaves a 60 s lease standing:
+    the deadline is always at least three quarters of a lease ahead when it
+    starts). Nothing Redis answers stops the thread; an outage is logged once.
     """
 
     def __init__(
@@ -112,51 +151,44 @@ class Heartbeat(threading.Thread):
         worker_id: str,
         keys: list[QueueKeys],
         lease_ms: int,
-        on_orphaned: Callable[[], None],
-        slot: Optional[HeartbeatSlot] = None,
-        parent_pid: Optional[int] = None,
-        beat_s: float = 1.0,
     ) -> None:
-        super().__init__(name="fastq-heartbeat", daemon=True)
-        # made at the first extension, a third of a lease in: a child's start-up
+        super().__init__(name="fastq-leases", daemon=True)
+        # made at the first extension, a quarter of a lease in: a child's start-up
         # (paid 32 times over by ``pool -c 32``) does not build a client it won't use yet
         self.connect = connect
         self.client: Optional[redis.Redis] = None
         self.worker_id = worker_id
         self.keys = keys
         self.lease_ms = lease_ms
-        self.on_orphaned = on_orphaned
-        self.slot = slot
-        self.parent_pid = parent_pid
-        self.beat_s = min(beat_s, lease_ms / 3000)
-        self.extend_s = lease_ms / 3000
+        self.extend_s = lease_ms / 4000
+        self.outage = Outage(f"worker {worker_id} (leases)", log)
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
         self._stop_event.set()
 
     def run(self) -> None:
-        next_extend = time.monotonic() + self.extend_s
-        while not self._stop_event.wait(self.beat_s):
-            if self.slot is not None:
-                self.slot.beat()
-            if self.parent_pid is not None and os.getppid() != self.parent_pid:
-                log.warning("worker %s: its master is gone, stopping", self.worker_id)
-                self.parent_pid = None
-                self.on_orphaned()
-            if time.monotonic() >= next_extend:
-                next_extend = time.monotonic() + self.extend_s
-                self.extend_leases()
+        wait_s = self.extend_s
+        while not self._stop_event.wait(wait_s):
+            wait_s = self.extend_s if self.extend_leases() else min(2.0, self.extend_s)
         if self.client is not None:
             self.client.close()
 
-    def extend_leases(self) -> None:
+    def extend_leases(self) -> bool:
+        """One extension of every queue's lease; False if it must be tried again soon."""
         try:
             if self.client is None:
                 self.client = self.connect()
             for k in self.keys:
                 argv = [self.worker_id, self.lease_ms]
                 scripts.call(self.client, scripts.EXTEND, k.extend_keys(self.worker_id), argv)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            # the main loop sees the outage too; a reaper may take the leases back
-            log.warning("worker %s: could not extend leases: %s", self.worker_id, exc)
+        except REDIS_ERRORS as exc:
+            try:
+                delay = self.outage.failed(exc)
+            except REDIS_ERRORS:  # not Redis' fault: say so loudly, and keep extending
+                log.exception("worker %s: extending its leases failed", self.worker_id)
+                return False
+            self._stop_event.wait(min(delay, self.extend_s))
+            return False
+        self.outage.recovered()
+        return True

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import signal
 import socket
 import threading
@@ -14,14 +13,14 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
-import redis
 
 from fastq._accel import codec
 from fastq.batch import Claim, Outcomes, Request, RoundTrip
 from fastq.cpuslots import BatchProfile, CpuSlots
-from fastq.errors import Fail, JobTimeout, Retry
-from fastq.heartbeat import Heartbeat, HeartbeatSlot
+from fastq.errors import Fail, FastqError, JobTimeout, Retry
+from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.keys import validate_queue_name
+from fastq.redis_faults import REDIS_ERRORS, Outage
 from fastq.settle import settle_failure
 
 if TYPE_CHECKING:
@@ -39,12 +38,21 @@ PREFETCH_MAX_BATCH_S = 0.02
 SHARED_VERDICT_MIN_S = 0.001
 # Idle this long, a worker sizes its next batches afresh (see _forget_job_profile).
 FORGET_DURATION_AFTER_IDLE_S = 0.5
+# A stopping worker tries this long to settle what it holds while Redis is away;
+# what is left then comes back to the queue when its lease expires.
+FLUSH_PATIENCE_S = 1.5
+# The lease keeper's calls time out within this (and within a tenth of a lease).
+LEASE_CALL_TIMEOUT_S = 2.0
 _OUTCOME_TYPES = (Retry, Fail)
-_REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
+_REDIS_DOWN = REDIS_ERRORS
 
 
 class HardStop(BaseException):
     """Raised inside a running job by a second stop signal."""
+
+
+class RedisGaveUp(FastqError):
+    """A burst worker found Redis unavailable for longer than it may wait."""
 
 
 def default_worker_id() -> str:
@@ -73,6 +81,9 @@ class Worker:
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
         cpu_slots: a pool's CPU slots: taken while this worker's batches are
             CPU-bound, so an oversubscribed host does not time-slice itself.
+        redis_patience_s: give up (raise ``RedisGaveUp``) once Redis has been
+            unavailable this long; None: wait for it forever. Burst workers
+            default to 30 s, long-running ones to forever.
     """
 
     def __init__(
@@ -92,6 +103,7 @@ class Worker:
         max_memory_bytes: Optional[int] = None,
         target_batch_s: float = 0.1,
         cpu_slots: Optional[CpuSlots] = None,
+        redis_patience_s: Optional[float] = None,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -114,6 +126,9 @@ class Worker:
         self.max_jobs = max_jobs
         self.max_memory_bytes = max_memory_bytes
         self.cpu_slots = cpu_slots
+        if redis_patience_s is None and burst:
+            redis_patience_s = 30.0
+        self.redis_patience_s = redis_patience_s
         # Was the last batch mostly CPU? None: not measured (new, or back from
         # idle, see _forget_job_profile). Then a pool's child goes by its siblings'
         # latest verdict, and without one counts as CPU-bound, so that the idle
@@ -131,8 +146,9 @@ class Worker:
         self._queue_index = {q: i for i, q in enumerate(self.queues)}
         self._rt: Optional[RoundTrip] = None
         self._heartbeat: Optional[Heartbeat] = None
+        self._leases: Optional[LeaseKeeper] = None
         self._registry: dict[str, JobDef[Any]] = {}
-        self._redis_failures = 0
+        self._outage = Outage("worker", log)  # named in init_process
         self._release_all = False  # a reply was lost: hand back leases never seen
         self._ahead: Optional[Request] = None  # a claim written, its reply not read yet
         self._waiting = False
@@ -161,6 +177,7 @@ class Worker:
     def _on_orphaned(self) -> None:
         """From the heartbeat thread: the master is gone. A SIGTERM to ourselves
         stops gracefully and also ends a wait (BLPOP, CPU slot) at once."""
+        log.warning("worker %s: its master is gone, stopping", self.worker_id)
         if self._alarms:
             os.kill(os.getpid(), signal.SIGTERM)
         else:
@@ -179,7 +196,13 @@ class Worker:
         if self.worker_id is None:
             self.worker_id = default_worker_id()
         self._registry = dict(self.app.registry)
-        client = self.app.new_client(retries=0, socket_timeout_s=self.idle_timeout_s + 30)
+        self._outage = Outage(f"worker {self.worker_id}", log)
+        # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
+        # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
+        # socket could still be run by Redis after the worker has moved on.
+        client = self.app.new_client(
+            retries=0, socket_timeout_s=self.lease_ms / 1000 + self.idle_timeout_s
+        )
         self._rt = RoundTrip(
             client,
             self.worker_id,
@@ -201,15 +224,19 @@ class Worker:
         if self.slot is not None:
             self.slot.reset()
         self._heartbeat = Heartbeat(
-            lambda: self.app.new_client(retries=0),
+            on_orphaned=self._on_orphaned, slot=self.slot, parent_pid=self.parent_pid
+        )
+        self._heartbeat.start()
+        call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
+        self._leases = LeaseKeeper(
+            lambda: self.app.new_client(
+                retries=0, socket_timeout_s=call_timeout_s, connect_timeout_s=call_timeout_s
+            ),
             self.worker_id,
             list(self._rt.keys.values()),
             self.lease_ms,
-            on_orphaned=self._on_orphaned,
-            slot=self.slot,
-            parent_pid=self.parent_pid,
         )
-        self._heartbeat.start()
+        self._leases.start()
         for hook in self.app.worker_start_hooks:
             hook()
 
@@ -222,11 +249,15 @@ class Worker:
         """``run()`` after ``init_process()``: the master boots them apart to tell
         a boot error from a crash."""
         log.info("worker %s: queues %s", self.worker_id, ",".join(self.queues))
-        assert self._rt is not None and self._heartbeat is not None
+        assert self._rt is not None and self._heartbeat is not None and self._leases is not None
         try:
             self._loop()
+        except HardStop as stop:
+            # the operator's second signal: the job in hand goes back, not counted a stall
+            log.info("worker %s: %s again, interrupted", self.worker_id, stop)
         finally:
             self._flush()
+            self._leases.stop()
             self._heartbeat.stop()
             self._rt.close()
             self._profile.close()
@@ -261,7 +292,7 @@ class Worker:
                 self._release_all = True  # what went out, and what ran, is unknown
                 self._wait_for_redis(exc)
                 continue
-            self._redis_failures = 0
+            self._outage.recovered()
             self._release_all = False
             assert claim is not None
             if len(claim):
@@ -377,13 +408,21 @@ class Worker:
         finally:
             self._waiting = False
 
-    def _wait_for_redis(self, exc: Exception) -> None:
-        self._redis_failures += 1
-        delay = min(5.0, 0.1 * 2 ** min(self._redis_failures - 1, 6)) * (0.5 + random.random() / 2)
-        log.warning(
-            "worker %s: Redis unavailable (%s); retrying in %.2fs", self.worker_id, exc, delay
-        )
-        time.sleep(delay)
+    def _wait_for_redis(self, exc: BaseException) -> None:
+        """Back off after a Redis fault (logged once per outage), in a wait that a
+        stop signal ends at once. A bug (an error that is no fault of Redis) is raised.
+
+        Raises:
+            RedisGaveUp: Redis has been unavailable for longer than ``redis_patience_s``.
+        """
+        delay = self._outage.failed(exc)
+        patience = self.redis_patience_s
+        if patience is not None and time.monotonic() - self._outage.since > patience:
+            raise RedisGaveUp(
+                f"worker {self.worker_id}: Redis at {self.app.redis_url} unavailable for "
+                f"{patience:g} s, giving up: {exc}"
+            ) from None
+        self._wait_interruptibly(lambda: time.sleep(delay))
 
     def _check_limits(self) -> None:
         """Recycling: stop gracefully past max_jobs or max_memory_bytes."""
@@ -401,27 +440,40 @@ class Worker:
                 self.stopping = True
 
     def _flush(self) -> None:
-        """Settle what is pending (acks, hand-backs) before exiting, retrying a
-        few times if Redis is away; what still fails is left to lease expiry."""
-        assert self._rt is not None
-        if self._ahead is not None:
-            request, self._ahead = self._ahead, None
-            try:
-                claim = self._answer(request)
-                if claim is not None:  # prefetched, never started: back to the front in order
-                    self._pending[claim.queue].unstarted.extend(claim.reply[2::2])
-            except _REDIS_DOWN:
-                pass
-        for attempt in range(6):
-            try:
-                # release_all: a reply lost to a signal may have left leases unseen
-                self._rt.send(self._pending, release_all=True)
-                return
-            except _REDIS_DOWN as exc:
-                if attempt == 5:
-                    log.error("worker %s: could not settle its last batch: %s", self.worker_id, exc)
+        """Settle what is pending (acks, hand-backs) before exiting. While Redis is
+        away it keeps trying for FLUSH_PATIENCE_S only, so that a stop is prompt:
+        what it still holds then comes back to the queue when its lease expires."""
+        rt = self._rt
+        assert rt is not None
+        deadline = time.monotonic() + FLUSH_PATIENCE_S
+        try:
+            if self._ahead is not None:
+                request, self._ahead = self._ahead, None
+                with contextlib.suppress(*_REDIS_DOWN):
+                    claim = self._answer(request)
+                    if claim is not None:  # prefetched, never started: back to the front in order
+                        self._pending[claim.queue].unstarted.extend(claim.reply[2::2])
+            while rt.may_hold_leases or any(self._pending.values()):
+                try:
+                    # release_all: a reply lost to a signal may have left leases unseen
+                    rt.send(self._pending, release_all=True)
+                    self._outage.recovered()
                     return
-                self._wait_for_redis(exc)
+                except _REDIS_DOWN as exc:
+                    delay = self._outage.failed(exc)
+                    if time.monotonic() + delay > deadline:
+                        log.warning(
+                            "worker %s: could not settle its last batch (%s); its jobs come "
+                            "back to their queue when its lease expires",
+                            self.worker_id, exc,
+                        )  # fmt: skip
+                        return
+                    time.sleep(delay)
+        except HardStop:
+            log.warning(
+                "worker %s: stopped before settling its last batch; its jobs come back to "
+                "their queue when its lease expires", self.worker_id,
+            )  # fmt: skip
 
     # -- running a batch ---------------------------------------------------------
 
