@@ -23,13 +23,14 @@ from types import FrameType
 from typing import Callable, NoReturn, Optional
 
 import psutil
-import redis
 
 from fastq import scripts
 from fastq.app import App
 from fastq.cpuslots import CpuSlots
+from fastq.handback import CALL_TIMEOUT_S, HandBack, HandBacks
 from fastq.heartbeat import HeartbeatBoard
 from fastq.reaper import Reaper
+from fastq.redis_faults import REDIS_ERRORS
 from fastq.worker import Worker
 
 log = logging.getLogger("fastq.master")
@@ -120,7 +121,7 @@ class Master:
         self.next_memory_check = 0.0
         self._signals: deque[int] = deque()
         self._pipe: tuple[int, int] = (-1, -1)
-        self._client: Optional[redis.Redis] = None
+        self.hand_backs = HandBacks(app, config.queues)
         self.board = HeartbeatBoard(max(2 * config.concurrency + 2, config.concurrency + 16))
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
 
@@ -137,6 +138,7 @@ class Master:
             " and a reaper" if self.config.reaper else "",
         )  # fmt: skip
         self.load_scripts()
+        self.hand_backs.start()
         try:
             while True:
                 if not self.stopping:
@@ -153,21 +155,23 @@ class Master:
             self.reap_children(block=True)
             for fd in self._pipe:
                 os.close(fd)
-            if self._client is not None:
-                self._client.close()
+            self.hand_backs.close()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
 
     def load_scripts(self) -> None:
         """Load the Lua scripts before forking, so that N children do not each meet
         NOSCRIPT and load them at once. Best effort: a child reloads them if needed."""
+        client = self.app.new_client(
+            retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
+        )
         try:
-            self._client = self.app.new_client(retries=1)
-            scripts.load_all(self._client)
-            # no socket of the master's is inherited by its children
-            self._client.connection_pool.disconnect()
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            scripts.load_all(client)
+        except REDIS_ERRORS as exc:
             log.warning("master %d: Redis unavailable (%s); children will retry", self.pid, exc)
+        finally:
+            # no socket of the master's is inherited by its children
+            client.close()
 
     # -- signals -------------------------------------------------------------------
 
@@ -284,8 +288,15 @@ class Master:
         """Spawn up to the wanted count; retire the oldest beyond it. Workers come
         first: at start-up, the reaper has nothing urgent to do."""
         self.manage_workers()
-        if self.config.reaper and not any(c.kind == "reaper" for c in self.children.values()):
-            self.spawn(self.reaper_main, "reaper")
+        if (
+            self.config.reaper
+            and not any(c.kind == "reaper" for c in self.children.values())
+            and time.monotonic() >= self.spawn_after
+        ):
+            slot = self.free_slots()[-1]  # from the end: workers take them from the start
+            self.board.slot(slot).reset()
+            child = self.spawn(lambda: self.reaper_main(slot), "reaper")
+            child.slot = slot
 
     def manage_workers(self) -> None:
         active = sorted(
@@ -296,8 +307,7 @@ class Master:
         missing = self.num_workers - len(active)
         if missing <= 0 or time.monotonic() < self.spawn_after:
             return
-        used = {c.slot for c in self.workers()}
-        free = [i for i in range(self.board.slots) if i not in used]
+        free = self.free_slots()[:-1]  # the last one is kept for the reaper
         if len(free) < missing:
             log.warning(
                 "master %d: no heartbeat slot free for %d more workers",
@@ -306,6 +316,10 @@ class Master:
             )
         for slot in free[:missing]:
             self.spawn_worker(slot)
+
+    def free_slots(self) -> list[int]:
+        used = {c.slot for c in self.children.values()}
+        return [i for i in range(self.board.slots) if i not in used]
 
     def spawn_worker(self, slot: int) -> None:
         self.spawned += 1
@@ -379,8 +393,8 @@ class Master:
             raise SystemExit(EXIT_BOOT) from None
         worker.run_loop()
 
-    def reaper_main(self) -> None:
-        Reaper(self.app, parent_pid=self.pid).run()
+    def reaper_main(self, slot: int) -> None:
+        Reaper(self.app, parent_pid=self.pid, slot=self.board.slot(slot)).run()
 
     def reap_children(self, block: bool = False) -> None:
         """Collect exited children; hand their leased jobs back at once."""
@@ -402,9 +416,8 @@ class Master:
             log.info("master %d: %s %d exited (%s)", self.pid, child.kind, child.pid, how)
         else:
             log.error("master %d: %s %d died (%s)", self.pid, child.kind, child.pid, how)
-        if child.kind != "worker":
-            return
-        self.release_jobs(child, crashed=code != 0)
+        if child.kind == "worker":
+            self.release_jobs(child, crashed=code != 0)
         if code == EXIT_BOOT:
             log.error(
                 "master %d: a worker could not boot; stopping instead of crash-looping", self.pid
@@ -422,40 +435,19 @@ class Master:
                 self.spawn_after = now + delay
 
     def release_jobs(self, child: Child, crashed: bool) -> None:
-        """Hand a dead child's leases back to the front of their queues: the job it
-        was running counts a stall (poison jobs go dead), the others are orphaned.
-        What fails here (Redis away) the reaper takes back when the leases expire."""
+        """Hand a dead child's leases back to the front of their queues (queued:
+        sent by the hand-back thread, never waited on here). The job it was running
+        counts a stall (poison jobs go dead), unless the operator hard-stopped the
+        pool: then it was interrupted, not at fault. The others are orphaned."""
         running = self.board.slot(child.slot).running()
-        try:
-            if self._client is None:
-                self._client = self.app.new_client(retries=1)
-            for index, queue in enumerate(self.config.queues):
-                keys = self.app.keys(queue).release_keys(child.worker_id)
-                base = [child.worker_id]
-                if running is not None and running[0] == index:
-                    stalled = [] if running[1] is None else [running[1]]
-                    scripts.call(
-                        self._client,
-                        scripts.RELEASE,
-                        keys,
-                        [*base, "stalled", self.app.max_stalls, *stalled],
-                    )
-                mode = "orphaned" if crashed else "unstarted"
-                moved = scripts.call(
-                    self._client, scripts.RELEASE, keys, [*base, mode, self.app.max_stalls]
-                )
-                if moved:
-                    log.warning(
-                        "master %d: %d jobs of %s handed back to %s",
-                        self.pid,
-                        moved,
-                        child.worker_id,
-                        queue,
-                    )
-        except Exception as exc:  # never let one hand-back take the master down
-            log.error(
-                "master %d: could not hand back the jobs of %s: %s", self.pid, child.worker_id, exc
+        self.hand_backs.put(
+            HandBack(
+                worker_id=child.worker_id,
+                running=None if running is None else (running[0], running[1]),
+                running_mode="interrupted" if self.hard_stopping else "stalled",
+                rest_mode="orphaned" if crashed else "unstarted",
             )
+        )
 
     def murder_stuck(self) -> None:
         """Children that stopped heartbeating or ran a job past its timeout get a
@@ -470,7 +462,7 @@ class Master:
                     child.killed = True
                     self.signal_child(child, signal.SIGKILL)
             return
-        for child in self.workers():
+        for child in list(self.children.values()):
             if child.killed:
                 continue
             slot = self.board.slot(child.slot)
@@ -479,15 +471,17 @@ class Master:
             overdue = running is not None and running[3] > 0 and now > running[3] + TIMEOUT_GRACE_S
             if overdue:
                 log.error(
-                    "master %d: worker %d ran a job past its timeout; killing it",
+                    "master %d: %s %d ran a job past its timeout; killing it",
                     self.pid,
+                    child.kind,
                     child.pid,
                 )
             elif silent_s > self.config.child_timeout_s:
                 if child.term_sent_at is None:
                     log.error(
-                        "master %d: worker %d silent for %.0fs; stopping it",
+                        "master %d: %s %d silent for %.0fs; stopping it",
                         self.pid,
+                        child.kind,
                         child.pid,
                         silent_s,
                     )
@@ -495,7 +489,9 @@ class Master:
                     continue
                 if now - child.term_sent_at < KILL_GRACE_S:
                     continue
-                log.error("master %d: worker %d still silent; killing it", self.pid, child.pid)
+                log.error(
+                    "master %d: %s %d still silent; killing it", self.pid, child.kind, child.pid
+                )
             else:
                 continue
             child.killed = True

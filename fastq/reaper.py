@@ -19,20 +19,27 @@ from typing import TYPE_CHECKING, Optional
 import redis
 
 from fastq import scripts
+from fastq.heartbeat import Heartbeat, HeartbeatSlot
+from fastq.redis_faults import REDIS_ERRORS, Outage
 
 if TYPE_CHECKING:
     from fastq.app import App
 
 log = logging.getLogger("fastq.reaper")
 
-_REDIS_DOWN = (redis.ConnectionError, redis.TimeoutError)
 _QUEUES_REFRESH_S = 10.0
+# After Redis was away (or a sweep took this long: a stall), workers get this long
+# to extend their leases before a lapsed one is taken back: their extensions failed
+# for the same reason the reaper's calls did, and they are retried within 2 s.
+LEASE_GRACE_S = 5.0
+SLOW_SWEEP_S = 2.0
 
 
 class Reaper:
     """Sweeps ``queues`` (default: every queue the namespace knows) every
     ``interval_s`` at most, sooner when a lease expires or a job falls due.
-    With ``parent_pid`` (a pool's reaper), it stops when its master is gone."""
+    With ``parent_pid`` (a pool's reaper), it stops when its master is gone; with
+    ``slot``, it heartbeats to its master like a worker."""
 
     def __init__(
         self,
@@ -43,6 +50,7 @@ class Reaper:
         limit: int = 1000,
         handle_signals: bool = True,
         parent_pid: Optional[int] = None,
+        slot: Optional[HeartbeatSlot] = None,
     ) -> None:
         self.app = app
         self.fixed_queues = queues
@@ -50,6 +58,9 @@ class Reaper:
         self.limit = limit
         self.handle_signals = handle_signals
         self.parent_pid = parent_pid
+        self.slot = slot
+        self.outage = Outage("reaper", log)
+        self.take_back_after = 0.0  # monotonic time; see LEASE_GRACE_S
         self.stopping = False
         self._queues: list[str] = []
         self._queues_at = 0.0
@@ -78,9 +89,17 @@ class Reaper:
         for queue in self.queues():
             keys = app.keys(queue)
             argv = [self.limit, app.dead_max_age_ms, app.dead_max_len]
+            called = time.monotonic()
             promoted, next_deadline, next_due, *expired = scripts.call(
                 client, scripts.REAP, keys.reap_keys(), argv
             )
+            waited_s = time.monotonic() - called
+            if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
+                log.warning("reaper: Redis took %.1f s to answer", waited_s)
+                self.take_back_after = time.monotonic() + LEASE_GRACE_S
+            if time.monotonic() < self.take_back_after:
+                expired = []  # a grace after an outage: see LEASE_GRACE_S
+                sleep_s = min(sleep_s, 0.5)
             for raw_id in expired:
                 worker_id = raw_id.decode()
                 moved = scripts.call(
@@ -110,8 +129,11 @@ class Reaper:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
             signal.signal(signal.SIGINT, self._handle_stop_signal)
-        client = self.app.new_client(retries=0)
-        failures = 0
+        beat = Heartbeat(on_orphaned=self.stop, slot=self.slot, parent_pid=self.parent_pid)
+        if self.slot is not None:
+            self.slot.reset()
+        beat.start()
+        client = self.app.new_client(retries=0, socket_timeout_s=30.0)
         log.info("reaper: sweeping every %.1fs at most", self.interval_s)
         while not self.stopping:
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
@@ -119,11 +141,14 @@ class Reaper:
                 break
             try:
                 sleep_s = self.sweep(client)
-                failures = 0
-            except _REDIS_DOWN as exc:
-                failures += 1
-                sleep_s = min(5.0, 0.1 * 2 ** min(failures, 6))
-                log.warning("reaper: Redis unavailable (%s); retrying in %.1fs", exc, sleep_s)
+            except REDIS_ERRORS as exc:
+                sleep_s = self.outage.failed(exc)
+                self.take_back_after = float("inf")
+            else:
+                if self.outage.ongoing:
+                    self.take_back_after = time.monotonic() + LEASE_GRACE_S
+                self.outage.recovered()
             self._wake.wait(sleep_s)
+        beat.stop()
         client.close()
         log.info("reaper: stopped")

@@ -41,6 +41,8 @@ FORGET_DURATION_AFTER_IDLE_S = 0.5
 # A stopping worker tries this long to settle what it holds while Redis is away;
 # what is left then comes back to the queue when its lease expires.
 FLUSH_PATIENCE_S = 1.5
+# A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
+SLOW_REPLY_S = 2.0
 # The lease keeper's calls time out within this (and within a tenth of a lease).
 LEASE_CALL_TIMEOUT_S = 2.0
 _OUTCOME_TYPES = (Retry, Fail)
@@ -361,13 +363,18 @@ class Worker:
     def _answer(self, request: Request) -> Optional[Claim]:
         """Read a request's replies. If that fails, its outcomes come back to be
         sent again, and leases it may have taken unseen are handed back next time."""
+        asked = time.monotonic()
         try:
-            return request.result()
+            claim = request.result()
         except BaseException:
             for queue, earlier in request.outcomes.items():
                 self._pending[queue].merge(earlier)
             self._release_all = True
             raise
+        waited_s = time.monotonic() - asked
+        if waited_s > SLOW_REPLY_S:
+            log.warning("worker %s: Redis took %.1f s to answer", self.worker_id, waited_s)
+        return claim
 
     def _prefetch(self) -> None:
         """Quick jobs: write the acks so far and the next claim now, and read the

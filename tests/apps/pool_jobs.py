@@ -33,6 +33,16 @@ def work(i: int, sleep_s: float = 0.0) -> None:
 
 
 @app.job(queue="q")
+def note(i: int, sleep_s: float = 0.0) -> None:
+    """Records its run in a file (``$POOL_JOBS_RUNS_FILE``), not in Redis: for tests
+    that take Redis away, where a record in Redis could itself fail or be doubled."""
+    if sleep_s:
+        time.sleep(sleep_s)
+    with open(os.environ["POOL_JOBS_RUNS_FILE"], "a") as f:
+        f.write(f"{i}\n")  # one small append: atomic among the children
+
+
+@app.job(queue="q")
 def suicide(i: int) -> None:
     """Kills its own worker every time: a poison job."""
     _record(i)

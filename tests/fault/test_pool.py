@@ -12,123 +12,19 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import orjson
 import psutil
 import pytest
 import redis
 from conftest import fastq_cmd, subprocess_env
+from pooltools import Pool, gone, pools, redis_server, runs, wait_until  # noqa: F401
 
 import fastq
 from fastq.redis_server import RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
-
-
-class Pool:
-    """A ``fastq pool`` subprocess on the test app ``tests.apps.pool_jobs``."""
-
-    def __init__(self, url: str, namespace: str, log_path: Path, *args: str) -> None:
-        self.log_path = log_path
-        with open(log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                fastq_cmd(
-                    "pool",
-                    "--app",
-                    "tests.apps.pool_jobs",
-                    "--namespace",
-                    namespace,
-                    "-q",
-                    "q",
-                    *args,
-                ),
-                env=subprocess_env(url),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def children(self, kind: str = "worker") -> list[psutil.Process]:
-        try:
-            kids = psutil.Process(self.proc.pid).children()
-        except psutil.NoSuchProcess:
-            return []
-        out = []
-        for kid in kids:
-            try:
-                if kid.name() == f"fastq-{kind}" and kid.status() != psutil.STATUS_ZOMBIE:
-                    out.append(kid)
-            except psutil.NoSuchProcess:
-                pass
-        return out
-
-    def wait_children(
-        self, n: int, kind: str = "worker", timeout_s: float = 20
-    ) -> list[psutil.Process]:
-        wait_until(lambda: len(self.children(kind)) == n, timeout_s, f"{n} {kind} children")
-        return self.children(kind)
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def stop(self, timeout_s: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=timeout_s)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not cond():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-def gone(proc: psutil.Process) -> bool:
-    """Dead, or a zombie its parent has not reaped yet (which may happen meanwhile)."""
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def runs(r: redis.Redis, ns: str) -> dict[int, int]:
-    return {int(k): int(v) for k, v in r.hgetall(f"{ns}:runs").items()}
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    """Each test here gets a server of its own, with every write fsynced (so a
-    kill -9 loses nothing), in place of the session's shared one; the ``app``,
-    ``r`` and ``namespace`` fixtures of conftest use it."""
-    s = RedisServer(appendonly=True).start()
-    yield s
-    s.cleanup()
-
-
-@pytest.fixture
-def pools(
-    redis_server: RedisServer, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., Pool]]:
-    started: list[Pool] = []
-
-    def start(*args: str) -> Pool:
-        pool = Pool(redis_server.url, namespace, tmp_path / "pool.log", *args)
-        started.append(pool)
-        return pool
-
-    yield start
-    for pool in started:
-        pool.kill()
-        for kid in psutil.Process().children(recursive=True):
-            if kid.name().startswith("fastq-"):
-                kid.kill()
 
 
 def test_sigkill_random_children_while_draining(

@@ -1,0 +1,150 @@
+"""The master's hand-backs: a dead child's leased jobs returned to the front of
+their queues, sent from a thread of their own so that the master's supervision
+loop never waits on Redis.
+
+The loop only queues what it learnt (which worker died, which job it was running
+and why it died); this thread sends the release calls and retries until Redis
+takes them, logging an outage once. Anything still unsent when the master stops
+comes back when the leases expire: a reaper takes them then.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
+
+import redis
+
+from fastq import scripts
+from fastq.redis_faults import REDIS_ERRORS, Outage
+
+if TYPE_CHECKING:
+    from fastq.app import App
+
+log = logging.getLogger("fastq.master")
+
+# the master's Redis calls time out quickly: a stalled Redis is retried, not waited on
+CALL_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """What the master knows of a child that exited.
+
+    ``running``: the queue index and id of the job it was running, if any (None
+    as the id: too long to note). ``running_mode``: how that job goes back:
+    'stalled' (the child died or hung running it) or 'interrupted' (the operator
+    hard-stopped the pool). ``rest_mode``: how its other leases go back:
+    'orphaned' (it crashed) or 'unstarted'.
+    """
+
+    worker_id: str
+    running: Optional[tuple[int, Optional[bytes]]]
+    running_mode: str
+    rest_mode: str
+
+
+class HandBacks(threading.Thread):
+    """Sends queued hand-backs of ``queues`` in order, retrying each until Redis
+    takes it; ``close()`` gives the unsent ones ``patience_s`` more."""
+
+    def __init__(
+        self,
+        app: App,
+        queues: list[str],
+        connect: Optional[Callable[[], redis.Redis]] = None,
+    ) -> None:
+        super().__init__(name="fastq-handbacks", daemon=True)
+        self.app = app
+        self.queues = list(queues)
+        self.connect = connect or (
+            lambda: app.new_client(
+                retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
+            )
+        )
+        self.outage = Outage("master (hand-backs)", log)
+        self._todo: queue.Queue[Optional[HandBack]] = queue.Queue()
+        self._client: Optional[redis.Redis] = None
+        self._closing = threading.Event()
+        self._deadline = float("inf")
+
+    def put(self, hand_back: HandBack) -> None:
+        """Only enqueues: called from the supervision loop."""
+        self._todo.put(hand_back)
+
+    def close(self, patience_s: float = 1.5) -> None:
+        """Stop after sending what is queued, trying for ``patience_s`` at most
+        (a quarter of it while Redis is known to be away: a stop must be prompt)."""
+        if self.outage.ongoing:
+            patience_s /= 4
+        self._deadline = time.monotonic() + patience_s
+        self._closing.set()
+        self._todo.put(None)
+        self.join(patience_s + CALL_TIMEOUT_S)
+
+    def run(self) -> None:
+        try:
+            while True:
+                item = self._todo.get()
+                if item is None:
+                    return
+                while not self._send(item):
+                    if time.monotonic() >= self._deadline:
+                        self._give_up(item)
+                        return
+        finally:
+            if self._client is not None:
+                self._client.close()
+
+    def _give_up(self, item: HandBack) -> None:
+        left = [item]
+        while not self._todo.empty():
+            more = self._todo.get_nowait()
+            if more is not None:
+                left.append(more)
+        log.warning(
+            "master: Redis unavailable; the jobs of %s come back when their leases expire",
+            ", ".join(h.worker_id for h in left),
+        )
+
+    def _send(self, item: HandBack) -> bool:
+        """Send one hand-back; False if it must be tried again (after a backoff)."""
+        try:
+            if self._client is None:
+                self._client = self.connect()
+            self.release(self._client, item)
+        except REDIS_ERRORS as exc:
+            try:
+                delay = self.outage.failed(exc)
+            except REDIS_ERRORS:  # a bug: never let it take the master down
+                log.exception("master: could not hand back the jobs of %s", item.worker_id)
+                return True
+            if self._closing.is_set():  # stopping: a last few tries, close together
+                time.sleep(min(delay, 0.2))
+            else:
+                self._closing.wait(delay)
+            return False
+        self.outage.recovered()
+        return True
+
+    def release(self, client: redis.Redis, item: HandBack) -> None:
+        """The release calls of one hand-back (each is idempotent: only jobs the
+        worker still holds move, so a resend after a lost reply moves nothing)."""
+        max_stalls = self.app.max_stalls
+        for index, queue_name in enumerate(self.queues):
+            keys = self.app.keys(queue_name).release_keys(item.worker_id)
+            running = item.running
+            # an id the slot could not hold is not guessed at: no innocent job counts a stall
+            if running is not None and running[0] == index and running[1] is not None:
+                argv = [item.worker_id, item.running_mode, max_stalls, running[1]]
+                scripts.call(client, scripts.RELEASE, keys, argv)
+            argv = [item.worker_id, item.rest_mode, max_stalls]
+            moved = scripts.call(client, scripts.RELEASE, keys, argv)
+            if moved:
+                log.warning(
+                    "master: %d jobs of %s handed back to %s", moved, item.worker_id, queue_name
+                )

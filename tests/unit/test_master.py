@@ -1,0 +1,195 @@
+"""The master's life-cycle policy, with fork, waitpid and kill patched (the shape of
+gunicorn's tests/test_arbiter.py): no process is forked and no Redis is needed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import time
+from typing import Any, Iterator
+
+import pytest
+
+import fastq
+from fastq import master as master_module
+from fastq.handback import HandBack
+from fastq.master import EXIT_BOOT, KILL_GRACE_S, Child, Master, PoolConfig
+
+
+class FakeOS:
+    """Stands in for fork, waitpid and kill: forks hand out pids, kills are recorded,
+    and exits are queued by the test for waitpid to report."""
+
+    def __init__(self) -> None:
+        self.next_pid = 1000
+        self.kills: list[tuple[int, int]] = []
+        self.exits: list[tuple[int, int]] = []
+
+    def fork(self) -> int:
+        self.next_pid += 1
+        return self.next_pid
+
+    def waitpid(self, pid: int, options: int) -> tuple[int, int]:
+        if self.exits:
+            return self.exits.pop(0)
+        if options & os.WNOHANG:
+            return 0, 0
+        raise ChildProcessError
+
+    def kill(self, pid: int, sig: int) -> None:
+        self.kills.append((pid, sig))
+
+    def exit(self, pid: int, code: int = 0, sig: int = 0) -> None:
+        """Queue a child's exit: a status code, or death by ``sig``."""
+        self.exits.append((pid, sig if sig else code << 8))
+
+
+@pytest.fixture
+def fake_os(monkeypatch: pytest.MonkeyPatch) -> FakeOS:
+    fake = FakeOS()
+    monkeypatch.setattr(master_module.os, "fork", fake.fork)
+    monkeypatch.setattr(master_module.os, "waitpid", fake.waitpid)
+    monkeypatch.setattr(master_module.os, "kill", fake.kill)
+    return fake
+
+
+class RecordedHandBacks:
+    def __init__(self) -> None:
+        self.queued: list[HandBack] = []
+
+    def put(self, hand_back: HandBack) -> None:
+        self.queued.append(hand_back)
+
+
+@pytest.fixture
+def master(fake_os: FakeOS) -> Iterator[Master]:
+    app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
+    m = Master(app, PoolConfig(concurrency=2, queues=["q", "r"], child_timeout_s=5.0))
+    m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
+    m.pid = os.getpid()
+    yield m
+    m.board.close()
+
+
+def started(master: Master) -> dict[str, list[Child]]:
+    master.manage_children()
+    kinds: dict[str, list[Child]] = {"worker": [], "reaper": []}
+    for child in master.children.values():
+        kinds[child.kind].append(child)
+    return kinds
+
+
+def set_last_beat(master: Master, child: Child, when: float) -> None:
+    struct.pack_into("d", master.board._buf, child.slot * 256, when)
+
+
+def test_it_spawns_the_workers_and_one_reaper_each_with_a_slot_of_its_own(
+    master: Master,
+) -> None:
+    kinds = started(master)
+    assert len(kinds["worker"]) == 2 and len(kinds["reaper"]) == 1
+    slots = [c.slot for c in master.children.values()]
+    assert len(set(slots)) == 3 and all(s >= 0 for s in slots)
+    master.manage_children()
+    assert len(master.children) == 3  # nothing more while all are up
+
+
+def test_a_worker_that_dies_has_its_jobs_handed_back_without_waiting_on_redis(
+    master: Master, fake_os: FakeOS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_redis(*args: Any) -> None:
+        raise AssertionError("the supervision loop called Redis")
+
+    monkeypatch.setattr(master_module.scripts, "call", no_redis)
+    worker = started(master)["worker"][0]
+    master.board.slot(worker.slot).start_job(1, b"job-7", None)  # running on queue "r"
+    fake_os.exit(worker.pid, sig=signal.SIGKILL)
+    master.reap_children()
+    assert worker.pid not in master.children
+    assert master.hand_backs.queued == [  # type: ignore[attr-defined]
+        HandBack(worker.worker_id, (1, b"job-7"), "stalled", "orphaned")
+    ]
+    assert len(master.crashes) == 1
+    master.manage_children()
+    assert len(master.workers()) == 2  # replaced
+
+
+def test_jobs_of_a_hard_stop_are_interrupted_not_stalled(master: Master, fake_os: FakeOS) -> None:
+    worker = started(master)["worker"][0]
+    master.board.slot(worker.slot).start_job(0, b"long-job", None)
+    master.stop_gracefully()
+    master.stop_hard()  # the operator's second Ctrl-C
+    assert (worker.pid, signal.SIGTERM) in fake_os.kills
+    fake_os.exit(worker.pid, sig=signal.SIGKILL)
+    master.reap_children()
+    (hand_back,) = master.hand_backs.queued  # type: ignore[attr-defined]
+    assert (hand_back.running, hand_back.running_mode) == ((0, b"long-job"), "interrupted")
+    assert not master.crashes  # an expected exit
+
+
+def test_a_crash_loop_backs_off_instead_of_respawning_at_once(
+    master: Master, fake_os: FakeOS
+) -> None:
+    for _ in range(5):
+        worker = started(master)["worker"][0]
+        fake_os.exit(worker.pid, code=1)
+        master.reap_children()
+    assert master.spawn_after > time.monotonic()
+    forks = fake_os.next_pid
+    master.manage_children()
+    assert fake_os.next_pid == forks, "respawned during the backoff"
+
+
+def test_a_reaper_that_crash_loops_backs_off_too(master: Master, fake_os: FakeOS) -> None:
+    for _ in range(5):
+        reaper = started(master)["reaper"][0]
+        fake_os.exit(reaper.pid, code=1)
+        master.reap_children()
+    assert master.spawn_after > time.monotonic()
+    master.manage_children()
+    assert not any(c.kind == "reaper" for c in master.children.values())
+    assert not master.hand_backs.queued  # type: ignore[attr-defined]  # a reaper holds no jobs
+
+
+def test_a_child_that_cannot_boot_halts_the_pool(master: Master, fake_os: FakeOS) -> None:
+    worker = started(master)["worker"][0]
+    fake_os.exit(worker.pid, code=EXIT_BOOT)
+    master.reap_children()
+    assert master.halted and master.exit_code == EXIT_BOOT
+
+
+@pytest.mark.parametrize("kind", ["worker", "reaper"])
+def test_a_silent_child_gets_sigterm_then_sigkill(
+    master: Master, fake_os: FakeOS, kind: str
+) -> None:
+    child = started(master)[kind][0]
+    for other in master.children.values():
+        set_last_beat(master, other, time.monotonic())
+    set_last_beat(master, child, time.monotonic() - 6)  # child_timeout_s is 5
+    master.murder_stuck()
+    assert fake_os.kills == [(child.pid, signal.SIGTERM)]
+    master.murder_stuck()  # within the grace: nothing more
+    assert len(fake_os.kills) == 1
+    assert child.term_sent_at is not None
+    child.term_sent_at -= KILL_GRACE_S + 0.1
+    master.murder_stuck()
+    assert fake_os.kills[-1] == (child.pid, signal.SIGKILL) and child.killed
+
+
+def test_a_signal_handler_only_enqueues(master: Master, fake_os: FakeOS) -> None:
+    master.init_signals()
+    try:
+        started(master)
+        master._enqueue_signal(signal.SIGTERM, None)
+        assert not master.stopping and not fake_os.kills  # nothing done in the handler
+        master.wait_for_signals(0.0)
+        master.handle_signals()
+        assert master.stopping
+        assert {sig for _, sig in fake_os.kills} == {signal.SIGTERM}
+        assert len(fake_os.kills) == 3  # every child asked to stop, the reaper too
+    finally:
+        for sig in master_module._HANDLED:
+            signal.signal(sig, signal.SIG_DFL)
+        for fd in master._pipe:
+            os.close(fd)
