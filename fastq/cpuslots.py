@@ -24,7 +24,7 @@ import os
 import random
 import tempfile
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 
 class CpuSlots:
@@ -114,3 +114,76 @@ class BatchProfile:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+# A batch shorter than this tells its siblings nothing: timing noise decides whether
+# a few microseconds of work look CPU-bound (one in a few hundred do not).
+SHARED_VERDICT_MIN_S = 0.001
+
+
+class CpuGovernor:
+    """One worker's use of its pool's CPU slots: holds a slot while its batches are
+    CPU-bound, lets it go otherwise, and waits for one (holding no jobs) when its
+    jobs are CPU-bound and every slot is taken.
+
+    Whether the last batch was mostly CPU is None while not measured (new, or back
+    from idle, see ``forget``): then the worker goes by its siblings' latest verdict,
+    and without one counts as CPU-bound, so that the idle children one blast wakes
+    do not all claim at once. Without slots (a lone worker) it measures nothing.
+    """
+
+    def __init__(self, slots: Optional[CpuSlots]) -> None:
+        self.slots = slots
+        self.cpu_bound: Optional[bool] = None
+        self._profile: Optional[BatchProfile] = None
+
+    def open(self) -> None:
+        """In the thread that runs the batches, after any fork."""
+        if self.slots is not None:
+            self._profile = BatchProfile()
+
+    def close(self) -> None:
+        if self._profile is not None:
+            self._profile.close()
+
+    def before_claim(
+        self, settle: Callable[[], None], wait: Callable[[Callable[[], None]], object]
+    ) -> None:
+        """Take or let go of a slot before claiming. Before waiting for one,
+        ``settle()`` sends what ran, so its jobs are not held meanwhile; ``wait(f)``
+        blocks in ``f`` in a way a stop signal ends."""
+        slots = self.slots
+        if slots is None:
+            return
+        cpu_bound = self.cpu_bound
+        if cpu_bound is None:
+            cpu_bound = slots.last_verdict()
+        if cpu_bound is False:
+            slots.release()
+            return
+        if slots.try_acquire():
+            return
+        settle()
+        wait(slots.acquire)
+
+    def batch_started(self) -> None:
+        if self._profile is not None:
+            self._profile.start()
+
+    def batch_ran(self, batch_s: float) -> None:
+        """Note whether the batch that ran for ``batch_s`` was CPU-bound, and tell
+        the siblings when it ran long enough to say."""
+        if self._profile is None or self.slots is None:
+            return
+        self.cpu_bound = self._profile.cpu_bound()
+        if batch_s >= SHARED_VERDICT_MIN_S:
+            self.slots.note_verdict(self.cpu_bound)
+
+    def idle(self) -> None:
+        """Nothing to claim: let the slot go, and measure the next jobs afresh
+        (they may be of another kind)."""
+        if self.slots is not None:
+            self.slots.release()
+
+    def forget(self) -> None:
+        self.cpu_bound = None

@@ -4,7 +4,10 @@ loop never waits on Redis.
 
 The loop only queues what it learnt (which worker died, which job it was running
 and why it died); this thread sends the release calls and retries until Redis
-takes them, logging an outage once. Anything still unsent when the master stops
+takes them, logging an outage once. It does its I/O (Redis, logging) only while
+holding ``fork_gate``, which the master takes before each fork: a child forked
+while another thread holds a process-wide lock (stderr's buffer, the resolver's)
+would inherit it held, and hang on its first log line. Anything still unsent when the master stops
 comes back when the leases expire: a reaper takes them then.
 """
 
@@ -71,6 +74,7 @@ class HandBacks(threading.Thread):
         self._client: Optional[redis.Redis] = None
         self._closing = threading.Event()
         self._deadline = float("inf")
+        self.fork_gate = threading.Lock()
 
     def put(self, hand_back: HandBack) -> None:
         """Only enqueues: called from the supervision loop."""
@@ -98,7 +102,8 @@ class HandBacks(threading.Thread):
                         return
         finally:
             if self._client is not None:
-                self._client.close()
+                with self.fork_gate:
+                    self._client.close()
 
     def _give_up(self, item: HandBack) -> None:
         left = [item]
@@ -106,30 +111,38 @@ class HandBacks(threading.Thread):
             more = self._todo.get_nowait()
             if more is not None:
                 left.append(more)
-        log.warning(
-            "master: Redis unavailable; the jobs of %s come back when their leases expire",
-            ", ".join(h.worker_id for h in left),
-        )
+        with self.fork_gate:
+            log.warning(
+                "master: Redis unavailable; the jobs of %s come back when their leases expire",
+                ", ".join(h.worker_id for h in left),
+            )
 
     def _send(self, item: HandBack) -> bool:
         """Send one hand-back; False if it must be tried again (after a backoff)."""
+        with self.fork_gate:
+            delay = self._try(item)
+        if delay is None:
+            return True
+        if self._closing.is_set():  # stopping: a last few tries, close together
+            time.sleep(min(delay, 0.2))
+        else:
+            self._closing.wait(delay)
+        return False
+
+    def _try(self, item: HandBack) -> Optional[float]:
+        """One try; None when done, else how long to back off."""
         try:
             if self._client is None:
                 self._client = self.connect()
             self.release(self._client, item)
         except REDIS_ERRORS as exc:
             try:
-                delay = self.outage.failed(exc)
+                return self.outage.failed(exc)
             except REDIS_ERRORS:  # a bug: never let it take the master down
                 log.exception("master: could not hand back the jobs of %s", item.worker_id)
-                return True
-            if self._closing.is_set():  # stopping: a last few tries, close together
-                time.sleep(min(delay, 0.2))
-            else:
-                self._closing.wait(delay)
-            return False
+                return None
         self.outage.recovered()
-        return True
+        return None
 
     def release(self, client: redis.Redis, item: HandBack) -> None:
         """The release calls of one hand-back (each is idempotent: only jobs the

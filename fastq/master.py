@@ -296,7 +296,8 @@ class Master:
             slot = self.free_slots()[-1]  # from the end: workers take them from the start
             self.board.slot(slot).reset()
             child = self.spawn(lambda: self.reaper_main(slot), "reaper")
-            child.slot = slot
+            if child is not None:
+                child.slot = slot
 
     def manage_workers(self) -> None:
         active = sorted(
@@ -315,29 +316,42 @@ class Master:
                 missing - len(free),
             )
         for slot in free[:missing]:
-            self.spawn_worker(slot)
+            if not self.spawn_worker(slot):
+                return  # the next turn of the loop
 
     def free_slots(self) -> list[int]:
         used = {c.slot for c in self.children.values()}
         return [i for i in range(self.board.slots) if i not in used]
 
-    def spawn_worker(self, slot: int) -> None:
+    def spawn_worker(self, slot: int) -> bool:
         self.spawned += 1
         worker_id = f"{socket.gethostname()}:{self.pid}:w{slot}.{self.spawned}"
         self.board.slot(slot).reset()
         child = self.spawn(lambda: self.worker_main(slot, worker_id), "worker")
+        if child is None:
+            return False
         child.slot, child.worker_id = slot, worker_id
+        return True
 
-    def spawn(self, main: Callable[[], None], kind: str) -> Child:
+    def spawn(self, main: Callable[[], None], kind: str) -> Optional[Child]:
+        """Fork a child running ``main``; None (try again at the next turn of the
+        loop) while the hand-back thread is doing I/O."""
+        # A child forked while that thread holds a process-wide lock would inherit it
+        # held: no fork until it is parked.
+        if not self.hand_backs.fork_gate.acquire(blocking=False):
+            return None
         # Until the child has reset its handlers it would run the master's, which
         # only enqueue into its copy of the master's queue: a SIGTERM sent right
         # after the fork would be lost. Blocked, it waits for the child instead.
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
-        pid = os.fork()
-        if pid == 0:
-            set_process_name(f"fastq-{kind}")
-            self.child_main(main)
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                set_process_name(f"fastq-{kind}")
+                self.child_main(main)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+            self.hand_backs.fork_gate.release()
         log.info("master %d: spawned %s %d", self.pid, kind, pid)
         child = Child(pid, kind)
         self.children[pid] = child

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import threading
 import time
 from typing import Any, Iterator
 
@@ -57,6 +58,7 @@ def fake_os(monkeypatch: pytest.MonkeyPatch) -> FakeOS:
 class RecordedHandBacks:
     def __init__(self) -> None:
         self.queued: list[HandBack] = []
+        self.fork_gate = threading.Lock()
 
     def put(self, hand_back: HandBack) -> None:
         self.queued.append(hand_back)
@@ -175,6 +177,14 @@ def test_a_silent_child_gets_sigterm_then_sigkill(
     child.term_sent_at -= KILL_GRACE_S + 0.1
     master.murder_stuck()
     assert fake_os.kills[-1] == (child.pid, signal.SIGKILL) and child.killed
+
+
+def test_no_fork_while_the_hand_back_thread_does_io(master: Master, fake_os: FakeOS) -> None:
+    with master.hand_backs.fork_gate:
+        master.manage_children()
+        assert not master.children  # postponed to the next turn of the loop
+    master.manage_children()
+    assert len(master.children) == 3
 
 
 def test_a_signal_handler_only_enqueues(master: Master, fake_os: FakeOS) -> None:

@@ -1,0 +1,70 @@
+"""What a worker does after a claim came back empty: a pure decision, unit-tested
+on its own.
+
+Queues are claimed in priority order. After a batch, the next claim goes to the
+first queue again; an empty claim moves on to the next queue. Once every queue
+came back empty in a row, the worker stops (stopping, or a burst worker with
+nothing scheduled) or sleeps until a wake-up, at most until the earliest due time
+any of the claims reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+
+@dataclass(frozen=True)
+class ClaimFrom:
+    """Claim next from ``queues[index]``."""
+
+    index: int
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Nothing to do and nothing to wait for: the worker exits its loop."""
+
+
+@dataclass(frozen=True)
+class Sleep:
+    """Wait for a wake-up for at most ``seconds`` (until the next due job, or the
+    idle timeout), then claim from the first queue again."""
+
+    seconds: float
+
+
+Step = Union[ClaimFrom, Stop, Sleep]
+
+
+@dataclass
+class EmptyClaims:
+    """The empty claims since the last batch, across ``n_queues`` queues."""
+
+    n_queues: int
+    index: int = 0  # the queue to claim from next
+    in_a_row: int = 0
+    next_due_ms: int = -1  # earliest due time reported since the last batch; -1: none
+
+    def got_jobs(self) -> None:
+        """A batch came: start again from the first queue."""
+        self.index, self.in_a_row, self.next_due_ms = 0, 0, -1
+
+    def after_empty(
+        self, now_ms: int, next_due_ms: int, *, burst: bool, stopping: bool, idle_timeout_s: float
+    ) -> Step:
+        """The step after a claim of ``queues[index]`` came back empty at Redis time
+        ``now_ms``, reporting ``next_due_ms`` (-1: nothing scheduled)."""
+        if next_due_ms >= 0 and (self.next_due_ms < 0 or next_due_ms < self.next_due_ms):
+            self.next_due_ms = next_due_ms
+        self.in_a_row += 1
+        self.index = (self.index + 1) % self.n_queues
+        if self.in_a_row < self.n_queues:
+            return ClaimFrom(self.index)
+        due_ms = self.next_due_ms
+        self.got_jobs()  # after the stop or the sleep, a fresh round from the first queue
+        if stopping or (burst and due_ms < 0):
+            return Stop()
+        if due_ms < 0:
+            return Sleep(idle_timeout_s)
+        return Sleep(min(idle_timeout_s, max(due_ms - now_ms, 1) / 1000.0))

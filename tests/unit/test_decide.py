@@ -1,0 +1,64 @@
+"""The worker's decision after an empty claim, without Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+from fastq.decide import ClaimFrom, EmptyClaims, Sleep, Stop
+
+
+def empty(claims: EmptyClaims, due_ms: int = -1, **kw: object) -> object:
+    options = {"burst": False, "stopping": False, "idle_timeout_s": 5.0}
+    options.update(kw)
+    return claims.after_empty(1_000_000, due_ms, **options)  # type: ignore[arg-type]
+
+
+def test_an_empty_queue_moves_on_to_the_next_until_every_queue_was_empty() -> None:
+    claims = EmptyClaims(3)
+    assert empty(claims) == ClaimFrom(1)
+    assert empty(claims) == ClaimFrom(2)
+    assert empty(claims) == Sleep(5.0)
+    assert claims.index == 0  # the next round starts from the first queue
+
+
+def test_a_batch_starts_again_from_the_first_queue() -> None:
+    claims = EmptyClaims(3)
+    assert empty(claims) == ClaimFrom(1)
+    claims.got_jobs()
+    assert empty(claims) == ClaimFrom(1)  # two more empty claims before any sleep
+    assert empty(claims) == ClaimFrom(2)
+
+
+def test_it_sleeps_until_the_earliest_due_job_any_queue_reported() -> None:
+    claims = EmptyClaims(2)
+    assert empty(claims, due_ms=1_000_900) == ClaimFrom(1)
+    assert empty(claims, due_ms=1_000_250) == Sleep(0.25)
+    assert empty(claims, due_ms=1_000_900) == ClaimFrom(1)  # a new round forgot 250
+    assert empty(claims, due_ms=-1) == Sleep(0.9)
+
+
+def test_a_job_due_now_or_past_is_claimed_after_a_millisecond() -> None:
+    assert empty(EmptyClaims(1), due_ms=999_000) == Sleep(0.001)
+
+
+def test_the_idle_timeout_bounds_a_far_due_time() -> None:
+    assert empty(EmptyClaims(1), due_ms=9_000_000) == Sleep(5.0)
+
+
+@pytest.mark.parametrize(
+    ("burst", "stopping", "due_ms", "step"),
+    [
+        (True, False, -1, Stop()),
+        (True, False, 1_000_500, Sleep(0.5)),  # a burst worker waits for a job due soon
+        (False, True, 1_000_500, Stop()),
+        (False, False, -1, Sleep(5.0)),
+    ],
+)
+def test_stop_or_sleep(burst: bool, stopping: bool, due_ms: int, step: object) -> None:
+    assert empty(EmptyClaims(1), due_ms=due_ms, burst=burst, stopping=stopping) == step
+
+
+def test_no_stop_before_every_queue_was_tried() -> None:
+    claims = EmptyClaims(2)
+    assert empty(claims, burst=True, stopping=True) == ClaimFrom(1)
+    assert empty(claims, burst=True, stopping=True) == Stop()
