@@ -20,7 +20,7 @@ from typing import Callable, Optional
 
 import redis
 
-from fastq import scripts
+from fastq.contracts import EXTEND
 from fastq.keys import QueueKeys
 
 log = logging.getLogger("fastq.worker")
@@ -155,8 +155,8 @@ class Heartbeat(threading.Thread):
             if self.client is None:
                 self.client = self.connect()
             for k in self.keys:
-                argv = [self.worker_id, self.lease_ms]
-                scripts.call(self.client, scripts.EXTEND, k.extend_keys(self.worker_id), argv)
+                argv = EXTEND.argv(self.worker_id, self.lease_ms)
+                EXTEND.call(self.client, EXTEND.keys_for(k, self.worker_id), argv)
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             # the main loop sees the outage too; a reaper may take the leases back
             log.warning("worker %s: could not extend leases: %s", self.worker_id, exc)

@@ -19,6 +19,7 @@ COUNTERS = (
     "broken",
     "stalled",
     "orphaned",
+    "interrupted",
     "stale_acks",
 )
 

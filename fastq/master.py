@@ -27,6 +27,7 @@ import redis
 
 from fastq import scripts
 from fastq.app import App
+from fastq.contracts import RELEASE, ReleaseMode
 from fastq.cpuslots import CpuSlots
 from fastq.heartbeat import HeartbeatBoard
 from fastq.reaper import Reaper
@@ -430,20 +431,15 @@ class Master:
             if self._client is None:
                 self._client = self.app.new_client(retries=1)
             for index, queue in enumerate(self.config.queues):
-                keys = self.app.keys(queue).release_keys(child.worker_id)
-                base = [child.worker_id]
+                keys = RELEASE.keys_for(self.app.keys(queue), child.worker_id)
+                wid, max_stalls = child.worker_id, self.app.max_stalls
                 if running is not None and running[0] == index:
                     stalled = [] if running[1] is None else [running[1]]
-                    scripts.call(
-                        self._client,
-                        scripts.RELEASE,
-                        keys,
-                        [*base, "stalled", self.app.max_stalls, *stalled],
-                    )
-                mode = "orphaned" if crashed else "unstarted"
-                moved = scripts.call(
-                    self._client, scripts.RELEASE, keys, [*base, mode, self.app.max_stalls]
-                )
+                    argv = RELEASE.argv(wid, ReleaseMode.STALLED, max_stalls, stalled)
+                    RELEASE.call(self._client, keys, argv).log_buried(log, queue)
+                mode = ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED
+                argv = RELEASE.argv(wid, mode, max_stalls)
+                moved = RELEASE.call(self._client, keys, argv).moved
                 if moved:
                     log.warning(
                         "master %d: %d jobs of %s handed back to %s",

@@ -12,7 +12,7 @@
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
 -- ARGV[3] n_failed          attempts in this batch that raised or failed
--- then four sections, each a count followed by its records:
+-- ARGV[4..] sections        four sections, each a count followed by its records:
 --   done    id                      -> deleted
 --   retry   id, delay_ms, envelope  -> scheduled at now + delay, envelope updated
 --   dead    id, envelope            -> dead set, envelope updated with the error

@@ -12,7 +12,7 @@
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
 --
--- ARGV[1] worker id
+-- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
 -- ARGV[3] lease_ms      lease length
 -- ARGV[4] promote_max   due scheduled jobs to promote at most in this call

@@ -4,7 +4,7 @@
 -- KEYS[1] leases     zset   worker id -> deadline (ms) of every lease it holds
 -- KEYS[2] held       set    ids this worker holds leases on
 --
--- ARGV[1] worker id
+-- ARGV[1] worker_id
 -- ARGV[2] lease_ms   new deadline = now + lease_ms
 --
 -- Returns how many jobs the extended lease covers (0 when the worker holds none).

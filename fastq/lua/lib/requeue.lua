@@ -9,13 +9,17 @@ end
 
 -- requeue_stalled: count a stall against each id (its holder died or its lease
 -- expired); past max_stalls it is a poison job and goes to the dead set, else
--- back to the front. k holds the key names. Returns requeued, buried.
-local function requeue_stalled(ids, now, max_stalls, k)
+-- back to the front. k holds the key names. Appends each buried id and the reason
+-- to `buried_out`. Returns requeued, buried.
+local function requeue_stalled(ids, now, max_stalls, k, buried_out)
     local back, buried = {}, 0
     for i = 1, #ids do
         local id = ids[i]
         local stalls = redis.call('HINCRBY', k.stalls, id, 1)
         if stalls > max_stalls then
+            buried_out[#buried_out + 1] = id
+            buried_out[#buried_out + 1] = 'stalled ' .. stalls .. ' times: its worker died or hung'
+                .. ' while running it (poison job?)'
             local env = redis.call('HGET', k.jobs, id)
             if env and string.sub(env, -1) == '}' then
                 -- appended, not re-encoded: cjson would turn [] into {}
