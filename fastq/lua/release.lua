@@ -1,3 +1,5 @@
+#!lua flags=allow-oom
+--! include args
 --! include requeue
 --! include sentinel
 -- release: hand a worker's leased jobs back to the front of the queue.
@@ -31,17 +33,15 @@
 --
 -- Only ids this worker still holds move. Returns {moved, buried_id1, reason1, ...}:
 -- the poison jobs this call sent to the dead set, each with why.
+-- allow-oom: handing jobs back frees a worker's hold; it must work over maxmemory.
 
-local worker = ARGV[1]
+local worker = arg_worker('release', 1)
 local mode = ARGV[2]
-local max_stalls = tonumber(ARGV[3])
 local MODES = {unstarted = true, orphaned = true, stalled = true, expired = true, interrupted = true}
 if not MODES[mode] then
     error('release: unknown mode ' .. tostring(mode))
 end
-if not max_stalls or max_stalls < 0 then
-    error('release: max_stalls must be a number >= 0, not ' .. tostring(ARGV[3]))
-end
+local max_stalls = arg_int('release', 3, 'max_stalls', 0)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import orjson
 import pytest
@@ -326,3 +327,30 @@ def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> 
     ack(r, k, "w1", Outcomes(dead=[(b"j5", env("j5"))]), max_age_ms=3_600_000, max_len=100)
     assert r.zscore(k.dead, "j0-old") is None and not r.hexists(k.jobs, "j0-old")
     assert r.hget(k.stats, "dead") == b"6"
+
+
+@pytest.mark.parametrize(
+    ("contract", "argv", "message"),
+    [
+        (CLAIM, ["w1", "x", 60_000, 100], "n"),
+        (CLAIM, ["w1", 2, 0, 100], "lease_ms"),
+        (CLAIM, ["", 2, 60_000, 100], "worker_id"),
+        (EXTEND, ["w1", "soon"], "lease_ms"),
+        (REAP, [0, 10**9, 1000], "limit"),
+        (RELEASE, ["w1", "stalled", -1, "a"], "max_stalls"),
+        (ACK, [10**9, 1000, 0, 1, "a", 0, 0], "section 4"),  # a section missing
+        (ACK, [10**9, 1000, 0, 9, "a", 0, 0, 0], "section 1"),  # a count too large
+        (ACK, [10**9, 1000, 0, 1, "a", 0, 0, 0, "extra"], "sections hold"),
+        (ACK, [10**9, 1000, 0, 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
+    ],
+)
+def test_bad_argv_is_refused_before_any_write(
+    r: redis.Redis, namespace: str, contract: Any, argv: list[Any], message: str
+) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a", "b", "c"])
+    claim(r, k, "w1", 2)
+    before = {key: r.dump(key) for key in namespace_keys(r, namespace)}
+    with pytest.raises(redis.ResponseError, match=message):
+        contract.call(r, contract.keys_for(k, "w1"), argv)
+    assert {key: r.dump(key) for key in namespace_keys(r, namespace)} == before
