@@ -157,7 +157,7 @@ class _Claim(Contract[ClaimReply]):
 
 
 class _Ack(Contract[int]):
-    keys = ("jobs", "stalls", "held", "scheduled", "dead", "broken", "stats")
+    keys = ("jobs", "stalls", "held", "scheduled", "dead", "broken", "stats", "poison")
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
     argv_rest = "sections"
 
@@ -210,7 +210,7 @@ class ReleaseReply:
 
 
 class _Release(Contract[ReleaseReply]):
-    keys = ("ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls")
+    keys = ("ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison")
     argv_names = ("worker_id", "mode", "max_stalls")
     argv_rest = "ids"
 
@@ -256,7 +256,7 @@ class ReapReply:
 
 
 class _Reap(Contract[ReapReply]):
-    keys = ("ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio")
+    keys = ("ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison")
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 
     def argv(self, limit: int, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:

@@ -74,6 +74,11 @@ class QueueKeys:
         return self.key("dead")
 
     @property
+    def poison(self) -> str:
+        """Dead id -> why it died when no worker could say (it stalled too often)."""
+        return self.key("poison")
+
+    @property
     def broken(self) -> str:
         return self.key("broken")
 

@@ -10,6 +10,7 @@
 -- KEYS[5] dead       zset   id -> time of death (ms)
 -- KEYS[6] broken     hash   id -> why it could not run (the raw payload stays in jobs)
 -- KEYS[7] stats      hash   counters
+-- KEYS[8] poison     hash   dead id -> why it died when no worker could say
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -135,6 +136,6 @@ if stale > 0 then
 end
 
 if #dead > 0 then
-    trim_dead(KEYS[5], KEYS[1], now, dead_max_age, dead_max_len)
+    trim_dead(KEYS[5], KEYS[1], KEYS[8], now, dead_max_age, dead_max_len)
 end
 return applied

@@ -12,6 +12,8 @@
 -- KEYS[6] jobs       hash   id -> envelope
 -- KEYS[7] dead       zset   id -> time of death (ms)
 -- KEYS[8] stalls     hash   id -> times its worker died running it
+-- KEYS[9] poison     hash   dead id -> why it died (stalled too often); the
+--                           envelope is never rewritten here
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -85,7 +87,8 @@ end
 
 local out = {#mine}
 if mode == 'stalled' or mode == 'expired' then
-    local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8]}
+    local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
+        poison = KEYS[9]}
     requeue_stalled(mine, now, max_stalls, k, out)
 else
     push_front(KEYS[1], mine)

@@ -23,6 +23,7 @@ from fastq.contracts import (
     ReleaseMode,
     ReleaseReply,
 )
+from fastq.introspect import get_job
 from fastq.keys import QueueKeys
 
 
@@ -181,11 +182,18 @@ def test_a_job_that_keeps_stalling_goes_dead_as_poison(r: redis.Redis, namespace
         claim(r, k, f"w{round_}", 1)
         release(r, k, f"w{round_}", ReleaseMode.STALLED, ["poison"], max_stalls=2)
     assert r.zscore(k.dead, "poison") is not None
-    dead_env = orjson.loads(r.hget(k.jobs, "poison"))
-    assert dead_env["args"] == [] and "stalled 3 times" in dead_env["stall_error"]
+    assert r.hget(k.jobs, "poison") == env("poison")  # the envelope is left as it is
+    assert b"stalled 3 times" in r.hget(k.poison, "poison")
+    info = get_job(r, k, "poison")
+    assert info is not None and info.state == "dead"
+    assert info.last_error is not None and "stalled 3 times" in info.last_error
+    assert info.failed_at == r.zscore(k.dead, "poison") / 1000
     assert r.hget(k.stats, "stalled") == b"3" and r.hget(k.stats, "dead") == b"1"
     assert claimed_ids(claim(r, k, "w9", 10)) == ["fine"]
     assert r.hlen(k.stalls) == 0
+    # trimmed from the dead set: its poison record goes with it
+    REAP.call(r, REAP.keys_for(k), REAP.argv(1000, 10**9, 0))
+    assert not r.exists(k.poison) and not r.hexists(k.jobs, "poison")
 
 
 def test_release_reports_the_poison_jobs_it_buried(r: redis.Redis, namespace: str) -> None:
