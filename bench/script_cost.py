@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq import scripts  # noqa: E402
 from fastq.batch import Outcomes  # noqa: E402
+from fastq.contracts import ACK, CLAIM  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 
 NO_LISTPACK = ["--hash-max-listpack-entries", "0", "--zset-max-listpack-entries", "0"]
@@ -61,17 +61,16 @@ def fastq_cost(n: int, batch: int) -> float:
         app = fastq.App(srv.url, namespace="cost")
         app.enqueue_many("noop", [(i,) for i in range(n)], queue="bench")
         keys = app.keys("bench")
+        claim_keys, ack_keys = CLAIM.keys_for(keys, "w"), ACK.keys_for(keys, "w")
         client = app.redis
         client.config_resetstat()
         while True:
-            reply = scripts.call(
-                client, scripts.CLAIM, keys.claim_keys("w"), ["w", batch, 60000, 1000]
-            )
-            ids = reply[2::2]
+            reply = CLAIM.call(client, claim_keys, CLAIM.argv("w", batch, 60000, 1000))
+            ids = reply.ids
             if not ids:
                 break
             argv = Outcomes(done=ids).ack_argv(10**9, 1000)
-            scripts.call(client, scripts.ACK, keys.ack_keys("w"), argv)
+            ACK.call(client, ack_keys, argv)
         cost = server_us(client) / n
         app.close()
         return cost

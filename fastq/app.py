@@ -13,6 +13,7 @@ from redis.retry import Retry as RedisRetry
 from fastq import scripts
 from fastq._accel import codec
 from fastq._version import __version__
+from fastq.contracts import ENQUEUE
 from fastq.errors import RedisUnavailable
 from fastq.introspect import JobInfo, get_job, queue_stats
 from fastq.job import ArgChecker, IdGenerator, JobDef, JobPolicy
@@ -254,14 +255,12 @@ class App:
     def _send(
         self, queue: str, priority: int, delay_ms: int, ids: Sequence[str], envs: Sequence[bytes]
     ) -> None:
-        keys = self.keys(queue).enqueue_keys()
+        keys = ENQUEUE.keys_for(self.keys(queue))
         commands = []
         for lo in range(0, len(ids), ENQUEUE_CHUNK):
-            argv: list[Any] = [priority, delay_ms]
-            for job_id, env in zip(ids[lo : lo + ENQUEUE_CHUNK], envs[lo : lo + ENQUEUE_CHUNK]):
-                argv.append(job_id)
-                argv.append(env)
-            commands.append((scripts.ENQUEUE, keys, argv))
+            hi = lo + ENQUEUE_CHUNK
+            argv = ENQUEUE.argv(priority, delay_ms, ids[lo:hi], envs[lo:hi])
+            commands.append(ENQUEUE.command(keys, argv))
         try:
             scripts.call_many(self.redis, commands)
             if queue not in self._known_queues:

@@ -14,6 +14,7 @@ from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
 from fastq import scripts
+from fastq.contracts import ACK, CLAIM, RELEASE, ClaimReply, ReleaseMode
 from fastq.keys import QueueKeys
 
 
@@ -28,10 +29,18 @@ class Outcomes:
     failed: int = 0
     unstarted: list[bytes] = field(default_factory=list)  # claimed, never run: hand back
     stalled: list[bytes] = field(default_factory=list)  # interrupted mid-run: hand back
+    # the job in hand at an operator's hard stop: back to the front, no stall counted
+    interrupted: list[bytes] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
-            self.done or self.retry or self.dead or self.broken or self.unstarted or self.stalled
+            self.done
+            or self.retry
+            or self.dead
+            or self.broken
+            or self.unstarted
+            or self.stalled
+            or self.interrupted
         )
 
     def merge(self, earlier: Outcomes) -> None:
@@ -42,46 +51,51 @@ class Outcomes:
         self.broken[:0] = earlier.broken
         self.unstarted[:0] = earlier.unstarted
         self.stalled[:0] = earlier.stalled
+        self.interrupted[:0] = earlier.interrupted
         self.failed += earlier.failed
 
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
     def ack_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        argv: list[Any] = [dead_max_age_ms, dead_max_len, self.failed]
-        argv.append(len(self.done))
-        argv.extend(self.done)
-        argv.append(len(self.retry))
-        for job_id, delay_ms, env in self.retry:
-            argv += (job_id, delay_ms, env)
-        argv.append(len(self.dead))
-        for job_id, env in self.dead:
-            argv += (job_id, env)
-        argv.append(len(self.broken))
-        for job_id, reason in self.broken:
-            argv += (job_id, reason)
-        return argv
+        """The ARGV of an ack of these outcomes."""
+        return ACK.argv(
+            dead_max_age_ms,
+            dead_max_len,
+            self.failed,
+            self.done,
+            self.retry,
+            self.dead,
+            self.broken,
+        )
+
+    def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:
+        """The jobs to hand back, by release mode."""
+        return (
+            (ReleaseMode.UNSTARTED, self.unstarted),
+            (ReleaseMode.STALLED, self.stalled),
+            (ReleaseMode.INTERRUPTED, self.interrupted),
+        )
 
 
 @dataclass
 class Claim:
-    """What a claim call returned: the reply holds ``id, envelope`` pairs from
-    index 2 on."""
+    """What a claim call returned, for one queue."""
 
     queue: str
-    reply: list[Any]
+    reply: ClaimReply
 
     @property
     def now_ms(self) -> int:
-        return int(self.reply[0])
+        return self.reply.now_ms
 
     @property
     def next_due_ms(self) -> int:
         """Earliest due time of a scheduled job, or -1 when none is scheduled."""
-        return int(self.reply[1])
+        return self.reply.next_due_ms
 
     def __len__(self) -> int:
-        return (len(self.reply) - 2) // 2
+        return len(self.reply)
 
 
 class Request:
@@ -117,7 +131,9 @@ class Request:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        return Claim(self.claim_queue, replies[-1]) if self.claim_queue is not None else None
+        if self.claim_queue is None:
+            return None
+        return Claim(self.claim_queue, CLAIM.parse(replies[-1]))
 
 
 class RoundTrip:
@@ -145,9 +161,9 @@ class RoundTrip:
         self.dead_max_len = dead_max_len
         self.max_stalls = max_stalls
         self.promote_max = promote_max
-        self._ack_keys = {q: k.ack_keys(worker_id) for q, k in self.keys.items()}
-        self._claim_keys = {q: k.claim_keys(worker_id) for q, k in self.keys.items()}
-        self._release_keys = {q: k.release_keys(worker_id) for q, k in self.keys.items()}
+        self._ack_keys = {q: ACK.keys_for(k, worker_id) for q, k in self.keys.items()}
+        self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
+        self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
         # ours alone, outside the pool: replies are read in the order requests went out
         # (typed Any: redis-py's Connection methods carry no annotations)
         self._conn: Any = client.connection_pool.make_connection()
@@ -169,7 +185,7 @@ class RoundTrip:
             )
             self._conn.connect()  # a refused connection sent nothing
             if not self.may_hold_leases:
-                self.may_hold_leases = any(c[0] is scripts.CLAIM for c in commands)
+                self.may_hold_leases = any(c[0] is CLAIM.script for c in commands)
             self._conn.send_packed_command([packed])
         except BaseException:
             self._conn.disconnect()
@@ -206,7 +222,8 @@ class RoundTrip:
         release_all: bool = False,
     ) -> Request:
         """Write (without waiting) the acks of ``outcomes``, the hand-back of their
-        unstarted/stalled jobs, then a claim of up to ``n`` jobs of ``claim = (queue, n)``.
+        unstarted/stalled/interrupted jobs, then a claim of up to ``n`` jobs of
+        ``claim = (queue, n)``.
 
         ``release_all`` also hands back every lease this worker still holds after
         the acks: after a lost reply it may hold leases on jobs it never saw.
@@ -216,19 +233,19 @@ class RoundTrip:
         for queue, out in outcomes.items():
             if out.count() or out.failed:
                 argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len)
-                commands.append((scripts.ACK, self._ack_keys[queue], argv))
-            for mode, ids in (("unstarted", out.unstarted), ("stalled", out.stalled)):
+                commands.append(ACK.command(self._ack_keys[queue], argv))
+            for mode, ids in out.releases():
                 if ids:
-                    argv = [wid, mode, self.max_stalls, *ids]
-                    commands.append((scripts.RELEASE, self._release_keys[queue], argv))
+                    argv = RELEASE.argv(wid, mode, self.max_stalls, ids)
+                    commands.append(RELEASE.command(self._release_keys[queue], argv))
         if release_all:
             for queue in self.keys:
-                argv = [wid, "unstarted", self.max_stalls]
-                commands.append((scripts.RELEASE, self._release_keys[queue], argv))
+                argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)
+                commands.append(RELEASE.command(self._release_keys[queue], argv))
         if claim is not None:
             queue, n = claim
-            argv = [wid, n, self.lease_ms, self.promote_max]
-            commands.append((scripts.CLAIM, self._claim_keys[queue], argv))
+            argv = CLAIM.argv(wid, n, self.lease_ms, self.promote_max)
+            commands.append(CLAIM.command(self._claim_keys[queue], argv))
         if commands:
             self.write(commands)
         return Request(self, commands, outcomes, claim[0] if claim is not None else None)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 import redis
 
-from fastq import scripts
+from fastq.contracts import RELEASE, ReleaseMode
 from fastq.redis_faults import REDIS_ERRORS, Outage
 
 if TYPE_CHECKING:
@@ -40,15 +40,15 @@ class HandBack:
 
     ``running``: the queue index and id of the job it was running, if any (None
     as the id: too long to note). ``running_mode``: how that job goes back:
-    'stalled' (the child died or hung running it) or 'interrupted' (the operator
+    STALLED (the child died or hung running it) or INTERRUPTED (the operator
     hard-stopped the pool). ``rest_mode``: how its other leases go back:
-    'orphaned' (it crashed) or 'unstarted'.
+    ORPHANED (it crashed) or UNSTARTED.
     """
 
     worker_id: str
     running: Optional[tuple[int, Optional[bytes]]]
-    running_mode: str
-    rest_mode: str
+    running_mode: ReleaseMode
+    rest_mode: ReleaseMode
 
 
 class HandBacks(threading.Thread):
@@ -147,16 +147,15 @@ class HandBacks(threading.Thread):
     def release(self, client: redis.Redis, item: HandBack) -> None:
         """The release calls of one hand-back (each is idempotent: only jobs the
         worker still holds move, so a resend after a lost reply moves nothing)."""
-        max_stalls = self.app.max_stalls
+        wid, max_stalls = item.worker_id, self.app.max_stalls
         for index, queue_name in enumerate(self.queues):
-            keys = self.app.keys(queue_name).release_keys(item.worker_id)
+            keys = RELEASE.keys_for(self.app.keys(queue_name), wid)
             running = item.running
             # an id the slot could not hold is not guessed at: no innocent job counts a stall
             if running is not None and running[0] == index and running[1] is not None:
-                argv = [item.worker_id, item.running_mode, max_stalls, running[1]]
-                scripts.call(client, scripts.RELEASE, keys, argv)
-            argv = [item.worker_id, item.rest_mode, max_stalls]
-            moved = scripts.call(client, scripts.RELEASE, keys, argv)
+                argv = RELEASE.argv(wid, item.running_mode, max_stalls, [running[1]])
+                RELEASE.call(client, keys, argv).log_buried(log, queue_name)
+            moved = RELEASE.call(client, keys, RELEASE.argv(wid, item.rest_mode, max_stalls)).moved
             if moved:
                 log.warning(
                     "master: %d jobs of %s handed back to %s", moved, item.worker_id, queue_name

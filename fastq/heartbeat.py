@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 import redis
 
-from fastq import scripts
+from fastq.contracts import EXTEND
 from fastq.keys import QueueKeys
 from fastq.redis_faults import REDIS_ERRORS, Outage
 
@@ -180,8 +180,8 @@ class LeaseKeeper(threading.Thread):
             if self.client is None:
                 self.client = self.connect()
             for k in self.keys:
-                argv = [self.worker_id, self.lease_ms]
-                scripts.call(self.client, scripts.EXTEND, k.extend_keys(self.worker_id), argv)
+                argv = EXTEND.argv(self.worker_id, self.lease_ms)
+                EXTEND.call(self.client, EXTEND.keys_for(k, self.worker_id), argv)
         except REDIS_ERRORS as exc:
             try:
                 delay = self.outage.failed(exc)

@@ -19,6 +19,7 @@ COUNTERS = (
     "broken",
     "stalled",
     "orphaned",
+    "interrupted",
     "stale_acks",
 )
 
@@ -84,9 +85,10 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     pipe.zscore(keys.dead, job_id)
     pipe.hget(keys.broken, job_id)
     pipe.hget(keys.stalls, job_id)
+    pipe.hget(keys.poison, job_id)
     for holder, _ in leases:
         pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, *held = pipe.execute()
+    raw, due, died, broken, stalls, poison, *held = pipe.execute()
     if raw is None:
         return None
     worker, lease_until = next(
@@ -125,8 +127,9 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         due_at=_seconds(due),
         lease_until=_seconds(lease_until),
         worker=worker,
-        failed_at=_seconds(env.get("failed_at") or (died if died is not None else None)),
-        last_error=env.get("stall_error") or env.get("error"),
+        # a poison job died when its last stall was counted, whatever failed before
+        failed_at=_seconds(died if poison is not None else env.get("failed_at") or died),
+        last_error=poison.decode("utf-8", "replace") if poison is not None else env.get("error"),
         traceback=env.get("traceback"),
         broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
         raw=raw,

@@ -2,7 +2,7 @@
 
 Every key of queue ``q`` carries the hash tag ``{q}`` so that each Lua script
 touches a single Redis Cluster slot. Scripts never build key names: they get
-every key they touch through KEYS, in the order the ``*_keys`` methods give.
+every key they touch through KEYS, in the order ``fastq.contracts`` declares.
 """
 
 from __future__ import annotations
@@ -74,6 +74,11 @@ class QueueKeys:
         return self.key("dead")
 
     @property
+    def poison(self) -> str:
+        """Dead id -> why it died when no worker could say (it stalled too often)."""
+        return self.key("poison")
+
+    @property
     def broken(self) -> str:
         return self.key("broken")
 
@@ -88,58 +93,3 @@ class QueueKeys:
     def held(self, worker_id: str) -> str:
         """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")
-
-    # KEYS lists, in the order each script's header documents.
-
-    def enqueue_keys(self) -> list[str]:
-        return [self.jobs, self.ready, self.prio, self.scheduled, self.stats, self.wake]
-
-    def claim_keys(self, worker_id: str) -> list[str]:
-        return [
-            self.ready,
-            self.prio,
-            self.jobs,
-            self.leases,
-            self.scheduled,
-            self.held(worker_id),
-            self.stats,
-            self.wake,
-        ]
-
-    def ack_keys(self, worker_id: str) -> list[str]:
-        return [
-            self.jobs,
-            self.stalls,
-            self.held(worker_id),
-            self.scheduled,
-            self.dead,
-            self.broken,
-            self.stats,
-        ]
-
-    def release_keys(self, worker_id: str) -> list[str]:
-        return [
-            self.ready,
-            self.leases,
-            self.held(worker_id),
-            self.stats,
-            self.wake,
-            self.jobs,
-            self.dead,
-            self.stalls,
-        ]
-
-    def extend_keys(self, worker_id: str) -> list[str]:
-        return [self.leases, self.held(worker_id)]
-
-    def reap_keys(self) -> list[str]:
-        return [
-            self.ready,
-            self.leases,
-            self.jobs,
-            self.dead,
-            self.stats,
-            self.wake,
-            self.scheduled,
-            self.prio,
-        ]

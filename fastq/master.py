@@ -26,6 +26,7 @@ import psutil
 
 from fastq import scripts
 from fastq.app import App
+from fastq.contracts import ReleaseMode
 from fastq.cpuslots import CpuSlots
 from fastq.handback import CALL_TIMEOUT_S, HandBack, HandBacks
 from fastq.heartbeat import HeartbeatBoard
@@ -458,8 +459,8 @@ class Master:
             HandBack(
                 worker_id=child.worker_id,
                 running=None if running is None else (running[0], running[1]),
-                running_mode="interrupted" if self.hard_stopping else "stalled",
-                rest_mode="orphaned" if crashed else "unstarted",
+                running_mode=ReleaseMode.INTERRUPTED if self.hard_stopping else ReleaseMode.STALLED,
+                rest_mode=ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED,
             )
         )
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Optional
 
 import redis
 
-from fastq import scripts
+from fastq.contracts import REAP, RELEASE, ReleaseMode
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.redis_faults import REDIS_ERRORS, Outage
 
@@ -88,39 +88,37 @@ class Reaper:
         app = self.app
         for queue in self.queues():
             keys = app.keys(queue)
-            argv = [self.limit, app.dead_max_age_ms, app.dead_max_len]
+            argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
             called = time.monotonic()
-            promoted, next_deadline, next_due, *expired = scripts.call(
-                client, scripts.REAP, keys.reap_keys(), argv
-            )
+            reaped = REAP.call(client, REAP.keys_for(keys), argv)
             waited_s = time.monotonic() - called
             if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
                 log.warning("reaper: Redis took %.1f s to answer", waited_s)
                 self.take_back_after = time.monotonic() + LEASE_GRACE_S
+            promoted, expired = reaped.promoted, reaped.expired_workers
             if time.monotonic() < self.take_back_after:
                 expired = []  # a grace after an outage: see LEASE_GRACE_S
                 sleep_s = min(sleep_s, 0.5)
-            for raw_id in expired:
-                worker_id = raw_id.decode()
-                moved = scripts.call(
+            for worker_id in expired:
+                released = RELEASE.call(
                     client,
-                    scripts.RELEASE,
-                    keys.release_keys(worker_id),
-                    [worker_id, "expired", app.max_stalls],
+                    RELEASE.keys_for(keys, worker_id),
+                    RELEASE.argv(worker_id, ReleaseMode.EXPIRED, app.max_stalls),
                 )
-                if moved:
+                if released.moved:
                     log.warning(
                         "queue %s: the lease of worker %s expired; %d jobs taken back",
                         queue,
                         worker_id,
-                        moved,
+                        released.moved,
                     )
+                released.log_buried(log, queue)
             if promoted:
                 log.debug("queue %s: %d due jobs promoted", queue, promoted)
             if len(expired) >= self.limit or promoted >= self.limit:
                 sleep_s = 0.0  # more where that came from
             now_ms = time.time() * 1000
-            for due in (next_deadline, next_due):
+            for due in (reaped.next_deadline_ms, reaped.next_due_ms):
                 if due >= 0:
                     sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
         return sleep_s

@@ -27,16 +27,21 @@ class Script:
     @classmethod
     def from_package(cls, name: str) -> Script:
         """Read ``lua/<name>.lua``; each leading ``--! include X`` line pulls in
-        ``lua/lib/X.lua`` ahead of it (helpers shared by several verbs)."""
+        ``lua/lib/X.lua`` ahead of it (helpers shared by several verbs). A first
+        line ``#!lua flags=...`` (Redis 7 script flags) stays the first line."""
         lua = resources.files("fastq").joinpath("lua")
         body = lua.joinpath(f"{name}.lua").read_bytes()
+        shebang: list[bytes] = []
+        if body.startswith(b"#!"):
+            first, _, body = body.partition(b"\n")
+            shebang.append(first)
         parts = []
         for line in body.splitlines():
             if not line.startswith(b"--! include "):
                 break
             lib = line.split()[-1].decode()
             parts.append(lua.joinpath("lib", f"{lib}.lua").read_bytes())
-        source = b"\n".join([*parts, body])
+        source = b"\n".join([*shebang, *parts, body])
         return cls(name, source, hashlib.sha1(source).hexdigest())
 
     def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
@@ -44,13 +49,10 @@ class Script:
         return ["EVALSHA", self.sha, len(keys), *keys, *argv]
 
 
-ENQUEUE = Script.from_package("enqueue")
-CLAIM = Script.from_package("claim")
-ACK = Script.from_package("ack")
-RELEASE = Script.from_package("release")
-REAP = Script.from_package("reap")
-EXTEND = Script.from_package("extend")
-ALL = (ENQUEUE, CLAIM, ACK, RELEASE, REAP, EXTEND)
+# Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
+NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend")
+ALL = tuple(Script.from_package(name) for name in NAMES)
+BY_NAME = {script.name: script for script in ALL}
 
 
 def load_all(client: redis.Redis) -> None:

@@ -8,9 +8,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Optional
 
-import orjson
-
-from fastq._accel import backoff
+from fastq._accel import backoff, codec
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.job import JobPolicy
@@ -49,8 +47,8 @@ def settle_failure(
             delay_ms = (
                 int(exc.delay_s * 1000) if exc.delay_s is not None else _backoff_ms(policy, attempt)
             )
-            env.update(attempts=attempt, error="Retry requested")
-            out.retry.append((job_id, delay_ms, orjson.dumps(env)))
+            fields = {"attempts": attempt, "error": "Retry requested"}
+            out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         else:
             error = f"Retry requested after {attempt} attempts: retries exhausted"
             _bury(out, job_id, env, attempt, error, None)
@@ -73,8 +71,8 @@ def settle_failure(
             "job %s %s failed (attempt %d of %d), retrying in %.2fs: %s",
             name, shown_id, attempt, retries + 1, delay_ms / 1000, error,
         )  # fmt: skip
-        env.update(attempts=attempt, error=error, traceback=tb, failed_at=_now_ms())
-        out.retry.append((job_id, delay_ms, orjson.dumps(env)))
+        fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
+        out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         return
     log.error(
         "job %s %s failed after %d attempts, moved to dead: %s", name, shown_id, attempt, error
@@ -96,5 +94,5 @@ def _backoff_ms(policy: JobPolicy, attempt: int) -> int:
 def _bury(
     out: Outcomes, job_id: bytes, env: dict[str, Any], attempt: int, error: str, tb: Optional[str]
 ) -> None:
-    env.update(attempts=attempt, error=error, traceback=tb, failed_at=_now_ms())
-    out.dead.append((job_id, orjson.dumps(env)))
+    fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
+    out.dead.append((job_id, codec.update_envelope(env, fields)))

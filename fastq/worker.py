@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
-from fastq._accel import codec
 from fastq.batch import Claim, Outcomes, Request, RoundTrip
 from fastq.cpuslots import BatchProfile, CpuSlots
 from fastq.errors import Fail, FastqError, JobTimeout, Retry
@@ -459,7 +458,7 @@ class Worker:
                 with contextlib.suppress(*_REDIS_DOWN):
                     claim = self._answer(request)
                     if claim is not None:  # prefetched, never started: back to the front in order
-                        self._pending[claim.queue].unstarted.extend(claim.reply[2::2])
+                        self._pending[claim.queue].unstarted.extend(claim.reply.ids)
             while rt.may_hold_leases or any(self._pending.values()):
                 try:
                     # release_all: a reply lost to a signal may have left leases unseen
@@ -485,7 +484,7 @@ class Worker:
     # -- running a batch ---------------------------------------------------------
 
     def _run_batch(self, claim: Claim) -> None:
-        runnable, broken = codec.decode_claim(claim.reply, 2, self._registry)
+        runnable, broken = claim.reply.decode(self._registry)
         out = self._pending[claim.queue]
         for job_id, reason in broken:
             log.error(
@@ -523,9 +522,11 @@ class Worker:
                         done(job_id)
                     else:
                         settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
-        except BaseException:
-            # interrupted mid-job (hard stop, SystemExit): hand it and the rest back
-            out.stalled.append(runnable[i][0])
+        except BaseException as exc:
+            # interrupted mid-job: an operator's hard stop hands the job back without
+            # a stall (it is not the job's fault); anything else (SystemExit) counts one
+            in_hand = runnable[i][0]
+            (out.interrupted if isinstance(exc, HardStop) else out.stalled).append(in_hand)
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             self.jobs_run += i + 1
             raise

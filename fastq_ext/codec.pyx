@@ -372,3 +372,10 @@ def decode_claim(reply, start, registry):
     if start < 0:
         raise ValueError(f"start must be >= 0, not {start}")
     return _decode_list(<list>reply, start, registry)
+
+
+def update_envelope(env, fields):
+    """Set ``fields`` in the decoded envelope ``env`` (in place) and encode it: the
+    one way an envelope read back from Redis is written again (after a failure)."""
+    env.update(fields)
+    return orjson.dumps(env)

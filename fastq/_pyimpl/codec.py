@@ -114,3 +114,10 @@ def decode_claim(
             failed = 0
         runnable.append((job_id, target, args, kwargs, failed + 1, env))
     return runnable, broken
+
+
+def update_envelope(env: dict[str, Any], fields: Mapping[str, Any]) -> bytes:
+    """Set ``fields`` in the decoded envelope ``env`` (in place) and encode it: the
+    one way an envelope read back from Redis is written again (after a failure)."""
+    env.update(fields)
+    return orjson.dumps(env)

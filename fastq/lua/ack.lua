@@ -1,3 +1,5 @@
+#!lua flags=allow-oom
+--! include args
 --! include trim
 -- ack: settle the outcomes of a batch one worker ran.
 --
@@ -8,11 +10,12 @@
 -- KEYS[5] dead       zset   id -> time of death (ms)
 -- KEYS[6] broken     hash   id -> why it could not run (the raw payload stays in jobs)
 -- KEYS[7] stats      hash   counters
+-- KEYS[8] poison     hash   dead id -> why it died when no worker could say
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
 -- ARGV[3] n_failed          attempts in this batch that raised or failed
--- then four sections, each a count followed by its records:
+-- ARGV[4..] sections        four sections, each a count followed by its records:
 --   done    id                      -> deleted
 --   retry   id, delay_ms, envelope  -> scheduled at now + delay, envelope updated
 --   dead    id, envelope            -> dead set, envelope updated with the error
@@ -21,9 +24,29 @@
 -- An outcome counts only while the job is in this worker's held set: a late ack
 -- from a worker whose lease was taken back must not touch the job again.
 -- Those are counted as stale_acks. Returns the number of outcomes applied.
+-- allow-oom: an ack mostly frees memory; it must go on while Redis is over maxmemory.
 
-local dead_max_age = tonumber(ARGV[1])
-local dead_max_len = tonumber(ARGV[2])
+local dead_max_age = arg_int('ack', 1, 'dead_max_age_ms', 0)
+local dead_max_len = arg_int('ack', 2, 'dead_max_len', 0)
+local failed = arg_int('ack', 3, 'n_failed', 0)
+
+-- the four sections, read through before the first write
+local at = 4
+for s, width in ipairs({1, 3, 2, 2}) do
+    local count = arg_int('ack', at, 'the count of section ' .. s, 0)
+    if at + count * width > #ARGV then
+        error('ack: section ' .. s .. ' holds ' .. count .. ' records, more than ARGV has')
+    end
+    if s == 2 then
+        for k = 0, count - 1 do
+            arg_int('ack', at + 1 + k * 3 + 1, 'delay_ms')
+        end
+    end
+    at = at + 1 + count * width
+end
+if at ~= #ARGV + 1 then
+    error('ack: the sections hold ' .. (at - 1) .. ' arguments, not ' .. #ARGV)
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -105,7 +128,6 @@ if #broken > 0 then
     redis.call('HINCRBY', KEYS[7], 'broken', #broken)
 end
 
-local failed = tonumber(ARGV[3])
 if failed > 0 then
     redis.call('HINCRBY', KEYS[7], 'failed', failed)
 end
@@ -114,6 +136,6 @@ if stale > 0 then
 end
 
 if #dead > 0 then
-    trim_dead(KEYS[5], KEYS[1], now, dead_max_age, dead_max_len)
+    trim_dead(KEYS[5], KEYS[1], KEYS[8], now, dead_max_age, dead_max_len)
 end
 return applied

@@ -1,3 +1,5 @@
+#!lua flags=allow-oom
+--! include args
 --! include promote
 --! include sentinel
 -- claim: lease up to n jobs of one queue to one worker.
@@ -12,7 +14,7 @@
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
 --
--- ARGV[1] worker id
+-- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
 -- ARGV[3] lease_ms      lease length
 -- ARGV[4] promote_max   due scheduled jobs to promote at most in this call
@@ -28,11 +30,14 @@
 -- that deadline; when it lapses, a reaper takes the whole held set back. Two
 -- small writes per job (SADD here, SREM at the ack) instead of a deadline, an
 -- owner and a membership each.
+--
+-- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
+-- still drain its way out.
 
-local worker = ARGV[1]
-local n = tonumber(ARGV[2])
-local lease_ms = tonumber(ARGV[3])
-local promote_max = tonumber(ARGV[4])
+local worker = arg_worker('claim', 1)
+local n = arg_int('claim', 2, 'n', 1)
+local lease_ms = arg_int('claim', 3, 'lease_ms', 1)
+local promote_max = arg_int('claim', 4, 'promote_max', 0)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

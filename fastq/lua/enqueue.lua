@@ -1,3 +1,4 @@
+#!lua
 -- enqueue: add a batch of jobs to one queue.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -13,6 +14,7 @@
 --
 -- An id that already exists is left alone (custom ids make enqueue idempotent).
 -- Returns the number of jobs added.
+-- No allow-oom flag: over maxmemory Redis refuses the whole call before it runs.
 
 local priority = tonumber(ARGV[1])
 local delay_ms = tonumber(ARGV[2])

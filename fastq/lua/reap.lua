@@ -1,3 +1,5 @@
+#!lua flags=allow-oom
+--! include args
 --! include promote
 --! include trim
 -- reap: the reaper's periodic sweep of one queue: promote due jobs, trim the dead
@@ -13,6 +15,7 @@
 -- KEYS[6]  wake       list   wake-up token for idle workers
 -- KEYS[7]  scheduled  zset   id -> due time (ms)
 -- KEYS[8]  prio       zset   ids with a priority
+-- KEYS[9]  poison     hash   dead id -> why it died when no worker could say
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
@@ -20,14 +23,17 @@
 --
 -- Returns {promoted, next_deadline_ms or -1, next_due_ms or -1, worker ids...};
 -- the two times tell the reaper how long it may sleep.
+-- allow-oom: reaping moves and frees; it must go on while Redis is over maxmemory.
 
-local limit = tonumber(ARGV[1])
+local limit = arg_int('reap', 1, 'limit', 1)
+local dead_max_age = arg_int('reap', 2, 'dead_max_age_ms', 0)
+local dead_max_len = arg_int('reap', 3, 'dead_max_len', 0)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], now, limit)
-trim_dead(KEYS[4], KEYS[3], now, tonumber(ARGV[2]), tonumber(ARGV[3]))
+trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
 if promoted > 0 and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], 1)
 end

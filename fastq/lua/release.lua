@@ -1,3 +1,5 @@
+#!lua flags=allow-oom
+--! include args
 --! include requeue
 --! include sentinel
 -- release: hand a worker's leased jobs back to the front of the queue.
@@ -10,8 +12,10 @@
 -- KEYS[6] jobs       hash   id -> envelope
 -- KEYS[7] dead       zset   id -> time of death (ms)
 -- KEYS[8] stalls     hash   id -> times its worker died running it
+-- KEYS[9] poison     hash   dead id -> why it died (stalled too often); the
+--                           envelope is never rewritten here
 --
--- ARGV[1] worker id
+-- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
 --                       prefetch, leases behind a lost reply); nothing counted
 --                     'orphaned': held by a worker that died, not the job it was
@@ -21,15 +25,25 @@
 --                     'expired': a reaper's call, counted as 'stalled'; only if
 --                       the worker's lease deadline has passed (nobody extended
 --                       it meanwhile), so that any number of reapers may race
--- ARGV[3] max_stalls
+--                     'interrupted': the job in hand when an operator hard-stopped
+--                       its worker; to the very front, no stall counted (it is
+--                       not the job's fault), counted in stats as interrupted
+-- ARGV[3] max_stalls  stalls a job may count before it goes dead
 -- ARGV[4..] ids       the ids to release, the first at the very front; none =
 --                     every id the worker holds, in no particular order, after
 --                     which the worker holds nothing and its lease is dropped
 --
--- Only ids this worker still holds move. Returns how many moved.
+-- Only ids this worker still holds move. Returns {moved, buried_id1, reason1, ...}:
+-- the poison jobs this call sent to the dead set, each with why.
+-- allow-oom: handing jobs back frees a worker's hold; it must work over maxmemory.
 
-local worker = ARGV[1]
+local worker = arg_worker('release', 1)
 local mode = ARGV[2]
+local MODES = {unstarted = true, orphaned = true, stalled = true, expired = true, interrupted = true}
+if not MODES[mode] then
+    error('release: unknown mode ' .. tostring(mode))
+end
+local max_stalls = arg_int('release', 3, 'max_stalls', 0)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -37,7 +51,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if mode == 'expired' then
     local deadline = redis.call('ZSCORE', KEYS[2], worker)
     if not deadline or tonumber(deadline) > now or #ARGV > 3 then
-        return 0
+        return {0}
     end
 end
 
@@ -68,19 +82,21 @@ else
     redis.call('ZREM', KEYS[2], worker)
 end
 if #mine == 0 then
-    return 0
+    return {0}
 end
 
+local out = {#mine}
 if mode == 'stalled' or mode == 'expired' then
-    local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8]}
-    requeue_stalled(mine, now, tonumber(ARGV[3]), k)
+    local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
+        poison = KEYS[9]}
+    requeue_stalled(mine, now, max_stalls, k, out)
 else
     push_front(KEYS[1], mine)
-    if mode == 'orphaned' then
-        redis.call('HINCRBY', KEYS[4], 'orphaned', #mine)
+    if mode == 'orphaned' or mode == 'interrupted' then
+        redis.call('HINCRBY', KEYS[4], mode, #mine)
     end
 end
 if redis.call('LLEN', KEYS[5]) == 0 then
     redis.call('RPUSH', KEYS[5], 1)
 end
-return #mine
+return out

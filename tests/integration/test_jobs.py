@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -9,6 +10,7 @@ import redis
 from conftest import drain, drain_in_thread
 
 import fastq
+from fastq.worker import HardStop
 
 
 def test_enqueue_many_runs_each_job_once(app: fastq.App) -> None:
@@ -330,3 +332,21 @@ def test_batches_are_told_apart_as_cpu_bound_or_waiting(app: fastq.App) -> None:
     wait.enqueue_many([()] * 5)
     assert drain(app, ["spin"])._cpu_bound is True
     assert drain(app, ["wait"])._cpu_bound is False
+
+
+def test_a_hard_stop_hands_the_job_in_hand_back_without_a_stall(app: fastq.App) -> None:
+    calls: list[int] = []
+
+    @app.job(queue="q")
+    def step(i: int) -> None:
+        calls.append(i)
+        if len(calls) == 1:
+            raise HardStop("SIGINT")  # what a second stop signal raises mid-job
+
+    step.enqueue_many([(0,), (1,), (2,)])
+    with contextlib.suppress(HardStop):
+        drain(app, ["q"], batch_size=10)
+    stats = app.stats("q")
+    assert (stats["interrupted"], stats["stalled"], stats["ready"]) == (1, 0, 3)
+    drain(app, ["q"], batch_size=10)
+    assert calls == [0, 0, 1, 2]  # the interrupted job first, then the rest in order

@@ -6,10 +6,24 @@ import time
 from typing import Any
 
 import orjson
+import pytest
 import redis
+from conftest import namespace_keys
 
-from fastq import scripts
 from fastq.batch import Outcomes
+from fastq.contracts import (
+    ACK,
+    CLAIM,
+    ENQUEUE,
+    EXTEND,
+    REAP,
+    RELEASE,
+    ClaimReply,
+    ReapReply,
+    ReleaseMode,
+    ReleaseReply,
+)
+from fastq.introspect import get_job
 from fastq.keys import QueueKeys
 
 
@@ -22,18 +36,16 @@ def env(job_id: str, priority: int = 0) -> bytes:
 def enqueue(
     r: redis.Redis, k: QueueKeys, ids: list[str], priority: int = 0, delay_ms: int = 0
 ) -> int:
-    argv: list[Any] = [priority, delay_ms]
-    for i in ids:
-        argv += [i, env(i, priority)]
-    return int(scripts.call(r, scripts.ENQUEUE, k.enqueue_keys(), argv))
+    argv = ENQUEUE.argv(priority, delay_ms, ids, [env(i, priority) for i in ids])
+    return ENQUEUE.call(r, ENQUEUE.keys_for(k), argv)
 
 
-def claim(r: redis.Redis, k: QueueKeys, worker: str, n: int, lease_ms: int = 60_000) -> list[Any]:
-    return list(scripts.call(r, scripts.CLAIM, k.claim_keys(worker), [worker, n, lease_ms, 100]))
+def claim(r: redis.Redis, k: QueueKeys, worker: str, n: int, lease_ms: int = 60_000) -> ClaimReply:
+    return CLAIM.call(r, CLAIM.keys_for(k, worker), CLAIM.argv(worker, n, lease_ms, 100))
 
 
-def claimed_ids(reply: list[Any]) -> list[str]:
-    return [reply[i].decode() for i in range(2, len(reply), 2)]
+def claimed_ids(reply: ClaimReply) -> list[str]:
+    return [i.decode() for i in reply.ids]
 
 
 def ack(
@@ -44,25 +56,44 @@ def ack(
     max_age_ms: int = 10**9,
     max_len: int = 1000,
 ) -> int:
-    return int(scripts.call(r, scripts.ACK, k.ack_keys(worker), out.ack_argv(max_age_ms, max_len)))
+    return ACK.call(r, ACK.keys_for(k, worker), out.ack_argv(max_age_ms, max_len))
+
+
+def release_reply(
+    r: redis.Redis,
+    k: QueueKeys,
+    worker: str,
+    mode: ReleaseMode,
+    ids: list[str],
+    max_stalls: int = 2,
+) -> ReleaseReply:
+    argv = RELEASE.argv(worker, mode, max_stalls, ids)
+    return RELEASE.call(r, RELEASE.keys_for(k, worker), argv)
 
 
 def release(
-    r: redis.Redis, k: QueueKeys, worker: str, mode: str, ids: list[str], max_stalls: int = 2
+    r: redis.Redis,
+    k: QueueKeys,
+    worker: str,
+    mode: ReleaseMode,
+    ids: list[str],
+    max_stalls: int = 2,
 ) -> int:
-    argv = [worker, mode, max_stalls, *ids]
-    return int(scripts.call(r, scripts.RELEASE, k.release_keys(worker), argv))
+    return release_reply(r, k, worker, mode, ids, max_stalls).moved
 
 
-def reap(r: redis.Redis, k: QueueKeys) -> list[Any]:
-    """{promoted, next_deadline, next_due, expired worker ids...}"""
-    return list(scripts.call(r, scripts.REAP, k.reap_keys(), [1000, 10**9, 1000]))
+def reap(r: redis.Redis, k: QueueKeys) -> ReapReply:
+    return REAP.call(r, REAP.keys_for(k), REAP.argv(1000, 10**9, 1000))
+
+
+def extend(r: redis.Redis, k: QueueKeys, worker: str, lease_ms: int) -> int:
+    return EXTEND.call(r, EXTEND.keys_for(k, worker), EXTEND.argv(worker, lease_ms))
 
 
 def take_back_expired(r: redis.Redis, k: QueueKeys, max_stalls: int = 2) -> int:
     """What a reaper's sweep does with the lapsed leases: jobs moved."""
-    workers = [w.decode() for w in reap(r, k)[3:]]
-    return sum(release(r, k, w, "expired", [], max_stalls) for w in workers)
+    workers = reap(r, k).expired_workers
+    return sum(release(r, k, w, ReleaseMode.EXPIRED, [], max_stalls) for w in workers)
 
 
 def take_back_from_a_lapsed_worker(r: redis.Redis, k: QueueKeys) -> None:
@@ -86,9 +117,9 @@ def test_claim_leases_to_the_worker(r: redis.Redis, namespace: str) -> None:
     assert enqueue(r, k, ["a", "b", "c"]) == 3
     reply = claim(r, k, "w1", 2, lease_ms=5000)
     assert claimed_ids(reply) == ["a", "b"]  # FIFO
-    assert reply[3] == env("a")
+    assert reply.envelopes[0] == env("a")
     assert r.smembers(k.held("w1")) == {b"a", b"b", SENTINEL}
-    assert r.zscore(k.leases, "w1") == reply[0] + 5000  # one deadline for all it holds
+    assert r.zscore(k.leases, "w1") == reply.now_ms + 5000  # one deadline for all it holds
     # the sentinel keeps the held set out of listpack encoding
     assert r.object("encoding", k.held("w1")) == b"hashtable"
     # one job left: a wake token stays for an idle sibling
@@ -122,7 +153,7 @@ def test_release_unstarted_keeps_order_and_counts_nothing(r: redis.Redis, namesp
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b", "c", "d"])
     claim(r, k, "w1", 3)
-    assert release(r, k, "w1", "unstarted", ["b", "c"]) == 2
+    assert release(r, k, "w1", ReleaseMode.UNSTARTED, ["b", "c"]) == 2
     assert claimed_ids(claim(r, k, "w2", 10)) == ["b", "c", "d"]
     assert r.hmget(k.stats, ["stalled", "orphaned"]) == [None, None]
     assert r.hlen(k.stalls) == 0
@@ -135,7 +166,7 @@ def test_release_stalled_counts_the_stall_and_only_moves_own_leases(
     enqueue(r, k, ["a", "b"])
     claim(r, k, "w1", 1)
     claim(r, k, "w2", 1)
-    assert release(r, k, "w1", "stalled", []) == 1  # every lease w1 holds: just "a"
+    assert release(r, k, "w1", ReleaseMode.STALLED, []) == 1  # every lease w1 holds: just "a"
     assert r.hget(k.stats, "stalled") == b"1"
     assert r.hget(k.stalls, "a") == b"1"
     assert held(r, k, "w2") == {b"b"}
@@ -149,20 +180,69 @@ def test_a_job_that_keeps_stalling_goes_dead_as_poison(r: redis.Redis, namespace
     enqueue(r, k, ["poison", "fine"])
     for round_ in range(3):
         claim(r, k, f"w{round_}", 1)
-        release(r, k, f"w{round_}", "stalled", ["poison"], max_stalls=2)
+        release(r, k, f"w{round_}", ReleaseMode.STALLED, ["poison"], max_stalls=2)
     assert r.zscore(k.dead, "poison") is not None
-    dead_env = orjson.loads(r.hget(k.jobs, "poison"))
-    assert dead_env["args"] == [] and "stalled 3 times" in dead_env["stall_error"]
+    assert r.hget(k.jobs, "poison") == env("poison")  # the envelope is left as it is
+    assert b"stalled 3 times" in r.hget(k.poison, "poison")
+    info = get_job(r, k, "poison")
+    assert info is not None and info.state == "dead"
+    assert info.last_error is not None and "stalled 3 times" in info.last_error
+    assert info.failed_at == r.zscore(k.dead, "poison") / 1000
     assert r.hget(k.stats, "stalled") == b"3" and r.hget(k.stats, "dead") == b"1"
     assert claimed_ids(claim(r, k, "w9", 10)) == ["fine"]
     assert r.hlen(k.stalls) == 0
+    # trimmed from the dead set: its poison record goes with it
+    REAP.call(r, REAP.keys_for(k), REAP.argv(1000, 10**9, 0))
+    assert not r.exists(k.poison) and not r.hexists(k.jobs, "poison")
+
+
+def test_release_reports_the_poison_jobs_it_buried(r: redis.Redis, namespace: str) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["poison", "fine"])
+    for round_ in range(2):
+        claim(r, k, f"w{round_}", 1)
+        assert release_reply(r, k, f"w{round_}", ReleaseMode.STALLED, []).buried == []
+    claim(r, k, "w2", 2)
+    reply = release_reply(r, k, "w2", ReleaseMode.STALLED, [], max_stalls=1)
+    assert reply.moved == 2
+    assert [job_id for job_id, _ in reply.buried] == ["poison"]
+    assert "stalled 3 times: its worker died or hung" in reply.buried[0][1]
+    assert claimed_ids(claim(r, k, "w9", 10)) == ["fine"]
+
+
+def test_release_interrupted_goes_first_and_counts_no_stall(r: redis.Redis, namespace: str) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a", "b", "c", "d"])
+    claim(r, k, "w1", 3)
+    # a hard stop while running "a": the rest of the batch unstarted, then "a" itself,
+    # in the order a worker's round trip sends them
+    assert release(r, k, "w1", ReleaseMode.UNSTARTED, ["b", "c"]) == 2
+    for _ in range(5):  # more hard stops than max_stalls never bury it
+        assert release(r, k, "w1", ReleaseMode.INTERRUPTED, ["a"], max_stalls=1) == 1
+        assert claimed_ids(claim(r, k, "w1", 1)) == ["a"]  # at the very front
+    assert release(r, k, "w1", ReleaseMode.INTERRUPTED, ["a"], max_stalls=1) == 1
+    assert claimed_ids(claim(r, k, "w2", 10)) == ["a", "b", "c", "d"]
+    assert r.hget(k.stats, "interrupted") == b"6"
+    assert r.hget(k.stats, "stalled") is None and r.hlen(k.stalls) == 0
+    assert r.zcard(k.dead) == 0
+
+
+def test_release_refuses_an_unknown_mode_and_writes_nothing(r: redis.Redis, namespace: str) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a"])
+    claim(r, k, "w1", 1)
+    before = {key: r.dump(key) for key in namespace_keys(r, namespace)}
+    argv = ["w1", "paused", 2, "a"]
+    with pytest.raises(redis.ResponseError, match="unknown mode"):
+        RELEASE.call(r, RELEASE.keys_for(k, "w1"), argv)
+    assert {key: r.dump(key) for key in namespace_keys(r, namespace)} == before
 
 
 def test_release_orphaned_counts_but_does_not_stall(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b"])
     claim(r, k, "w1", 2)
-    assert release(r, k, "w1", "orphaned", []) == 2
+    assert release(r, k, "w1", ReleaseMode.ORPHANED, []) == 2
     assert r.hget(k.stats, "orphaned") == b"2" and r.hlen(k.stalls) == 0
     # all of a worker's leases come back (in no set order: they come from a set)
     assert sorted(claimed_ids(claim(r, k, "w2", 10))) == ["a", "b"]
@@ -174,12 +254,12 @@ def test_reap_returns_expired_leases_to_the_front_once(r: redis.Redis, namespace
     claim(r, k, "w1", 2, lease_ms=1)
     claim(r, k, "w2", 1, lease_ms=60_000)
     time.sleep(0.01)
-    promoted, next_deadline, next_due, *expired = reap(r, k)
-    assert (promoted, next_due, expired) == (0, -1, [b"w1"])
-    assert next_deadline == r.zscore(k.leases, "w2")  # the reaper sleeps until then
-    assert release(r, k, "w1", "expired", []) == 2
-    assert release(r, k, "w1", "expired", []) == 0  # a second reaper finds nothing to do
-    assert reap(r, k)[3:] == []
+    reaped = reap(r, k)
+    assert (reaped.promoted, reaped.next_due_ms, reaped.expired_workers) == (0, -1, ["w1"])
+    assert reaped.next_deadline_ms == r.zscore(k.leases, "w2")  # the reaper sleeps until then
+    assert release(r, k, "w1", ReleaseMode.EXPIRED, []) == 2
+    assert release(r, k, "w1", ReleaseMode.EXPIRED, []) == 0  # a second reaper finds nothing to do
+    assert reap(r, k).expired_workers == []
     assert r.zscore(k.leases, "w1") is None and not r.exists(k.held("w1"))
     # back at the front, before "d" (in no set order: they come from a set)
     again = claimed_ids(claim(r, k, "w3", 10))
@@ -197,10 +277,10 @@ def test_an_expired_release_leaves_a_lease_extended_meanwhile(
     enqueue(r, k, ["a"])
     claim(r, k, "w1", 1, lease_ms=1)
     time.sleep(0.01)
-    assert reap(r, k)[3:] == [b"w1"]
+    assert reap(r, k).expired_workers == ["w1"]
     # the worker's heartbeat extends the lease between the sweep and the release
-    assert scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000]) == 1
-    assert release(r, k, "w1", "expired", []) == 0
+    assert extend(r, k, "w1", 60_000) == 1
+    assert release(r, k, "w1", ReleaseMode.EXPIRED, []) == 0
     assert held(r, k, "w1") == {b"a"} and r.hget(k.stats, "stalled") is None
 
 
@@ -208,15 +288,15 @@ def test_extend_pushes_back_the_workers_lease(r: redis.Redis, namespace: str) ->
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b"])
     reply = claim(r, k, "w1", 2, lease_ms=1000)
-    extended = scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000])
+    extended = extend(r, k, "w1", 60_000)
     assert extended == 2
-    assert r.zscore(k.leases, "w1") >= reply[0] + 60_000
+    assert r.zscore(k.leases, "w1") >= reply.now_ms + 60_000
 
 
 def test_extend_does_not_revive_a_lease_taken_back(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     take_back_from_a_lapsed_worker(r, k)
-    assert scripts.call(r, scripts.EXTEND, k.extend_keys("w1"), ["w1", 60_000]) == 0
+    assert extend(r, k, "w1", 60_000) == 0
     assert r.zscore(k.leases, "w1") is None and not r.exists(k.held("w1"))
 
 
@@ -230,7 +310,7 @@ def test_claim_promotes_due_jobs_keeping_their_priority(r: redis.Redis, namespac
     reply = claim(r, k, "w1", 10)
     # urgent jumps ahead on its priority; due retries go to the front of ready
     assert claimed_ids(reply) == ["urgent", "due", "plain"]
-    assert reply[1] == r.zscore(k.scheduled, "later")  # next due time, to sleep until
+    assert reply.next_due_ms == r.zscore(k.scheduled, "later")  # next due time, to sleep until
 
 
 def test_claim_skips_ids_whose_envelope_is_gone(r: redis.Redis, namespace: str) -> None:
@@ -255,3 +335,30 @@ def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> 
     ack(r, k, "w1", Outcomes(dead=[(b"j5", env("j5"))]), max_age_ms=3_600_000, max_len=100)
     assert r.zscore(k.dead, "j0-old") is None and not r.hexists(k.jobs, "j0-old")
     assert r.hget(k.stats, "dead") == b"6"
+
+
+@pytest.mark.parametrize(
+    ("contract", "argv", "message"),
+    [
+        (CLAIM, ["w1", "x", 60_000, 100], "n"),
+        (CLAIM, ["w1", 2, 0, 100], "lease_ms"),
+        (CLAIM, ["", 2, 60_000, 100], "worker_id"),
+        (EXTEND, ["w1", "soon"], "lease_ms"),
+        (REAP, [0, 10**9, 1000], "limit"),
+        (RELEASE, ["w1", "stalled", -1, "a"], "max_stalls"),
+        (ACK, [10**9, 1000, 0, 1, "a", 0, 0], "section 4"),  # a section missing
+        (ACK, [10**9, 1000, 0, 9, "a", 0, 0, 0], "section 1"),  # a count too large
+        (ACK, [10**9, 1000, 0, 1, "a", 0, 0, 0, "extra"], "sections hold"),
+        (ACK, [10**9, 1000, 0, 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
+    ],
+)
+def test_bad_argv_is_refused_before_any_write(
+    r: redis.Redis, namespace: str, contract: Any, argv: list[Any], message: str
+) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a", "b", "c"])
+    claim(r, k, "w1", 2)
+    before = {key: r.dump(key) for key in namespace_keys(r, namespace)}
+    with pytest.raises(redis.ResponseError, match=message):
+        contract.call(r, contract.keys_for(k, "w1"), argv)
+    assert {key: r.dump(key) for key in namespace_keys(r, namespace)} == before

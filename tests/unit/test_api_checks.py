@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import fastq
+from fastq import contracts
 from fastq.job import ArgChecker, IdGenerator
 from fastq.keys import QueueKeys, validate_queue_name
 
@@ -13,7 +14,8 @@ def test_keys_carry_the_queue_hash_tag() -> None:
     k = QueueKeys("fastq", "mailer")
     assert k.ready == "fastq:{mailer}:ready"
     assert k.held("host:1:ab") == "fastq:{mailer}:held:host:1:ab"
-    assert all("{mailer}" in key for key in k.claim_keys("w") + k.ack_keys("w") + k.enqueue_keys())
+    every = [key for c in contracts.ALL for key in c.keys_for(k, "w")]
+    assert all("{mailer}" in key for key in every)
 
 
 @pytest.mark.parametrize("name", ["a:b", "{a", "a}", "", "a b", "x" * 201])

@@ -14,6 +14,7 @@ import pytest
 
 import fastq
 from fastq import master as master_module
+from fastq.contracts import ReleaseMode
 from fastq.handback import HandBack
 from fastq.master import EXIT_BOOT, KILL_GRACE_S, Child, Master, PoolConfig
 
@@ -104,13 +105,14 @@ def test_a_worker_that_dies_has_its_jobs_handed_back_without_waiting_on_redis(
         raise AssertionError("the supervision loop called Redis")
 
     monkeypatch.setattr(master_module.scripts, "call", no_redis)
+    monkeypatch.setattr(master_module.scripts, "call_many", no_redis)
     worker = started(master)["worker"][0]
     master.board.slot(worker.slot).start_job(1, b"job-7", None)  # running on queue "r"
     fake_os.exit(worker.pid, sig=signal.SIGKILL)
     master.reap_children()
     assert worker.pid not in master.children
     assert master.hand_backs.queued == [  # type: ignore[attr-defined]
-        HandBack(worker.worker_id, (1, b"job-7"), "stalled", "orphaned")
+        HandBack(worker.worker_id, (1, b"job-7"), ReleaseMode.STALLED, ReleaseMode.ORPHANED)
     ]
     assert len(master.crashes) == 1
     master.manage_children()
@@ -126,7 +128,10 @@ def test_jobs_of_a_hard_stop_are_interrupted_not_stalled(master: Master, fake_os
     fake_os.exit(worker.pid, sig=signal.SIGKILL)
     master.reap_children()
     (hand_back,) = master.hand_backs.queued  # type: ignore[attr-defined]
-    assert (hand_back.running, hand_back.running_mode) == ((0, b"long-job"), "interrupted")
+    assert (hand_back.running, hand_back.running_mode) == (
+        (0, b"long-job"),
+        ReleaseMode.INTERRUPTED,
+    )
     assert not master.crashes  # an expected exit
 
 

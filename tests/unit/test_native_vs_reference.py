@@ -423,3 +423,24 @@ def test_backoff_ms_grid() -> None:
 )
 def test_backoff_ms_extremes(args: tuple[Any, ...]) -> None:
     assert_same(ref_backoff.backoff_ms, native_backoff.backoff_ms, *args)
+
+
+# --- update_envelope ----------------------------------------------------------------------
+
+
+@SETTINGS
+@given(env=st.dictionaries(st.text(max_size=8), JSON, max_size=6), fields=KWARGS)
+def test_update_envelope(env: dict[str, Any], fields: dict[str, Any]) -> None:
+    ref_env, nat_env = dict(env), dict(env)
+    ref = ref_codec.update_envelope(ref_env, fields)
+    nat = native_codec.update_envelope(nat_env, fields)
+    assert nat == ref and type(nat) is bytes
+    assert ref_env == nat_env  # both update in place
+
+
+@pytest.mark.parametrize(
+    ("env", "fields"),
+    [({"id": "a", "args": []}, {"error": None}), ([], {}), ({"a": 1}, [("b", 2)]), ({}, 5)],
+)
+def test_update_envelope_edge_cases(env: Any, fields: Any) -> None:
+    assert_same(ref_codec.update_envelope, native_codec.update_envelope, env, fields)

@@ -8,22 +8,20 @@ local function push_front(ready, ids)
 end
 
 -- requeue_stalled: count a stall against each id (its holder died or its lease
--- expired); past max_stalls it is a poison job and goes to the dead set, else
--- back to the front. k holds the key names. Returns requeued, buried.
-local function requeue_stalled(ids, now, max_stalls, k)
+-- expired); past max_stalls it is a poison job and goes to the dead set, with
+-- the reason in k.poison (its envelope is left as it is), else back to the front. k holds the key names. Appends each buried id and the reason
+-- to `buried_out`. Returns requeued, buried.
+local function requeue_stalled(ids, now, max_stalls, k, buried_out)
     local back, buried = {}, 0
     for i = 1, #ids do
         local id = ids[i]
         local stalls = redis.call('HINCRBY', k.stalls, id, 1)
         if stalls > max_stalls then
-            local env = redis.call('HGET', k.jobs, id)
-            if env and string.sub(env, -1) == '}' then
-                -- appended, not re-encoded: cjson would turn [] into {}
-                env = string.sub(env, 1, -2)
-                    .. ',"stall_error":"stalled ' .. stalls .. ' times: its worker died or hung'
-                    .. ' while running it (poison job?)","failed_at":' .. now .. '}'
-                redis.call('HSET', k.jobs, id, env)
-            end
+            local reason = 'stalled ' .. stalls .. ' times: its worker died or hung'
+                .. ' while running it (poison job?)'
+            buried_out[#buried_out + 1] = id
+            buried_out[#buried_out + 1] = reason
+            redis.call('HSET', k.poison, id, reason)
             redis.call('ZADD', k.dead, now, id)
             redis.call('HDEL', k.stalls, id)
             buried = buried + 1

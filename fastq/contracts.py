@@ -1,0 +1,275 @@
+"""The contract of each Lua script, declared once: its KEYS, its ARGV, its reply.
+
+A declaration names its script's KEYS by ``QueueKeys`` attribute (``held`` takes
+the worker id), builds its ARGV from named parameters and parses its reply into
+a typed value. Nothing else in fastq knows a KEYS order, an ARGV layout or the
+position of a field in a reply; ``tests/lua/test_contracts.py`` checks every
+script's header against its declaration.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Generic, Iterable, Mapping, Optional, Sequence, TypeVar
+
+import redis
+
+from fastq import scripts
+from fastq._accel import codec
+from fastq.keys import QueueKeys
+
+R = TypeVar("R")
+
+
+class ReleaseMode(str, Enum):
+    """How ``release`` hands a worker's leased jobs back to the front of the queue."""
+
+    UNSTARTED = "unstarted"  # claimed, never run; nothing counted
+    ORPHANED = "orphaned"  # held by a worker that died, not the job it ran; counted
+    STALLED = "stalled"  # the job its worker died or hung running: counts a stall
+    EXPIRED = "expired"  # a reaper's take-back of a lapsed lease; counts a stall
+    INTERRUPTED = "interrupted"  # the job in hand at an operator's hard stop; no stall
+
+
+class Contract(Generic[R]):
+    """One script's declaration. Subclasses add ``argv(...)`` and ``parse(raw)``.
+
+    Attributes:
+        script: the loaded script.
+        keys: its KEYS, in order, as ``QueueKeys`` attribute names.
+        argv_names: its fixed ARGV, in order; ``argv_rest`` names the variadic tail.
+    """
+
+    keys: tuple[str, ...] = ()
+    argv_names: tuple[str, ...] = ()
+    argv_rest: Optional[str] = None
+
+    def __init__(self, name: str) -> None:
+        self.script = scripts.BY_NAME[name]
+
+    @property
+    def name(self) -> str:
+        return self.script.name
+
+    def keys_for(self, k: QueueKeys, worker_id: Optional[str] = None) -> list[str]:
+        """The KEYS of a call on ``k``'s queue (for ``worker_id`` if it holds leases).
+        Precompute them where a call is repeated: this is not free."""
+        out = []
+        for attr in self.keys:
+            if attr == "held":
+                if worker_id is None:
+                    raise TypeError(f"{self.name}: its KEYS need a worker id")
+                out.append(k.held(worker_id))
+            else:
+                out.append(getattr(k, attr))
+        return out
+
+    def parse(self, raw: Any) -> R:
+        raise NotImplementedError
+
+    def command(self, keys: Sequence[Any], argv: Sequence[Any]) -> scripts.Command:
+        """A call to send with ``scripts.call_many`` or a worker's round trip."""
+        return (self.script, keys, argv)
+
+    def call(self, client: redis.Redis, keys: Sequence[Any], argv: Sequence[Any]) -> R:
+        """Run the script once and parse its reply."""
+        return self.parse(scripts.call(client, self.script, keys, argv))
+
+
+# -- enqueue ---------------------------------------------------------------------------
+
+
+class _Enqueue(Contract[int]):
+    keys = ("jobs", "ready", "prio", "scheduled", "stats", "wake")
+    argv_names = ("priority", "delay_ms")
+    argv_rest = "pairs"
+
+    def argv(
+        self, priority: int, delay_ms: int, ids: Iterable[Any], envs: Iterable[bytes]
+    ) -> list[Any]:
+        argv: list[Any] = [priority, delay_ms]
+        for job_id, env in zip(ids, envs):
+            argv.append(job_id)
+            argv.append(env)
+        return argv
+
+    def parse(self, raw: Any) -> int:
+        """The number of jobs added."""
+        return int(raw)
+
+
+# -- claim -----------------------------------------------------------------------------
+
+_CLAIM_JOBS_AT = 2  # a claim reply: now_ms, next_due_ms, then id, envelope pairs
+
+
+class ClaimReply:
+    """What a claim returned. The jobs stay in the raw reply, decoded straight from
+    it in one native call; only this class knows where they start."""
+
+    __slots__ = ("now_ms", "next_due_ms", "raw")
+
+    def __init__(self, raw: list[Any]) -> None:
+        self.raw = raw
+        self.now_ms = int(raw[0])
+        # earliest due time of a scheduled job, or -1 when none is scheduled
+        self.next_due_ms = int(raw[1])
+
+    def __len__(self) -> int:
+        return (len(self.raw) - _CLAIM_JOBS_AT) // 2
+
+    @property
+    def ids(self) -> list[bytes]:
+        """The ids claimed, in the order they were popped."""
+        ids: list[bytes] = self.raw[_CLAIM_JOBS_AT::2]
+        return ids
+
+    @property
+    def envelopes(self) -> list[bytes]:
+        envs: list[bytes] = self.raw[_CLAIM_JOBS_AT + 1 :: 2]
+        return envs
+
+    def decode(
+        self, registry: Mapping[str, Any]
+    ) -> tuple[
+        list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
+        list[tuple[bytes, str]],
+    ]:
+        """``codec.decode_claim`` of the jobs: ``(runnable, broken)``."""
+        decoded: Any = codec.decode_claim(self.raw, _CLAIM_JOBS_AT, registry)
+        return decoded  # type: ignore[no-any-return]
+
+
+class _Claim(Contract[ClaimReply]):
+    keys = ("ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake")
+    argv_names = ("worker_id", "n", "lease_ms", "promote_max")
+
+    def argv(self, worker_id: str, n: int, lease_ms: int, promote_max: int) -> list[Any]:
+        return [worker_id, n, lease_ms, promote_max]
+
+    def parse(self, raw: Any) -> ClaimReply:
+        return ClaimReply(raw)
+
+
+# -- ack -------------------------------------------------------------------------------
+
+
+class _Ack(Contract[int]):
+    keys = ("jobs", "stalls", "held", "scheduled", "dead", "broken", "stats", "poison")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
+    argv_rest = "sections"
+
+    def argv(
+        self,
+        dead_max_age_ms: int,
+        dead_max_len: int,
+        n_failed: int,
+        done: Sequence[bytes] = (),
+        retry: Sequence[tuple[bytes, int, bytes]] = (),
+        dead: Sequence[tuple[bytes, bytes]] = (),
+        broken: Sequence[tuple[bytes, str]] = (),
+    ) -> list[Any]:
+        """Four sections, each a count then its records: done ids; retry (id,
+        delay_ms, envelope); dead (id, envelope); broken (id, reason)."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed]
+        argv.append(len(done))
+        argv.extend(done)
+        argv.append(len(retry))
+        for job_id, delay_ms, env in retry:
+            argv += (job_id, delay_ms, env)
+        argv.append(len(dead))
+        for job_id, env in dead:
+            argv += (job_id, env)
+        argv.append(len(broken))
+        for job_id, reason in broken:
+            argv += (job_id, reason)
+        return argv
+
+    def parse(self, raw: Any) -> int:
+        """The number of outcomes applied (the others were stale)."""
+        return int(raw)
+
+
+# -- release ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseReply:
+    """``moved``: jobs handed back or buried; ``buried``: ``(id, reason)`` of those
+    that went dead as poison jobs (stalled more than max_stalls times)."""
+
+    moved: int
+    buried: list[tuple[str, str]]
+
+    def log_buried(self, log: logging.Logger, queue: str) -> None:
+        """One ERROR line per job buried: a poison job needs a person."""
+        for job_id, reason in self.buried:
+            log.error("job %s of queue %s is dead: %s", job_id, queue, reason)
+
+
+class _Release(Contract[ReleaseReply]):
+    keys = ("ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison")
+    argv_names = ("worker_id", "mode", "max_stalls")
+    argv_rest = "ids"
+
+    def argv(
+        self, worker_id: str, mode: ReleaseMode, max_stalls: int, ids: Iterable[Any] = ()
+    ) -> list[Any]:
+        """``ids`` none: every id the worker holds, and its lease is dropped."""
+        return [worker_id, mode.value, max_stalls, *ids]
+
+    def parse(self, raw: Any) -> ReleaseReply:
+        """``{moved, buried_id1, reason1, ...}``"""
+        buried = [(raw[i].decode(), raw[i + 1].decode()) for i in range(1, len(raw) - 1, 2)]
+        return ReleaseReply(int(raw[0]), buried)
+
+
+# -- extend ----------------------------------------------------------------------------
+
+
+class _Extend(Contract[int]):
+    keys = ("leases", "held")
+    argv_names = ("worker_id", "lease_ms")
+
+    def argv(self, worker_id: str, lease_ms: int) -> list[Any]:
+        return [worker_id, lease_ms]
+
+    def parse(self, raw: Any) -> int:
+        """How many jobs the extended lease covers."""
+        return int(raw)
+
+
+# -- reap ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReapReply:
+    """Due jobs promoted, when the next lease lapses and the next scheduled job is
+    due (ms, -1 for never), and the workers whose lease has expired."""
+
+    promoted: int
+    next_deadline_ms: int
+    next_due_ms: int
+    expired_workers: list[str]
+
+
+class _Reap(Contract[ReapReply]):
+    keys = ("ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison")
+    argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
+
+    def argv(self, limit: int, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
+        return [limit, dead_max_age_ms, dead_max_len]
+
+    def parse(self, raw: Any) -> ReapReply:
+        return ReapReply(int(raw[0]), int(raw[1]), int(raw[2]), [w.decode() for w in raw[3:]])
+
+
+ENQUEUE = _Enqueue("enqueue")
+CLAIM = _Claim("claim")
+ACK = _Ack("ack")
+RELEASE = _Release("release")
+EXTEND = _Extend("extend")
+REAP = _Reap("reap")
+ALL: tuple[Contract[Any], ...] = (ENQUEUE, CLAIM, ACK, RELEASE, EXTEND, REAP)
