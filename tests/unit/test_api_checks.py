@@ -181,3 +181,12 @@ def test_job_module_does_not_import_the_app() -> None:
         node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
     }
     assert "fastq.app" not in imported
+
+
+def test_any_job_id_fits_the_heartbeat_slot() -> None:
+    from fastq import heartbeat, limits
+
+    assert limits.MAX_JOB_ID_BYTES <= heartbeat.MAX_ID_BYTES
+    longest = "~" * limits.MAX_JOB_ID_BYTES
+    assert limits.check_job_id(longest) == longest
+    assert len(longest.encode()) <= heartbeat.MAX_ID_BYTES
