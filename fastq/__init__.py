@@ -12,13 +12,23 @@ losing a job.
 from fastq._accel import ACCELERATED
 from fastq._version import __version__
 from fastq.app import App
-from fastq.errors import Fail, FastqError, RedisRefused, RedisUnavailable, Retry
+from fastq.errors import (
+    EnqueueError,
+    EnqueueInterrupted,
+    Fail,
+    FastqError,
+    RedisRefused,
+    RedisUnavailable,
+    Retry,
+)
 from fastq.introspect import JobInfo
 from fastq.job import JobDef, JobPolicy
 
 __all__ = [
     "ACCELERATED",
     "App",
+    "EnqueueError",
+    "EnqueueInterrupted",
     "Fail",
     "FastqError",
     "JobDef",

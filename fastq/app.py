@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar, Union, overload
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union, overload
 
 import redis
+from redis import Redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry as RedisRetry
 
@@ -14,10 +16,19 @@ from fastq import scripts
 from fastq._accel import codec
 from fastq._version import __version__
 from fastq.contracts import ENQUEUE
-from fastq.errors import RedisUnavailable
+from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
 from fastq.introspect import JobInfo, get_job, queue_stats
-from fastq.job import ArgChecker, IdGenerator, JobDef, JobPolicy
+from fastq.job import (
+    ArgChecker,
+    EnqueueOptions,
+    IdGenerator,
+    JobDef,
+    JobPolicy,
+    check_runnable,
+)
 from fastq.keys import QueueKeys, validate_queue_name
+from fastq.limits import check_job_id, check_namespace, check_priority
+from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
 
 try:
     from redis import DriverInfo
@@ -36,17 +47,12 @@ else:
 R = TypeVar("R")
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000 values).
+# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
+# values). A call is atomic, also against OOM (Redis refuses a script's write only when
+# it is the script's first), so a chunk goes in whole or not at all.
 ENQUEUE_CHUNK = 1000
-MAX_PRIORITY = 2**20
-
-
-def _check_priority(priority: object) -> int:
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
-    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
-        raise ValueError(f"priority must be within ±{MAX_PRIORITY}, not {priority}")
-    return priority
+# What the first connection of an enqueue_many may raise: mapped already, or raw.
+_CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
 
 def _check_url(url: str) -> str:
@@ -57,19 +63,15 @@ def _check_url(url: str) -> str:
     return url
 
 
-def _delay_ms(delay_s: object) -> int:
-    if not isinstance(delay_s, (int, float)) or isinstance(delay_s, bool) or delay_s < 0:
-        raise ValueError(f"delay_s must be a number >= 0, not {delay_s!r}")
-    return int(delay_s * 1000)
-
-
 class App:
     """A fastq application: the registry of jobs and the connection to Redis.
 
     Args:
-        redis_url: where Redis is; ``FASTQ_REDIS_URL`` or ``--redis-url`` given to
-            the CLI override it.
-        namespace: prefix of every key, so several apps can share one Redis.
+        redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
+            ``redis://127.0.0.1:6379/0``. ``--redis-url`` or ``$FASTQ_REDIS_URL``
+            given to the CLI override it.
+        namespace: prefix of every key, so several apps can share one Redis: 1 to
+            100 ASCII letters, digits, ``_``, ``.``, ``-`` or ``:``.
         dead_max_age_s: dead jobs older than this are deleted.
         dead_max_len: the dead set of a queue keeps at most this many jobs.
         max_stalls: a job whose worker died (or hung) running it more often than
@@ -78,17 +80,17 @@ class App:
 
     def __init__(
         self,
-        redis_url: str = DEFAULT_REDIS_URL,
+        redis_url: Optional[str] = None,
         *,
         namespace: str = "fastq",
         dead_max_age_s: float = 7 * 24 * 3600,
         dead_max_len: int = 10_000,
         max_stalls: int = 2,
     ) -> None:
-        if not namespace or any(c in namespace for c in "{}"):
-            raise ValueError(f"invalid namespace {namespace!r}")
-        self.redis_url = _check_url(redis_url)
-        self.namespace = namespace
+        self.redis_url = _check_url(
+            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL
+        )
+        self.namespace = check_namespace(namespace)
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
         self.dead_max_len = int(dead_max_len)
         if max_stalls < 0:
@@ -110,9 +112,7 @@ class App:
         if redis_url is not None:
             self.redis_url = _check_url(redis_url)
         if namespace is not None:
-            if any(c in namespace for c in "{}") or not namespace:
-                raise ValueError(f"invalid namespace {namespace!r}")
-            self.namespace = namespace
+            self.namespace = check_namespace(namespace)
         self.close()
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
@@ -152,13 +152,23 @@ class App:
         """The producer's client; a new one after fork, never a shared socket."""
         if self._client is None or self._client_pid != os.getpid():
             client = self.new_client()
-            try:
+            with self._producer_call():
                 scripts.load_all(client)
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
-                raise RedisUnavailable(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
             self._client = client
             self._client_pid = os.getpid()
         return self._client
+
+    @contextmanager
+    def _producer_call(self) -> Iterator[None]:
+        """Redis errors raised inside, as producers raise them: ``RedisUnavailable``,
+        ``RedisRefused`` (out of memory, NOPERM, WRONGPASS, busy), or the error
+        itself when it is no fault of Redis."""
+        try:
+            yield
+        except FastqError:
+            raise
+        except REDIS_ERRORS as exc:
+            raise for_producer(exc, self.redis_url) from exc
 
     def close(self) -> None:
         if self._client is not None and self._client_pid == os.getpid():
@@ -203,11 +213,16 @@ class App:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
         Raises:
+            TypeError: ``fn`` is not a plain callable a worker can run: not
+                callable, a coroutine function (``async def``, also behind
+                ``functools.partial`` or an async ``__call__``), an async
+                generator or a generator function; or it has no ``__name__`` and
+                no ``name`` was given.
             ValueError: another function is already registered under that name, or
                 an option is out of range.
         """
         validate_queue_name(queue)
-        _check_priority(priority)
+        check_priority(priority)
         policy = JobPolicy(
             retries=retries,
             backoff_s=backoff_s,
@@ -218,7 +233,10 @@ class App:
         )
 
         def register(func: Callable[..., R]) -> JobDef[R]:
-            job_name = name or func.__name__
+            job_name = name or getattr(func, "__name__", None)
+            if not isinstance(job_name, str) or not job_name:
+                raise TypeError(f"cannot register {func!r} as a job: give it a name=")
+            check_runnable(func, job_name)
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
@@ -230,16 +248,17 @@ class App:
 
     # -- enqueue -------------------------------------------------------------------
 
-    def _route(self, name: str, queue: Optional[str], priority: Optional[int]) -> tuple[str, int]:
+    def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
         if not isinstance(name, str) or not name:
             raise TypeError(f"job name must be a non-empty str, not {name!r}")
         jobdef = self.registry.get(name)
+        queue = options.queue
         if queue is None:
             queue = jobdef.queue if jobdef else "default"
-        validate_queue_name(queue)
+        priority = options.priority
         if priority is None:
             priority = jobdef.priority if jobdef else 0
-        return queue, _check_priority(priority)
+        return queue, priority
 
     def _tail(self, name: str, queue: str, priority: int) -> bytes:
         tail: bytes = codec.envelope_tail(
@@ -252,22 +271,32 @@ class App:
         )
         return tail
 
+    def _connect(self, queue: str) -> Redis:
+        """The client, with ``queue`` known to the namespace before it holds a job."""
+        client = self.redis
+        if queue not in self._known_queues:
+            client.sadd(f"{self.namespace}:queues", queue)
+            self._known_queues.add(queue)
+        return client
+
     def _send(
-        self, queue: str, priority: int, delay_ms: int, ids: Sequence[str], envs: Sequence[bytes]
-    ) -> None:
+        self,
+        client: Redis,
+        queue: str,
+        priority: int,
+        delay_ms: int,
+        ids: Sequence[str],
+        envs: Sequence[bytes],
+    ) -> list[Any]:
+        """Send the jobs, one script call per chunk, pipelined; returns each chunk's
+        reply or the error it got. Raises what stopped it from reading them."""
         keys = ENQUEUE.keys_for(self.keys(queue))
         commands = []
         for lo in range(0, len(ids), ENQUEUE_CHUNK):
             hi = lo + ENQUEUE_CHUNK
             argv = ENQUEUE.argv(priority, delay_ms, ids[lo:hi], envs[lo:hi])
             commands.append(ENQUEUE.command(keys, argv))
-        try:
-            scripts.call_many(self.redis, commands)
-            if queue not in self._known_queues:
-                self.redis.sadd(f"{self.namespace}:queues", queue)
-                self._known_queues.add(queue)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise RedisUnavailable(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
+        return scripts.call_many(client, commands, raise_on_error=False)
 
     def enqueue(
         self,
@@ -285,16 +314,27 @@ class App:
         A job name this app does not know is accepted (another service may run it)
         and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
         idempotent: while a job with that id exists, enqueueing it again does
-        nothing.
+        nothing. Options as in :meth:`fastq.JobDef.enqueue_with`.
 
         Raises:
             TypeError: args do not fit the registered function, or are not
-                JSON-serializable; nothing is sent.
-            ValueError: bad queue name, priority or delay.
+                JSON-serializable (NaN and infinities included); nothing is sent.
+            ValueError: bad queue name, job id, priority or delay; nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
+            fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """
-        queue, priority = self._route(name, queue, priority)
-        delay_ms = _delay_ms(delay_s)
+        options = EnqueueOptions(delay_s=delay_s, priority=priority, job_id=job_id, queue=queue)
+        return self.submit(name, args, kwargs, options)
+
+    def submit(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]],
+        options: EnqueueOptions,
+    ) -> str:
+        """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
+        queue, priority = self._route(name, options)
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
@@ -302,12 +342,13 @@ class App:
         jobdef = self.registry.get(name)
         if jobdef is not None:
             jobdef.arg_checker.check(args, kwargs)
-        if job_id is None:
-            job_id = self._ids.next_ids(1)[0]
-        elif not isinstance(job_id, str) or not job_id:
-            raise TypeError(f"job_id must be a non-empty str, not {job_id!r}")
+        job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
         env = codec.encode_envelope(job_id, args, kwargs, self._tail(name, queue, priority))
-        self._send(queue, priority, delay_ms, [job_id], [env])
+        with self._producer_call():
+            client = self._connect(queue)
+            replies = self._send(client, queue, priority, options.delay_ms, [job_id], [env])
+            if isinstance(replies[0], Exception):
+                raise replies[0]
         return job_id
 
     def enqueue_many(
@@ -325,14 +366,44 @@ class App:
         Each call is a tuple/list of positional arguments or a dict of keyword
         arguments. All calls are checked and encoded before anything is sent.
 
+        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000), each one atomic script
+        call, all in one round trip. When Redis takes only some chunks (it fills
+        up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
+        went in. Sending the same calls again with ``job_ids=exc.ids`` is
+        idempotent: ids already in Redis are left alone::
+
+            try:
+                ids = app.enqueue_many("send_email", calls)
+            except fastq.EnqueueError as exc:
+                ...  # once Redis has room (or is back)
+                ids = app.enqueue_many("send_email", calls, job_ids=exc.ids)
+
         Raises:
             TypeError: a call does not fit the function or is not JSON-serializable
-                (the message names its index); nothing is sent.
-            ValueError: ``job_ids`` has the wrong length or repeats an id.
-            fastq.RedisUnavailable: Redis could not be reached.
+                (NaN and infinities included; the message names its index);
+                nothing is sent.
+            ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
+                invalid one; a bad queue name, priority or delay; nothing is sent.
+            fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
+                ACL); ``written`` went in, ``not_written`` did not.
+            fastq.EnqueueInterrupted: Redis could not be reached, or the connection
+                was lost mid-blast: ``written`` went in, ``not_written`` may have.
+                An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
         """
-        queue, priority = self._route(name, queue, priority)
-        delay_ms = _delay_ms(delay_s)
+        options = EnqueueOptions(delay_s=delay_s, priority=priority, queue=queue)
+        return self.submit_many(name, calls, options, job_ids)
+
+    def submit_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        options: EnqueueOptions,
+        job_ids: Optional[Sequence[str]] = None,
+    ) -> list[str]:
+        """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
+        if options.job_id is not None:
+            raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
+        queue, priority = self._route(name, options)
         calls = calls if isinstance(calls, list) else list(calls)
         jobdef = self.registry.get(name)
         if jobdef is not None:
@@ -343,13 +414,62 @@ class App:
             ids = list(job_ids)
             if len(ids) != len(calls):
                 raise ValueError(f"{len(ids)} job_ids for {len(calls)} calls")
+            for i, job_id in enumerate(ids):
+                try:
+                    check_job_id(job_id)
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-            if not all(isinstance(i, str) and i for i in ids):
-                raise TypeError("job_ids must be non-empty strings")
         envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority))
-        self._send(queue, priority, delay_ms, ids, envs)
+        if not ids:
+            return ids
+        try:
+            client = self._connect(queue)
+        except _CONNECT_ERRORS as exc:
+            raise self._blast_error(ids, [], exc, sent=False) from exc
+        try:
+            replies = self._send(client, queue, priority, options.delay_ms, ids, envs)
+        except REDIS_ERRORS as exc:
+            # Sent, but no reply read (redis-py reads a pipeline's replies all or
+            # none, after resending it on its own retries): some may be in.
+            raise self._blast_error(ids, [], exc, sent=True) from exc
+        failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
+        if failed:
+            written = [
+                job_id
+                for c in range(len(replies))
+                if c not in failed
+                for job_id in ids[c * ENQUEUE_CHUNK : (c + 1) * ENQUEUE_CHUNK]
+            ]
+            raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
+                failed[0]
+            ]
         return ids
+
+    def _blast_error(
+        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
+    ) -> EnqueueError:
+        """The EnqueueError of a blast that Redis took only part of (or none)."""
+        done = set(written)
+        not_written = [job_id for job_id in ids if job_id not in done]
+        fault = classify(cause)
+        if isinstance(cause, FastqError) and cause.__cause__ is not None:
+            fault = classify(cause.__cause__) or fault
+        how = fault.value if fault is not None else "error"
+        retry = "; retry with job_ids=exc.ids (idempotent)"
+        if fault is Fault.UNAVAILABLE:
+            maybe = "may or may not have gone in" if sent else "did not go in"
+            return EnqueueInterrupted(
+                f"cannot reach Redis at {self.redis_url} ({cause}): {len(written)} of "
+                f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
+                ids=ids, written=written, not_written=not_written, fault=how,
+            )  # fmt: skip
+        return EnqueueError(
+            f"Redis at {self.redis_url} took {len(written)} of {len(ids)} jobs, "
+            f"{len(not_written)} did not go in ({how}: {cause}){retry}",
+            ids=ids, written=written, not_written=not_written, fault=how,
+        )  # fmt: skip
 
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
@@ -366,15 +486,23 @@ class App:
 
     def stats(self, queue: str) -> dict[str, int]:
         """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
-        counters enqueued, processed, failed, retried, stalled, stale_acks."""
-        try:
-            return queue_stats(self.redis, self.keys(validate_queue_name(queue)))
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise RedisUnavailable(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
+        counters enqueued, processed, failed, retried, stalled, stale_acks.
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        keys = self.keys(validate_queue_name(queue))
+        with self._producer_call():
+            return queue_stats(self.redis, keys)
 
     def queues(self) -> list[str]:
-        """Every queue this namespace has seen an enqueue for, or has registered."""
-        members = self.redis.smembers(f"{self.namespace}:queues")
+        """Every queue this namespace has seen an enqueue for, or has registered.
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self._producer_call():
+            members = self.redis.smembers(f"{self.namespace}:queues")
         seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
         return sorted(seen | {j.queue for j in self.registry.values()})
 
@@ -383,13 +511,14 @@ class App:
 
         Returns None for an unknown id, and for a job that completed (completed
         jobs are deleted). Without ``queue``, every known queue is searched.
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        candidates = [validate_queue_name(queue)] if queue else self.queues()
-        try:
+        with self._producer_call():
+            candidates = [validate_queue_name(queue)] if queue else self.queues()
             for q in candidates:
                 info = get_job(self.redis, self.keys(q), job_id)
                 if info is not None:
                     return info
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise RedisUnavailable(f"cannot reach Redis at {self.redis_url}: {exc}") from exc
         return None

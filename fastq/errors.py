@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
+
+from fastq.limits import check_delay_s
 
 
 class FastqError(Exception):
@@ -26,17 +28,63 @@ class RedisRefused(FastqError):
         self.fault = fault
 
 
+class EnqueueError(FastqError):
+    """Some jobs of an ``enqueue_many`` went into Redis and others did not.
+
+    A blast is sent in chunks, each one atomic script call: a chunk went in whole
+    or not at all. Retrying with the same ids is idempotent (an id already in
+    Redis is left alone), so the way to finish the job is::
+
+        try:
+            ids = send_email.enqueue_many(calls)
+        except fastq.EnqueueError as exc:
+            ...  # wait for Redis to have room again, then:
+            ids = send_email.enqueue_many(calls, job_ids=exc.ids)
+
+    Attributes:
+        ids: every id of the call, in the order of its calls.
+        written: the ids Redis took.
+        not_written: the others (for :class:`EnqueueInterrupted`, those that may
+            or may not have gone in).
+        fault: what Redis said, as classified by ``fastq.redis_faults`` (e.g.
+            ``"out of memory"``), or ``"error"`` when it is no fault of Redis. The
+            error itself is chained as ``__cause__``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        ids: Sequence[str],
+        written: Sequence[str],
+        not_written: Sequence[str],
+        fault: str,
+    ) -> None:
+        super().__init__(message)
+        self.ids = list(ids)
+        self.written = list(written)
+        self.not_written = list(not_written)
+        self.fault = fault
+
+
+class EnqueueInterrupted(EnqueueError, RedisUnavailable):
+    """The connection to Redis was lost during an ``enqueue_many``: the ids in
+    ``not_written`` may or may not have gone in. Also a :class:`RedisUnavailable`
+    (and a builtin ``ConnectionError``). Retry with ``job_ids=exc.ids``."""
+
+
 class Retry(Exception):
     """Raise or return from a job to run it again later.
 
     Args:
-        delay_s: seconds to wait before the next attempt; ``None`` uses the job's
-            backoff policy. The attempt still counts against the job's ``retries``.
+        delay_s: seconds to wait before the next attempt, a finite number within
+            [0, ten years]; ``None`` uses the job's backoff policy. The attempt
+            still counts against the job's ``retries``.
     """
 
     def __init__(self, delay_s: Optional[float] = None) -> None:
-        if delay_s is not None and (not isinstance(delay_s, (int, float)) or delay_s < 0):
-            raise ValueError(f"Retry delay_s must be a number >= 0, not {delay_s!r}")
+        if delay_s is not None:
+            check_delay_s(delay_s, "Retry delay_s")
         super().__init__(delay_s)
         self.delay_s = delay_s
 

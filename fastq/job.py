@@ -1,17 +1,110 @@
-"""Registered jobs: the function, its retry policy, and argument checks."""
+"""Registered jobs: the function, its retry policy, argument checks, and the options
+of an enqueue.
+
+A :class:`JobDef` enqueues through a :class:`Producer` (the App is one), so this
+module does not import the App.
+"""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Iterable, Optional, Sequence, TypeVar
+from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar
 
-if TYPE_CHECKING:
-    from fastq.app import App
+from fastq.limits import check_delay_s, check_job_id, check_priority, check_queue_name
 
 R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class EnqueueOptions:
+    """How to enqueue a job, checked when made (before anything reaches Redis).
+
+    ``None`` means the job's own setting (its queue, its priority) or a fresh id.
+    Adding an option is adding a field here, with its check in ``__post_init__``,
+    and the keyword to the methods that take options.
+
+    Raises:
+        TypeError, ValueError: an option is of the wrong type or out of range
+            (see :mod:`fastq.limits`).
+    """
+
+    delay_s: float = 0
+    priority: Optional[int] = None
+    job_id: Optional[str] = None
+    queue: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        check_delay_s(self.delay_s)
+        if self.priority is not None:
+            check_priority(self.priority)
+        if self.job_id is not None:
+            check_job_id(self.job_id)
+        if self.queue is not None:
+            check_queue_name(self.queue)
+
+    @property
+    def delay_ms(self) -> int:
+        return int(self.delay_s * 1000)
+
+
+class Producer(Protocol):
+    """What a :class:`JobDef` enqueues through (:class:`fastq.App` is one)."""
+
+    def submit(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]],
+        options: EnqueueOptions,
+    ) -> str: ...
+
+    def submit_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        options: EnqueueOptions,
+        job_ids: Optional[Sequence[str]] = None,
+    ) -> list[str]: ...
+
+
+def check_runnable(fn: object, name: str) -> None:
+    """Refuse what a worker cannot run as it stands.
+
+    A worker calls a job and takes what it returns as done: a coroutine function
+    (``async def``, also behind ``functools.partial`` or as an object's
+    ``__call__``) would return a coroutine nobody awaits, a generator function a
+    generator nobody iterates, and the job would count as processed though
+    nothing ran.
+
+    Raises:
+        TypeError: ``fn`` is not callable, or is one of those.
+    """
+    if not callable(fn):
+        raise TypeError(f"cannot register job {name!r}: {fn!r} is not callable")
+    target: Any = fn
+    while isinstance(target, functools.partial):
+        target = target.func
+    call = None if inspect.isroutine(target) or inspect.isclass(target) else type(target).__call__
+    for candidate in (target, call):
+        if candidate is None:
+            continue
+        if inspect.iscoroutinefunction(candidate):
+            kind = "a coroutine function (async def)"
+        elif inspect.isasyncgenfunction(candidate):
+            kind = "an async generator function"
+        elif inspect.isgeneratorfunction(candidate):
+            kind = "a generator function"
+        else:
+            continue
+        raise TypeError(
+            f"cannot register job {name!r}: {fn!r} is {kind}, and a worker calls a job "
+            "and takes its return as done, so nothing would run; register a plain "
+            "function (async jobs are not supported yet)"
+        )
 
 
 @dataclass(frozen=True)
@@ -102,14 +195,14 @@ class JobDef(Generic[R]):
 
     def __init__(
         self,
-        app: App,
+        producer: Producer,
         fn: Callable[..., R],
         name: str,
         queue: str,
         priority: int,
         policy: JobPolicy,
     ) -> None:
-        self.app = app
+        self.producer = producer
         self.fn = fn
         self.name = name
         self.queue = queue
@@ -126,13 +219,46 @@ class JobDef(Generic[R]):
         return f"<fastq job {self.name!r} queue={self.queue!r}>"
 
     def enqueue(self, *args: Any, **kwargs: Any) -> str:
-        """Enqueue one call of this job; returns its id.
+        """Enqueue one call of this job; returns its id. For options (a delay, a
+        priority, an id, a queue) use :meth:`enqueue_with`.
 
         Raises:
-            TypeError: the arguments do not fit the function, or are not JSON-serializable.
+            TypeError: the arguments do not fit the function, or are not
+                JSON-serializable (NaN and infinities included); nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
+            fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """
-        return self.app.enqueue(self.name, args, kwargs)
+        return self.producer.submit(self.name, args, kwargs, _NO_OPTIONS)
+
+    def enqueue_with(
+        self,
+        *,
+        delay_s: float = 0,
+        priority: Optional[int] = None,
+        job_id: Optional[str] = None,
+        queue: Optional[str] = None,
+    ) -> EnqueueCall:
+        """This job with enqueue options; call the result with the job's arguments.
+
+        ``send_email.enqueue_with(delay_s=30, job_id="welcome-42")("a@example.com", "hi")``
+
+        The options are checked here, at once; the call then enqueues like
+        :meth:`enqueue` and returns the job id. (Dramatiq's ``send_with_options``
+        and Celery's ``apply_async``, made a partial so that the job's own
+        arguments stay positional and never clash with an option's name.)
+
+        Args:
+            delay_s: run no sooner than this many seconds from now (at most ten years).
+            priority: overrides the job's priority (an int within ±2**20).
+            job_id: the id, instead of a fresh one; enqueueing an id that exists
+                does nothing (so calling the result twice enqueues once).
+            queue: overrides the job's queue.
+
+        Raises:
+            TypeError, ValueError: an option is of the wrong type or out of range.
+        """
+        options = EnqueueOptions(delay_s=delay_s, priority=priority, job_id=job_id, queue=queue)
+        return EnqueueCall(self, options)
 
     def enqueue_many(
         self,
@@ -141,16 +267,42 @@ class JobDef(Generic[R]):
         job_ids: Optional[Sequence[str]] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        queue: Optional[str] = None,
     ) -> list[str]:
         """Enqueue many calls in pipelined batches (for blasts); returns their ids.
 
         Each call is a tuple of positional arguments or a dict of keyword
         arguments. Every call is checked and encoded before anything is sent, so
-        a bad one raises and nothing is enqueued.
+        a bad one raises and nothing is enqueued. Options as in
+        :meth:`enqueue_with`, with ``job_ids`` (one per call) for ``job_id``.
+
+        Raises:
+            TypeError, ValueError: a call or an option is refused; nothing is sent.
+            fastq.EnqueueError: Redis took only some of the jobs (``written``) or
+                none; retry with ``job_ids=exc.ids``, which is idempotent.
         """
-        return self.app.enqueue_many(
-            self.name, calls, job_ids=job_ids, priority=priority, delay_s=delay_s
-        )
+        options = EnqueueOptions(delay_s=delay_s, priority=priority, queue=queue)
+        return self.producer.submit_many(self.name, calls, options, job_ids)
+
+
+_NO_OPTIONS = EnqueueOptions()
+
+
+class EnqueueCall:
+    """A job bound to enqueue options (see :meth:`JobDef.enqueue_with`); calling it
+    enqueues one call of the job and returns the job id."""
+
+    __slots__ = ("job", "options")
+
+    def __init__(self, job: JobDef[Any], options: EnqueueOptions) -> None:
+        self.job = job
+        self.options = options
+
+    def __call__(self, *args: Any, **kwargs: Any) -> str:
+        return self.job.producer.submit(self.job.name, args, kwargs, self.options)
+
+    def __repr__(self) -> str:
+        return f"<fastq enqueue {self.job.name!r} with {self.options}>"
 
 
 class IdGenerator:

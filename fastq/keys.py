@@ -9,26 +9,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-_FORBIDDEN = frozenset("{}:")
+from fastq.limits import check_queue_name
 
 
 def validate_queue_name(name: object) -> str:
-    """Return ``name`` if it is a usable queue name.
+    """Return ``name`` if it is a usable queue name: 1 to 100 ASCII letters, digits,
+    ``_``, ``.`` or ``-`` (the limits live in :mod:`fastq.limits`).
 
     Raises:
         TypeError: ``name`` is not a string.
-        ValueError: it is empty, too long, or holds ``{``, ``}``, ``:`` or whitespace.
+        ValueError: it is empty, too long, or holds any other character (``,``,
+            ``:``, ``{``, ``}``, whitespace, control or zero-width characters).
     """
-    if not isinstance(name, str):
-        raise TypeError(f"queue name must be a str, not {type(name).__name__}")
-    if not name or len(name) > 200:
-        raise ValueError(f"queue name must be 1 to 200 characters long: {name!r}")
-    bad = _FORBIDDEN.intersection(name)
-    if bad or any(ch.isspace() for ch in name):
-        raise ValueError(
-            f"invalid queue name {name!r}: it may not contain '{{', '}}', ':' or whitespace"
-        )
-    return name
+    return check_queue_name(name)
 
 
 @dataclass(frozen=True)

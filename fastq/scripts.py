@@ -76,11 +76,15 @@ def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequenc
         return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
 
 
-def call_many(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
+def call_many(
+    client: redis.Redis, commands: Sequence[Command], *, raise_on_error: bool = True
+) -> list[Any]:
     """Send several script calls in one pipelined round trip; return their replies.
 
     A command answered NOSCRIPT did not run, so after loading the scripts only
-    those are sent again. Any other error is raised.
+    those are sent again. Any other error reply is raised, or with
+    ``raise_on_error=False`` returned in its command's place (a producer needs to
+    know which chunks of a blast went in).
     """
     pipe = client.pipeline(transaction=False)
     for script, keys, argv in commands:
@@ -95,7 +99,8 @@ def call_many(client: redis.Redis, commands: Sequence[Command]) -> list[Any]:
             pipe.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
         for i, reply in zip(missing, pipe.execute(raise_on_error=False)):
             results[i] = reply
-    for reply in results:
-        if isinstance(reply, Exception):
-            raise reply
+    if raise_on_error:
+        for reply in results:
+            if isinstance(reply, Exception):
+                raise reply
     return results

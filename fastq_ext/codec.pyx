@@ -29,6 +29,8 @@ from cpython.unicode cimport PyUnicode_CheckExact
 from libc.string cimport memcpy
 
 import builtins
+import dataclasses
+import math
 
 import orjson
 
@@ -37,6 +39,9 @@ cdef object _dumps = orjson.dumps
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
 cdef object _range = builtins.range
+cdef object _isfinite = math.isfinite
+cdef object _is_dataclass = dataclasses.is_dataclass
+cdef object _fields = dataclasses.fields
 
 cdef bytes _EMPTY_ARGS = b"[]"
 cdef bytes _EMPTY_KWARGS = b"{}"
@@ -47,6 +52,7 @@ cdef bytes _EMPTY = b""
 cdef bytes _P_ID = b'{"id":'
 cdef bytes _P_ARGS = b',"args":'
 cdef bytes _P_KWARGS = b',"kwargs":'
+cdef bytes _NULL = b"null"
 
 # Lengths of the three fixed pieces of an envelope, and their bytes.
 cdef enum:
@@ -73,6 +79,47 @@ def envelope_tail(shared):
     if body == _EMPTY_OBJECT:
         return _CLOSE
     return _COMMA + body[1:]
+
+
+cpdef object find_non_finite(object value):
+    """The first NaN or infinite float inside ``value``: ``(path, value)``, else None.
+
+    orjson writes those as ``null`` (it has no option to refuse them), so a job
+    would run with ``None``. Callers walk only when the encoded bytes hold
+    ``null``: the common case pays one byte search. Looks inside what orjson
+    encodes as containers: lists, tuples, dicts and dataclass instances.
+    """
+    cdef object found
+    cdef Py_ssize_t i
+    if isinstance(value, float):
+        return None if _isfinite(value) else ("", value)
+    if isinstance(value, (list, tuple)):
+        i = 0
+        for item in value:
+            found = find_non_finite(item)
+            if found is not None:
+                return (f"[{i}]{found[0]}", found[1])
+            i += 1
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = find_non_finite(item)
+            if found is not None:
+                return (f"[{key!r}]{found[0]}", found[1])
+    elif _is_dataclass(value) and not isinstance(value, type):
+        for field in _fields(value):
+            found = find_non_finite(getattr(value, field.name))
+            if found is not None:
+                return (f".{field.name}{found[0]}", found[1])
+    return None
+
+
+cdef int _refuse_non_finite(object value, str what) except -1:
+    cdef object found = find_non_finite(value)
+    if found is not None:
+        raise TypeError(
+            f"{what}{found[0]} is {found[1]!r}: JSON cannot carry NaN or infinity"
+        )
+    return 0
 
 
 cdef inline bytes _splice(bytes jid, bytes a, bytes k, bytes tail):
@@ -103,7 +150,11 @@ cdef inline bytes _encode(object job_id, object args, object kwargs, object tail
     # Same evaluation order as the reference: id, then args, then kwargs, then join.
     cdef object jid = _dumps(job_id)
     cdef object a = _dumps(args) if args else _EMPTY_ARGS
+    if _NULL in a:  # a None, or a NaN/inf that orjson wrote as null
+        _refuse_non_finite(args, "args")
     cdef object k = _dumps(kwargs) if kwargs else _EMPTY_KWARGS
+    if _NULL in k:
+        _refuse_non_finite(kwargs, "kwargs")
     if PyBytes_CheckExact(tail) and PyBytes_CheckExact(jid) and PyBytes_CheckExact(a) \
             and PyBytes_CheckExact(k):
         return _splice(<bytes>jid, <bytes>a, <bytes>k, <bytes>tail)
@@ -113,7 +164,12 @@ cdef inline bytes _encode(object job_id, object args, object kwargs, object tail
 
 
 def encode_envelope(job_id, args, kwargs, tail):
-    """Encode one envelope. Raises TypeError when args or kwargs are not JSON-serializable."""
+    """Encode one envelope.
+
+    Raises:
+        TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
+            infinite float (the message says where).
+    """
     return _encode(job_id, args, kwargs, tail)
 
 
@@ -178,6 +234,9 @@ cdef object _encode_calls_batched(object ids, object calls, bytes tail):
     except Exception:
         return None
     if not (PyBytes_CheckExact(id_json) and PyBytes_CheckExact(call_json)):
+        return None
+    # A NaN or infinity was written as null: the call-by-call loop names the call.
+    if _NULL in call_json and find_non_finite(calls) is not None:
         return None
     cdef const char* ib = PyBytes_AS_STRING(id_json)
     cdef Py_ssize_t isize = PyBytes_GET_SIZE(id_json)
@@ -283,8 +342,8 @@ def encode_calls(ids, calls, tail):
     arguments.
 
     Raises:
-        TypeError: a call is neither, or holds something JSON cannot carry; the
-            message names the call's index.
+        TypeError: a call is neither, or holds something JSON cannot carry
+            (NaN and infinities included); the message names the call's index.
     """
     cdef object out
     if (PyList_CheckExact(calls) or PyTuple_CheckExact(calls)) and PyBytes_CheckExact(tail) \

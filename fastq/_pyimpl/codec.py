@@ -8,12 +8,49 @@ the fields shared by a whole batch are encoded once into ``tail``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+import dataclasses
+import math
+from typing import Any, Mapping, Optional, Sequence
 
 import orjson
 
 _EMPTY_ARGS = b"[]"
 _EMPTY_KWARGS = b"{}"
+_NULL = b"null"
+
+
+def find_non_finite(value: Any) -> Optional[tuple[str, float]]:
+    """The first NaN or infinite float inside ``value``: ``(path, value)``, else None.
+
+    orjson writes those as ``null`` (it has no option to refuse them), so a job
+    would run with ``None``. Callers walk only when the encoded bytes hold
+    ``null``: the common case pays one byte search. Looks inside what orjson
+    encodes as containers: lists, tuples, dicts and dataclass instances.
+    """
+    if isinstance(value, float):
+        return None if math.isfinite(value) else ("", value)
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = find_non_finite(item)
+            if found is not None:
+                return (f"[{i}]{found[0]}", found[1])
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found = find_non_finite(item)
+            if found is not None:
+                return (f"[{key!r}]{found[0]}", found[1])
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            found = find_non_finite(getattr(value, field.name))
+            if found is not None:
+                return (f".{field.name}{found[0]}", found[1])
+    return None
+
+
+def _refuse_non_finite(value: Any, what: str) -> None:
+    found = find_non_finite(value)
+    if found is not None:
+        raise TypeError(f"{what}{found[0]} is {found[1]!r}: JSON cannot carry NaN or infinity")
 
 
 def envelope_tail(shared: Mapping[str, Any]) -> bytes:
@@ -25,18 +62,20 @@ def envelope_tail(shared: Mapping[str, Any]) -> bytes:
 
 
 def encode_envelope(job_id: str, args: Any, kwargs: Any, tail: bytes) -> bytes:
-    """Encode one envelope. Raises TypeError when args or kwargs are not JSON-serializable."""
-    return b"".join(
-        (
-            b'{"id":',
-            orjson.dumps(job_id),
-            b',"args":',
-            orjson.dumps(args) if args else _EMPTY_ARGS,
-            b',"kwargs":',
-            orjson.dumps(kwargs) if kwargs else _EMPTY_KWARGS,
-            tail,
-        )
-    )
+    """Encode one envelope.
+
+    Raises:
+        TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
+            infinite float (the message says where).
+    """
+    jid = orjson.dumps(job_id)
+    a = orjson.dumps(args) if args else _EMPTY_ARGS
+    if _NULL in a:
+        _refuse_non_finite(args, "args")
+    k = orjson.dumps(kwargs) if kwargs else _EMPTY_KWARGS
+    if _NULL in k:
+        _refuse_non_finite(kwargs, "kwargs")
+    return b"".join((b'{"id":', jid, b',"args":', a, b',"kwargs":', k, tail))
 
 
 def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[bytes]:
@@ -46,8 +85,8 @@ def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[
     arguments.
 
     Raises:
-        TypeError: a call is neither, or holds something JSON cannot carry; the
-            message names the call's index.
+        TypeError: a call is neither, or holds something JSON cannot carry
+            (NaN and infinities included); the message names the call's index.
     """
     out = []
     for i, call in enumerate(calls):

@@ -16,8 +16,33 @@
 -- Returns the number of jobs added.
 -- No allow-oom flag: over maxmemory Redis refuses the whole call before it runs.
 
+-- Input checked before the first write, so a refused call writes nothing: the limits
+-- of fastq/limits.py, so that a non-Python producer cannot write what a worker
+-- cannot serve.
+local function refuse(message)
+    error(redis.error_reply('ERR fastq enqueue: ' .. message))
+end
+if #ARGV < 2 or #ARGV % 2 ~= 0 then
+    refuse('ARGV must be priority, delay_ms, then id/envelope pairs; got ' .. #ARGV .. ' values')
+end
 local priority = tonumber(ARGV[1])
 local delay_ms = tonumber(ARGV[2])
+if priority == nil or priority ~= math.floor(priority) or math.abs(priority) > 1048576 then
+    refuse('priority must be an integer within +-2^20, not ' .. ARGV[1])
+end
+if delay_ms == nil or delay_ms ~= delay_ms or delay_ms < 0 or delay_ms > 315360000000 then
+    refuse('delay_ms must be a number within [0, 315360000000] (ten years), not ' .. ARGV[2])
+end
+for i = 3, #ARGV, 2 do
+    local id = ARGV[i]
+    if #id < 1 or #id > 200 or string.find(id, '[^!-~]') then
+        refuse('job id #' .. (i - 1) / 2 .. ' must be 1 to 200 bytes of printable ASCII'
+            .. ' without whitespace')
+    end
+    if string.sub(id, 1, 6) == 'fastq:' then
+        refuse('job id #' .. (i - 1) / 2 .. " starts with the reserved prefix 'fastq:'")
+    end
+end
 
 local added = {}
 for i = 3, #ARGV, 2 do

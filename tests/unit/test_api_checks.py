@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+from typing import Any, AsyncIterator, Iterator
+
 import pytest
 
 import fastq
@@ -72,3 +75,120 @@ def test_accelerated_flag_matches_the_codec_in_use() -> None:
     from fastq import _accel
 
     assert _accel.codec.__name__.startswith("fastq_ext") == fastq.ACCELERATED
+
+
+@pytest.mark.parametrize(
+    "name", ["a,b", "x" * 101, "a\u200bb", "a\x07b", "é", "a\nb", "a/b", "mail\ufeff"]
+)
+def test_queue_names_are_plain_ascii(name: str) -> None:
+    with pytest.raises(ValueError, match="queue name"):
+        validate_queue_name(name)
+
+
+@pytest.mark.parametrize("name", ["a", "x" * 100, "mail-er_2.high", "A-Z.0_9"])
+def test_good_queue_names(name: str) -> None:
+    assert validate_queue_name(name) == name
+
+
+def test_namespaces_are_checked() -> None:
+    assert fastq.App(namespace="app:v2.prod-1").namespace == "app:v2.prod-1"
+    for bad in ["", "a b", "a{b}", "a,b", "x" * 101, "ns\u200b"]:
+        with pytest.raises(ValueError, match="namespace"):
+            fastq.App(namespace=bad)
+
+
+async def _coro(x: int) -> None: ...
+
+
+async def _agen(x: int) -> AsyncIterator[int]:
+    yield x
+
+
+def _gen(x: int) -> Iterator[int]:
+    yield x
+
+
+class _AsyncCallable:
+    async def __call__(self, x: int) -> None: ...
+
+
+class _SyncCallable:
+    def __call__(self, x: int) -> None: ...
+
+
+@pytest.mark.parametrize(
+    "fn, name, why",
+    [
+        (_coro, None, "a coroutine function"),
+        (functools.partial(_coro, 1), "p", "a coroutine function"),
+        (functools.partial(functools.partial(_coro), 1), "pp", "a coroutine function"),
+        (_AsyncCallable(), "obj", "a coroutine function"),
+        (_agen, None, "an async generator function"),
+        (_gen, None, "a generator function"),
+        (5, "five", "is not callable"),
+    ],
+)
+def test_jobs_a_worker_cannot_run_are_refused_at_registration(fn: Any, name: Any, why: str) -> None:
+    app = fastq.App(namespace="unit")
+    with pytest.raises(TypeError, match=f"cannot register job '{name or fn.__name__}'.*{why}"):
+        app.job(name=name)(fn)
+    with pytest.raises(TypeError, match=why):
+        app.job(fn, name=name) if name else app.job(fn)
+    assert app.registry == {}
+
+
+def test_plain_callables_are_registered() -> None:
+    app = fastq.App(namespace="unit")
+
+    def plain(x: int) -> int:
+        return x
+
+    assert app.job(name="obj")(_SyncCallable()).name == "obj"
+    assert app.job(name="part")(functools.partial(plain, 1)).name == "part"
+    assert app.job(plain)(2) == 2
+    with pytest.raises(TypeError, match="give it a name="):
+        app.job(functools.partial(plain, 1))
+
+
+def test_enqueue_with_checks_its_options_at_once() -> None:
+    app = fastq.App(namespace="unit")  # no Redis: nothing may be sent
+
+    @app.job
+    def job(x: int) -> None: ...
+
+    for bad in [
+        {"delay_s": float("inf")},
+        {"delay_s": -1},
+        {"priority": 2**21},
+        {"job_id": "a b"},
+        {"job_id": "fastq:x"},
+        {"queue": "a,b"},
+    ]:
+        with pytest.raises(ValueError):
+            job.enqueue_with(**bad)
+    with pytest.raises(TypeError):
+        job.enqueue_with(delay_s=True)
+    with pytest.raises(TypeError):
+        job.enqueue_with(priority="high")  # type: ignore[arg-type]
+
+
+def test_job_module_does_not_import_the_app() -> None:
+    import ast
+    import inspect as _inspect
+
+    import fastq.job
+
+    tree = ast.parse(_inspect.getsource(fastq.job))
+    imported = {
+        node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
+    assert "fastq.app" not in imported
+
+
+def test_any_job_id_fits_the_heartbeat_slot() -> None:
+    from fastq import heartbeat, limits
+
+    assert limits.MAX_JOB_ID_BYTES <= heartbeat.MAX_ID_BYTES
+    longest = "~" * limits.MAX_JOB_ID_BYTES
+    assert limits.check_job_id(longest) == longest
+    assert len(longest.encode()) <= heartbeat.MAX_ID_BYTES

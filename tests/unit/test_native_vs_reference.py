@@ -6,6 +6,8 @@ message. No Redis needed.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 import types
 from typing import Any, Callable
 
@@ -27,7 +29,13 @@ SETTINGS = settings(
 )
 
 INT64 = st.integers(min_value=-(2**63), max_value=2**64 - 1)
-SCALARS = st.none() | st.booleans() | INT64 | st.floats(allow_nan=False) | st.text(max_size=12)
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | INT64
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
+)
 JSON = st.recursive(
     SCALARS,
     lambda children: (
@@ -92,6 +100,84 @@ def test_encode_envelope_odd_tails(tail: Any) -> None:
         assert_same(
             ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, tail
         )
+
+
+# Any float, NaN and infinities included: orjson writes those as null, the codecs refuse them.
+ANY_FLOAT = st.floats() | st.sampled_from([float("nan"), float("inf"), float("-inf"), -0.0])
+JSON_NF = st.recursive(
+    SCALARS | ANY_FLOAT,
+    lambda children: (
+        st.lists(children, max_size=4)
+        | st.lists(children, max_size=3).map(tuple)
+        | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+ARGS_NF = st.lists(JSON_NF, max_size=4) | st.lists(JSON_NF, max_size=4).map(tuple)
+KWARGS_NF = st.dictionaries(st.text(max_size=8), JSON_NF, max_size=4)
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    return False
+
+
+@SETTINGS
+@given(st.none() | ARGS_NF, st.none() | KWARGS_NF)
+def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
+    ref = assert_same(
+        ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, b"}"
+    )
+    if _has_non_finite(args) or _has_non_finite(kwargs):
+        assert ref[0] == "raised" and ref[1] is TypeError
+        assert "JSON cannot carry NaN or infinity" in ref[2]
+    else:
+        assert ref[0] == "ok"
+
+
+@SETTINGS
+@given(st.lists(ARGS_NF | KWARGS_NF, max_size=8))
+def test_encode_calls_non_finite(calls: list[Any]) -> None:
+    ids = [f"id-{i}" for i in range(len(calls))]
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    bad = [i for i, call in enumerate(calls) if _has_non_finite(call)]
+    if bad:
+        assert ref[0] == "raised" and ref[1] is TypeError
+        assert ref[2].startswith(f"call {bad[0]}: ")
+        assert ref[2].endswith("JSON cannot carry NaN or infinity")
+    else:
+        assert ref[0] == "ok"
+
+
+@dataclasses.dataclass
+class _Point:
+    x: float
+    y: Any = None
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ([1.0, [2, {"k": float("nan")}]], None, "args[1][1]['k'] is nan: "),
+        (None, {"a": None, "b": (float("-inf"),)}, "kwargs['b'][0] is -inf: "),
+        ([_Point(1.0, _Point(float("inf")))], None, "args[0].y.x is inf: "),
+        ([None, "null", {"null": None}], None, None),  # a None is fine
+    ],
+)
+def test_non_finite_paths(args: Any, kwargs: Any, message: Any) -> None:
+    for codec in (ref_codec, native_codec):
+        if message is None:
+            assert orjson.loads(codec.encode_envelope("i", args, kwargs, b"}"))["args"] == args
+        else:
+            with pytest.raises(TypeError, match=re.escape(message)):
+                codec.encode_envelope("i", args, kwargs, b"}")
+            with pytest.raises(TypeError, match=re.escape("call 1: " + message)):
+                codec.encode_calls(["a", "b"], [[1], args or kwargs], b"}")
 
 
 # --- encode_calls ---------------------------------------------------------------------------

@@ -1,0 +1,132 @@
+"""What a producer may send, in one place: the limits and the checks that enforce them.
+
+Everything here runs before anything reaches Redis, so a refused call writes
+nothing. ``fastq/lua/enqueue.lua`` repeats the checks a non-Python producer could
+get wrong (id length and prefix, numeric priority and delay); keep both in step.
+
+- **Job ids**: 1 to :data:`MAX_JOB_ID_BYTES` bytes of printable ASCII without
+  whitespace, so that any id fits a pool's heartbeat slot (``heartbeat.MAX_ID_BYTES``)
+  and reads the same in a log, a shell and ``redis-cli``. Ids starting with
+  :data:`RESERVED_PREFIX` are fastq's own (the held sets' sentinel is one).
+- **Queue names**: 1 to :data:`MAX_QUEUE_NAME_CHARS` ASCII letters, digits, ``_``,
+  ``.`` and ``-``: no ``,`` (``-q a,b`` means two queues), no ``:``/``{``/``}`` (key
+  structure and the Cluster hash tag), no whitespace, control or zero-width
+  characters (look-alike queues).
+- **Namespaces**: the same characters plus ``:``.
+- **Delays**: a finite real number of seconds, ``0 <= delay_s <= MAX_DELAY_S``.
+- **Priorities**: an int within ``±MAX_PRIORITY``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+MAX_JOB_ID_BYTES = 200
+RESERVED_PREFIX = "fastq:"
+MAX_QUEUE_NAME_CHARS = 100
+MAX_NAMESPACE_CHARS = 100
+MAX_DELAY_S = 10 * 365 * 24 * 3600  # ten years
+MAX_PRIORITY = 2**20
+
+# Printable ASCII without the space: 0x21 ('!') to 0x7e ('~').
+_JOB_ID = re.compile(rf"[!-~]{{1,{MAX_JOB_ID_BYTES}}}")
+_QUEUE_NAME = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_QUEUE_NAME_CHARS}}}")
+_NAMESPACE = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_NAMESPACE_CHARS}}}")
+
+
+def _shown(value: str, limit: int = 60) -> str:
+    """``repr`` of a value for an error message, cut short (an id may be 10,000 chars)."""
+    return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} chars)"
+
+
+def check_job_id(job_id: object) -> str:
+    """Return ``job_id`` if a worker can serve it.
+
+    Raises:
+        TypeError: it is not a str.
+        ValueError: it is empty, longer than 200 bytes, holds anything but printable
+            ASCII without whitespace, or starts with the reserved ``fastq:``.
+    """
+    if not isinstance(job_id, str):
+        raise TypeError(f"job_id must be a str, not {type(job_id).__name__}")
+    if _JOB_ID.fullmatch(job_id) is None:
+        raise ValueError(
+            f"invalid job_id {_shown(job_id)}: it must be 1 to {MAX_JOB_ID_BYTES} characters "
+            "of printable ASCII without whitespace"
+        )
+    if job_id.startswith(RESERVED_PREFIX):
+        raise ValueError(f"invalid job_id {_shown(job_id)}: ids starting with "
+                         f"{RESERVED_PREFIX!r} are reserved for fastq")  # fmt: skip
+    return job_id
+
+
+def check_queue_name(name: object) -> str:
+    """Return ``name`` if it is a usable queue name (see the module docstring).
+
+    Raises:
+        TypeError: ``name`` is not a str.
+        ValueError: it is empty, too long, or holds anything but ASCII letters,
+            digits, ``_``, ``.`` and ``-``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"queue name must be a str, not {type(name).__name__}")
+    if _QUEUE_NAME.fullmatch(name) is None:
+        raise ValueError(
+            f"invalid queue name {_shown(name)}: it must be 1 to {MAX_QUEUE_NAME_CHARS} "
+            "ASCII letters, digits, '_', '.' or '-'"
+        )
+    return name
+
+
+def check_namespace(namespace: object) -> str:
+    """Return ``namespace`` if it is a usable key prefix: as a queue name, plus ``:``.
+
+    Raises:
+        TypeError: it is not a str.
+        ValueError: it is empty, too long, or holds other characters.
+    """
+    if not isinstance(namespace, str):
+        raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
+    if _NAMESPACE.fullmatch(namespace) is None:
+        raise ValueError(
+            f"invalid namespace {_shown(namespace)}: it must be 1 to {MAX_NAMESPACE_CHARS} "
+            "ASCII letters, digits, '_', '.', '-' or ':'"
+        )
+    return namespace
+
+
+def check_delay_s(delay_s: object, what: str = "delay_s") -> float:
+    """Return ``delay_s`` if it is a finite real number of seconds within [0, 10 years].
+
+    Raises:
+        TypeError: it is not an int or float (a bool is refused too).
+        ValueError: it is NaN, infinite, negative or beyond ten years.
+    """
+    if not isinstance(delay_s, (int, float)) or isinstance(delay_s, bool):
+        raise TypeError(f"{what} must be a number of seconds, not {type(delay_s).__name__}")
+    if not (math.isfinite(delay_s) and 0 <= delay_s <= MAX_DELAY_S):
+        raise ValueError(
+            f"{what} must be a finite number of seconds within [0, {MAX_DELAY_S}] "
+            f"(ten years), not {delay_s!r}"
+        )
+    return delay_s
+
+
+def delay_ms(delay_s: object) -> int:
+    """``delay_s`` checked (see :func:`check_delay_s`) and in whole milliseconds."""
+    return int(check_delay_s(delay_s) * 1000)
+
+
+def check_priority(priority: object) -> int:
+    """Return ``priority`` if it is an int within ``±MAX_PRIORITY`` (a bool is refused).
+
+    Raises:
+        TypeError: it is not an int.
+        ValueError: it is out of range.
+    """
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"priority must be within ±{MAX_PRIORITY}, not {priority}")
+    return priority
