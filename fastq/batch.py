@@ -6,8 +6,9 @@ of raw EVALSHA calls, so a batch costs one round trip however it ended.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import redis
 from hiredis import pack_command
@@ -16,6 +17,8 @@ from redis.exceptions import NoScriptError
 from fastq import scripts
 from fastq.contracts import ACK, CLAIM, RELEASE, ClaimReply, ReleaseMode
 from fastq.keys import QueueKeys
+
+log = logging.getLogger("fastq.worker")
 
 
 @dataclass
@@ -111,11 +114,13 @@ class Request:
         commands: list[scripts.Command],
         outcomes: dict[str, Outcomes],
         claim_queue: Optional[str],
+        release_all: bool = False,
     ) -> None:
         self.round_trip = round_trip
         self.commands = commands
         self.outcomes = outcomes
         self.claim_queue = claim_queue
+        self.release_all = release_all  # it hands back every lease the worker holds
 
     def result(self) -> Optional[Claim]:
         """Read the replies. Raises on a script error, and on a lost connection
@@ -131,6 +136,9 @@ class Request:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
+        for (script, keys, _), reply in zip(self.commands, replies):
+            if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
+                RELEASE.parse(reply).log_buried(log, self.round_trip.queue_of(keys))
         if self.claim_queue is None:
             return None
         return Claim(self.claim_queue, CLAIM.parse(replies[-1]))
@@ -169,6 +177,10 @@ class RoundTrip:
         self._conn: Any = client.connection_pool.make_connection()
         # a claim went out (or may have): the worker may hold leases in Redis
         self.may_hold_leases = False
+
+    def queue_of(self, release_keys: Sequence[Any]) -> str:
+        """The queue of a release call's KEYS (for log lines)."""
+        return next((q for q, k in self._release_keys.items() if k is release_keys), "?")
 
     def close(self) -> None:
         self._conn.disconnect()
@@ -248,17 +260,8 @@ class RoundTrip:
             commands.append(CLAIM.command(self._claim_keys[queue], argv))
         if commands:
             self.write(commands)
-        return Request(self, commands, outcomes, claim[0] if claim is not None else None)
-
-    def send(
-        self,
-        outcomes: dict[str, Outcomes],
-        claim: Optional[tuple[str, int]] = None,
-        *,
-        release_all: bool = False,
-    ) -> Optional[Claim]:
-        """``request(...).result()``: one blocking round trip."""
-        return self.request(outcomes, claim, release_all=release_all).result()
+        claim_queue = claim[0] if claim is not None else None
+        return Request(self, commands, outcomes, claim_queue, release_all)
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block until a job is enqueued on one of the queues or ``timeout_s`` passes."""

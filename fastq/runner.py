@@ -1,0 +1,120 @@
+"""Runners execute the jobs of a claimed batch and record what became of each.
+
+The seam between a worker's loop and how its jobs run: the sync runner of today
+runs them one after another in the worker's thread; an asyncio or thread runner
+(many jobs in flight per child) fits behind the same ``run()``.
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Optional, Protocol
+
+from fastq.batch import Outcomes
+from fastq.errors import Fail, JobTimeout, Retry
+from fastq.heartbeat import HeartbeatSlot
+from fastq.settle import settle_failure
+
+if TYPE_CHECKING:
+    from fastq.job import JobDef
+
+# (id, job, args, kwargs, attempt, envelope): a job as the codec decodes it
+Runnable = tuple[bytes, "JobDef[Any]", list[Any], dict[str, Any], int, dict[str, Any]]
+
+_OUTCOME_TYPES = (Retry, Fail)
+
+
+class HardStop(BaseException):
+    """Raised inside a running job by the operator's second stop signal."""
+
+
+class Stoppable(Protocol):
+    stopping: bool
+
+
+class SyncRunner:
+    """Runs a batch's jobs one by one in this thread.
+
+    Args:
+        owner: its ``stopping`` is read before each job (an attribute, not a call:
+            this is per job); once true, the rest of the batch is handed back
+            unstarted.
+        slot: the master's heartbeat slot, told which job runs (and until when).
+
+    ``alarms``: set once the owner installed ``on_alarm`` as its SIGALRM handler;
+    only then is a job's ``timeout_s`` enforced.
+    """
+
+    def __init__(self, owner: Stoppable, slot: Optional[HeartbeatSlot]) -> None:
+        self.owner = owner
+        self.slot = slot
+        self.alarms = False
+        self._in_job = False
+        self._timeout_s = 0.0
+
+    def on_alarm(self, signum: int, frame: Optional[FrameType]) -> None:
+        """The SIGALRM handler: a job ran past its timeout."""
+        if self._in_job:  # not if the job finished just before the alarm
+            raise JobTimeout(f"the job ran past its timeout_s={self._timeout_s:g}")
+
+    def run(self, runnable: list[Runnable], out: Outcomes, queue_index: int) -> int:
+        """Run the jobs, recording their outcomes in ``out``; returns how many
+        started. Jobs not started when a stop comes are handed back unstarted.
+
+        Raises:
+            HardStop (or any BaseException a job let through): the job in hand is
+                recorded as interrupted (stalled for anything but a HardStop) and
+                the rest as unstarted before it propagates.
+        """
+        done = out.done.append
+        slot = self.slot
+        alarms = self.alarms
+        owner = self.owner
+        i = 0
+        try:
+            for i, (job_id, target, args, kwargs, attempt, env) in enumerate(runnable):  # noqa: B007
+                if owner.stopping:
+                    out.unstarted.extend(job[0] for job in runnable[i:])
+                    return i
+                timeout_s = target.policy.timeout_s
+                if slot is not None:
+                    slot.start_job(queue_index, job_id, timeout_s)
+                try:
+                    if timeout_s is not None and alarms:
+                        result = self._run_with_timeout(target, args, kwargs, timeout_s)
+                    else:
+                        result = target.fn(*args, **kwargs)
+                except (Exception, JobTimeout) as exc:
+                    settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
+                else:
+                    if result is None or not isinstance(result, _OUTCOME_TYPES):
+                        done(job_id)
+                    else:
+                        settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
+        except HardStop:
+            # the operator's: the job is not at fault, and is not counted a stall
+            out.interrupted.append(runnable[i][0])
+            out.unstarted.extend(job[0] for job in runnable[i + 1 :])
+            raise
+        except BaseException:
+            # interrupted mid-job (SystemExit, a KeyboardInterrupt of a job's own)
+            out.stalled.append(runnable[i][0])
+            out.unstarted.extend(job[0] for job in runnable[i + 1 :])
+            raise
+        finally:
+            if slot is not None:
+                slot.idle()
+        return len(runnable)
+
+    def _run_with_timeout(
+        self, target: JobDef[Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float
+    ) -> Any:
+        self._timeout_s = timeout_s
+        self._in_job = True
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return target.fn(*args, **kwargs)
+        finally:
+            self._in_job = False
+            signal.setitimer(signal.ITIMER_REAL, 0)
