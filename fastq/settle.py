@@ -51,7 +51,7 @@ def settle_failure(
             out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         else:
             error = f"Retry requested after {attempt} attempts: retries exhausted"
-            _bury(out, job_id, env, attempt, error, None)
+            _bury(out, name, job_id, env, attempt, error, None)
         return
     if isinstance(exc, TypeError) and not target.arg_checker.binds(args, kwargs):
         reason = f"arguments do not fit {name}: {exc}"
@@ -60,8 +60,7 @@ def settle_failure(
         return
     out.failed += 1
     if isinstance(exc, Fail):
-        log.warning("job %s %s failed for good: %s", name, shown_id, exc.reason)
-        _bury(out, job_id, env, attempt, f"Fail: {exc.reason}", None)
+        _bury(out, name, job_id, env, attempt, f"Fail: {exc.reason}", None)
         return
     error = f"{type(exc).__name__}: {exc}"
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -74,10 +73,7 @@ def settle_failure(
         fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
         out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         return
-    log.error(
-        "job %s %s failed after %d attempts, moved to dead: %s", name, shown_id, attempt, error
-    )
-    _bury(out, job_id, env, attempt, error, tb)
+    _bury(out, name, job_id, env, attempt, error, tb, f"failed after {attempt} attempts: {error}")
 
 
 def _now_ms() -> int:
@@ -92,7 +88,17 @@ def _backoff_ms(policy: JobPolicy, attempt: int) -> int:
 
 
 def _bury(
-    out: Outcomes, job_id: bytes, env: dict[str, Any], attempt: int, error: str, tb: Optional[str]
+    out: Outcomes,
+    name: str,
+    job_id: bytes,
+    env: dict[str, Any],
+    attempt: int,
+    error: str,
+    tb: Optional[str],
+    reason: Optional[str] = None,
 ) -> None:
+    """Send a job to the dead set with its ``error``; every death is logged at ERROR
+    with its reason (``reason``, else the error)."""
+    log.error("job %s %s is dead: %s", name, job_id.decode(), reason or error)
     fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
     out.dead.append((job_id, codec.update_envelope(env, fields)))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 
+import pytest
 import redis
 from conftest import drain, drain_in_thread
 
@@ -139,7 +141,7 @@ def test_exception_outside_retry_on_fails_at_once(app: fastq.App) -> None:
     assert info is not None and info.state == "dead" and info.attempts == 1
 
 
-def test_retry_and_fail_outcomes(app: fastq.App) -> None:
+def test_retry_and_fail_outcomes(app: fastq.App, caplog: pytest.LogCaptureFixture) -> None:
     runs: dict[str, int] = {}
 
     @app.job(queue="q", retries=3, backoff_s=0)
@@ -168,7 +170,8 @@ def test_retry_and_fail_outcomes(app: fastq.App) -> None:
             "ok",
         )
     }
-    drain(app, ["q"])
+    with caplog.at_level(logging.ERROR, logger="fastq.worker"):
+        drain(app, ["q"])
     assert runs == {
         "retry-returned": 2,
         "retry-raised": 2,
@@ -192,6 +195,16 @@ def test_retry_and_fail_outcomes(app: fastq.App) -> None:
     assert "retries exhausted" in (dead["retry-forever"].last_error or "")
     stats = app.stats("q")
     assert (stats["processed"], stats["dead"]) == (3, 3)
+    # every death is logged at ERROR, naming the job and why
+    deaths = sorted(r.getMessage() for r in caplog.records if " is dead: " in r.getMessage())
+    assert deaths == sorted(
+        [
+            f"job outcome {ids['fail-raised']} is dead: Fail: address bounced",
+            f"job outcome {ids['fail-returned']} is dead: Fail: unsubscribed",
+            f"job outcome {ids['retry-forever']} is dead: "
+            "Retry requested after 4 attempts: retries exhausted",
+        ]
+    )
 
 
 def test_custom_job_id_is_idempotent(app: fastq.App) -> None:
