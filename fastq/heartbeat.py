@@ -134,6 +134,10 @@ class Heartbeat(threading.Thread):
                 self.on_orphaned()
 
 
+# A failed extension is tried again within this.
+RETRY_MAX_S = 2.0
+
+
 class LeaseKeeper(threading.Thread):
     """Extends the lease of every job a worker holds, in one call per queue every
     quarter of a lease, so a 4-hour job is never handed to another worker while
@@ -170,12 +174,14 @@ class LeaseKeeper(threading.Thread):
     def run(self) -> None:
         wait_s = self.extend_s
         while not self._stop_event.wait(wait_s):
-            wait_s = self.extend_s if self.extend_leases() else min(2.0, self.extend_s)
+            retry_s = self.extend_leases()
+            wait_s = self.extend_s if retry_s is None else min(retry_s, RETRY_MAX_S, self.extend_s)
         if self.client is not None:
             self.client.close()
 
-    def extend_leases(self) -> bool:
-        """One extension of every queue's lease; False if it must be tried again soon."""
+    def extend_leases(self) -> Optional[float]:
+        """One extension of every queue's lease; None when done, else how soon to
+        try again."""
         try:
             if self.client is None:
                 self.client = self.connect()
@@ -184,11 +190,9 @@ class LeaseKeeper(threading.Thread):
                 EXTEND.call(self.client, EXTEND.keys_for(k, self.worker_id), argv)
         except REDIS_ERRORS as exc:
             try:
-                delay = self.outage.failed(exc)
+                return self.outage.failed(exc)
             except REDIS_ERRORS:  # not Redis' fault: say so loudly, and keep extending
                 log.exception("worker %s: extending its leases failed", self.worker_id)
-                return False
-            self._stop_event.wait(min(delay, self.extend_s))
-            return False
+                return RETRY_MAX_S
         self.outage.recovered()
-        return True
+        return None
