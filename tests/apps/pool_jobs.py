@@ -78,3 +78,29 @@ def stubborn(i: int) -> None:
     _record(i)
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})
     time.sleep(30)
+
+
+def _note(line: str) -> None:
+    with open(os.environ["POOL_JOBS_RUNS_FILE"], "a") as f:
+        f.write(f"{line}\n")  # one small append: atomic among the children
+
+
+@app.job(queue="q")
+def long(i: int, sleep_s: float) -> None:
+    """Notes its run in the runs file as it starts (so a run cut short counts too),
+    then sleeps ``sleep_s``."""
+    _note(str(i))
+    time.sleep(sleep_s)
+
+
+@app.job(queue="q", retries=3, backoff_s=0.1)
+def flaky(i: int) -> None:
+    """Notes its run in the runs file, and fails its first attempt: its retry is
+    written by the worker's ack (a marker file says it failed once already)."""
+    _note(str(i))
+    marker = f"{os.environ['POOL_JOBS_RUNS_FILE']}.failed-{i}"
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return
+    raise RuntimeError(f"flaky {i}: the first attempt fails")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -151,6 +152,14 @@ def test_a_job_that_kills_its_worker_goes_dead_as_poison(
     assert "stalled 3 times" in (info.last_error or "")
     assert runs(r, app.namespace)[999] == 3  # max_stalls 2: dead at the third death
     assert set(runs(r, app.namespace)) == set(range(600)) | {999}
+    # a poison job needs a person: one ERROR line, naming it and why it died
+    log = pool.log()
+    dead_lines = [line for line in log.splitlines() if " is dead: " in line]
+    assert len(dead_lines) == 1, log
+    assert re.search(
+        rf" ERROR fastq\.\w+: job {re.escape(poison)} of queue q is dead: stalled 3 times",
+        dead_lines[0],
+    ), log
 
 
 def test_a_leaking_child_is_recycled_above_max_memory(
