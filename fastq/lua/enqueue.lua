@@ -33,13 +33,18 @@ end
 if delay_ms == nil or delay_ms ~= delay_ms or delay_ms < 0 or delay_ms > 315360000000 then
     refuse('delay_ms must be a number within [0, 315360000000] (ten years), not ' .. ARGV[2])
 end
+-- What would break the queue is refused here: an id too long for a pool's heartbeat
+-- slot, or one in the reserved namespace (the held sets' sentinel lives there). The
+-- character set (printable ASCII) is the producers' to check: a pattern match per id
+-- here cost ~0.5 us a job, an eighth of the whole call.
 for i = 3, #ARGV, 2 do
     local id = ARGV[i]
-    if #id < 1 or #id > 200 or string.find(id, '[^!-~]') then
-        refuse('job id #' .. (i - 1) / 2 .. ' must be 1 to 200 bytes of printable ASCII'
-            .. ' without whitespace')
+    local len = #id
+    if len < 1 or len > 200 then
+        refuse('job id #' .. (i - 1) / 2 .. ' must be 1 to 200 bytes')
     end
-    if string.sub(id, 1, 6) == 'fastq:' then
+    -- 102 is 'f': only then is the prefix worth a substring
+    if string.byte(id, 1) == 102 and string.sub(id, 1, 6) == 'fastq:' then
         refuse('job id #' .. (i - 1) / 2 .. " starts with the reserved prefix 'fastq:'")
     end
 end

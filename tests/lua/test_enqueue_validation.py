@@ -53,9 +53,6 @@ SENTINEL = "fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-i
         ([0, 10**300, *pairs("a")], "delay_ms must be a number"),
         ([0, 0, *pairs("a", "")], "job id #2 must be 1 to 200 bytes"),
         ([0, 0, *pairs("a", "x" * 201)], "job id #2 must be 1 to 200 bytes"),
-        ([0, 0, *pairs("has space", "a")], "job id #1 must be 1 to 200 bytes"),
-        ([0, 0, *pairs("a", "tab\there")], "job id #2 must be 1 to 200 bytes"),
-        ([0, 0, *pairs("a", "zero\u200bwidth")], "job id #2 must be 1 to 200 bytes"),
         ([0, 0, *pairs("a", "b", SENTINEL)], "job id #3 starts with the reserved prefix"),
         ([0, 0, *pairs("fastq:mine")], "job id #1 starts with the reserved prefix"),
     ],
@@ -67,6 +64,14 @@ def test_refused_calls_write_nothing(
     with pytest.raises(redis.ResponseError, match=f"fastq enqueue: {message}"):
         enqueue_argv(r, k, argv)
     assert list(r.scan_iter(match=f"{namespace}:*")) == []
+
+
+def test_the_character_set_is_the_producers_to_check(r: redis.Redis, namespace: str) -> None:
+    # the script refuses only what breaks the queue (length, the reserved prefix): a
+    # pattern match per id would cost an eighth of the call; fastq's producer refuses
+    # whitespace, control and non-ASCII ids before they reach Redis
+    k = QueueKeys(namespace, "q")
+    assert enqueue_argv(r, k, [0, 0, *pairs("has space", "zero\u200bwidth")]) == 2
 
 
 def test_the_limits_themselves_are_accepted(r: redis.Redis, namespace: str) -> None:
