@@ -38,19 +38,7 @@ def delays_through_worker(
     time it failed), then make it due at once. Returns the delays and the job as it
     ends (dead)."""
     job_id = job.enqueue_with(**options)()
-    _, thread = drain_in_thread(app, [job.queue], idle_timeout_s=0.05)
-    scheduled = app.keys(job.queue).scheduled
-    delays = []
-    for k in range(1, failures + 1):
-        info = _wait_for(app, job_id, lambda i: i.state == "scheduled" and i.attempts == k)
-        assert info.due_at is not None and info.failed_at is not None
-        delays.append(info.due_at - info.failed_at)
-        r.zadd(scheduled, {job_id: 0})  # due now: the next attempt runs at once
-    thread.join(10)
-    assert not thread.is_alive()
-    final = app.get_job(job_id)
-    assert final is not None
-    return delays, final
+    return delays_through_worker_existing(app, r, job.queue, job_id, failures)
 
 
 def assert_delays(measured: list[float], expected_s: list[float]) -> None:
@@ -206,7 +194,7 @@ def delays_through_worker_existing(
     _, thread = drain_in_thread(app, [queue], idle_timeout_s=0.05)
     delays = []
     for k in range(1, failures + 1):
-        info = _wait_for(app, job_id, lambda i: i.state == "scheduled" and i.attempts == k)
+        info = _wait_for(app, job_id, lambda i, k=k: i.state == "scheduled" and i.attempts == k)
         assert info.due_at is not None and info.failed_at is not None
         delays.append(info.due_at - info.failed_at)
         r.zadd(app.keys(queue).scheduled, {job_id: 0})
