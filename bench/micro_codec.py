@@ -28,8 +28,17 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
-FULL = {"encode_calls": 10_000, "decode_claim": 500, "backoff_ms": 100_000}
-QUICK = {"encode_calls": 500, "decode_claim": 50, "backoff_ms": 5_000}
+# the retry policies' kernels, each with the arguments after ``attempt`` (and ``rand``
+# last where the curve has one): a default-like setting of each policy
+POLICIES: dict[str, tuple[tuple[Any, ...], bool]] = {
+    "backoff_ms": ((100, 60_000, 0.5), True),  # exponential
+    "polynomial_ms": ((315_360_000_000,), True),
+    "doubling_ms": ((100, 3_600_000, 16), False),
+    "geometric_ms": ((1000, 1.5, 3_600_000), False),
+    "listed_ms": (((1000, 10_000, 60_000, 600_000),), False),
+}
+FULL = {"encode_calls": 10_000, "decode_claim": 500, **{k: 100_000 for k in POLICIES}}
+QUICK = {"encode_calls": 500, "decode_claim": 50, **{k: 5_000 for k in POLICIES}}
 
 
 def _modules() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
@@ -99,17 +108,19 @@ def decode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable
     return lambda mod: lambda: mod.decode_claim(reply, 1, registry)
 
 
-def backoff_case(size: int) -> Callable[[ModuleType], Callable[[], Any]]:
+def backoff_case(kernel: str, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
+    """One retry policy's kernel over ``size`` attempts of 1..20 (and draws)."""
     rng = random.Random(7)
     attempts = [rng.randint(1, 20) for _ in range(size)]
     rands = [rng.random() for _ in range(size)]
     repeat = itertools.repeat
+    params, with_rand = POLICIES[kernel]
 
     def make(mod: ModuleType) -> Callable[[], Any]:
-        fn = mod.backoff_ms
-        return lambda: list(
-            map(fn, attempts, repeat(100, size), repeat(60_000, size), repeat(0.5, size), rands)
-        )
+        fn = getattr(mod, kernel)
+        if with_rand:
+            return lambda: list(map(fn, attempts, *[repeat(p, size) for p in params], rands))
+        return lambda: list(map(fn, attempts, *[repeat(p, size) for p in params]))
 
     return make
 
@@ -125,12 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     sizes = QUICK if opts.quick else FULL
     repeats = opts.repeats or (3 if opts.quick else 9)
     # calls per repeat, so that even the small kernels run long enough to time
-    numbers = {"encode_calls": 1, "decode_claim": 2 if opts.quick else 20, "backoff_ms": 1}
+    numbers = {"encode_calls": 1, "decode_claim": 2 if opts.quick else 20}
 
     cases = {
         "encode_calls": (encode_case(ref_codec, sizes["encode_calls"]), ref_codec, nat_codec),
         "decode_claim": (decode_case(ref_codec, sizes["decode_claim"]), ref_codec, nat_codec),
-        "backoff_ms": (backoff_case(sizes["backoff_ms"]), ref_backoff, nat_backoff),
+        **{
+            kernel: (backoff_case(kernel, sizes[kernel]), ref_backoff, nat_backoff)
+            for kernel in POLICIES
+        },
     }
     results = []
     print(f"{'kernel':<14}  reference_us_per_item  native_us_per_item  speedup")
@@ -138,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         ref_fn, nat_fn = make(ref_mod), make(nat_mod)
         if ref_fn() != nat_fn():  # a fast wrong answer is no answer
             raise SystemExit(f"{kernel}: native and reference results differ")
-        size, number = sizes[kernel], numbers[kernel]
+        size, number = sizes[kernel], numbers.get(kernel, 1)
         ref_s, nat_s = best_seconds([ref_fn, nat_fn], repeats, number)
         ref_us, nat_us = ref_s / size * 1e6, nat_s / size * 1e6
         speedup = ref_us / nat_us

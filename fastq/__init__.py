@@ -23,17 +23,24 @@ from fastq.errors import (
 )
 from fastq.introspect import JobInfo
 from fastq.job import JobDef, JobPolicy
+from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
 
 __all__ = [
     "ACCELERATED",
     "App",
+    "Backoff",
+    "BoundedDoubling",
+    "Delays",
     "EnqueueError",
     "EnqueueInterrupted",
+    "Exponential",
     "Fail",
     "FastqError",
+    "Geometric",
     "JobDef",
     "JobInfo",
     "JobPolicy",
+    "Polynomial",
     "RedisRefused",
     "RedisUnavailable",
     "Retry",

@@ -29,6 +29,7 @@ from fastq.job import (
 from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import check_job_id, check_namespace, check_priority
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
+from fastq.retry import Backoff, envelope_overrides, policy_from_keywords
 
 try:
     from redis import DriverInfo
@@ -53,6 +54,15 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 ENQUEUE_CHUNK = 1000
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+
+
+def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...]:
+    """``types`` (one exception class, or an iterable of them) as a tuple."""
+    if isinstance(types, type):
+        return (types,)  # checked by JobPolicy
+    if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
+        raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
+    return tuple(types)
 
 
 def _check_url(url: str) -> str:
@@ -189,11 +199,15 @@ class App:
         queue: str = "default",
         priority: int = 0,
         retries: int = 5,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 300.0,
-        jitter: float = 0.5,
+        backoff_s: Optional[float] = None,
+        max_backoff_s: Optional[float] = None,
+        jitter: Optional[float] = None,
         retry_on: tuple[type[BaseException], ...] = (Exception,),
         timeout_s: Optional[float] = None,
+        retry: Optional[Backoff] = None,
+        retry_delays_s: Optional[Sequence[float]] = None,
+        fail_on: tuple[type[BaseException], ...] = (),
+        age_limit_s: Optional[float] = None,
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -204,13 +218,37 @@ class App:
         queue: str = "default",
         priority: int = 0,
         retries: int = 5,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 300.0,
-        jitter: float = 0.5,
+        backoff_s: Optional[float] = None,
+        max_backoff_s: Optional[float] = None,
+        jitter: Optional[float] = None,
         retry_on: tuple[type[BaseException], ...] = (Exception,),
         timeout_s: Optional[float] = None,
+        retry: Optional[Backoff] = None,
+        retry_delays_s: Optional[Sequence[float]] = None,
+        fail_on: tuple[type[BaseException], ...] = (),
+        age_limit_s: Optional[float] = None,
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
+
+        Args:
+            name: the job's name in payloads (default: the function's ``__name__``).
+            queue: the queue its jobs go to.
+            priority: higher runs first (an int within ±2**20).
+            retries: further attempts after the first, when it fails.
+            backoff_s, max_backoff_s, jitter: the default exponential backoff:
+                ``backoff_s * 2**n`` (1 s) up to ``max_backoff_s`` (300 s), the top
+                ``jitter`` fraction (0.5) of each delay randomised. Shorthand for
+                ``retry=fastq.Exponential(...)``.
+            retry: the retry policy: ``fastq.Exponential``, ``fastq.Polynomial``
+                (Sidekiq's), ``fastq.BoundedDoubling`` (App Engine's),
+                ``fastq.Geometric`` or ``fastq.Delays``.
+            retry_delays_s: every delay in seconds, the last repeated; shorthand
+                for ``retry=fastq.Delays([...])``.
+            retry_on: only these exceptions are retried; others fail at once.
+            fail_on: these exceptions fail at once (checked before ``retry_on``).
+            timeout_s: a hard limit on one run (SIGALRM).
+            age_limit_s: no retry starts later than this many seconds after the
+                job was first enqueued, whatever its attempts: it goes dead.
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -218,18 +256,20 @@ class App:
                 ``functools.partial`` or an async ``__call__``), an async
                 generator or a generator function; or it has no ``__name__`` and
                 no ``name`` was given.
-            ValueError: another function is already registered under that name, or
-                an option is out of range.
+            ValueError: another function is already registered under that name, an
+                option is out of range, or options of two retry policies are given
+                together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
+                ``backoff_s``, ...).
         """
         validate_queue_name(queue)
         check_priority(priority)
         policy = JobPolicy(
             retries=retries,
-            backoff_s=backoff_s,
-            max_backoff_s=max_backoff_s,
-            jitter=jitter,
-            retry_on=tuple(retry_on),
+            backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
+            retry_on=_exception_types(retry_on, "retry_on"),
             timeout_s=timeout_s,
+            fail_on=_exception_types(fail_on, "fail_on"),
+            age_limit_s=age_limit_s,
         )
 
         def register(func: Callable[..., R]) -> JobDef[R]:
@@ -260,15 +300,27 @@ class App:
             priority = jobdef.priority if jobdef else 0
         return queue, priority
 
-    def _tail(self, name: str, queue: str, priority: int) -> bytes:
-        tail: bytes = codec.envelope_tail(
-            {
-                "name": name,
-                "queue": queue,
-                "enqueued_at": int(time.time() * 1000),
-                "priority": priority,
-            }
-        )
+    def _tail(self, name: str, queue: str, priority: int, options: EnqueueOptions) -> bytes:
+        shared: dict[str, Any] = {
+            "name": name,
+            "queue": queue,
+            "enqueued_at": int(time.time() * 1000),
+            "priority": priority,
+        }
+        if not (options.retry is None and options.retries is None and options.age_limit_s is None):
+            # the retry overrides that differ from the job's own policy, so that a
+            # worker of any host applies them; the common enqueue adds nothing
+            jobdef = self.registry.get(name)
+            own = jobdef.policy if jobdef is not None else None
+            shared.update(
+                envelope_overrides(
+                    (own.backoff, own.retries, own.age_limit_s) if own is not None else None,
+                    options.retry,
+                    options.retries,
+                    options.age_limit_s,
+                )
+            )
+        tail: bytes = codec.envelope_tail(shared)
         return tail
 
     def _connect(self, queue: str) -> Redis:
@@ -308,6 +360,9 @@ class App:
         job_id: Optional[str] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
     ) -> str:
         """Enqueue one job by its registered name; returns the job id.
 
@@ -323,7 +378,10 @@ class App:
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """
-        options = EnqueueOptions(delay_s=delay_s, priority=priority, job_id=job_id, queue=queue)
+        options = EnqueueOptions(
+            delay_s=delay_s, priority=priority, job_id=job_id, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s,
+        )  # fmt: skip
         return self.submit(name, args, kwargs, options)
 
     def submit(
@@ -343,7 +401,9 @@ class App:
         if jobdef is not None:
             jobdef.arg_checker.check(args, kwargs)
         job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
-        env = codec.encode_envelope(job_id, args, kwargs, self._tail(name, queue, priority))
+        env = codec.encode_envelope(
+            job_id, args, kwargs, self._tail(name, queue, priority, options)
+        )
         with self._producer_call():
             client = self._connect(queue)
             replies = self._send(client, queue, priority, options.delay_ms, [job_id], [env])
@@ -360,6 +420,9 @@ class App:
         job_ids: Optional[Sequence[str]] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
     ) -> list[str]:
         """Enqueue many calls of one job in pipelined batches; returns their ids.
 
@@ -390,7 +453,10 @@ class App:
                 was lost mid-blast: ``written`` went in, ``not_written`` may have.
                 An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
         """
-        options = EnqueueOptions(delay_s=delay_s, priority=priority, queue=queue)
+        options = EnqueueOptions(
+            delay_s=delay_s, priority=priority, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s,
+        )  # fmt: skip
         return self.submit_many(name, calls, options, job_ids)
 
     def submit_many(
@@ -421,7 +487,7 @@ class App:
                     raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-        envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority))
+        envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority, options))
         if not ids:
             return ids
         try:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar
 
 from fastq.limits import check_delay_s, check_job_id, check_priority, check_queue_name
+from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
 
 R = TypeVar("R")
 
@@ -36,6 +37,9 @@ class EnqueueOptions:
     priority: Optional[int] = None
     job_id: Optional[str] = None
     queue: Optional[str] = None
+    retry: Optional[Backoff] = None
+    retries: Optional[int] = None
+    age_limit_s: Optional[float] = None
 
     def __post_init__(self) -> None:
         check_delay_s(self.delay_s)
@@ -45,6 +49,15 @@ class EnqueueOptions:
             check_job_id(self.job_id)
         if self.queue is not None:
             check_queue_name(self.queue)
+        if self.retry is not None and not isinstance(self.retry, Backoff):
+            raise TypeError(
+                "retry must be a policy such as fastq.Exponential(), fastq.Polynomial(), "
+                f"fastq.BoundedDoubling(), fastq.Geometric() or fastq.Delays(), not {self.retry!r}"
+            )
+        if self.retries is not None:
+            check_retries(self.retries)
+        if self.age_limit_s is not None:
+            check_age_limit_s(self.age_limit_s)
 
     @property
     def delay_ms(self) -> int:
@@ -111,39 +124,38 @@ def check_runnable(fn: object, name: str) -> None:
 class JobPolicy:
     """What happens when a job raises.
 
-    ``retries`` further attempts after the first, spaced by exponential backoff
-    from ``backoff_s`` up to ``max_backoff_s``, the top ``jitter`` fraction of each
-    delay randomised. Exceptions outside ``retry_on`` fail the job at once.
+    ``retries`` further attempts after the first, spaced by ``backoff`` (a
+    :class:`fastq.retry.Backoff`: exponential with jitter unless told otherwise).
+    Exceptions in ``fail_on`` fail the job at once; then those outside
+    ``retry_on`` too. With ``age_limit_s``, a retry is scheduled only if it would
+    start within that many seconds of the job's first enqueue, whatever its
+    attempts; else the job goes dead saying so.
+
+    Raises:
+        TypeError, ValueError: a setting of the wrong type or out of range.
     """
 
     retries: int = 5
-    backoff_s: float = 1.0
-    max_backoff_s: float = 300.0
-    jitter: float = 0.5
+    backoff: Backoff = Exponential()
     retry_on: tuple[type[BaseException], ...] = (Exception,)
     timeout_s: Optional[float] = None
+    fail_on: tuple[type[BaseException], ...] = ()
+    age_limit_s: Optional[float] = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.retries, int) or self.retries < 0:
-            raise ValueError(f"retries must be an int >= 0, not {self.retries!r}")
-        for field in ("backoff_s", "max_backoff_s"):
-            value = getattr(self, field)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise ValueError(f"{field} must be a number >= 0, not {value!r}")
-        if not 0.0 <= self.jitter <= 1.0:
-            raise ValueError(f"jitter must be within [0, 1], not {self.jitter!r}")
+        check_retries(self.retries)
+        if not isinstance(self.backoff, Backoff):
+            raise TypeError(f"backoff must be a fastq retry policy, not {self.backoff!r}")
         if self.timeout_s is not None and self.timeout_s <= 0:
             raise ValueError(f"timeout_s must be > 0, not {self.timeout_s!r}")
-        if not all(isinstance(t, type) and issubclass(t, BaseException) for t in self.retry_on):
-            raise TypeError("retry_on must be a tuple of exception classes")
-
-    @property
-    def backoff_ms(self) -> int:
-        return int(self.backoff_s * 1000)
-
-    @property
-    def max_backoff_ms(self) -> int:
-        return int(self.max_backoff_s * 1000)
+        for what in ("retry_on", "fail_on"):
+            types = getattr(self, what)
+            if not isinstance(types, tuple) or not all(
+                isinstance(t, type) and issubclass(t, BaseException) for t in types
+            ):
+                raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
+        if self.age_limit_s is not None:
+            check_age_limit_s(self.age_limit_s)
 
 
 class ArgChecker:
@@ -237,6 +249,9 @@ class JobDef(Generic[R]):
         priority: Optional[int] = None,
         job_id: Optional[str] = None,
         queue: Optional[str] = None,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
     ) -> EnqueueCall:
         """This job with enqueue options; call the result with the job's arguments.
 
@@ -253,11 +268,20 @@ class JobDef(Generic[R]):
             job_id: the id, instead of a fresh one; enqueueing an id that exists
                 does nothing (so calling the result twice enqueues once).
             queue: overrides the job's queue.
+            retry: overrides the job's retry policy (a :class:`fastq.retry.Backoff`)
+                for this job, on whichever worker runs it.
+            retries: overrides the job's attempt limit (further attempts after the
+                first).
+            age_limit_s: overrides the job's age limit: no retry starts later than
+                this many seconds after this enqueue.
 
         Raises:
             TypeError, ValueError: an option is of the wrong type or out of range.
         """
-        options = EnqueueOptions(delay_s=delay_s, priority=priority, job_id=job_id, queue=queue)
+        options = EnqueueOptions(
+            delay_s=delay_s, priority=priority, job_id=job_id, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s,
+        )  # fmt: skip
         return EnqueueCall(self, options)
 
     def enqueue_many(
@@ -268,6 +292,9 @@ class JobDef(Generic[R]):
         priority: Optional[int] = None,
         delay_s: float = 0,
         queue: Optional[str] = None,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
     ) -> list[str]:
         """Enqueue many calls in pipelined batches (for blasts); returns their ids.
 
@@ -281,7 +308,10 @@ class JobDef(Generic[R]):
             fastq.EnqueueError: Redis took only some of the jobs (``written``) or
                 none; retry with ``job_ids=exc.ids``, which is idempotent.
         """
-        options = EnqueueOptions(delay_s=delay_s, priority=priority, queue=queue)
+        options = EnqueueOptions(
+            delay_s=delay_s, priority=priority, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s,
+        )  # fmt: skip
         return self.producer.submit_many(self.name, calls, options, job_ids)
 
 

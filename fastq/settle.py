@@ -8,15 +8,20 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Optional
 
-from fastq._accel import backoff, codec
+from fastq import retry
+from fastq._accel import codec
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
-from fastq.job import JobPolicy
+from fastq.retry import Backoff
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
 
 log = logging.getLogger("fastq.worker")
+
+# The uniform draw in [0, 1) of curves with jitter (a name of its own, so that a
+# test can fix it).
+draw = random.random
 
 
 def settle_failure(
@@ -31,11 +36,14 @@ def settle_failure(
 ) -> None:
     """Record in ``out`` the outcome of a job that raised, or returned, ``exc``.
 
-    ``Retry`` reschedules it while attempts remain; ``Fail`` buries it; a
-    TypeError from arguments that do not fit the function quarantines it as
-    broken; any other exception is retried with backoff while attempts remain
-    and it is in ``retry_on`` (a timeout always is), then buried with its
-    traceback. ``attempt`` counts this run (1 = the first).
+    ``Retry`` reschedules it while attempts remain (after its ``delay_s``, else the
+    backoff); ``Fail`` buries it; a TypeError from arguments that do not fit the
+    function quarantines it as broken; an exception in ``fail_on`` buries it at
+    once; any other is retried with the backoff while attempts remain and it is in
+    ``retry_on`` (a timeout always is), then buried with its traceback. A retry
+    that would start beyond the job's age limit buries it instead. The envelope's
+    overrides (``retries``, ``backoff``, ``age_limit_ms``) take the place of the
+    job's own. ``attempt`` counts this run (1 = the first).
     """
     policy = target.policy
     retries = env.get("retries", policy.retries)  # an envelope may override the policy
@@ -44,9 +52,15 @@ def settle_failure(
     name, shown_id = target.name, job_id.decode()
     if isinstance(exc, Retry):
         if attempt <= retries:
-            delay_ms = (
-                int(exc.delay_s * 1000) if exc.delay_s is not None else _backoff_ms(policy, attempt)
-            )
+            if exc.delay_s is not None:
+                delay_ms = int(exc.delay_s * 1000)
+                limit_ms = _policy_of(target, env, shown_id)[1]
+            else:
+                delay_ms, limit_ms = _backoff_ms(target, env, shown_id, attempt)
+            too_old = _too_old(env, limit_ms, delay_ms)
+            if too_old is not None:
+                _bury(out, name, job_id, env, attempt, f"{too_old} (Retry requested)", None)
+                return
             fields = {"attempts": attempt, "error": "Retry requested"}
             out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         else:
@@ -64,8 +78,16 @@ def settle_failure(
         return
     error = f"{type(exc).__name__}: {exc}"
     tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if policy.fail_on and isinstance(exc, policy.fail_on):
+        reason = f"failed at once ({type(exc).__name__} is in fail_on): {error}"
+        _bury(out, name, job_id, env, attempt, error, tb, reason)
+        return
     if isinstance(exc, (*policy.retry_on, JobTimeout)) and attempt <= retries:
-        delay_ms = _backoff_ms(policy, attempt)
+        delay_ms, limit_ms = _backoff_ms(target, env, shown_id, attempt)
+        too_old = _too_old(env, limit_ms, delay_ms)
+        if too_old is not None:
+            _bury(out, name, job_id, env, attempt, f"{too_old}; last error: {error}", tb)
+            return
         log.warning(
             "job %s %s failed (attempt %d of %d), retrying in %.2fs: %s",
             name, shown_id, attempt, retries + 1, delay_ms / 1000, error,
@@ -80,11 +102,37 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _backoff_ms(policy: JobPolicy, attempt: int) -> int:
-    delay: int = backoff.backoff_ms(
-        attempt, policy.backoff_ms, policy.max_backoff_ms, policy.jitter, random.random()
-    )
-    return delay
+def _policy_of(
+    target: JobDef[Any], env: dict[str, Any], shown_id: str
+) -> tuple[Backoff, Optional[int]]:
+    """The backoff and age limit (ms) of a job: its envelope's overrides, else its
+    own. An unreadable override is logged and the job's own applies."""
+    policy = target.policy
+    if "backoff" not in env and "age_limit_ms" not in env:
+        return policy.backoff, _limit_ms(policy.age_limit_s)
+    backoff, limit_ms, warning = retry.resolve(env, policy.backoff, policy.age_limit_s)
+    if warning is not None:
+        log.warning("job %s %s: %s; the job's own policy applies", target.name, shown_id, warning)
+    return backoff, limit_ms
+
+
+def _limit_ms(age_limit_s: Optional[float]) -> Optional[int]:
+    return None if age_limit_s is None else int(age_limit_s * 1000)
+
+
+def _backoff_ms(
+    target: JobDef[Any], env: dict[str, Any], shown_id: str, attempt: int
+) -> tuple[int, Optional[int]]:
+    """The delay (ms) before the next attempt after run ``attempt`` failed, and
+    the age limit (ms) that applies."""
+    backoff, limit_ms = _policy_of(target, env, shown_id)
+    return backoff.delay_ms(attempt, draw()), limit_ms
+
+
+def _too_old(env: dict[str, Any], limit_ms: Optional[int], delay_ms: int) -> Optional[str]:
+    if limit_ms is None:
+        return None
+    return retry.age_limit_error(env, limit_ms, _now_ms(), delay_ms)
 
 
 def _bury(

@@ -107,3 +107,68 @@ def backoff_ms(attempt, base_ms, max_ms, jitter, rand):
         return <long long>r  # C truncates toward zero, like int(float)
     # out of int64 range, inf or NaN: int(float) builds the big int or raises
     return PyLong_FromDouble(r)
+
+
+# --- retry policies -------------------------------------------------------------------
+# Checked input only (``fastq.retry`` checks it): ms as ints within ten years,
+# attempt >= 1, rand in [0, 1). Same ints as the reference, step by step.
+
+cdef extern from "math.h" nogil:
+    double pow(double x, double y)
+
+DEF POLYNOMIAL_MAX_N = 1000
+
+
+def polynomial_ms(long long attempt, long long max_ms, double rand):
+    """Sidekiq's curve: ``n**4 + 15 + rand * 10 * (n + 1)`` seconds, ``n = attempt - 1``
+    (Sidekiq's ``retry_count``), capped at ``max_ms``."""
+    cdef long long n = attempt - 1 if attempt > 1 else 0
+    cdef long long delay
+    if n >= POLYNOMIAL_MAX_N:
+        return max_ms
+    # one multiply, then truncation toward zero, as int(float) does
+    delay = (n * n * n * n + 15) * 1000 + <long long>(rand * <double>(10000 * (n + 1)))
+    return delay if delay < max_ms else max_ms
+
+
+def doubling_ms(long long attempt, long long min_ms, long long max_ms, long long max_doublings):
+    """App Engine's bounded doubling: ``min_ms`` doubled for each retry up to
+    ``max_doublings`` times, then ``2**(max_doublings - 1) * min_ms`` more per
+    retry, capped at ``max_ms``."""
+    cdef long long n = attempt - 1 if attempt > 1 else 0
+    cdef long long doublings, delay, step, extra
+    if min_ms <= 0:
+        return 0
+    doublings = n if n < max_doublings else max_doublings
+    if doublings >= 62 or max_ms < 0 or min_ms > (max_ms >> doublings):
+        return max_ms
+    delay = min_ms << doublings
+    if n > max_doublings:
+        step = (min_ms << max_doublings) >> 1
+        extra = n - max_doublings
+        if step > 0:
+            if extra > (max_ms - delay) // step:
+                return max_ms
+            delay += extra * step
+    return delay if delay < max_ms else max_ms
+
+
+def geometric_ms(long long attempt, long long base_ms, double ratio, long long max_ms):
+    """``base_ms * ratio**n``, ``n = attempt - 1``, capped at ``max_ms``."""
+    cdef long long n = attempt - 1 if attempt > 1 else 0
+    cdef double delay
+    if base_ms <= 0:
+        return 0
+    delay = <double>base_ms * pow(ratio, <double>n)  # overflow: inf, capped below
+    if not delay < <double>max_ms:
+        return max_ms
+    return <long long>delay
+
+
+def listed_ms(long long attempt, tuple delays_ms):
+    """``delays_ms[n]``, ``n = attempt - 1``; the last one repeated."""
+    cdef Py_ssize_t n = attempt - 1 if attempt > 1 else 0
+    cdef Py_ssize_t last = len(delays_ms) - 1
+    if last < 0:  # bounds are not checked in this module: refuse as Python would
+        raise IndexError("tuple index out of range")
+    return delays_ms[n if n < last else last]

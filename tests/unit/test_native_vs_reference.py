@@ -530,3 +530,58 @@ def test_update_envelope(env: dict[str, Any], fields: dict[str, Any]) -> None:
 )
 def test_update_envelope_edge_cases(env: Any, fields: Any) -> None:
     assert_same(ref_codec.update_envelope, native_codec.update_envelope, env, fields)
+
+
+# --- retry policies: the same sequences -------------------------------------------------
+# The kernels take checked input (fastq.retry checks it): ms within ten years,
+# attempt >= 1, rand in [0, 1). Each case compares a whole sequence of attempts,
+# plus far attempts where the curves reach their caps or 64-bit limits.
+
+MAX_MS = 10 * 365 * 24 * 3600 * 1000
+MS = st.integers(0, MAX_MS) | st.sampled_from([0, 1, 999, 1000, 60_000, MAX_MS])
+RAND = st.floats(0.0, 1.0, exclude_max=True) | st.sampled_from([0.0, 0.5, 0.9999999999999999])
+FAR = [40, 61, 62, 63, 64, 999, 1000, 1001, 10**6, 2**31]
+
+
+def attempts() -> list[int]:
+    return [*range(1, 40), *FAR]
+
+
+def same_sequence(ref_fn: Callable[..., Any], nat_fn: Callable[..., Any], *params: Any) -> None:
+    for attempt in attempts():
+        assert_same(ref_fn, nat_fn, attempt, *params)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(MS, RAND)
+def test_polynomial_sequences(max_ms: int, rand: float) -> None:
+    same_sequence(ref_backoff.polynomial_ms, native_backoff.polynomial_ms, max_ms, rand)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(MS, MS, st.integers(0, 62))
+def test_doubling_sequences(a_ms: int, b_ms: int, max_doublings: int) -> None:
+    min_ms, max_ms = min(a_ms, b_ms), max(a_ms, b_ms)
+    same_sequence(
+        ref_backoff.doubling_ms, native_backoff.doubling_ms, min_ms, max_ms, max_doublings
+    )
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(
+    MS,
+    st.floats(1.0, 1e6) | st.floats(1.0, 1.5) | st.sampled_from([1.0, 1.5, 2.0, 10.0, 1e300]),
+    MS,
+)
+def test_geometric_sequences(base_ms: int, ratio: float, max_ms: int) -> None:
+    same_sequence(ref_backoff.geometric_ms, native_backoff.geometric_ms, base_ms, ratio, max_ms)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(MS, min_size=1, max_size=100).map(tuple))
+def test_listed_sequences(delays_ms: tuple[int, ...]) -> None:
+    same_sequence(ref_backoff.listed_ms, native_backoff.listed_ms, delays_ms)
+
+
+def test_listed_empty_refused_alike() -> None:
+    assert_same(ref_backoff.listed_ms, native_backoff.listed_ms, 1, ())
