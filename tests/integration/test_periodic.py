@@ -189,3 +189,62 @@ def test_fastq_periodic_without_schedules(redis_server: RedisServer, namespace: 
         redis_server.url, "periodic", "--app", "tests.apps.counting", "--namespace", namespace
     )
     assert (proc.returncode, proc.stdout) == (0, "no periodic jobs\n")
+
+
+HUP_APP = """
+import os
+import fastq
+
+app = fastq.App(os.environ["FASTQ_REDIS_URL"])
+
+
+@app.periodic(every_s=1, queue={queue!r})
+def {name}() -> None:
+    app.redis.rpush(app.namespace + ":ran", {name!r})
+"""
+
+
+@pytest.mark.slow
+def test_a_hup_reloads_the_schedules_and_serves_their_new_queues(
+    redis_server: RedisServer, r: redis.Redis, namespace: str, tmp_path: Path
+) -> None:
+    module = tmp_path / "hup_app.py"
+    module.write_text(HUP_APP.format(queue="ticks", name="first"))
+    env = subprocess_env(redis_server.url)
+    env["PYTHONPATH"] += f":{tmp_path}"
+    with open(tmp_path / "pool.log", "wb") as log:
+        pool = subprocess.Popen(
+            fastq_cmd("pool", "-c", "1", "--app", "hup_app", "--namespace", namespace),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def ran() -> list[bytes]:
+            return r.lrange(f"{namespace}:ran", 0, -1)
+
+        deadline = time.monotonic() + 30
+        while b"first" not in ran() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b"first" in ran(), (tmp_path / "pool.log").read_text()
+        # new code: another job, on a queue the pool did not serve
+        module.write_text(HUP_APP.format(queue="other-queue", name="second"))
+        for cached in tmp_path.glob("__pycache__/*"):
+            cached.unlink()
+        pool.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while b"second" not in ran() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert b"second" in ran(), (tmp_path / "pool.log").read_text()
+        firsts = ran().count(b"first")
+        time.sleep(2.5)
+        assert ran().count(b"first") == firsts  # the old schedule is gone
+        assert ran().count(b"second") >= 2
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        try:
+            pool.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            pool.kill()
+            pool.wait()
