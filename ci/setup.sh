@@ -31,5 +31,5 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # editable: the Cython extension is compiled in place, so tests import what they test
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test]'
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron]'
 "$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'

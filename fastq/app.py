@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+from datetime import tzinfo
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union, overload
 
 import redis
@@ -28,6 +29,7 @@ from fastq.job import (
 )
 from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import check_job_id, check_namespace, check_priority
+from fastq.periodic import PeriodicJob, make_schedule
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
 from fastq.retry import Backoff, envelope_overrides, policy_from_keywords
 
@@ -107,6 +109,7 @@ class App:
             raise ValueError(f"max_stalls must be >= 0, not {max_stalls}")
         self.max_stalls = int(max_stalls)
         self.registry: dict[str, JobDef[Any]] = {}
+        self.schedules: dict[str, PeriodicJob] = {}  # job name -> when it fires
         self.worker_start_hooks: list[Callable[[], None]] = []
         self._ids = IdGenerator()
         self._client: Optional[redis.Redis] = None
@@ -285,6 +288,97 @@ class App:
             return jobdef
 
         return register(fn) if fn is not None else register
+
+    def periodic(
+        self,
+        *,
+        every_s: Optional[float] = None,
+        cron: Optional[str] = None,
+        tz: Union[str, tzinfo, None] = None,
+        overlap: bool = False,
+        args: Sequence[Any] = (),
+        kwargs: Optional[dict[str, Any]] = None,
+        **job_options: Any,
+    ) -> Callable[[Union[Callable[..., R], JobDef[R]]], JobDef[R]]:
+        """Register a job that fires on a schedule; the reapers enqueue its runs.
+
+        ``@app.periodic(every_s=300)`` or ``@app.periodic(cron="*/5 * * * *",
+        tz="Europe/Berlin")`` on a function registers it as ``@app.job`` would
+        (``job_options``: ``queue``, ``priority``, ``retries``, ...); on a job
+        already registered (``@app.periodic(...)`` above ``@app.job(...)``) it
+        schedules that job. Returns the job, which can still be enqueued by hand.
+
+        Each slot fires once across every reaper of every host, also when its run
+        has finished before a late reaper looks. Slots missed while no reaper ran
+        give one run on return, not one per slot. A schedule never fired before
+        starts at its next slot. ``every_s`` slots are the multiples of ``every_s``
+        since the Unix epoch (``every_s=3600``: on the hour, UTC); cron times are
+        computed by cronsim in ``tz``, with Debian cron's DST rules (see
+        :mod:`fastq.periodic`).
+
+        Args:
+            every_s: fire every this many seconds (1 s to ten years).
+            cron: a standard 5-field cron expression (names of days and months,
+                ranges, lists and steps) or ``@hourly``, ``@daily``, ``@weekly``,
+                ``@monthly``, ``@yearly``; needs ``pip install 'fastq[cron]'``.
+            tz: the cron expression's time zone, an IANA name or a tzinfo (UTC).
+            overlap: False (the default): a slot whose previous run is still
+                queued, scheduled for a retry or running is skipped (counted as
+                ``periodic_skipped`` in the queue's stats); True: every slot fires.
+            args, kwargs: what each run is called with.
+
+        Raises:
+            ValueError: both or neither of ``every_s`` and ``cron``, ``every_s`` not
+                a finite number within range, an invalid cron expression, an unknown
+                time zone, ``tz`` with ``every_s``, or the job already has a schedule.
+            TypeError: an argument of the wrong type, ``args``/``kwargs`` that do not
+                fit the function or are not JSON, or what ``@app.job`` refuses.
+            ImportError: ``cron=`` without cronsim installed.
+            Nothing is registered when it raises.
+        """
+        schedule = make_schedule(every_s=every_s, cron=cron, tz=tz)
+        if not isinstance(overlap, bool):
+            raise TypeError(f"overlap must be a bool, not {type(overlap).__name__}")
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+        run_kwargs = dict(kwargs or {})
+
+        def register(func: Union[Callable[..., R], JobDef[R]]) -> JobDef[R]:
+            if isinstance(func, JobDef):
+                if func.producer is not self:
+                    raise ValueError(f"{func!r} is registered with another app")
+                if job_options:
+                    raise TypeError(
+                        f"job options {sorted(job_options)} go on @app.job when "
+                        "@app.periodic is given a registered job"
+                    )
+                existing: Optional[JobDef[R]] = func
+                func = func.fn
+            else:
+                existing = None
+            job_name = job_options.get("name") or getattr(func, "__name__", None)
+            if existing is not None:
+                job_name = existing.name
+            if isinstance(job_name, str) and job_name in self.schedules:
+                raise ValueError(f"job {job_name!r} already has a schedule")
+            # checked before anything is registered, so that a refusal leaves no trace
+            ArgChecker(func).check(args, run_kwargs)
+            codec.encode_envelope("check", list(args), run_kwargs, b"}")
+            jobdef = existing if existing is not None else self.job(**job_options)(func)
+            self.schedules[jobdef.name] = PeriodicJob(
+                name=jobdef.name,
+                queue=jobdef.queue,
+                priority=jobdef.priority,
+                schedule=schedule,
+                overlap=overlap,
+                args=tuple(args),
+                kwargs=run_kwargs,
+            )
+            return jobdef
+
+        return register
 
     # -- enqueue -------------------------------------------------------------------
 
@@ -588,3 +682,9 @@ class App:
                 if info is not None:
                     return info
         return None
+
+    def job_queues(self) -> list[str]:
+        """The queues this app registers jobs on, periodic ones included, in the order
+        registered (``["default"]`` when none): what a worker or a pool serves when
+        started without ``-q``."""
+        return list(dict.fromkeys(job.queue for job in self.registry.values())) or ["default"]

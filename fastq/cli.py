@@ -7,6 +7,7 @@ import importlib
 import logging
 import os
 import sys
+import time
 from typing import NoReturn, Optional, Sequence
 
 from fastq.app import App
@@ -52,6 +53,11 @@ def parse_queues(text: str) -> list[str]:
         except ValueError as exc:
             raise CliError(str(exc)) from None
     return queues
+
+
+def _served_queues(args: argparse.Namespace, app: App) -> list[str]:
+    """``-q``'s queues, or without it every queue the app registers jobs on."""
+    return parse_queues(args.queues) if args.queues is not None else app.job_queues()
 
 
 def load_app(spec: str) -> App:
@@ -131,8 +137,10 @@ def _add_connection_options(p: argparse.ArgumentParser) -> None:
 def cmd_worker(args: argparse.Namespace) -> int:
     from fastq.worker import Worker
 
-    queues = parse_queues(args.queues)
+    if args.queues is not None:
+        parse_queues(args.queues)  # a bad -q is refused before the app is imported
     app = _configured_app(args)
+    queues = _served_queues(args, app)
     worker = Worker(
         app,
         queues,
@@ -148,10 +156,12 @@ def cmd_worker(args: argparse.Namespace) -> int:
 def cmd_pool(args: argparse.Namespace) -> int:
     from fastq.master import Master, PoolConfig
 
-    queues = parse_queues(args.queues)
+    if args.queues is not None:
+        parse_queues(args.queues)  # a bad -q is refused before the app is imported
     if args.concurrency < 1:
         raise CliError(f"-c must be >= 1, not {args.concurrency}")
     app = _configured_app(args)
+    queues = _served_queues(args, app)
     config = PoolConfig(
         concurrency=args.concurrency,
         queues=queues,
@@ -165,6 +175,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
         else None,
         reaper=not args.no_reaper,
         cpu_slots=args.cpu_slots if args.cpu_slots is not None else (os.cpu_count() or 1),
+        queues_from_app=args.queues is None,
     )
     return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
 
@@ -187,6 +198,38 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_periodic(args: argparse.Namespace) -> int:
+    """One line per periodic job: name, queue, schedule, overlap, last and next fire
+    times (ISO 8601, in the schedule's zone), and the id of its last run."""
+    from fastq.firer import last_fired
+
+    app = _configured_app(args)
+    if not app.schedules:
+        print("no periodic jobs")
+        return 0
+    fired = last_fired(app)
+    now_ms = int(time.time() * 1000)
+    rows = [("NAME", "QUEUE", "SCHEDULE", "OVERLAP", "LAST FIRED", "NEXT FIRE", "LAST RUN")]
+    for job in app.schedules.values():
+        schedule = job.schedule
+        last_ms, run_id = fired[job.name]
+        if last_ms is None:
+            last, upcoming = "never", schedule.next_after_ms(now_ms)
+        else:
+            last = schedule.local(last_ms).isoformat()
+            # a slot missed while no reaper ran is fired as soon as one runs
+            upcoming = schedule.next_after_ms(last_ms)
+        nxt = schedule.local(upcoming).isoformat()
+        if upcoming <= now_ms:
+            nxt += " (missed: fires when a reaper runs)"
+        overlap = "yes" if job.overlap else "no"
+        rows.append((job.name, job.queue, schedule.describe(), overlap, last, nxt, run_id or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)), row[-1])
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from fastq.demo import run_demo
 
@@ -204,7 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--app", required=True, help="module (or module:attr) whose import registers the jobs"
     )
     w.add_argument(
-        "-q", "--queues", default="default", help="comma-separated queues, highest priority first"
+        "-q",
+        "--queues",
+        help="comma-separated queues, highest priority first "
+        "(default: every queue the app registers jobs on)",
     )
     w.add_argument(
         "--batch", type=batch_size, default=100, help="jobs claimed per round trip (1-1000)"
@@ -228,7 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--app", required=True, help="module (or module:attr) whose import registers the jobs"
     )
     p.add_argument(
-        "-q", "--queues", default="default", help="comma-separated queues, highest priority first"
+        "-q",
+        "--queues",
+        help="comma-separated queues, highest priority first "
+        "(default: every queue the app registers jobs on)",
     )
     p.add_argument(
         "--batch",
@@ -281,6 +330,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-q", "--queues", help="comma-separated queues (default: all known)")
     _add_connection_options(s)
     s.set_defaults(func=cmd_stats)
+
+    pe = sub.add_parser("periodic", help="list periodic jobs with their last and next fire times")
+    pe.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    _add_connection_options(pe)
+    pe.set_defaults(func=cmd_periodic)
 
     d = sub.add_parser("demo", help="a mailing blast: enqueue 30,000 fake emails and drain them")
     d.add_argument("--redis-url", help="Redis to use (default: a throwaway redis-server)")

@@ -273,3 +273,42 @@ RELEASE = _Release("release")
 EXTEND = _Extend("extend")
 REAP = _Reap("reap")
 ALL: tuple[Contract[Any], ...] = (ENQUEUE, CLAIM, ACK, RELEASE, EXTEND, REAP)
+
+
+# -- fire (periodic jobs) ----------------------------------------------------------------
+
+
+class FireOutcome(int, Enum):
+    """What a ``fire`` call did with the slot it was given."""
+
+    ALREADY = 0  # this slot, or a later one, was fired before (by any reaper)
+    FIRED = 1  # the run is enqueued
+    SKIPPED = 2  # the last run still lives (queued, retrying, running): slot passed over
+    NOT_DUE = 3  # by Redis' clock the slot is still ahead; nothing written
+
+
+@dataclass(frozen=True)
+class FireReply:
+    """``last_slot_ms``: the slot fired before this call (-1: never); ``now_ms``:
+    Redis' clock."""
+
+    outcome: FireOutcome
+    now_ms: int
+    last_slot_ms: int
+
+
+class _Fire(Contract[FireReply]):
+    keys = ("periodic", "periodic_run", "jobs", "ready", "prio", "stats", "wake", "dead", "broken")
+    argv_names = ("name", "slot_ms", "overlap", "priority", "job_id", "envelope")
+
+    def argv(
+        self, name: str, slot_ms: int, overlap: bool, priority: int, job_id: str, envelope: bytes
+    ) -> list[Any]:
+        return [name, slot_ms, int(overlap), priority, job_id, envelope]
+
+    def parse(self, raw: Any) -> FireReply:
+        return FireReply(FireOutcome(int(raw[0])), int(raw[1]), int(raw[2]))
+
+
+FIRE = _Fire("fire")
+ALL = (*ALL, FIRE)

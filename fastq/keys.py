@@ -83,6 +83,16 @@ class QueueKeys:
     def wake(self) -> str:
         return self.key("wake")
 
+    @property
+    def periodic(self) -> str:
+        """Periodic job name -> the last slot (Unix ms) fired for it, by any reaper."""
+        return self.key("periodic")
+
+    @property
+    def periodic_run(self) -> str:
+        """Periodic job name -> the id of its last run (to skip a slot while it lives)."""
+        return self.key("periodic_run")
+
     def held(self, worker_id: str) -> str:
         """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")

@@ -87,6 +87,7 @@ class PoolConfig:
     max_memory_per_child: Optional[int] = None  # bytes
     reaper: bool = True
     cpu_slots: int = 0  # children running CPU-bound batches at once; 0: no limit
+    queues_from_app: bool = False  # no -q: serve the app's queues, read again at a HUP
 
 
 class Master:
@@ -224,8 +225,9 @@ class Master:
     handle_int = handle_term
 
     def handle_hup(self) -> None:
-        """Rolling restart: new children (with reloaded code) replace the old,
-        which finish the job in hand and hand back what they prefetched."""
+        """Rolling restart: new children (with reloaded code, and a reaper with its
+        schedules) replace the old, which finish the job in hand and hand back what
+        they prefetched."""
         if self.stopping:
             return
         if self.reload_app is not None:
@@ -236,7 +238,14 @@ class Master:
                     "master %d: reloading the app failed, keeping the old code: %s", self.pid, exc
                 )
                 return
-        for child in self.workers():
+            if self.config.queues_from_app:
+                # new queues go last and none is dropped: a child's slot names the
+                # queue of its job by index, and old children still run on the old list
+                old = self.config.queues
+                self.config.queues = old + [q for q in self.app.job_queues() if q not in old]
+                self.hand_backs.queues = list(self.config.queues)
+        # the reaper too: a new one fires the reloaded app's periodic jobs
+        for child in list(self.children.values()):
             self.retire(child)
 
     def handle_ttin(self) -> None:

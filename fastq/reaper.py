@@ -1,6 +1,7 @@
 """The reaper: returns the jobs of expired leases to the front, buries poison
 jobs, promotes due jobs and trims dead sets — one atomic script call per queue per
-sweep, and one more per worker whose lease expired.
+sweep, and one more per worker whose lease expired — and fires periodic jobs
+(:mod:`fastq.firer`), sleeping until the next slot when that comes first.
 
 Any number of reapers, on any number of hosts, may run at once: each expired
 lease is taken by exactly one script call.
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Optional
 import redis
 
 from fastq.contracts import REAP, RELEASE, ReleaseMode
+from fastq.firer import Firer
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.redis_faults import REDIS_ERRORS, Outage
 
@@ -65,6 +67,8 @@ class Reaper:
         self._queues: list[str] = []
         self._queues_at = 0.0
         self._wake = threading.Event()
+        self.firer = Firer(app, queues)
+        self.fire_outage = Outage("reaper (periodic jobs)", log)
 
     def stop(self) -> None:
         self.stopping = True
@@ -123,6 +127,17 @@ class Reaper:
                     sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
         return sleep_s
 
+    def fire(self, client: redis.Redis) -> float:
+        """Fire the periodic jobs that are due; returns the seconds until the next
+        slot. A refusal (a full Redis refuses new jobs) is logged once and retried,
+        and never keeps the sweep, which frees memory, from running."""
+        try:
+            wait_s = self.firer.fire_due(client)
+        except REDIS_ERRORS as exc:
+            return self.fire_outage.failed(exc)
+        self.fire_outage.recovered()
+        return wait_s
+
     def run(self) -> None:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
@@ -137,6 +152,8 @@ class Reaper:
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 log.warning("reaper: its master is gone, stopping")
                 break
+            # periodic jobs first: a slot is due now, a sweep can wait a few ms
+            fire_s = self.fire(client)
             try:
                 sleep_s = self.sweep(client)
             except REDIS_ERRORS as exc:
@@ -146,7 +163,7 @@ class Reaper:
                 if self.outage.ongoing:
                     self.take_back_after = time.monotonic() + LEASE_GRACE_S
                 self.outage.recovered()
-            self._wake.wait(sleep_s)
+            self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
         client.close()
         log.info("reaper: stopped")

@@ -1,0 +1,20 @@
+"""An app with periodic jobs for subprocess tests: each run of ``tick`` records when
+it started, in Redis."""
+
+import os
+import time
+
+import fastq
+
+app = fastq.App(os.environ.get("FASTQ_REDIS_URL", "redis://127.0.0.1:1/0"))
+
+
+# on a queue of its own: a pool started without -q must serve it
+@app.periodic(every_s=1, queue="ticks")
+def tick() -> None:
+    app.redis.rpush(f"{app.namespace}:ticks", repr(time.time()))
+
+
+@app.periodic(cron="30 2 * * *", tz="Europe/Berlin", queue="maint", overlap=True)
+def vacuum() -> None:
+    pass
