@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union, overload
 
 import redis
@@ -284,17 +285,18 @@ class App:
         client: Redis,
         queue: str,
         priority: int,
-        delay_ms: int,
+        options: EnqueueOptions,
         ids: Sequence[str],
         envs: Sequence[bytes],
     ) -> list[Any]:
         """Send the jobs, one script call per chunk, pipelined; returns each chunk's
         reply or the error it got. Raises what stopped it from reading them."""
         keys = ENQUEUE.keys_for(self.keys(queue))
+        due = options.due
         commands = []
         for lo in range(0, len(ids), ENQUEUE_CHUNK):
             hi = lo + ENQUEUE_CHUNK
-            argv = ENQUEUE.argv(priority, delay_ms, ids[lo:hi], envs[lo:hi])
+            argv = ENQUEUE.argv(priority, due, ids[lo:hi], envs[lo:hi])
             commands.append(ENQUEUE.command(keys, argv))
         return scripts.call_many(client, commands, raise_on_error=False)
 
@@ -308,6 +310,7 @@ class App:
         job_id: Optional[str] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
     ) -> str:
         """Enqueue one job by its registered name; returns the job id.
 
@@ -319,11 +322,15 @@ class App:
         Raises:
             TypeError: args do not fit the registered function, or are not
                 JSON-serializable (NaN and infinities included); nothing is sent.
-            ValueError: bad queue name, job id, priority or delay; nothing is sent.
+            ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
+                datetime included); nothing is sent.
+            TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """
-        options = EnqueueOptions(delay_s=delay_s, priority=priority, job_id=job_id, queue=queue)
+        options = EnqueueOptions(
+            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue
+        )
         return self.submit(name, args, kwargs, options)
 
     def submit(
@@ -346,7 +353,7 @@ class App:
         env = codec.encode_envelope(job_id, args, kwargs, self._tail(name, queue, priority))
         with self._producer_call():
             client = self._connect(queue)
-            replies = self._send(client, queue, priority, options.delay_ms, [job_id], [env])
+            replies = self._send(client, queue, priority, options, [job_id], [env])
             if isinstance(replies[0], Exception):
                 raise replies[0]
         return job_id
@@ -360,6 +367,7 @@ class App:
         job_ids: Optional[Sequence[str]] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
     ) -> list[str]:
         """Enqueue many calls of one job in pipelined batches; returns their ids.
 
@@ -390,7 +398,7 @@ class App:
                 was lost mid-blast: ``written`` went in, ``not_written`` may have.
                 An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
         """
-        options = EnqueueOptions(delay_s=delay_s, priority=priority, queue=queue)
+        options = EnqueueOptions(delay_s=delay_s, at=at, priority=priority, queue=queue)
         return self.submit_many(name, calls, options, job_ids)
 
     def submit_many(
@@ -429,7 +437,7 @@ class App:
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         try:
-            replies = self._send(client, queue, priority, options.delay_ms, ids, envs)
+            replies = self._send(client, queue, priority, options, ids, envs)
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.

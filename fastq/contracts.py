@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, Iterable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Generic, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 import redis
 
@@ -82,14 +82,15 @@ class Contract(Generic[R]):
 
 
 class _Enqueue(Contract[int]):
-    keys = ("jobs", "ready", "prio", "scheduled", "stats", "wake")
-    argv_names = ("priority", "delay_ms")
+    keys = ("jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio")
+    argv_names = ("priority", "due")
     argv_rest = "pairs"
 
     def argv(
-        self, priority: int, delay_ms: int, ids: Iterable[Any], envs: Iterable[bytes]
+        self, priority: int, due: Union[int, str], ids: Iterable[Any], envs: Iterable[bytes]
     ) -> list[Any]:
-        argv: list[Any] = [priority, delay_ms]
+        """``due``: a delay in ms (0: ready now), or :func:`due_at` of a due time."""
+        argv: list[Any] = [priority, due]
         for job_id, env in zip(ids, envs):
             argv.append(job_id)
             argv.append(env)
@@ -98,6 +99,11 @@ class _Enqueue(Contract[int]):
     def parse(self, raw: Any) -> int:
         """The number of jobs added."""
         return int(raw)
+
+
+def due_at(at_ms: int) -> str:
+    """The ``due`` ARGV of an enqueue due at Unix time ``at_ms`` on Redis' clock."""
+    return f"@{at_ms}"
 
 
 # -- claim -----------------------------------------------------------------------------
@@ -143,7 +149,7 @@ class ClaimReply:
 
 
 class _Claim(Contract[ClaimReply]):
-    keys = ("ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake")
+    keys = ("ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio")
     argv_names = ("worker_id", "n", "lease_ms", "promote_max")
 
     def argv(self, worker_id: str, n: int, lease_ms: int, promote_max: int) -> list[Any]:
@@ -256,7 +262,10 @@ class ReapReply:
 
 
 class _Reap(Contract[ReapReply]):
-    keys = ("ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison")
+    keys = (
+        "ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison",
+        "sched_prio",
+    )  # fmt: skip
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 
     def argv(self, limit: int, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:

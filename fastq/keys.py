@@ -63,6 +63,12 @@ class QueueKeys:
         return self.key("scheduled")
 
     @property
+    def sched_prio(self) -> str:
+        """Scheduled id -> its priority, for the scheduled jobs whose priority is not 0
+        (so that promoting a due job never decodes its envelope)."""
+        return self.key("sched_prio")
+
+    @property
     def dead(self) -> str:
         return self.key("dead")
 
