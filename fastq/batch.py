@@ -27,6 +27,11 @@ log = logging.getLogger("fastq.worker")
 # rest itself, looking for a wake-up token every WAKE_POLL_S.
 BLPOP_OVERSHOOT_S = 0.15
 WAKE_POLL_S = 0.005
+# Due jobs one claim promotes at most. Measured on Redis 7.0 (loopback, this 2-core
+# box): 1.3 us a job of priority 0, ~6 us a job with a priority or a retry (side-hash
+# reads and deletes, a ZADD into prio); 250 keeps a claim well under 5 ms while a
+# campaign of 30,000 jobs falls due at once.
+PROMOTE_MAX = 250
 
 
 @dataclass
@@ -167,7 +172,7 @@ class RoundTrip:
         dead_max_age_ms: int,
         dead_max_len: int,
         max_stalls: int,
-        promote_max: int = 1000,
+        promote_max: int = PROMOTE_MAX,
     ) -> None:
         self.client = client
         self.worker_id = worker_id

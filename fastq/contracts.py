@@ -163,7 +163,17 @@ class _Claim(Contract[ClaimReply]):
 
 
 class _Ack(Contract[int]):
-    keys = ("jobs", "stalls", "held", "scheduled", "dead", "broken", "stats", "poison")
+    keys = (
+        "jobs",
+        "stalls",
+        "held",
+        "scheduled",
+        "dead",
+        "broken",
+        "stats",
+        "poison",
+        "sched_prio",
+    )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
     argv_rest = "sections"
 

@@ -64,8 +64,9 @@ class QueueKeys:
 
     @property
     def sched_prio(self) -> str:
-        """Scheduled id -> its priority, for the scheduled jobs whose priority is not 0
-        (so that promoting a due job never decodes its envelope)."""
+        """Scheduled id -> where it goes when due: its priority (delayed jobs whose
+        priority is not 0), or ``r`` (a retry: back to the front). Promotion reads
+        this, never an envelope or a score; jobs of neither kind have no entry."""
         return self.key("sched_prio")
 
     @property

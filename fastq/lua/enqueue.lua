@@ -89,8 +89,8 @@ end
 -- Slots: jobs due in the same millisecond must come out in the order they were
 -- scheduled, but the zset orders equal scores by member bytes. So each delayed job
 -- takes the next free slot of its millisecond ms: score ms + slot/2048, slot 1 to
--- 2047 (exact in a double until the year 2109). Slot 0, a whole number, is a
--- retry's (ack), which promote_due tells apart without reading an envelope. A
+-- 2047 (exact in a double until the year 2109). Slot 0, a whole number, is where
+-- ack puts a retry, so that a retry due in the same millisecond comes first. A
 -- millisecond whose slots are taken spills into the next: due 1 ms later, never
 -- earlier. One reverse range query per call finds where the millisecond stands.
 local SLOTS = 2048

@@ -3,10 +3,9 @@ blast into a Redis that fills up says which jobs went in."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
-
 import time
 from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterator
 
 import pytest
 import redis

@@ -1,53 +1,55 @@
 -- promote_due: move up to `limit` due jobs (those of every millisecond up to `now`)
 -- out of `scheduled`, in due order, and jobs due in the same millisecond in the
--- order they were scheduled (enqueue gives each its slot of the millisecond):
---   a delayed job (a score with a fraction: see enqueue's slots) joins the back of
---     ready like a fresh job, or prio with the priority `sched_prio` holds for it.
---     Its envelope is never read: a campaign of 30,000 jobs due at once moves at
---     the cost of ZRANGE, ZREM and LPUSH, and a queue without priorities pays one
---     EXISTS for them;
---   a retry (a whole-number score, written by ack) goes back to the very front, or
---     into prio when its envelope carries a priority (decoded: retries are few).
--- Scores are written with %.17g: redis.call turns Lua numbers into text with
--- %.14g, which would round a slot's fraction or a large priority's seq away.
+-- order they were scheduled (enqueue gives each its slot of the millisecond).
+-- Where each goes is read from `sched_prio`, never from an envelope:
+--   no entry (a delayed job of priority 0): the back of ready, like a fresh job;
+--   a priority: into prio, behind the jobs of that priority already there;
+--   'r' (a retry, written by ack): back to the very front, or into prio when its
+--     envelope carries a priority (decoded: retries are few).
+-- A campaign of 30,000 jobs due at once thus moves at the cost of ZRANGEBYSCORE,
+-- ZREMRANGEBYRANK and LPUSH (no WITHSCORES: Redis 7.0 formats every score with
+-- %.17g, 1.5 us a job), and a queue with no priorities or retries scheduled pays
+-- one EXISTS. Prio scores are written with %.17g: redis.call would write a Lua
+-- number with %.14g, rounding a large priority's seq away.
 -- Returns how many moved.
 local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now, limit)
     if limit < 1 then
         return 0
     end
-    local due = redis.call('ZRANGEBYSCORE', scheduled, '-inf', '(' .. (now + 1), 'WITHSCORES',
-        'LIMIT', 0, limit)
-    local n = #due / 2
+    local ids = redis.call('ZRANGEBYSCORE', scheduled, '-inf', '(' .. (now + 1), 'LIMIT', 0, limit)
+    local n = #ids
     if n == 0 then
         return 0
     end
-    local ids = {}
-    for i = 1, n do
-        ids[i] = due[2 * i - 1]
+    -- the first n by rank are the ones just read: no lookup by member
+    redis.call('ZREMRANGEBYRANK', scheduled, 0, n - 1)
+    if redis.call('EXISTS', sched_prio) == 0 then
+        redis.call('LPUSH', ready, unpack(ids))  -- in due order: the earliest nearest the front
+        return n
     end
-    redis.call('ZREM', scheduled, unpack(ids))
-    local prios = nil
-    if redis.call('EXISTS', sched_prio) == 1 then
-        prios = redis.call('HMGET', sched_prio, unpack(ids))
-    end
-    local back, ranked, ranks, retries = {}, {}, {}, {}
+    local places = redis.call('HMGET', sched_prio, unpack(ids))
+    local back, ranked, ranks, retries, marked = {}, {}, {}, {}, {}
     for i = 1, n do
-        local score = tonumber(due[2 * i])
-        if score == math.floor(score) then
-            retries[#retries + 1] = ids[i]
-        elseif prios and prios[i] then
-            ranked[#ranked + 1] = ids[i]
-            ranks[#ranks + 1] = tonumber(prios[i])
-        else
+        local place = places[i]
+        if not place then
             back[#back + 1] = ids[i]
+        else
+            marked[#marked + 1] = ids[i]
+            if place == 'r' then
+                retries[#retries + 1] = ids[i]
+            else
+                ranked[#ranked + 1] = ids[i]
+                ranks[#ranks + 1] = tonumber(place)
+            end
         end
     end
+    if #marked > 0 then
+        redis.call('HDEL', sched_prio, unpack(marked))
+    end
     if #back > 0 then
-        -- LPUSH in due order: the earliest ends up nearest the front
         redis.call('LPUSH', ready, unpack(back))
     end
     if #ranked > 0 then
-        redis.call('HDEL', sched_prio, unpack(ranked))
         local last = redis.call('HINCRBY', stats, 'seq', #ranked)
         local args = {}
         for k = 1, #ranked do
