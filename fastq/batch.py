@@ -106,6 +106,11 @@ class Claim:
         return self.reply.now_ms
 
     @property
+    def now_exact_ms(self) -> float:
+        """Redis' clock at the claim, to the microsecond (in ms)."""
+        return self.reply.now_exact_ms
+
+    @property
     def next_due_ms(self) -> int:
         """Earliest due time of a scheduled job, or -1 when none is scheduled."""
         return self.reply.next_due_ms

@@ -108,20 +108,27 @@ def due_at(at_ms: int) -> str:
 
 # -- claim -----------------------------------------------------------------------------
 
-_CLAIM_JOBS_AT = 2  # a claim reply: now_ms, next_due_ms, then id, envelope pairs
+_CLAIM_JOBS_AT = 3  # a claim reply: now_ms, next_due_ms, now_us, then id, envelope pairs
 
 
 class ClaimReply:
     """What a claim returned. The jobs stay in the raw reply, decoded straight from
     it in one native call; only this class knows where they start."""
 
-    __slots__ = ("now_ms", "next_due_ms", "raw")
+    __slots__ = ("now_ms", "next_due_ms", "now_us", "raw")
 
     def __init__(self, raw: list[Any]) -> None:
         self.raw = raw
         self.now_ms = int(raw[0])
         # earliest due time of a scheduled job, or -1 when none is scheduled
         self.next_due_ms = int(raw[1])
+        # microseconds of Redis' clock within now_ms (0-999)
+        self.now_us = int(raw[2])
+
+    @property
+    def now_exact_ms(self) -> float:
+        """Redis' clock at the claim, to the microsecond, in ms."""
+        return self.now_ms + self.now_us / 1000
 
     def __len__(self) -> int:
         return (len(self.raw) - _CLAIM_JOBS_AT) // 2

@@ -57,7 +57,7 @@ class EmptyClaims:
 
     def after_empty(
         self,
-        now_ms: int,
+        now_ms: float,
         next_due_ms: int,
         *,
         burst: bool,
@@ -66,7 +66,9 @@ class EmptyClaims:
         burst_horizon_s: float = 1.0,
     ) -> Step:
         """The step after a claim of ``queues[index]`` came back empty at Redis time
-        ``now_ms``, reporting ``next_due_ms`` (-1: nothing scheduled).
+        ``now_ms`` (to the microsecond), reporting ``next_due_ms`` (-1: nothing
+        scheduled). A job is due once Redis' clock reaches its millisecond, so the
+        sleep ends then; a job already due is claimed after a millisecond.
 
         A burst worker waits for a job due within ``burst_horizon_s``, and stops
         when nothing is (a retry a second away is waited for; a job scheduled for
@@ -83,4 +85,5 @@ class EmptyClaims:
             return Stop(due_ms)
         if due_ms < 0:
             return Sleep(idle_timeout_s)
-        return Sleep(min(idle_timeout_s, max(due_ms - now_ms, 1) / 1000.0))
+        wait_ms = due_ms - now_ms
+        return Sleep(min(idle_timeout_s, (wait_ms if wait_ms > 0 else 1) / 1000.0))

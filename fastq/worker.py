@@ -296,7 +296,7 @@ class Worker:
                 # out: settle them first (a retry may make the queue non-empty again)
                 continue
             step = empty.after_empty(
-                claim.now_ms,
+                claim.now_exact_ms,
                 claim.next_due_ms,
                 burst=self.burst,
                 stopping=self.stopping,  # a stop signal may have come during the round trip

@@ -22,7 +22,9 @@
 --                       that many were promoted, more may be due and the call claims
 --                       nothing (see step 1)
 --
--- Returns {now_ms, next_due_ms or -1, id1, envelope1, id2, envelope2, ...}.
+-- Returns {now_ms, next_due_ms or -1, now_us, id1, envelope1, id2, envelope2, ...};
+-- now_us is the microseconds of Redis' clock within now_ms (0-999), so that a worker
+-- sleeping until a due job wakes to within a fraction of a millisecond.
 -- Attempts are not counted here: the envelope records the failed ones, and a
 -- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
@@ -56,7 +58,7 @@ if promote_max > 0 and promoted >= promote_max then
     if redis.call('LLEN', KEYS[8]) == 0 then
         redis.call('RPUSH', KEYS[8], 1)
     end
-    return {now, now}
+    return {now, now, tonumber(t[2]) % 1000}
 end
 
 -- 2. Pop ids: high priority, then ready, then low priority.
@@ -96,7 +98,7 @@ if #ids < n then
     end
 end
 
-local out = {now, next_due}
+local out = {now, next_due, tonumber(t[2]) % 1000}
 if #ids == 0 then
     return out
 end

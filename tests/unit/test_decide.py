@@ -90,3 +90,11 @@ def test_a_burst_worker_stops_on_the_earliest_due_time_of_all_its_queues() -> No
     assert empty(claims, due_ms=1_000_300, burst=True) == Sleep(0.3)
     assert empty(claims, due_ms=9_000_000, burst=True) == ClaimFrom(1)
     assert empty(claims, due_ms=7_000_000, burst=True) == Stop(7_000_000)
+
+
+def test_the_sleep_ends_when_redis_clock_reaches_the_due_millisecond() -> None:
+    # Redis' clock to the microsecond: 0.3 ms before the job's millisecond begins
+    step = EmptyClaims(1).after_empty(
+        1_000_000.7, 1_000_001, burst=False, stopping=False, idle_timeout_s=5.0
+    )
+    assert isinstance(step, Sleep) and step.seconds == pytest.approx(0.0003)
