@@ -231,6 +231,8 @@ def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
         "longest_call_us": longest["duration"],
         "longest_call_script": by_sha.get(longest["command"].split()[1], "?"),
         "longest_call_us_by_script": per_script,
+        "p99_call_us": percentile([e["duration"] for e in calls], 0.99),
+        "calls_over_target": sum(1 for e in calls if e["duration"] >= TARGET_LONGEST_CALL_US),
         "first_start_ms": (min(starts.values()) - at) * 1000,
         "last_start_s": last_s,
         "jobs_s_from_due": n / last_s if last_s > 0 else None,
@@ -303,7 +305,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"campaign: {c['jobs']:,} jobs due in the same millisecond, priorities "
         f"{CAMPAIGN_PRIORITIES}: longest script call {c['longest_call_us']:,} us "
         f"({c['longest_call_script']}) [target < {TARGET_LONGEST_CALL_US:,}: "
-        f"{verdict('campaign_longest_call_us')}] of {c['script_calls']:,}; by script "
+        f"{verdict('campaign_longest_call_us')}] of {c['script_calls']:,} (p99 "
+        f"{c['p99_call_us']:,} us, {c['calls_over_target']} over the target); by script "
         f"{c['longest_call_us_by_script']}; first start {c['first_start_ms']:.1f} ms after "
         f"the due time, last {c['last_start_s']:.2f} s ({c['jobs_s_from_due']:,.0f} jobs/s)"
     )
