@@ -373,6 +373,8 @@ class App:
 
         Each call is a tuple/list of positional arguments or a dict of keyword
         arguments. All calls are checked and encoded before anything is sent.
+        Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
+        due in the same millisecond (of Redis' clock) and they start in order.
 
         The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000), each one atomic script
         call, all in one round trip. When Redis takes only some chunks (it fills
@@ -391,7 +393,8 @@ class App:
                 (NaN and infinities included; the message names its index);
                 nothing is sent.
             ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
-                invalid one; a bad queue name, priority or delay; nothing is sent.
+                invalid one; a bad queue name, priority, delay or ``at``; nothing is
+                sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
             fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
                 ACL); ``written`` went in, ``not_written`` did not.
             fastq.EnqueueInterrupted: Redis could not be reached, or the connection
