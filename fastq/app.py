@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
-from datetime import tzinfo
+from datetime import datetime, tzinfo
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union, overload
 
 import redis
@@ -430,17 +430,18 @@ class App:
         client: Redis,
         queue: str,
         priority: int,
-        delay_ms: int,
+        options: EnqueueOptions,
         ids: Sequence[str],
         envs: Sequence[bytes],
     ) -> list[Any]:
         """Send the jobs, one script call per chunk, pipelined; returns each chunk's
         reply or the error it got. Raises what stopped it from reading them."""
         keys = ENQUEUE.keys_for(self.keys(queue))
+        due = options.due
         commands = []
         for lo in range(0, len(ids), ENQUEUE_CHUNK):
             hi = lo + ENQUEUE_CHUNK
-            argv = ENQUEUE.argv(priority, delay_ms, ids[lo:hi], envs[lo:hi])
+            argv = ENQUEUE.argv(priority, due, ids[lo:hi], envs[lo:hi])
             commands.append(ENQUEUE.command(keys, argv))
         return scripts.call_many(client, commands, raise_on_error=False)
 
@@ -454,6 +455,7 @@ class App:
         job_id: Optional[str] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
@@ -468,12 +470,14 @@ class App:
         Raises:
             TypeError: args do not fit the registered function, or are not
                 JSON-serializable (NaN and infinities included); nothing is sent.
-            ValueError: bad queue name, job id, priority or delay; nothing is sent.
+            ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
+                datetime included); nothing is sent.
+            TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """
         options = EnqueueOptions(
-            delay_s=delay_s, priority=priority, job_id=job_id, queue=queue,
+            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s,
         )  # fmt: skip
         return self.submit(name, args, kwargs, options)
@@ -500,7 +504,7 @@ class App:
         )
         with self._producer_call():
             client = self._connect(queue)
-            replies = self._send(client, queue, priority, options.delay_ms, [job_id], [env])
+            replies = self._send(client, queue, priority, options, [job_id], [env])
             if isinstance(replies[0], Exception):
                 raise replies[0]
         return job_id
@@ -514,6 +518,7 @@ class App:
         job_ids: Optional[Sequence[str]] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
@@ -522,6 +527,8 @@ class App:
 
         Each call is a tuple/list of positional arguments or a dict of keyword
         arguments. All calls are checked and encoded before anything is sent.
+        Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
+        due in the same millisecond (of Redis' clock) and they start in order.
 
         The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000), each one atomic script
         call, all in one round trip. When Redis takes only some chunks (it fills
@@ -540,7 +547,8 @@ class App:
                 (NaN and infinities included; the message names its index);
                 nothing is sent.
             ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
-                invalid one; a bad queue name, priority or delay; nothing is sent.
+                invalid one; a bad queue name, priority, delay or ``at``; nothing is
+                sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
             fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
                 ACL); ``written`` went in, ``not_written`` did not.
             fastq.EnqueueInterrupted: Redis could not be reached, or the connection
@@ -548,7 +556,7 @@ class App:
                 An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
         """
         options = EnqueueOptions(
-            delay_s=delay_s, priority=priority, queue=queue,
+            delay_s=delay_s, at=at, priority=priority, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s,
         )  # fmt: skip
         return self.submit_many(name, calls, options, job_ids)
@@ -589,7 +597,7 @@ class App:
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         try:
-            replies = self._send(client, queue, priority, options.delay_ms, ids, envs)
+            replies = self._send(client, queue, priority, options, ids, envs)
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.

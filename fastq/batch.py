@@ -7,6 +7,7 @@ of raw EVALSHA calls, so a batch costs one round trip however it ended.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
@@ -19,6 +20,18 @@ from fastq.contracts import ACK, CLAIM, RELEASE, ClaimReply, ReleaseMode
 from fastq.keys import QueueKeys
 
 log = logging.getLogger("fastq.worker")
+
+# Redis ends a BLPOP whose timeout ran out only on a tick of its own clock (every
+# 1/hz s, 100 ms by default; measured: a 1 ms BLPOP returns after ~100 ms). So a
+# worker sleeping until a due job blocks until this long before it, and sleeps the
+# rest itself, looking for a wake-up token every WAKE_POLL_S.
+BLPOP_OVERSHOOT_S = 0.15
+WAKE_POLL_S = 0.005
+# Due jobs one claim promotes at most. Measured on Redis 7.0 (loopback, this 2-core
+# box): 1.3 us a job of priority 0, ~6 us a job with a priority or a retry (side-hash
+# reads and deletes, a ZADD into prio); 250 keeps a claim well under 5 ms while a
+# campaign of 30,000 jobs falls due at once.
+PROMOTE_MAX = 250
 
 
 @dataclass
@@ -93,6 +106,11 @@ class Claim:
         return self.reply.now_ms
 
     @property
+    def now_exact_ms(self) -> float:
+        """Redis' clock at the claim, to the microsecond (in ms)."""
+        return self.reply.now_exact_ms
+
+    @property
     def next_due_ms(self) -> int:
         """Earliest due time of a scheduled job, or -1 when none is scheduled."""
         return self.reply.next_due_ms
@@ -159,7 +177,7 @@ class RoundTrip:
         dead_max_age_ms: int,
         dead_max_len: int,
         max_stalls: int,
-        promote_max: int = 1000,
+        promote_max: int = PROMOTE_MAX,
     ) -> None:
         self.client = client
         self.worker_id = worker_id
@@ -264,6 +282,24 @@ class RoundTrip:
         return Request(self, commands, outcomes, claim_queue, release_all)
 
     def wait_for_work(self, timeout_s: float) -> bool:
-        """Block until a job is enqueued on one of the queues or ``timeout_s`` passes."""
+        """Block until a wake-up token comes (a job was enqueued or promoted on one
+        of the queues) or ``timeout_s`` passes, to within a millisecond: a worker
+        sleeping until a due job starts it on time.
+
+        Returns:
+            Whether a token came.
+        """
+        deadline = time.monotonic() + timeout_s
         wake_keys = [k.wake for k in self.keys.values()]
-        return self.client.blpop(wake_keys, timeout=max(timeout_s, 0.001)) is not None
+        blocking_s = timeout_s - BLPOP_OVERSHOOT_S
+        if blocking_s > 0 and self.client.blpop(wake_keys, timeout=blocking_s) is not None:
+            return True
+        while True:
+            if self.client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT"):  # type: ignore[no-untyped-call]
+                return True
+            left_s = deadline - time.monotonic()
+            if left_s <= 0:
+                return False
+            time.sleep(min(left_s, WAKE_POLL_S))
+            if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
+                return False

@@ -43,6 +43,17 @@ def batch_size(text: str) -> int:
     return n
 
 
+def horizon_s(text: str) -> float:
+    """The type of --burst-horizon: finite seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise CliError(f"--burst-horizon must be a number of seconds, not {text!r}") from None
+    if not 0 <= value < float("inf"):
+        raise CliError(f"--burst-horizon must be finite seconds >= 0, not {text!r}")
+    return value
+
+
 def parse_queues(text: str) -> list[str]:
     queues = [q.strip() for q in text.split(",") if q.strip()]
     if not queues:
@@ -148,6 +159,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         burst=args.burst,
         lease_s=args.lease,
         redis_patience_s=args.redis_patience,
+        burst_horizon_s=args.burst_horizon,
     )
     worker.run()
     return 0
@@ -255,7 +267,17 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--batch", type=batch_size, default=100, help="jobs claimed per round trip (1-1000)"
     )
-    w.add_argument("--burst", action="store_true", help="exit once the queues are empty")
+    w.add_argument(
+        "--burst",
+        action="store_true",
+        help="exit once the queues are empty and nothing is due within --burst-horizon",
+    )
+    w.add_argument(
+        "--burst-horizon",
+        type=horizon_s,
+        default=1.0,
+        help="with --burst: seconds ahead to wait for a scheduled job (default 1)",
+    )
     w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
     w.add_argument(
         "--redis-patience",

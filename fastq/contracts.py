@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Generic, Iterable, Mapping, Optional, Sequence, TypeVar
+from typing import Any, Generic, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
 import redis
 
@@ -82,14 +82,15 @@ class Contract(Generic[R]):
 
 
 class _Enqueue(Contract[int]):
-    keys = ("jobs", "ready", "prio", "scheduled", "stats", "wake")
-    argv_names = ("priority", "delay_ms")
+    keys = ("jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio")
+    argv_names = ("priority", "due")
     argv_rest = "pairs"
 
     def argv(
-        self, priority: int, delay_ms: int, ids: Iterable[Any], envs: Iterable[bytes]
+        self, priority: int, due: Union[int, str], ids: Iterable[Any], envs: Iterable[bytes]
     ) -> list[Any]:
-        argv: list[Any] = [priority, delay_ms]
+        """``due``: a delay in ms (0: ready now), or :func:`due_at` of a due time."""
+        argv: list[Any] = [priority, due]
         for job_id, env in zip(ids, envs):
             argv.append(job_id)
             argv.append(env)
@@ -100,22 +101,34 @@ class _Enqueue(Contract[int]):
         return int(raw)
 
 
+def due_at(at_ms: int) -> str:
+    """The ``due`` ARGV of an enqueue due at Unix time ``at_ms`` on Redis' clock."""
+    return f"@{at_ms}"
+
+
 # -- claim -----------------------------------------------------------------------------
 
-_CLAIM_JOBS_AT = 2  # a claim reply: now_ms, next_due_ms, then id, envelope pairs
+_CLAIM_JOBS_AT = 3  # a claim reply: now_ms, next_due_ms, now_us, then id, envelope pairs
 
 
 class ClaimReply:
     """What a claim returned. The jobs stay in the raw reply, decoded straight from
     it in one native call; only this class knows where they start."""
 
-    __slots__ = ("now_ms", "next_due_ms", "raw")
+    __slots__ = ("now_ms", "next_due_ms", "now_us", "raw")
 
     def __init__(self, raw: list[Any]) -> None:
         self.raw = raw
         self.now_ms = int(raw[0])
         # earliest due time of a scheduled job, or -1 when none is scheduled
         self.next_due_ms = int(raw[1])
+        # microseconds of Redis' clock within now_ms (0-999)
+        self.now_us = int(raw[2])
+
+    @property
+    def now_exact_ms(self) -> float:
+        """Redis' clock at the claim, to the microsecond, in ms."""
+        return self.now_ms + self.now_us / 1000
 
     def __len__(self) -> int:
         return (len(self.raw) - _CLAIM_JOBS_AT) // 2
@@ -143,7 +156,7 @@ class ClaimReply:
 
 
 class _Claim(Contract[ClaimReply]):
-    keys = ("ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake")
+    keys = ("ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio")
     argv_names = ("worker_id", "n", "lease_ms", "promote_max")
 
     def argv(self, worker_id: str, n: int, lease_ms: int, promote_max: int) -> list[Any]:
@@ -157,7 +170,17 @@ class _Claim(Contract[ClaimReply]):
 
 
 class _Ack(Contract[int]):
-    keys = ("jobs", "stalls", "held", "scheduled", "dead", "broken", "stats", "poison")
+    keys = (
+        "jobs",
+        "stalls",
+        "held",
+        "scheduled",
+        "dead",
+        "broken",
+        "stats",
+        "poison",
+        "sched_prio",
+    )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
     argv_rest = "sections"
 
@@ -256,7 +279,10 @@ class ReapReply:
 
 
 class _Reap(Contract[ReapReply]):
-    keys = ("ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison")
+    keys = (
+        "ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison",
+        "sched_prio",
+    )  # fmt: skip
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 
     def argv(self, limit: int, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:

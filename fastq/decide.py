@@ -4,8 +4,8 @@ on its own.
 Queues are claimed in priority order. After a batch, the next claim goes to the
 first queue again; an empty claim moves on to the next queue. Once every queue
 came back empty in a row, the worker stops (stopping, or a burst worker with
-nothing scheduled) or sleeps until a wake-up, at most until the earliest due time
-any of the claims reported.
+nothing due within its horizon) or sleeps until a wake-up, at most until the
+earliest due time any of the claims reported.
 """
 
 from __future__ import annotations
@@ -23,7 +23,12 @@ class ClaimFrom:
 
 @dataclass(frozen=True)
 class Stop:
-    """Nothing to do and nothing to wait for: the worker exits its loop."""
+    """Nothing to do and nothing to wait for: the worker exits its loop.
+
+    ``next_due_ms``: the earliest due time (Redis' clock) of a job left scheduled,
+    -1 when none is (a burst worker says what it leaves behind)."""
+
+    next_due_ms: int = -1
 
 
 @dataclass(frozen=True)
@@ -51,10 +56,23 @@ class EmptyClaims:
         self.index, self.in_a_row, self.next_due_ms = 0, 0, -1
 
     def after_empty(
-        self, now_ms: int, next_due_ms: int, *, burst: bool, stopping: bool, idle_timeout_s: float
+        self,
+        now_ms: float,
+        next_due_ms: int,
+        *,
+        burst: bool,
+        stopping: bool,
+        idle_timeout_s: float,
+        burst_horizon_s: float = 1.0,
     ) -> Step:
         """The step after a claim of ``queues[index]`` came back empty at Redis time
-        ``now_ms``, reporting ``next_due_ms`` (-1: nothing scheduled)."""
+        ``now_ms`` (to the microsecond), reporting ``next_due_ms`` (-1: nothing
+        scheduled). A job is due once Redis' clock reaches its millisecond, so the
+        sleep ends then; a job already due is claimed after a millisecond.
+
+        A burst worker waits for a job due within ``burst_horizon_s``, and stops
+        when nothing is (a retry a second away is waited for; a job scheduled for
+        tomorrow is not)."""
         if next_due_ms >= 0 and (self.next_due_ms < 0 or next_due_ms < self.next_due_ms):
             self.next_due_ms = next_due_ms
         self.in_a_row += 1
@@ -63,8 +81,9 @@ class EmptyClaims:
             return ClaimFrom(self.index)
         due_ms = self.next_due_ms
         self.got_jobs()  # after the stop or the sleep, a fresh round from the first queue
-        if stopping or (burst and due_ms < 0):
-            return Stop()
+        if stopping or (burst and (due_ms < 0 or due_ms - now_ms > burst_horizon_s * 1000)):
+            return Stop(due_ms)
         if due_ms < 0:
             return Sleep(idle_timeout_s)
-        return Sleep(min(idle_timeout_s, max(due_ms - now_ms, 1) / 1000.0))
+        wait_ms = due_ms - now_ms
+        return Sleep(min(idle_timeout_s, (wait_ms if wait_ms > 0 else 1) / 1000.0))

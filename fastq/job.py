@@ -10,11 +10,13 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import math
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar
+from datetime import datetime
+from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar, Union
 
-from fastq.limits import check_delay_s, check_job_id, check_priority, check_queue_name
+from fastq.limits import check_at, check_delay_s, check_job_id, check_priority, check_queue_name
 from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
 
 R = TypeVar("R")
@@ -28,12 +30,17 @@ class EnqueueOptions:
     Adding an option is adding a field here, with its check in ``__post_init__``,
     and the keyword to the methods that take options.
 
+    ``at`` (an aware datetime or Unix seconds) is kept as Unix seconds. It is read
+    on Redis' clock: the job is due once Redis' clock reaches it (see
+    :meth:`JobDef.enqueue_at`).
+
     Raises:
         TypeError, ValueError: an option is of the wrong type or out of range
-            (see :mod:`fastq.limits`).
+            (see :mod:`fastq.limits`); ``delay_s`` and ``at`` both given.
     """
 
     delay_s: float = 0
+    at: Union[datetime, float, None] = None
     priority: Optional[int] = None
     job_id: Optional[str] = None
     queue: Optional[str] = None
@@ -43,6 +50,12 @@ class EnqueueOptions:
 
     def __post_init__(self) -> None:
         check_delay_s(self.delay_s)
+        if self.at is not None:
+            if self.delay_s:
+                raise TypeError(
+                    f"give delay_s or at, not both (delay_s={self.delay_s!r}, at={self.at!r})"
+                )
+            object.__setattr__(self, "at", check_at(self.at))
         if self.priority is not None:
             check_priority(self.priority)
         if self.job_id is not None:
@@ -62,6 +75,15 @@ class EnqueueOptions:
     @property
     def delay_ms(self) -> int:
         return int(self.delay_s * 1000)
+
+    @property
+    def due(self) -> Union[int, str]:
+        """The ``due`` of an enqueue call: ``delay_ms``, or ``at`` in whole
+        milliseconds (rounded up: never due early) as ``@<ms>``."""
+        if self.at is None:
+            return self.delay_ms
+        assert isinstance(self.at, float)  # made so in __post_init__
+        return f"@{math.ceil(self.at * 1000)}"
 
 
 class Producer(Protocol):
@@ -246,6 +268,7 @@ class JobDef(Generic[R]):
         self,
         *,
         delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
         priority: Optional[int] = None,
         job_id: Optional[str] = None,
         queue: Optional[str] = None,
@@ -264,6 +287,9 @@ class JobDef(Generic[R]):
 
         Args:
             delay_s: run no sooner than this many seconds from now (at most ten years).
+            at: run no sooner than this instant: an aware ``datetime`` or Unix
+                seconds (a naive datetime is refused); in the past: now. Not with
+                ``delay_s``. See :meth:`enqueue_at`.
             priority: overrides the job's priority (an int within ±2**20).
             job_id: the id, instead of a fresh one; enqueueing an id that exists
                 does nothing (so calling the result twice enqueues once).
@@ -276,13 +302,49 @@ class JobDef(Generic[R]):
                 this many seconds after this enqueue.
 
         Raises:
-            TypeError, ValueError: an option is of the wrong type or out of range.
+            TypeError, ValueError: an option is of the wrong type or out of range,
+                or ``delay_s`` and ``at`` are both given.
         """
         options = EnqueueOptions(
-            delay_s=delay_s, priority=priority, job_id=job_id, queue=queue,
+            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s,
         )  # fmt: skip
         return EnqueueCall(self, options)
+
+    def enqueue_in(self, delay_s: float, *args: Any, **kwargs: Any) -> str:
+        """Enqueue one call of this job to run no sooner than ``delay_s`` seconds
+        from now (Redis' clock); returns its id. ``send_email.enqueue_in(30, to)``.
+
+        Raises:
+            TypeError: ``delay_s`` is not a number; the arguments do not fit.
+            ValueError: ``delay_s`` is NaN, infinite, negative or beyond ten years.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        options = EnqueueOptions(delay_s=delay_s)
+        return self.producer.submit(self.name, args, kwargs, options)
+
+    def enqueue_at(self, when: Union[datetime, float], *args: Any, **kwargs: Any) -> str:
+        """Enqueue one call of this job to run no sooner than ``when``; returns its id.
+
+        ``send_email.enqueue_at(datetime(2026, 12, 1, 9, tzinfo=timezone.utc), to)``
+
+        ``when`` is read on Redis' clock, the one every worker and reaper judges due
+        times by, so jobs given the same ``when`` by any producer are due in the
+        same millisecond and start in the order they were enqueued. A ``when`` in
+        the past runs now (queued like :meth:`enqueue`).
+
+        Args:
+            when: an aware ``datetime`` or Unix seconds (int or float). A naive
+                ``datetime`` is refused rather than guessed at.
+
+        Raises:
+            TypeError: ``when`` is neither; the arguments do not fit.
+            ValueError: a naive datetime; NaN, infinite or negative seconds; more
+                than ten years ahead.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        options = EnqueueOptions(at=when)
+        return self.producer.submit(self.name, args, kwargs, options)
 
     def enqueue_many(
         self,
@@ -291,6 +353,7 @@ class JobDef(Generic[R]):
         job_ids: Optional[Sequence[str]] = None,
         priority: Optional[int] = None,
         delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
         queue: Optional[str] = None,
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
@@ -309,7 +372,7 @@ class JobDef(Generic[R]):
                 none; retry with ``job_ids=exc.ids``, which is idempotent.
         """
         options = EnqueueOptions(
-            delay_s=delay_s, priority=priority, queue=queue,
+            delay_s=delay_s, at=at, priority=priority, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s,
         )  # fmt: skip
         return self.producer.submit_many(self.name, calls, options, job_ids)

@@ -63,6 +63,13 @@ class QueueKeys:
         return self.key("scheduled")
 
     @property
+    def sched_prio(self) -> str:
+        """Scheduled id -> where it goes when due: its priority (delayed jobs whose
+        priority is not 0), or ``r`` (a retry: back to the front). Promotion reads
+        this, never an envelope or a score; jobs of neither kind have no entry."""
+        return self.key("sched_prio")
+
+    @property
     def dead(self) -> str:
         return self.key("dead")
 

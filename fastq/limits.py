@@ -14,6 +14,9 @@ get wrong (id length and prefix, numeric priority and delay); keep both in step.
   characters (look-alike queues).
 - **Namespaces**: the same characters plus ``:``.
 - **Delays**: a finite real number of seconds, ``0 <= delay_s <= MAX_DELAY_S``.
+- **Due times** (``at``): an aware ``datetime`` or Unix seconds (a finite real
+  number >= 0), at most :data:`MAX_DELAY_S` ahead of this process' clock; a naive
+  ``datetime`` is refused (it names no instant). A time in the past means now.
 - **Priorities**: an int within ``±MAX_PRIORITY``.
 """
 
@@ -21,6 +24,8 @@ from __future__ import annotations
 
 import math
 import re
+import time
+from datetime import datetime
 
 MAX_JOB_ID_BYTES = 200
 RESERVED_PREFIX = "fastq:"
@@ -116,6 +121,43 @@ def check_delay_s(delay_s: object, what: str = "delay_s") -> float:
 def delay_ms(delay_s: object) -> int:
     """``delay_s`` checked (see :func:`check_delay_s`) and in whole milliseconds."""
     return int(check_delay_s(delay_s) * 1000)
+
+
+def check_at(at: object) -> float:
+    """Return ``at`` as Unix seconds if it is a due time a producer may give.
+
+    Args:
+        at: an aware ``datetime``, or Unix seconds as an int or float.
+
+    Returns:
+        The instant in Unix seconds (a time in the past is kept: it means now).
+
+    Raises:
+        TypeError: it is neither a datetime nor a number (a bool is refused too).
+        ValueError: a naive datetime (no tzinfo: it names no instant); NaN,
+            infinite or negative seconds; or more than ten years ahead of this
+            process' clock.
+    """
+    if isinstance(at, datetime):
+        if at.tzinfo is None or at.tzinfo.utcoffset(at) is None:
+            raise ValueError(
+                f"at={at!r} is a naive datetime, which names no instant: give it a "
+                "tzinfo, e.g. datetime.now(timezone.utc) + timedelta(minutes=5)"
+            )
+        seconds = at.timestamp()
+    elif isinstance(at, (int, float)) and not isinstance(at, bool):
+        seconds = float(at)
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise ValueError(f"at must be finite Unix seconds >= 0, not {at!r}")
+    else:
+        raise TypeError(f"at must be an aware datetime or Unix seconds, not {type(at).__name__}")
+    ahead_s = seconds - time.time()
+    if ahead_s > MAX_DELAY_S:
+        raise ValueError(
+            f"at={at!r} is {ahead_s / (365 * 24 * 3600):.1f} years ahead; "
+            f"at most {MAX_DELAY_S} s (ten years) is allowed"
+        )
+    return seconds
 
 
 def check_priority(priority: object) -> int:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Optional
 
 import redis
 
+from fastq.batch import PROMOTE_MAX
 from fastq.contracts import REAP, RELEASE, ReleaseMode
 from fastq.firer import Firer
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
@@ -40,6 +41,8 @@ SLOW_SWEEP_S = 2.0
 class Reaper:
     """Sweeps ``queues`` (default: every queue the namespace knows) every
     ``interval_s`` at most, sooner when a lease expires or a job falls due.
+    ``limit``: due jobs promoted and expired workers named per call at most (one
+    call stays short; a full one is followed by another at once).
     With ``parent_pid`` (a pool's reaper), it stops when its master is gone; with
     ``slot``, it heartbeats to its master like a worker."""
 
@@ -49,7 +52,7 @@ class Reaper:
         queues: Optional[list[str]] = None,
         *,
         interval_s: float = 1.0,
-        limit: int = 1000,
+        limit: int = PROMOTE_MAX,
         handle_signals: bool = True,
         parent_pid: Optional[int] = None,
         slot: Optional[HeartbeatSlot] = None,

@@ -65,7 +65,11 @@ class Worker:
     Args:
         batch_size: the most jobs claimed per round trip (1 to 1000). The batch
             adapts below it so that one holds about ``target_batch_s`` of work.
-        burst: return once every queue is empty and nothing is scheduled.
+        burst: return once every queue is empty and nothing is due within
+            ``burst_horizon_s``; what is left scheduled is logged (how many, the
+            earliest due time).
+        burst_horizon_s: how far ahead a burst worker waits for a scheduled job
+            (a retry in backoff, a delayed job) before it exits (default 1 s).
         lease_s: how long a claimed job stays leased; a heartbeat thread extends
             the leases of held jobs every third of it.
         idle_timeout_s: longest single wait for a wake-up when idle.
@@ -101,6 +105,7 @@ class Worker:
         target_batch_s: float = 0.1,
         cpu_slots: Optional[CpuSlots] = None,
         redis_patience_s: Optional[float] = None,
+        burst_horizon_s: float = 1.0,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -110,9 +115,14 @@ class Worker:
             raise ValueError(f"batch size must be within 1..{MAX_BATCH}, not {batch_size}")
         if lease_s <= 0:
             raise ValueError(f"lease_s must be > 0, not {lease_s}")
+        if not (isinstance(burst_horizon_s, (int, float)) and 0 <= burst_horizon_s < float("inf")):
+            raise ValueError(
+                f"burst_horizon_s must be a finite number >= 0, not {burst_horizon_s!r}"
+            )
         self.app = app
         self.queues = list(dict.fromkeys(queues))
         self.burst = burst
+        self.burst_horizon_s = float(burst_horizon_s)
         self.lease_ms = int(lease_s * 1000)
         self.idle_timeout_s = idle_timeout_s
         self.worker_id = worker_id
@@ -286,16 +296,19 @@ class Worker:
                 # out: settle them first (a retry may make the queue non-empty again)
                 continue
             step = empty.after_empty(
-                claim.now_ms,
+                claim.now_exact_ms,
                 claim.next_due_ms,
                 burst=self.burst,
                 stopping=self.stopping,  # a stop signal may have come during the round trip
                 idle_timeout_s=self.idle_timeout_s,
+                burst_horizon_s=self.burst_horizon_s,
             )
             if isinstance(step, ClaimFrom):
                 continue
             governor.idle()
             if isinstance(step, Stop):
+                if self.burst and not self.stopping:
+                    self._log_left_scheduled(step.next_due_ms, claim.now_ms)
                 return
             idle_since = time.monotonic()
             try:
@@ -305,6 +318,29 @@ class Worker:
             # the next jobs may be of another kind: measured afresh
             governor.forget()
             sizer.forget(time.monotonic() - idle_since)
+
+    def _log_left_scheduled(self, next_due_ms: int, now_ms: int) -> None:
+        """A burst worker's last word: how many jobs it leaves scheduled, and when
+        the earliest is due (a job scheduled for later is not its to wait for)."""
+        rt = self._rt
+        assert rt is not None
+        try:
+            pipe = rt.client.pipeline(transaction=False)
+            for k in rt.keys.values():
+                pipe.zcard(k.scheduled)
+            left = sum(pipe.execute())
+        except REDIS_ERRORS:
+            left = -1  # the count is only for the log
+        if next_due_ms < 0 and left <= 0:
+            log.info("worker %s: burst done, nothing ready or scheduled", self.worker_id)
+            return
+        due = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(next_due_ms / 1000))
+        log.info(
+            "worker %s: burst done, nothing ready or due within %g s; left %s jobs "
+            "scheduled, the earliest due in %.1f s (%s)",
+            self.worker_id, self.burst_horizon_s, left if left >= 0 else "some",
+            (next_due_ms - now_ms) / 1000, due,
+        )  # fmt: skip
 
     def _idle_quietly(self, pump: Pump) -> None:
         """Quiet: settle what is pending, then only wait to be stopped."""

@@ -11,13 +11,16 @@
 -- KEYS[6] broken     hash   id -> why it could not run (the raw payload stays in jobs)
 -- KEYS[7] stats      hash   counters
 -- KEYS[8] poison     hash   dead id -> why it died when no worker could say
+-- KEYS[9] sched_prio hash   scheduled id -> where it goes when due; 'r' for a retry
+--                           (back to the front), so promotion never reads scores
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
 -- ARGV[3] n_failed          attempts in this batch that raised or failed
 -- ARGV[4..] sections        four sections, each a count followed by its records:
 --   done    id                      -> deleted
---   retry   id, delay_ms, envelope  -> scheduled at now + delay, envelope updated
+--   retry   id, delay_ms, envelope  -> scheduled at now + delay (a whole ms: slot 0),
+--                                      envelope updated, marked 'r' in sched_prio
 --   dead    id, envelope            -> dead set, envelope updated with the error
 --   broken  id, reason              -> broken set with the reason
 --
@@ -102,6 +105,12 @@ for k = 1, #retry do
     redis.call('ZADD', KEYS[4], now + tonumber(ARGV[p + 1]), retry[k])
 end
 if #retry > 0 then
+    local marks = {}
+    for k = 1, #retry do
+        marks[#marks + 1] = retry[k]
+        marks[#marks + 1] = 'r'
+    end
+    redis.call('HSET', KEYS[9], unpack(marks))
     redis.call('HINCRBY', KEYS[7], 'retried', #retry)
 end
 

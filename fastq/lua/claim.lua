@@ -13,13 +13,18 @@
 -- KEYS[6]  held       set    ids this worker holds leases on
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
+-- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
 -- ARGV[3] lease_ms      lease length
--- ARGV[4] promote_max   due scheduled jobs to promote at most in this call
+-- ARGV[4] promote_max   due scheduled jobs to promote at most in this call; when
+--                       that many were promoted, more may be due and the call claims
+--                       nothing (see step 1)
 --
--- Returns {now_ms, next_due_ms or -1, id1, envelope1, id2, envelope2, ...}.
+-- Returns {now_ms, next_due_ms or -1, now_us, id1, envelope1, id2, envelope2, ...};
+-- now_us is the microseconds of Redis' clock within now_ms (0-999), so that a worker
+-- sleeping until a due job wakes to within a fraction of a millisecond.
 -- Attempts are not counted here: the envelope records the failed ones, and a
 -- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
@@ -42,8 +47,19 @@ local promote_max = arg_int('claim', 4, 'promote_max', 0)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- 1. Promote due scheduled jobs (retries in backoff, delayed jobs) to the front.
-promote_due(KEYS[5], KEYS[3], KEYS[1], KEYS[2], KEYS[7], now, promote_max)
+-- 1. Promote due scheduled jobs (retries in backoff to the front, delayed jobs to
+-- the back or by priority). A full promotion means more may be due: then nothing is
+-- popped until every due job is promoted, so that a campaign of many jobs due at
+-- once comes out by priority, FIFO within one, however many calls (each bounded by
+-- promote_max) its promotion takes. The reply says "due now", and a token makes
+-- this worker, or an idle sibling, claim again at once.
+local promoted = promote_due(KEYS[5], KEYS[3], KEYS[1], KEYS[2], KEYS[7], KEYS[9], now, promote_max)
+if promote_max > 0 and promoted >= promote_max then
+    if redis.call('LLEN', KEYS[8]) == 0 then
+        redis.call('RPUSH', KEYS[8], 1)
+    end
+    return {now, now, tonumber(t[2]) % 1000}
+end
 
 -- 2. Pop ids: high priority, then ready, then low priority.
 local ids = {}
@@ -82,7 +98,7 @@ if #ids < n then
     end
 end
 
-local out = {now, next_due}
+local out = {now, next_due, tonumber(t[2]) % 1000}
 if #ids == 0 then
     return out
 end

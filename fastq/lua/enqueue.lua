@@ -4,15 +4,21 @@
 -- KEYS[1] jobs       hash   id -> envelope
 -- KEYS[2] ready      list   ids; producers LPUSH, workers pop the right end (the front)
 -- KEYS[3] prio       zset   ids with a non-zero priority; score = -priority * 2^31 + seq
--- KEYS[4] scheduled  zset   id -> due time (ms)
+-- KEYS[4] scheduled  zset   id -> due time (ms); a delayed job's score carries its
+--                            slot of the millisecond as a fraction (see below)
 -- KEYS[5] stats      hash   counters (enqueued, seq, ...)
 -- KEYS[6] wake       list   at most one token; idle workers BLPOP it
+-- KEYS[7] sched_prio hash   scheduled id -> priority, written only when it is not 0
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
--- ARGV[2] delay_ms   0 = ready now, > 0 = scheduled that far after Redis' clock
+-- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
+--                    Redis' clock; or '@' and a Unix time in ms on Redis' clock
+--                    ('@1764579600000'): scheduled then, ready now if it has passed
 -- ARGV[3..] pairs    id, envelope
 --
 -- An id that already exists is left alone (custom ids make enqueue idempotent).
+-- A job scheduled before every job already scheduled leaves a wake-up token, so an
+-- idle worker sleeping until a later due time wakes and sleeps until this one.
 -- Returns the number of jobs added.
 -- No allow-oom flag: over maxmemory Redis refuses the whole call before it runs.
 
@@ -23,15 +29,35 @@ local function refuse(message)
     error(redis.error_reply('ERR fastq enqueue: ' .. message))
 end
 if #ARGV < 2 or #ARGV % 2 ~= 0 then
-    refuse('ARGV must be priority, delay_ms, then id/envelope pairs; got ' .. #ARGV .. ' values')
+    refuse('ARGV must be priority, delay_ms (or @at_ms), then id/envelope pairs; got ' .. #ARGV
+        .. ' values')
 end
+local TEN_YEARS_MS = 315360000000
 local priority = tonumber(ARGV[1])
-local delay_ms = tonumber(ARGV[2])
 if priority == nil or priority ~= math.floor(priority) or math.abs(priority) > 1048576 then
     refuse('priority must be an integer within +-2^20, not ' .. ARGV[1])
 end
-if delay_ms == nil or delay_ms ~= delay_ms or delay_ms < 0 or delay_ms > 315360000000 then
-    refuse('delay_ms must be a number within [0, 315360000000] (ten years), not ' .. ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local due = -1  -- the due time in ms; -1: ready now
+if string.byte(ARGV[2], 1) == 64 then  -- '@': a due time on Redis' clock
+    local at_ms = tonumber(string.sub(ARGV[2], 2))
+    if at_ms == nil or at_ms ~= at_ms or at_ms < 0 or at_ms ~= math.floor(at_ms)
+            or at_ms > now + TEN_YEARS_MS then
+        refuse('@at_ms must be whole Unix milliseconds at most ten years ahead of '
+            .. "Redis' clock (" .. now .. '), not ' .. ARGV[2])
+    end
+    if at_ms > now then
+        due = at_ms
+    end
+else
+    local delay_ms = tonumber(ARGV[2])
+    if delay_ms == nil or delay_ms ~= delay_ms or delay_ms < 0 or delay_ms > TEN_YEARS_MS then
+        refuse('delay_ms must be a number within [0, 315360000000] (ten years), not ' .. ARGV[2])
+    end
+    if delay_ms > 0 then
+        due = now + math.ceil(delay_ms)
+    end
 end
 -- What would break the queue is refused here: an id too long for a pool's heartbeat
 -- slot, or one in the reserved namespace (the held sets' sentinel lives there). The
@@ -60,22 +86,65 @@ if n == 0 then
     return 0
 end
 
-if delay_ms > 0 then
-    local t = redis.call('TIME')
-    local due = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + delay_ms
+-- Slots: jobs due in the same millisecond must come out in the order they were
+-- scheduled, but the zset orders equal scores by member bytes. So each delayed job
+-- takes the next free slot of its millisecond ms: score ms + slot/2048, slot 1 to
+-- 2047 (exact in a double until the year 2109). Slot 0, a whole number, is where
+-- ack puts a retry, so that a retry due in the same millisecond comes first. A
+-- millisecond whose slots are taken spills into the next: due 1 ms later, never
+-- earlier. One reverse range query per call finds where the millisecond stands.
+local SLOTS = 2048
+local function free_slot(ms)
+    while true do
+        local top = redis.call('ZREVRANGEBYSCORE', KEYS[4], '(' .. (ms + 1), ms, 'WITHSCORES',
+            'LIMIT', 0, 1)
+        if #top == 0 then
+            return ms, 1
+        end
+        local slot = math.floor((tonumber(top[2]) - ms) * SLOTS + 0.5) + 1
+        if slot < SLOTS then
+            return ms, slot
+        end
+        ms = ms + 1
+    end
+end
+
+if due >= 0 then
+    -- the earliest due time so far: an idle worker may sleep until a later one
+    local first = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')
+    local earliest = #first == 0 or due < math.floor(tonumber(first[2]))
+    local ms, slot = free_slot(due)
     local args = {}
     for k = 1, n do
-        args[#args + 1] = due
+        if slot >= SLOTS then
+            ms, slot = free_slot(ms + 1)
+        end
+        -- %.17g: redis.call would write a Lua number with %.14g, dropping the slot
+        args[#args + 1] = string.format('%.17g', ms + slot / SLOTS)
         args[#args + 1] = added[k]
+        slot = slot + 1
     end
     redis.call('ZADD', KEYS[4], unpack(args))
+    if priority ~= 0 then
+        -- promotion reads the priority here, never from the envelope
+        local fields = {}
+        for k = 1, n do
+            fields[#fields + 1] = added[k]
+            fields[#fields + 1] = priority
+        end
+        redis.call('HSET', KEYS[7], unpack(fields))
+    end
+    if earliest and redis.call('LLEN', KEYS[6]) == 0 then
+        redis.call('RPUSH', KEYS[6], 1)
+    end
 elseif priority ~= 0 then
     -- seq keeps FIFO order within one priority
     local last = redis.call('HINCRBY', KEYS[5], 'seq', n)
     local base = -priority * 2147483648 + (last - n)
     local args = {}
     for k = 1, n do
-        args[#args + 1] = base + k
+        -- %.17g: beyond 10^14 (|priority| > 46,566) %.14g would round the seq away
+        args[#args + 1] = string.format('%.17g', base + k)
         args[#args + 1] = added[k]
     end
     redis.call('ZADD', KEYS[3], unpack(args))
@@ -84,7 +153,7 @@ else
 end
 
 redis.call('HINCRBY', KEYS[5], 'enqueued', n)
-if delay_ms == 0 and redis.call('LLEN', KEYS[6]) == 0 then
+if due < 0 and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], 1)
 end
 return n

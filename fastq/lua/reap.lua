@@ -13,9 +13,10 @@
 -- KEYS[4]  dead       zset   id -> time of death (ms)
 -- KEYS[5]  stats      hash   counters
 -- KEYS[6]  wake       list   wake-up token for idle workers
--- KEYS[7]  scheduled  zset   id -> due time (ms)
+-- KEYS[7]  scheduled  zset   id -> due time (ms), see enqueue
 -- KEYS[8]  prio       zset   ids with a priority
 -- KEYS[9]  poison     hash   dead id -> why it died when no worker could say
+-- KEYS[10] sched_prio hash   scheduled id -> priority, for those whose priority is not 0
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
@@ -32,7 +33,7 @@ local dead_max_len = arg_int('reap', 3, 'dead_max_len', 0)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], now, limit)
+local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit)
 trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
 if promoted > 0 and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], 1)

@@ -105,6 +105,16 @@ def test_sigterm_stops_a_worker_gracefully_without_losing_jobs(
             2,
             "--batch must be within 1..1000",
         ),
+        (
+            ["worker", "--app", "tests.apps.counting", "--burst", "--burst-horizon", "-1"],
+            2,
+            "--burst-horizon must be finite seconds >= 0",
+        ),
+        (
+            ["worker", "--app", "tests.apps.counting", "--burst-horizon", "soon"],
+            2,
+            "--burst-horizon must be a number of seconds",
+        ),
         (["worker"], 2, "the following arguments are required: --app"),
         (["frobnicate"], 2, "invalid choice: 'frobnicate'"),
         (

@@ -3,6 +3,8 @@ blast into a Redis that fills up says which jobs went in."""
 
 from __future__ import annotations
 
+import time
+from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -55,6 +57,28 @@ BAD: dict[str, tuple[type[Exception], Attempt]] = {
     "delay-negative": (ValueError, lambda a, j: j.enqueue_many([(1,)], delay_s=-1)),
     "delay-1e300": (ValueError, lambda a, j: a.enqueue("send", [1], delay_s=1e300)),
     "delay-bool": (TypeError, lambda a, j: a.enqueue("send", [1], delay_s=True)),
+    "enqueue_in-nan": (ValueError, lambda a, j: j.enqueue_in(NAN, 1)),
+    "enqueue_in-negative": (ValueError, lambda a, j: j.enqueue_in(-0.5, 1)),
+    "enqueue_in-str": (TypeError, lambda a, j: j.enqueue_in("5", 1)),  # type: ignore[arg-type]
+    # due times (at)
+    "at-naive": (ValueError, lambda a, j: j.enqueue_at(datetime.now() + timedelta(minutes=5), 1)),
+    "at-naive-past": (ValueError, lambda a, j: a.enqueue("send", [1], at=datetime(2020, 1, 1))),
+    "at-nan": (ValueError, lambda a, j: j.enqueue_at(NAN, 1)),
+    "at-inf": (ValueError, lambda a, j: j.enqueue_with(at=INF)(1)),
+    "at-negative": (ValueError, lambda a, j: j.enqueue_many([(1,)], at=-1.0)),
+    "at-11-years": (ValueError, lambda a, j: j.enqueue_at(time.time() + 11 * 365 * 86400, 1)),
+    "at-year-9999": (
+        ValueError,
+        lambda a, j: j.enqueue_at(datetime(9999, 1, 1, tzinfo=timezone.utc), 1),
+    ),
+    "at-bool": (TypeError, lambda a, j: j.enqueue_at(True, 1)),
+    "at-str": (TypeError, lambda a, j: a.enqueue("send", [1], at="2026-12-01T09:00Z")),  # type: ignore[arg-type]
+    "at-and-delay": (TypeError, lambda a, j: a.enqueue("send", [1], delay_s=5, at=time.time())),
+    "at-and-delay-with": (TypeError, lambda a, j: j.enqueue_with(delay_s=1, at=time.time())),
+    "at-and-delay-many": (
+        TypeError,
+        lambda a, j: j.enqueue_many([(1,)], delay_s=1, at=time.time() + 5),
+    ),
 }
 
 

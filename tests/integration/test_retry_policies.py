@@ -137,7 +137,7 @@ def test_retry_delay_overrides_the_policy_once(
         raise ConnectionError("down")
 
     job_id = asks_then_fails.enqueue()
-    _, thread = drain_in_thread(app, ["q"], idle_timeout_s=0.05)
+    _, thread = drain_in_thread(app, ["q"], idle_timeout_s=0.05, burst_horizon_s=3600)
     info = _wait_for(app, job_id, lambda i: i.state == "scheduled" and i.attempts == 1)
     assert info.due_at is not None and info.enqueued_at is not None
     assert 3 - 0.002 <= info.due_at - info.enqueued_at <= 3 + SLACK_S  # Retry's own delay
@@ -191,7 +191,8 @@ def delays_through_worker_existing(
     app: fastq.App, r: redis.Redis, queue: str, job_id: str, failures: int
 ) -> tuple[list[float], JobInfo]:
     """As :func:`delays_through_worker`, for a job already enqueued."""
-    _, thread = drain_in_thread(app, [queue], idle_timeout_s=0.05)
+    # a burst worker that waits out every backoff: the test makes each retry due at once
+    _, thread = drain_in_thread(app, [queue], idle_timeout_s=0.05, burst_horizon_s=3600)
     delays = []
     for k in range(1, failures + 1):
         info = _wait_for(app, job_id, lambda i, k=k: i.state == "scheduled" and i.attempts == k)

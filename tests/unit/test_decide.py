@@ -50,7 +50,7 @@ def test_the_idle_timeout_bounds_a_far_due_time() -> None:
     [
         (True, False, -1, Stop()),
         (True, False, 1_000_500, Sleep(0.5)),  # a burst worker waits for a job due soon
-        (False, True, 1_000_500, Stop()),
+        (False, True, 1_000_500, Stop(1_000_500)),
         (False, False, -1, Sleep(5.0)),
     ],
 )
@@ -62,3 +62,39 @@ def test_no_stop_before_every_queue_was_tried() -> None:
     claims = EmptyClaims(2)
     assert empty(claims, burst=True, stopping=True) == ClaimFrom(1)
     assert empty(claims, burst=True, stopping=True) == Stop()
+
+
+@pytest.mark.parametrize(
+    ("due_ms", "horizon_s", "step"),
+    [
+        (1_000_999, 1.0, Sleep(0.999)),  # due within the horizon: waited for
+        (1_001_000, 1.0, Sleep(1.0)),  # exactly at the horizon: still waited for
+        (1_001_001, 1.0, Stop(1_001_001)),  # beyond it: left scheduled, and said so
+        (4_600_000, 1.0, Stop(4_600_000)),  # an hour away
+        (1_004_000, 5.0, Sleep(4.0)),  # a longer horizon waits longer
+        (1_000_000, 0.0, Sleep(0.001)),  # horizon 0: a job due now is still run
+        (1_000_001, 0.0, Stop(1_000_001)),  # ... but not one a millisecond away
+    ],
+)
+def test_a_burst_worker_waits_only_for_jobs_due_within_its_horizon(
+    due_ms: int, horizon_s: float, step: object
+) -> None:
+    got = empty(EmptyClaims(1), due_ms=due_ms, burst=True, burst_horizon_s=horizon_s)
+    assert got == step
+
+
+def test_a_burst_worker_stops_on_the_earliest_due_time_of_all_its_queues() -> None:
+    claims = EmptyClaims(2)
+    assert empty(claims, due_ms=9_000_000, burst=True) == ClaimFrom(1)
+    # the second queue has a job due in 0.3 s: the worker waits for it
+    assert empty(claims, due_ms=1_000_300, burst=True) == Sleep(0.3)
+    assert empty(claims, due_ms=9_000_000, burst=True) == ClaimFrom(1)
+    assert empty(claims, due_ms=7_000_000, burst=True) == Stop(7_000_000)
+
+
+def test_the_sleep_ends_when_redis_clock_reaches_the_due_millisecond() -> None:
+    # Redis' clock to the microsecond: 0.3 ms before the job's millisecond begins
+    step = EmptyClaims(1).after_empty(
+        1_000_000.7, 1_000_001, burst=False, stopping=False, idle_timeout_s=5.0
+    )
+    assert isinstance(step, Sleep) and step.seconds == pytest.approx(0.0003)

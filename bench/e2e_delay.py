@@ -1,0 +1,326 @@
+"""Delayed-jobs benchmark: how late an idle ``fastq pool -c 2`` starts scheduled jobs,
+and how long a campaign of jobs falling due at once blocks Redis.
+
+Everything runs against one throwaway ``redis-server`` this script starts itself
+(never the Redis on port 6379); the pool is a real subprocess,
+``python -m fastq pool -c 2 --app bench.delay_jobs``, stopped with SIGTERM (it
+must exit 0):
+
+1. spread    N jobs due evenly over S seconds, enqueued with ``enqueue_at`` in a
+             shuffled order shortly before the first is due, to a pool that is up
+             and idle: lateness = start - the ``at`` given (the job's first act is
+             to read the clock; the same host's clock as Redis'): p50, p99, max,
+             and how many started early (must be none). Also against the due time
+             as Redis keeps it (``at`` rounded up to its millisecond), which leaves
+             out the rounding
+2. campaign  M jobs with ``enqueue_many(at=...)``, all due in the same
+             millisecond, three priorities, drained by the same idle pool: the
+             longest single script call while they fall due and drain (SLOWLOG,
+             every command logged), and the drain rate from the due time
+
+Targets (informational; the exit status depends only on every job having run
+exactly once): spread lateness p99 < 10 ms, p50 < 2 ms, none early; campaign
+longest script call < 5 ms.
+
+    python bench/e2e_delay.py                 # 2,000 jobs over 4 s; a 30,000-job campaign
+    python bench/e2e_delay.py --quick         # 400 jobs over 2 s; a 5,000-job campaign
+    python bench/e2e_delay.py --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import orjson  # noqa: E402
+import redis  # noqa: E402
+from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
+
+from bench import delay_jobs  # noqa: E402
+from fastq import scripts  # noqa: E402
+from fastq.redis_server import RedisServer  # noqa: E402
+
+APP_SPEC = "bench.delay_jobs"
+QUEUE = "delayed"
+WARM_SETTLE_S = 1.5  # the pool's children connected and idle before anything is scheduled
+LEAD_S = 1.0  # the first job of the spread is due this long after scheduling starts
+TARGET_P99_MS = 10.0
+TARGET_P50_MS = 2.0
+TARGET_LONGEST_CALL_US = 5_000
+CAMPAIGN_PRIORITIES = (0, 5, -2)
+
+
+class Pool:
+    """``python -m fastq pool -c N`` as a subprocess, its output in a temp file."""
+
+    def __init__(self, url: str, namespace: str, concurrency: int) -> None:
+        self.cmd = [
+            sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
+            "-c", str(concurrency), "--app", APP_SPEC, "--namespace", namespace, "-q", QUEUE,
+        ]  # fmt: skip
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+        self.env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
+        self.log = tempfile.TemporaryFile(prefix="fastq-bench-delay-")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-3000:]
+
+    def check_alive(self, what: str) -> None:
+        if self.proc.poll() is not None:
+            raise BenchFailure(
+                f"{what}: the pool exited with {self.proc.returncode}:\n{self.output()}"
+            )
+
+    def stop(self) -> None:
+        """SIGTERM; the pool must exit 0."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout=45)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise BenchFailure("the pool did not stop within 45 s") from None
+        finally:
+            self.log.close()
+        if code != 0:
+            raise BenchFailure(f"the pool exited {code} on SIGTERM")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def collect(
+    client: redis.Redis, namespace: str, n: int, timeout_s: float, pool: Pool
+) -> dict[int, float]:
+    """Wait until ``n`` jobs recorded their start; return job -> start (Unix s)."""
+    key = f"{namespace}:started"
+    deadline = time.monotonic() + timeout_s
+    while client.llen(key) < n:
+        pool.check_alive("drain")
+        if time.monotonic() > deadline:
+            raise BenchFailure(
+                f"only {client.llen(key)} of {n} jobs started within {timeout_s:.0f} s"
+            )
+        time.sleep(0.05)
+    time.sleep(0.2)  # a job run twice would show now
+    starts: dict[int, float] = {}
+    for raw in client.lrange(key, 0, -1):
+        i, started = raw.split()
+        if int(i) in starts:
+            raise BenchFailure(f"job {int(i)} ran twice")
+        starts[int(i)] = float(started)
+    if len(starts) != n:
+        raise BenchFailure(f"{len(starts)} jobs started, expected {n}")
+    return starts
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def spread(client: redis.Redis, url: str, n: int, span_s: float) -> dict[str, Any]:
+    """N jobs due evenly over span_s, scheduled in a shuffled order, to an idle pool."""
+    namespace = "spread"
+    app = delay_jobs.app
+    app.configure(redis_url=url, namespace=namespace)
+    pool = Pool(url, namespace, 2)
+    try:
+        time.sleep(WARM_SETTLE_S)
+        pool.check_alive("pool start")
+        first = time.time() + LEAD_S
+        due = {i: first + i * span_s / n for i in range(n)}
+        order = list(due)
+        random.Random(10).shuffle(order)
+        t0 = time.perf_counter()
+        for i in order:
+            delay_jobs.stamp.enqueue_at(due[i], i)
+        enqueue_s = time.perf_counter() - t0
+        if time.time() > first:
+            raise BenchFailure(
+                f"scheduling {n} jobs took {enqueue_s:.2f} s, past the first due time"
+            )
+        starts = collect(client, namespace, n, span_s + 30, pool)
+        pool.stop()
+    except BaseException:
+        pool.kill()
+        raise
+    late_ms = [(starts[i] - due[i]) * 1000 for i in range(n)]
+    # the due time as Redis keeps it: at, rounded up to its millisecond
+    late_due_ms = [(starts[i] - math.ceil(due[i] * 1000) / 1000) * 1000 for i in range(n)]
+    return {
+        "jobs": n,
+        "span_s": span_s,
+        "schedule_s": enqueue_s,
+        "lateness_ms": {
+            "min": min(late_ms),
+            "p50": statistics.median(late_ms),
+            "p90": percentile(late_ms, 0.90),
+            "p99": percentile(late_ms, 0.99),
+            "max": max(late_ms),
+        },
+        "lateness_vs_due_ms_ms": {
+            "p50": statistics.median(late_due_ms),
+            "p99": percentile(late_due_ms, 0.99),
+            "max": max(late_due_ms),
+        },
+        "early": sum(1 for late in late_ms if late < 0),
+    }
+
+
+def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
+    """N jobs all due in the same millisecond, three priorities, to an idle pool."""
+    namespace = "campaign"
+    app = delay_jobs.app
+    app.configure(redis_url=url, namespace=namespace)
+    pool = Pool(url, namespace, 2)
+    try:
+        time.sleep(WARM_SETTLE_S)
+        pool.check_alive("pool start")
+        at = time.time() + max(1.0, n / 20_000)
+        chunk = 1000
+        t0 = time.perf_counter()
+        for c, lo in enumerate(range(0, n, chunk)):
+            calls = [(i,) for i in range(lo, min(n, lo + chunk))]
+            priority = CAMPAIGN_PRIORITIES[c % len(CAMPAIGN_PRIORITIES)]
+            delay_jobs.stamp.enqueue_many(calls, at=at, priority=priority)
+        enqueue_s = time.perf_counter() - t0
+        if time.time() > at:
+            raise BenchFailure(f"scheduling {n} jobs took {enqueue_s:.2f} s, past their due time")
+        client.config_set("slowlog-max-len", 1_000_000)
+        client.config_set("slowlog-log-slower-than", 0)
+        client.slowlog_reset()
+        starts = collect(client, namespace, n, 120, pool)
+        client.config_set("slowlog-log-slower-than", 10_000)
+        entries = client.slowlog_get(1_000_000)
+        pool.stop()
+    except BaseException:
+        pool.kill()
+        raise
+    calls = [e for e in entries if e["command"].split()[0].upper() in (b"EVALSHA", b"EVAL")]
+    by_sha = {s.sha.encode(): s.name for s in scripts.ALL}
+    longest = max(calls, key=lambda e: e["duration"])
+    per_script: dict[str, int] = {}
+    for e in calls:
+        name = by_sha.get(e["command"].split()[1], "?")
+        per_script[name] = max(per_script.get(name, 0), e["duration"])
+    last_s = max(starts.values()) - at
+    return {
+        "jobs": n,
+        "schedule_s": enqueue_s,
+        "script_calls": len(calls),
+        "longest_call_us": longest["duration"],
+        "longest_call_script": by_sha.get(longest["command"].split()[1], "?"),
+        "longest_call_us_by_script": per_script,
+        "p99_call_us": percentile([e["duration"] for e in calls], 0.99),
+        "calls_over_target": sum(1 for e in calls if e["duration"] >= TARGET_LONGEST_CALL_US),
+        "first_start_ms": (min(starts.values()) - at) * 1000,
+        "last_start_s": last_s,
+        "jobs_s_from_due": n / last_s if last_s > 0 else None,
+    }
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", "--jobs", type=int, help="jobs of the spread (default 2000)")
+    p.add_argument("--span", type=float, help="seconds the spread's due times cover (default 4)")
+    p.add_argument("--campaign-jobs", type=int, help="jobs due at once (default 30000)")
+    p.add_argument("--quick", action="store_true", help="400 jobs over 2 s; a 5,000-job campaign")
+    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    args = p.parse_args(argv)
+    if args.jobs is None:
+        args.jobs = 400 if args.quick else 2000
+    if args.span is None:
+        args.span = 2.0 if args.quick else 4.0
+    if args.campaign_jobs is None:
+        args.campaign_jobs = 5000 if args.quick else 30_000
+    if min(args.jobs, args.campaign_jobs) < 1 or not args.span > 0:
+        p.error("job counts and --span must be positive")
+    return args
+
+
+def _target(value: float, target: float, below: bool = True) -> dict[str, Any]:
+    return {"value": value, "target": target, "pass": value < target if below else value >= target}
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    server = RedisServer().start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        machine = machine_info(client)
+        print(machine_header("fastq delayed-jobs benchmark", machine))
+        print(f"throwaway redis-server at {server.url}")
+        scripts.load_all(client)
+        results = {
+            "spread": spread(client, server.url, args.jobs, args.span),
+            "campaign": campaign(client, server.url, args.campaign_jobs),
+        }
+    except BenchFailure as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.cleanup()
+    s, c = results["spread"], results["campaign"]
+    late = s["lateness_ms"]
+    targets = {
+        "lateness_p99_ms": _target(late["p99"], TARGET_P99_MS),
+        "lateness_p50_ms": _target(late["p50"], TARGET_P50_MS),
+        "early": {"value": s["early"], "target": 0, "pass": s["early"] == 0},
+        "campaign_longest_call_us": _target(c["longest_call_us"], TARGET_LONGEST_CALL_US),
+    }
+
+    def verdict(name: str) -> str:
+        return "ok" if targets[name]["pass"] else "MISSED"
+
+    print(
+        f"spread: {s['jobs']:,} jobs due over {s['span_s']:g} s to an idle pool -c 2 "
+        f"(scheduled in {s['schedule_s']:.2f} s): lateness p50 {late['p50']:.2f} ms "
+        f"[target < {TARGET_P50_MS:g}: {verdict('lateness_p50_ms')}], p90 {late['p90']:.2f}, "
+        f"p99 {late['p99']:.2f} [target < {TARGET_P99_MS:g}: {verdict('lateness_p99_ms')}], "
+        f"max {late['max']:.2f}, min {late['min']:.2f}; early {s['early']} "
+        f"[{verdict('early')}]; against the due millisecond: p50 "
+        f"{s['lateness_vs_due_ms_ms']['p50']:.2f} ms, p99 {s['lateness_vs_due_ms_ms']['p99']:.2f}"
+    )
+    print(
+        f"campaign: {c['jobs']:,} jobs due in the same millisecond, priorities "
+        f"{CAMPAIGN_PRIORITIES}: longest script call {c['longest_call_us']:,} us "
+        f"({c['longest_call_script']}) [target < {TARGET_LONGEST_CALL_US:,}: "
+        f"{verdict('campaign_longest_call_us')}] of {c['script_calls']:,} (p99 "
+        f"{c['p99_call_us']:,} us, {c['calls_over_target']} over the target); by script "
+        f"{c['longest_call_us_by_script']}; first start {c['first_start_ms']:.1f} ms after "
+        f"the due time, last {c['last_start_s']:.2f} s ({c['jobs_s_from_due']:,.0f} jobs/s)"
+    )
+    if args.json:
+        report = {
+            "machine": machine,
+            "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
+                        "quick": args.quick},
+            "scenarios": results,
+            "targets": targets,
+        }  # fmt: skip
+        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""Smoke test of the delayed-jobs benchmark: a real idle pool starts scheduled jobs,
+drains a campaign due at once, stops with status 0, and the figures come out in the
+JSON report. The targets themselves are the benchmark's to report, not asserted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.mark.slow
+def test_delay_bench_quick_run(tmp_path: Path) -> None:
+    out = tmp_path / "delay.json"
+    args = ["--quick", "--jobs", "200", "--span", "1", "--campaign-jobs", "2000"]
+    proc = subprocess.run(
+        [sys.executable, "bench/e2e_delay.py", *args, "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    report = json.loads(out.read_text())
+    spread, campaign = report["scenarios"]["spread"], report["scenarios"]["campaign"]
+    assert spread["jobs"] == 200 and campaign["jobs"] == 2000
+    assert spread["early"] == 0  # never early: that would be a bug, not a slow machine
+    late = spread["lateness_ms"]
+    assert 0 <= late["min"] <= late["p50"] <= late["p99"] <= late["max"]
+    assert campaign["longest_call_us"] > 0 and campaign["script_calls"] > 0
+    for name in ("lateness_p99_ms", "lateness_p50_ms", "early", "campaign_longest_call_us"):
+        assert report["targets"][name]["pass"] in (True, False)
+    assert "fastq.ACCELERATED" in proc.stdout
