@@ -143,7 +143,10 @@ def test_an_idle_worker_starts_a_job_scheduled_ahead_of_everything_on_time(
                 time.sleep(0.005)
             assert len(started) == len(lateness_ms) + 1, "the job did not start within 5 s"
             lateness_ms.append((started[-1] - due) * 1000)
-        assert all(0 <= late < 50 for late in lateness_ms), lateness_ms
+        # never early, and woken for it: not at its 30 s idle timeout, nor its hour-away
+        # job. How close to the due time (~1 ms) is measured by bench/e2e_delay.py, not
+        # asserted here: a loaded CI box stretches any wall-clock bound.
+        assert all(0 <= late < 1000 for late in lateness_ms), lateness_ms
     finally:
         worker.stop()
         r.rpush(app.keys("q").wake, 1)

