@@ -302,6 +302,7 @@ class Worker:
                 stopping=self.stopping,  # a stop signal may have come during the round trip
                 idle_timeout_s=self.idle_timeout_s,
                 burst_horizon_s=self.burst_horizon_s,
+                paused=claim.reply.paused,
             )
             if isinstance(step, ClaimFrom):
                 continue
