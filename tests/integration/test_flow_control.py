@@ -23,8 +23,9 @@ def wait_for(predicate: Any, timeout_s: float = 20.0) -> None:
 
 
 def test_pause_during_a_drain_stops_claims_within_one_batch_and_resume_continues(
-    app: fastq.App, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+    app: fastq.App, r: redis.Redis, monkeypatch: pytest.MonkeyPatch, caplog: Any
 ) -> None:
+    caplog.set_level("INFO", logger="fastq.worker")
     runs = f"{app.namespace}:runs"
     at_pause: dict[str, int] = {}
 
@@ -60,6 +61,8 @@ def test_pause_during_a_drain_stops_claims_within_one_batch_and_resume_continues
         claims_then = claims
         time.sleep(0.5)
         assert claims - claims_then <= 1 and r.hlen(runs) == ran_paused
+        paused_lines = [m for m in caplog.messages if "every queue is paused" in m]
+        assert len(paused_lines) == 1
         t0 = time.monotonic()
         app.resume("mailer")
         wait_for(lambda: r.hlen(runs) > ran_paused)
@@ -68,7 +71,9 @@ def test_pause_during_a_drain_stops_claims_within_one_batch_and_resume_continues
         wait_for(lambda: app.stats("mailer")["processed"] == 2000)
     finally:
         worker.stop()
+        r.rpush(app.keys("mailer").wake, 1)  # out of its idle wait
         thread.join(10)
+    assert not thread.is_alive()
     assert set(r.hvals(runs)) == {b"1"}  # nothing run twice, nothing lost
     assert app.stats("mailer")["paused"] == 0
 
