@@ -238,3 +238,42 @@ def test_purge_does_not_chase_a_producer_forever(app: fastq.App, r: redis.Redis)
         stop.set()
         producer.join(5)
     assert n >= 50
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_pause_and_resume_a_pool_of_two_children(
+    redis_server: Any, app: fastq.App, r: redis.Redis
+) -> None:
+    import signal
+    import subprocess
+
+    from conftest import fastq_cmd, subprocess_env
+
+    runs = f"{app.namespace}:runs"
+    app.enqueue_many("work", [(i, 0.002) for i in range(2000)], queue="q")
+    pool = subprocess.Popen(
+        fastq_cmd("pool", "-c", "2", "--app", "tests.apps.pool_jobs", "--namespace", app.namespace),
+        env=subprocess_env(redis_server.url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for(lambda: r.hlen(runs) >= 200, timeout_s=60)
+        app.pause("q")
+        # within a batch per child, the claims stop and the jobs in hand are acked
+        wait_for(lambda: app.stats("q")["inflight"] == 0)
+        ran_paused = r.hlen(runs)
+        assert ran_paused < 2000
+        time.sleep(0.5)
+        assert r.hlen(runs) == ran_paused
+        assert app.stats("q")["ready"] == 2000 - ran_paused
+        app.resume("q")
+        wait_for(lambda: r.hlen(runs) == 2000, timeout_s=60)
+        wait_for(lambda: app.stats("q")["processed"] == 2000)
+    finally:
+        pool.send_signal(signal.SIGTERM)
+        _, err = pool.communicate(timeout=30)
+    assert pool.returncode == 0, err[-2000:]
+    assert set(r.hvals(runs)) == {b"1"}
