@@ -13,7 +13,7 @@ from redis import Redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry as RedisRetry
 
-from fastq import scripts
+from fastq import flow, scripts
 from fastq._accel import codec
 from fastq._version import __version__
 from fastq.contracts import ENQUEUE
@@ -654,7 +654,8 @@ class App:
 
     def stats(self, queue: str) -> dict[str, int]:
         """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
-        counters enqueued, processed, failed, retried, stalled, stale_acks.
+        counters enqueued, processed, failed, retried, stalled, stale_acks, purged;
+        ``paused`` is 1 while the queue is paused, else 0.
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
@@ -662,6 +663,88 @@ class App:
         keys = self.keys(validate_queue_name(queue))
         with self._producer_call():
             return queue_stats(self.redis, keys)
+
+    # -- flow control --------------------------------------------------------------
+
+    def _known_queue(self, queue: str) -> QueueKeys:
+        """The keys of ``queue``, a queue this namespace knows (see :meth:`queues`).
+
+        Raises:
+            TypeError, ValueError: an invalid name; ValueError: an unknown queue.
+        """
+        validate_queue_name(queue)
+        known = self.queues()
+        if queue not in known:
+            raise ValueError(
+                f"unknown queue {queue!r}: no job was ever enqueued on it and no job of "
+                f"this app is registered on it (known: {', '.join(known) or 'none'})"
+            )
+        return self.keys(queue)
+
+    def pause(self, queue: str) -> None:
+        """Stop workers claiming from ``queue`` (on every host) until :meth:`resume`.
+
+        Jobs workers hold finish and are acknowledged; waiting jobs stay queued,
+        enqueues still add to it, and nothing is lost or run twice. Idle workers
+        sleep until the resume wakes them. The pause lives in Redis, in the
+        queue's settings, so it survives restarts of workers and of the app.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self._producer_call():
+            flow.pause(self.redis, self._known_queue(queue))
+
+    def resume(self, queue: str) -> None:
+        """Lift a pause of ``queue`` and wake its idle workers at once; a no-op on a
+        queue that is not paused.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self._producer_call():
+            flow.resume(self.redis, self._known_queue(queue))
+
+    def purge(
+        self,
+        queue: str,
+        *,
+        ready: bool = True,
+        scheduled: bool = True,
+        dead: bool = False,
+        broken: bool = False,
+    ) -> int:
+        """Delete the waiting jobs of ``queue``: their envelopes and index entries.
+
+        Jobs held by workers (in flight) are never touched. Deletes in calls of
+        at most 1,000 jobs, so that a big queue never blocks Redis for long
+        (other clients run between the calls).
+
+        Args:
+            ready: jobs ready to run (priority ones included).
+            scheduled: delayed jobs and retries waiting out their backoff.
+            dead: jobs that failed for good.
+            broken: jobs that could not run (bad payload, unknown job).
+
+        Returns:
+            How many jobs were deleted (also added to the queue's ``purged`` count).
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue name; ValueError:
+                nothing selected.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        selected = {"ready": ready, "scheduled": scheduled, "dead": dead, "broken": broken}
+        for name, value in selected.items():
+            if not isinstance(value, bool):
+                raise TypeError(f"purge: {name} must be True or False, not {value!r}")
+        if not any(selected.values()):
+            raise ValueError("purge: nothing selected (ready, scheduled, dead and broken are off)")
+        with self._producer_call():
+            keys = self._known_queue(queue)
+            return flow.purge(self.redis, keys, **selected)
 
     def queues(self) -> list[str]:
         """Every queue this namespace has seen an enqueue for, or has registered.

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 import time
-from typing import NoReturn, Optional, Sequence
+from typing import Callable, NoReturn, Optional, Sequence
 
 from fastq.app import App
 from fastq.errors import FastqError
@@ -210,6 +210,66 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_queue(args: argparse.Namespace) -> str:
+    """``-q``'s queue, for a command that acts on exactly one."""
+    queues = parse_queues(args.queue)
+    if len(queues) != 1:
+        raise CliError(f"name one queue with -q, not {len(queues)}")
+    return queues[0]
+
+
+def _flow_call(fn: Callable[[str], object], queue: str) -> object:
+    """Run ``fn(queue)``; an unknown queue is a one-line usage error."""
+    try:
+        return fn(queue)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    queue = _one_queue(args)
+    _flow_call(_configured_app(args).pause, queue)
+    print(f"paused {queue}: workers claim nothing from it until `fastq resume -q {queue}`")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    queue = _one_queue(args)
+    _flow_call(_configured_app(args).resume, queue)
+    print(f"resumed {queue}")
+    return 0
+
+
+def _confirm(prompt: str) -> bool:
+    """Ask on the terminal; only ``y`` or ``yes`` confirms."""
+    try:
+        answer = input(f"{prompt} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    queue = _one_queue(args)
+    what = ["ready", "scheduled"] + [name for name in ("dead", "broken") if getattr(args, name)]
+    app = _configured_app(args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError(
+                f"purge deletes jobs for good: confirm with --yes (stdin is not a terminal, "
+                f"so fastq cannot ask); nothing was deleted from {queue}"
+            )
+        if not _confirm(f"delete every {', '.join(what)} job of queue {queue}?"):
+            print("nothing deleted")
+            return 1
+    n = _flow_call(
+        lambda q: app.purge(q, dead=args.dead, broken=args.broken),
+        queue,
+    )
+    print(f"purged {n} jobs ({', '.join(what)}) from {queue}")
+    return 0
+
+
 def cmd_periodic(args: argparse.Namespace) -> int:
     """One line per periodic job: name, queue, schedule, overlap, last and next fire
     times (ISO 8601, in the schedule's zone), and the id of its last run."""
@@ -352,6 +412,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("-q", "--queues", help="comma-separated queues (default: all known)")
     _add_connection_options(s)
     s.set_defaults(func=cmd_stats)
+
+    pa = sub.add_parser("pause", help="stop workers claiming from a queue (jobs in hand finish)")
+    pa.set_defaults(func=cmd_pause)
+    rs = sub.add_parser("resume", help="let workers claim from a paused queue again, at once")
+    rs.set_defaults(func=cmd_resume)
+    pu = sub.add_parser("purge", help="delete a queue's ready and scheduled jobs (never in flight)")
+    pu.add_argument("--dead", action="store_true", help="delete its dead jobs too")
+    pu.add_argument("--broken", action="store_true", help="delete its broken jobs too")
+    pu.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pu.set_defaults(func=cmd_purge)
+    for flow_parser in (pa, rs, pu):
+        flow_parser.add_argument("--app", required=True, help="module (or module:attr) of the app")
+        flow_parser.add_argument("-q", "--queue", required=True, help="the queue")
+        _add_connection_options(flow_parser)
 
     pe = sub.add_parser("periodic", help="list periodic jobs with their last and next fire times")
     pe.add_argument("--app", required=True, help="module (or module:attr) of the app")

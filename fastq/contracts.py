@@ -109,6 +109,7 @@ def due_at(at_ms: int) -> str:
 # -- claim -----------------------------------------------------------------------------
 
 _CLAIM_JOBS_AT = 3  # a claim reply: now_ms, next_due_ms, now_us, then id, envelope pairs
+PAUSED = -2  # a claim reply's next_due_ms when the queue is paused
 
 
 class ClaimReply:
@@ -120,10 +121,16 @@ class ClaimReply:
     def __init__(self, raw: list[Any]) -> None:
         self.raw = raw
         self.now_ms = int(raw[0])
-        # earliest due time of a scheduled job, or -1 when none is scheduled
+        # earliest due time of a scheduled job, -1 when none is scheduled, or
+        # PAUSED (-2): the queue is paused, nothing was claimed
         self.next_due_ms = int(raw[1])
         # microseconds of Redis' clock within now_ms (0-999)
         self.now_us = int(raw[2])
+
+    @property
+    def paused(self) -> bool:
+        """The queue is paused: the claim took nothing, whatever is waiting."""
+        return self.next_due_ms == PAUSED
 
     @property
     def now_exact_ms(self) -> float:
@@ -156,7 +163,10 @@ class ClaimReply:
 
 
 class _Claim(Contract[ClaimReply]):
-    keys = ("ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio")
+    keys = (
+        "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
+        "settings",
+    )  # fmt: skip
     argv_names = ("worker_id", "n", "lease_ms", "promote_max")
 
     def argv(self, worker_id: str, n: int, lease_ms: int, promote_max: int) -> list[Any]:
@@ -337,4 +347,27 @@ class _Fire(Contract[FireReply]):
 
 
 FIRE = _Fire("fire")
-ALL = (*ALL, FIRE)
+
+
+# -- purge -----------------------------------------------------------------------------
+
+PURGE_BATCH_MAX = 5000  # purge.lua refuses more: unpack() is bounded by Lua's stack
+
+
+class _Purge(Contract[int]):
+    keys = (
+        "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
+        "stalls", "stats",
+    )  # fmt: skip
+    argv_names = ("limit", "ready", "scheduled", "dead", "broken")
+
+    def argv(self, limit: int, ready: bool, scheduled: bool, dead: bool, broken: bool) -> list[Any]:
+        return [limit, int(ready), int(scheduled), int(dead), int(broken)]
+
+    def parse(self, raw: Any) -> int:
+        """Jobs deleted; fewer than ``limit``: the selected sections are empty."""
+        return int(raw)
+
+
+PURGE = _Purge("purge")
+ALL = (*ALL, FIRE, PURGE)

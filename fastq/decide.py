@@ -6,6 +6,10 @@ first queue again; an empty claim moves on to the next queue. Once every queue
 came back empty in a row, the worker stops (stopping, or a burst worker with
 nothing due within its horizon) or sleeps until a wake-up, at most until the
 earliest due time any of the claims reported.
+
+A paused queue's claim takes nothing whatever waits in it: for this decision it is
+an empty queue whose due times do not count (they cannot run until a resume, and
+the resume pushes a wake-up). A burst worker stops rather than wait for a resume.
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ class Stop:
 @dataclass(frozen=True)
 class Sleep:
     """Wait for a wake-up for at most ``seconds`` (until the next due job, or the
-    idle timeout), then claim from the first queue again."""
+    idle timeout), then claim from the first queue again. ``paused``: every queue
+    that has nothing due was paused (the wait is for a resume, not for work)."""
 
     seconds: float
+    paused: bool = False
 
 
 Step = Union[ClaimFrom, Stop, Sleep]
@@ -50,10 +56,11 @@ class EmptyClaims:
     index: int = 0  # the queue to claim from next
     in_a_row: int = 0
     next_due_ms: int = -1  # earliest due time reported since the last batch; -1: none
+    n_paused: int = 0  # paused queues met since the last batch
 
     def got_jobs(self) -> None:
         """A batch came: start again from the first queue."""
-        self.index, self.in_a_row, self.next_due_ms = 0, 0, -1
+        self.index, self.in_a_row, self.next_due_ms, self.n_paused = 0, 0, -1, 0
 
     def after_empty(
         self,
@@ -64,6 +71,7 @@ class EmptyClaims:
         stopping: bool,
         idle_timeout_s: float,
         burst_horizon_s: float = 1.0,
+        paused: bool = False,
     ) -> Step:
         """The step after a claim of ``queues[index]`` came back empty at Redis time
         ``now_ms`` (to the microsecond), reporting ``next_due_ms`` (-1: nothing
@@ -72,18 +80,23 @@ class EmptyClaims:
 
         A burst worker waits for a job due within ``burst_horizon_s``, and stops
         when nothing is (a retry a second away is waited for; a job scheduled for
-        tomorrow is not)."""
+        tomorrow is not).
+
+        ``paused``: the queue is paused; ``next_due_ms`` is then ignored."""
+        if paused:
+            self.n_paused += 1
+            next_due_ms = -1
         if next_due_ms >= 0 and (self.next_due_ms < 0 or next_due_ms < self.next_due_ms):
             self.next_due_ms = next_due_ms
         self.in_a_row += 1
         self.index = (self.index + 1) % self.n_queues
         if self.in_a_row < self.n_queues:
             return ClaimFrom(self.index)
-        due_ms = self.next_due_ms
+        due_ms, all_paused = self.next_due_ms, self.n_paused == self.n_queues
         self.got_jobs()  # after the stop or the sleep, a fresh round from the first queue
         if stopping or (burst and (due_ms < 0 or due_ms - now_ms > burst_horizon_s * 1000)):
             return Stop(due_ms)
         if due_ms < 0:
-            return Sleep(idle_timeout_s)
+            return Sleep(idle_timeout_s, paused=all_paused)
         wait_ms = due_ms - now_ms
         return Sleep(min(idle_timeout_s, (wait_ms if wait_ms > 0 else 1) / 1000.0))

@@ -21,6 +21,7 @@ COUNTERS = (
     "orphaned",
     "interrupted",
     "stale_acks",
+    "purged",
 )
 
 
@@ -61,15 +62,17 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe.zcard(keys.dead)
     pipe.hlen(keys.broken)
     pipe.hgetall(keys.stats)
+    pipe.hget(keys.settings, "paused")
     for worker, _ in _leases(client, keys):
         pipe.scard(keys.held(worker))
-    ready, prio, scheduled, dead, broken, counters, *held = pipe.execute()
+    ready, prio, scheduled, dead, broken, counters, paused, *held = pipe.execute()
     inflight = sum(max(n - 1, 0) for n in held)  # less each held set's sentinel
     out = {name: 0 for name in COUNTERS}
     out.update({k.decode(): int(v) for k, v in counters.items() if k != b"seq"})
     out["total_dead"] = out.pop("dead")
     out["total_broken"] = out.pop("broken")
     out.update(ready=ready + prio, inflight=inflight, scheduled=scheduled, dead=dead, broken=broken)
+    out["paused"] = int(paused == b"1")
     return out
 
 

@@ -87,6 +87,12 @@ class QueueKeys:
         return self.key("stats")
 
     @property
+    def settings(self) -> str:
+        """The queue's settings (``paused``: ``1`` while paused). Absent for a queue
+        with none, so that a claim on it pays one HGET of a missing key."""
+        return self.key("settings")
+
+    @property
     def wake(self) -> str:
         return self.key("wake")
 

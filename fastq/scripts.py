@@ -50,7 +50,7 @@ class Script:
 
 
 # Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
-NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend", "fire")
+NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge")
 ALL = tuple(Script.from_package(name) for name in NAMES)
 BY_NAME = {script.name: script for script in ALL}
 

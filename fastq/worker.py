@@ -271,6 +271,7 @@ class Worker:
         sizer = self.sizer
         governor = self.governor
         empty = EmptyClaims(len(queues))
+        was_paused = False  # say so once when every queue is paused, not at every wake-up
         while not self.stopping:
             if self.quiet:
                 self._idle_quietly(pump)
@@ -285,6 +286,7 @@ class Worker:
                 self._wait_for_redis(exc)
                 continue
             if len(claim):
+                was_paused = False
                 empty.got_jobs()
                 if sizer.prefetch_pays():
                     pump.claim_ahead(queues[0], sizer.n)
@@ -302,6 +304,7 @@ class Worker:
                 stopping=self.stopping,  # a stop signal may have come during the round trip
                 idle_timeout_s=self.idle_timeout_s,
                 burst_horizon_s=self.burst_horizon_s,
+                paused=claim.reply.paused,
             )
             if isinstance(step, ClaimFrom):
                 continue
@@ -310,6 +313,9 @@ class Worker:
                 if self.burst and not self.stopping:
                     self._log_left_scheduled(step.next_due_ms, claim.now_ms)
                 return
+            if step.paused and not was_paused:
+                log.info("worker %s: every queue is paused; waiting for a resume", self.worker_id)
+            was_paused = step.paused
             idle_since = time.monotonic()
             try:
                 self._wait_for_work(step.seconds)

@@ -14,6 +14,7 @@
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
+-- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -22,13 +23,15 @@
 --                       that many were promoted, more may be due and the call claims
 --                       nothing (see step 1)
 --
--- Returns {now_ms, next_due_ms or -1, now_us, id1, envelope1, id2, envelope2, ...};
+-- Returns {now_ms, next_due_ms or -1 (-2: the queue is paused), now_us, id1, envelope1, id2, envelope2, ...};
 -- now_us is the microseconds of Redis' clock within now_ms (0-999), so that a worker
 -- sleeping until a due job wakes to within a fraction of a millisecond.
 -- Attempts are not counted here: the envelope records the failed ones, and a
 -- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
--- exactly until then.
+-- exactly until then. A paused queue claims nothing, promotes nothing and
+-- replies next_due_ms = -2, so the worker sleeps until a wake-up (resume pushes
+-- one) instead of taking the queue for empty; jobs in hand are acked as usual.
 --
 -- A lease belongs to the worker, not to each job: the worker's held set says what
 -- it holds, and one deadline in leases covers all of it. A live worker extends
@@ -46,6 +49,11 @@ local promote_max = arg_int('claim', 4, 'promote_max', 0)
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- 0. Paused? One HGET, on a key that does not exist for a queue never paused.
+if redis.call('HGET', KEYS[10], 'paused') == '1' then
+    return {now, -2, tonumber(t[2]) % 1000}
+end
 
 -- 1. Promote due scheduled jobs (retries in backoff to the front, delayed jobs to
 -- the back or by priority). A full promotion means more may be due: then nothing is

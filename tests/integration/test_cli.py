@@ -205,3 +205,72 @@ def test_a_worker_stopped_during_its_round_trip_does_not_sit_out_an_idle_wait(
     t0 = time.monotonic()
     worker.run_loop()
     assert time.monotonic() - t0 < 2  # not the 30 s idle wait
+
+
+def test_cli_pause_resume_and_purge(redis_server: RedisServer, app: fastq.App) -> None:
+    app.enqueue_many("count", [(i,) for i in range(300)], queue="count")
+    app.enqueue_many("count", [(i,) for i in range(20)], queue="count", delay_s=3600)
+    base = ("--app", "tests.apps.counting", "--namespace", app.namespace, "-q", "count")
+    proc = run_cli(redis_server.url, "pause", *base)
+    assert proc.returncode == 0, proc.stderr
+    assert "paused count" in proc.stdout and app.stats("count")["paused"] == 1
+    # a burst worker on a paused queue claims nothing and stops
+    proc = run_cli(redis_server.url, "worker", *base, "--burst")
+    assert proc.returncode == 0, proc.stderr
+    assert app.stats("count")["ready"] == 300
+    proc = run_cli(redis_server.url, "resume", *base)
+    assert proc.returncode == 0 and "resumed count" in proc.stdout
+    assert app.stats("count")["paused"] == 0
+    # not a terminal and no --yes: refused, nothing deleted
+    proc = run_cli(redis_server.url, "purge", *base)
+    assert proc.returncode == 2 and "--yes" in proc.stderr and "nothing was deleted" in proc.stderr
+    assert app.stats("count")["ready"] == 300
+    proc = run_cli(redis_server.url, "purge", *base, "--yes")
+    assert proc.returncode == 0, proc.stderr
+    assert "purged 320 jobs (ready, scheduled) from count" in proc.stdout
+    assert (app.stats("count")["ready"], app.stats("count")["scheduled"]) == (0, 0)
+
+
+@pytest.mark.parametrize("verb", ["pause", "resume", "purge"])
+def test_cli_flow_commands_refuse_an_unknown_or_bad_queue_in_one_line(
+    redis_server: RedisServer, app: fastq.App, verb: str
+) -> None:
+    base = ("--app", "tests.apps.counting", "--namespace", app.namespace)
+    for queue, message in (("nope", "unknown queue 'nope'"), ("a:b", "queue name")):
+        extra = ("--yes",) if verb == "purge" else ()
+        proc = run_cli(redis_server.url, verb, *base, "-q", queue, *extra)
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("answer", "code", "left"), [("n\n", 1, 5), ("yes\n", 0, 0)])
+def test_cli_purge_asks_on_a_terminal(
+    redis_server: RedisServer, app: fastq.App, answer: str, code: int, left: int
+) -> None:
+    import os
+
+    app.enqueue_many("count", [(i,) for i in range(5)], queue="count")
+    leader, follower = os.openpty()
+    try:
+        os.write(leader, answer.encode())
+        proc = subprocess.run(
+            fastq_cmd(
+                "purge",
+                "--app",
+                "tests.apps.counting",
+                "--namespace",
+                app.namespace,
+                "-q",
+                "count",
+            ),  # fmt: skip
+            env=subprocess_env(redis_server.url),
+            stdin=follower,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == code, proc.stderr
+    assert app.stats("count")["ready"] == left

@@ -98,3 +98,27 @@ def test_the_sleep_ends_when_redis_clock_reaches_the_due_millisecond() -> None:
         1_000_000.7, 1_000_001, burst=False, stopping=False, idle_timeout_s=5.0
     )
     assert isinstance(step, Sleep) and step.seconds == pytest.approx(0.0003)
+
+
+def test_a_paused_queue_sleeps_until_a_wake_up_instead_of_spinning() -> None:
+    claims = EmptyClaims(1)
+    # a paused claim's due time is not waited for: only a resume lets it run
+    assert empty(claims, due_ms=1_000_001, paused=True) == Sleep(5.0, paused=True)
+    assert claims.index == 0
+
+
+def test_a_paused_queue_does_not_hide_another_queues_due_job() -> None:
+    claims = EmptyClaims(2)
+    assert empty(claims, paused=True) == ClaimFrom(1)
+    assert empty(claims, due_ms=1_000_250) == Sleep(0.25)
+    assert empty(claims, paused=True) == ClaimFrom(1)
+    assert empty(claims) == Sleep(5.0, paused=False)  # one queue is merely empty
+
+
+def test_a_burst_worker_stops_on_a_paused_queue_rather_than_wait_for_a_resume() -> None:
+    claims = EmptyClaims(1)
+    assert empty(claims, due_ms=1_000_001, paused=True, burst=True) == Stop(-1)
+
+
+def test_a_stopping_worker_stops_on_a_paused_queue() -> None:
+    assert empty(EmptyClaims(1), paused=True, stopping=True) == Stop(-1)

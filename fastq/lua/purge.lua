@@ -1,0 +1,92 @@
+#!lua flags=allow-oom
+--! include args
+-- purge: delete up to `limit` waiting jobs of one queue (their envelopes and
+-- index entries), from the sections selected; one bounded call of a loop, so that
+-- purging a queue of any size never blocks Redis for long.
+--
+-- KEYS[1]  ready      list   ids; the right end is the front
+-- KEYS[2]  prio       zset   ids with a priority
+-- KEYS[3]  scheduled  zset   id -> due time (ms)
+-- KEYS[4]  sched_prio hash   scheduled id -> priority or 'r'
+-- KEYS[5]  dead       zset   id -> time of death (ms)
+-- KEYS[6]  poison     hash   dead id -> why it died
+-- KEYS[7]  broken     hash   id -> why it could not run
+-- KEYS[8]  jobs       hash   id -> envelope
+-- KEYS[9]  stalls     hash   id -> stall count
+-- KEYS[10] stats      hash   counters (purged)
+--
+-- ARGV[1] limit      ids to delete at most in this call (>= 1)
+-- ARGV[2] ready      1: delete ready jobs (ready list and prio zset), 0: keep
+-- ARGV[3] scheduled  1: delete scheduled jobs (delayed, retries in backoff), 0: keep
+-- ARGV[4] dead       1: delete dead jobs, 0: keep
+-- ARGV[5] broken     1: delete broken jobs, 0: keep
+--
+-- Returns the number of jobs deleted; fewer than limit means the selected
+-- sections are empty. Jobs held by workers (in flight) are in none of these
+-- sections and are never touched: their ack finds them as usual.
+
+local limit = arg_int('purge', 1, 'limit', 1)
+if limit > 5000 then
+    -- unpack() below is bounded by Lua's C stack (8000)
+    error('purge: limit (ARGV[1]) must be <= 5000, not ' .. ARGV[1])
+end
+local names = {'limit', 'ready', 'scheduled', 'dead', 'broken'}
+local sel = {}
+for i = 2, 5 do
+    sel[i] = arg_int('purge', i, names[i], 0)
+    if sel[i] > 1 then
+        error('purge: ARGV[' .. i .. '] must be 0 or 1, not ' .. ARGV[i])
+    end
+end
+
+local ids = {}
+local function take(list)
+    for i = 1, #list do
+        ids[#ids + 1] = list[i]
+    end
+end
+-- the first `left` members of a zset, removed from it (and from `side`, a hash)
+local function take_zset(key, side)
+    local left = limit - #ids
+    if left <= 0 then
+        return
+    end
+    local got = redis.call('ZRANGE', key, 0, left - 1)
+    if #got > 0 then
+        redis.call('ZREM', key, unpack(got))
+        if side then
+            redis.call('HDEL', side, unpack(got))
+        end
+        take(got)
+    end
+end
+
+if sel[2] == 1 then
+    local popped = redis.call('RPOP', KEYS[1], limit)
+    if popped then
+        take(popped)
+    end
+    take_zset(KEYS[2], nil)
+end
+if sel[3] == 1 then
+    take_zset(KEYS[3], KEYS[4])
+end
+if sel[4] == 1 then
+    take_zset(KEYS[5], KEYS[6])
+end
+if sel[5] == 1 and #ids < limit then
+    -- HRANDFIELD with a positive count: distinct fields, at most that many
+    local got = redis.call('HRANDFIELD', KEYS[7], limit - #ids)
+    if #got > 0 then
+        redis.call('HDEL', KEYS[7], unpack(got))
+        take(got)
+    end
+end
+
+if #ids == 0 then
+    return 0
+end
+redis.call('HDEL', KEYS[8], unpack(ids))
+redis.call('HDEL', KEYS[9], unpack(ids))
+redis.call('HINCRBY', KEYS[10], 'purged', #ids)
+return #ids
