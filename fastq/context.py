@@ -1,0 +1,193 @@
+"""The running job's context (``fastq.current_job()``) and its progress reports.
+
+The context is per task, not per process: a ``ContextVar`` that a runner sets,
+so that an asyncio runner (many jobs in flight per child) can set one per task.
+The sync runner sets it once per batch to a cursor it moves from job to job (an
+attribute store per job, not a ``ContextVar.set``): a job that never asks for
+its context costs nothing more.
+
+Progress is batched: ``set_progress`` only keeps the latest report of each job
+in a :class:`ProgressBuffer`; the worker's lease thread sends what is there at
+its next beat (every ``PROGRESS_FLUSH_S``), in one pipeline, however many times
+the jobs reported.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Optional
+
+import orjson
+
+from fastq.limits import MAX_PROGRESS_META_BYTES
+
+if TYPE_CHECKING:
+    from fastq.runner import Runnable
+
+# How often the lease thread sends the progress reported since its last beat.
+PROGRESS_FLUSH_S = 0.5
+
+
+class ProgressBuffer:
+    """The latest progress report of each running job, until the lease thread
+    sends it; and the jobs that ended after reporting, whose report it deletes.
+
+    Written by the runner's thread, taken by the lease thread: one lock. All the
+    writes and deletes of one worker go out on the lease thread's connection, in
+    order, so a report sent late can never follow the delete of its job.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, dict[bytes, bytes]] = {}
+        self._ended: dict[str, set[bytes]] = {}
+        # jobs that reported since their batch started (read by the runner per batch)
+        self.reported: set[tuple[str, bytes]] = set()
+
+    def report(self, queue: str, job_id: bytes, value: bytes) -> None:
+        with self._lock:
+            self._latest.setdefault(queue, {})[job_id] = value
+            self.reported.add((queue, job_id))
+
+    def ended(self, queue: str, job_ids: list[bytes]) -> None:
+        """These jobs of ``queue`` ended: drop their unsent report, delete the sent one."""
+        with self._lock:
+            latest = self._latest.get(queue, {})
+            ended = self._ended.setdefault(queue, set())
+            for job_id in job_ids:
+                if (queue, job_id) in self.reported:
+                    self.reported.discard((queue, job_id))
+                    latest.pop(job_id, None)
+                    ended.add(job_id)
+
+    def take(self) -> tuple[dict[str, dict[bytes, bytes]], dict[str, set[bytes]]]:
+        """What to send: ``(reports by queue, ended ids by queue)``; both emptied."""
+        with self._lock:
+            latest, self._latest = self._latest, {}
+            ended, self._ended = self._ended, {}
+        return (
+            {q: v for q, v in latest.items() if v},
+            {q: v for q, v in ended.items() if v},
+        )
+
+    def give_back(
+        self, latest: dict[str, dict[bytes, bytes]], ended: dict[str, set[bytes]]
+    ) -> None:
+        """Take back what a failed send carried; newer reports win."""
+        with self._lock:
+            for queue, reports in latest.items():
+                mine = self._latest.setdefault(queue, {})
+                for job_id, value in reports.items():
+                    if (queue, job_id) in self.reported:
+                        mine.setdefault(job_id, value)
+            for queue, ids in ended.items():
+                self._ended.setdefault(queue, set()).update(ids)
+
+    def __bool__(self) -> bool:
+        return bool(self._latest or self._ended)
+
+
+class BatchCursor:
+    """Which job of a batch runs now: what ``current_job()`` reads."""
+
+    __slots__ = ("queue", "runnable", "index", "progress")
+
+    def __init__(
+        self, queue: str, runnable: list[Runnable], progress: Optional[ProgressBuffer]
+    ) -> None:
+        self.queue = queue
+        self.runnable = runnable
+        self.index = -1
+        self.progress = progress
+
+
+_current: ContextVar[Optional[BatchCursor]] = ContextVar("fastq_current_job", default=None)
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """The job running in this task: ``id``, ``queue``, ``name`` and ``attempt``
+    (1 for the first run)."""
+
+    id: str
+    queue: str
+    name: str
+    attempt: int
+    _job_id: bytes
+    _progress: Optional[ProgressBuffer]
+
+    def set_progress(self, fraction: float, meta: Any = None) -> None:
+        """Report how far the job is, shown by ``app.get_job()`` as ``progress``
+        and ``progress_meta`` until the job ends. Reports are batched: the worker
+        sends the latest one within ``PROGRESS_FLUSH_S``, however often it is called.
+
+        Args:
+            fraction: a finite number in [0, 1].
+            meta: anything JSON can encode, up to ``MAX_PROGRESS_META_BYTES``
+                encoded (e.g. ``{"sent": 120, "of": 3000}``).
+
+        Raises:
+            TypeError: ``fraction`` is not a number, or ``meta`` is not JSON-serializable.
+            ValueError: ``fraction`` is not finite or outside [0, 1], or ``meta``
+                is too large.
+        """
+        value = encode_progress(fraction, meta)
+        if self._progress is not None:
+            self._progress.report(self.queue, self._job_id, value)
+
+
+def encode_progress(fraction: object, meta: Any) -> bytes:
+    """The stored form of a progress report: ``{"fraction": f, "meta": m}``.
+
+    Raises:
+        TypeError, ValueError: as :meth:`JobContext.set_progress`.
+    """
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
+        raise TypeError(f"set_progress: fraction must be a number in [0, 1], not {fraction!r}")
+    if not math.isfinite(fraction) or not 0 <= fraction <= 1:
+        raise ValueError(
+            f"set_progress: fraction must be a finite number in [0, 1], not {fraction!r}"
+        )
+    try:
+        meta_bytes = orjson.dumps(meta)
+    except TypeError as exc:
+        raise TypeError(f"set_progress: meta must be JSON-serializable: {exc}") from None
+    if len(meta_bytes) > MAX_PROGRESS_META_BYTES:
+        raise ValueError(
+            f"set_progress: meta is {len(meta_bytes)} bytes encoded, more than "
+            f"{MAX_PROGRESS_META_BYTES}"
+        )
+    return b'{"fraction":%s,"meta":%s}' % (orjson.dumps(float(fraction)), meta_bytes)
+
+
+def current_job() -> JobContext:
+    """The job running in this task (thread or asyncio task) of a worker.
+
+    Returns:
+        Its :class:`JobContext`: ``id``, ``queue``, ``name``, ``attempt`` and
+        ``set_progress(fraction, meta=None)``.
+
+    Raises:
+        RuntimeError: no fastq job is running here (e.g. called at import, from a
+            producer, or from a thread the job started, which does not inherit it).
+    """
+    cursor = _current.get()
+    if cursor is None or cursor.index < 0:
+        raise RuntimeError(
+            "fastq.current_job() called outside a running job: it works only inside a "
+            "job function run by a fastq worker"
+        )
+    job_id, target, _args, _kwargs, attempt, _env = cursor.runnable[cursor.index]
+    return JobContext(job_id.decode(), cursor.queue, target.name, attempt, job_id, cursor.progress)
+
+
+def enter_batch(cursor: BatchCursor) -> Any:
+    """Make ``cursor`` this task's job context; returns the token for :func:`leave`."""
+    return _current.set(cursor)
+
+
+def leave(token: Any) -> None:
+    _current.reset(token)
