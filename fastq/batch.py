@@ -50,6 +50,8 @@ class Outcomes:
     interrupted: list[bytes] = field(default_factory=list)
     # return values to keep (result_ttl_s): id, JSON, ttl_ms; each id is also in done
     results: list[tuple[bytes, bytes, int]] = field(default_factory=list)
+    # jobs that reported progress and ended: their report is deleted after the ack
+    progress_ended: list[bytes] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -60,6 +62,7 @@ class Outcomes:
             or self.unstarted
             or self.stalled
             or self.interrupted
+            or self.progress_ended
         )
 
     def merge(self, earlier: Outcomes) -> None:
@@ -72,6 +75,7 @@ class Outcomes:
         self.stalled[:0] = earlier.stalled
         self.interrupted[:0] = earlier.interrupted
         self.results[:0] = earlier.results
+        self.progress_ended[:0] = earlier.progress_ended
         self.failed += earlier.failed
 
     def count(self) -> int:
@@ -277,6 +281,9 @@ class RoundTrip:
                 if ids:
                     argv = RELEASE.argv(wid, mode, self.max_stalls, ids)
                     commands.append(RELEASE.command(self._release_keys[queue], argv))
+            if out.progress_ended:  # before the claim: a retry claimed again starts clean
+                progress_key = self.keys[queue].progress
+                commands.append((scripts.PLAIN, (), ("HDEL", progress_key, *out.progress_ended)))
         if release_all:
             for queue in self.keys:
                 argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)

@@ -9,7 +9,8 @@ its context costs nothing more.
 Progress is batched: ``set_progress`` only keeps the latest report of each job
 in a :class:`ProgressBuffer`; the worker's lease thread sends what is there at
 its next beat (every ``PROGRESS_FLUSH_S``), in one pipeline, however many times
-the jobs reported.
+the jobs reported. A job's report is deleted by the round trip that acknowledges
+it (so a retry starts without one).
 """
 
 from __future__ import annotations
@@ -33,18 +34,20 @@ PROGRESS_FLUSH_S = 0.5
 
 class ProgressBuffer:
     """The latest progress report of each running job, until the lease thread
-    sends it; and the jobs that ended after reporting, whose report it deletes.
+    sends it.
 
-    Written by the runner's thread, taken by the lease thread: one lock. All the
-    writes and deletes of one worker go out on the lease thread's connection, in
-    order, so a report sent late can never follow the delete of its job.
+    Written by the runner's thread, taken by the lease thread. A send holds
+    ``sending`` from taking the reports until Redis answered, and :meth:`ended`
+    takes it too: once a job is said ended, no report of it is in flight or left
+    to send, so the delete that the worker's next round trip carries is the last
+    word on it.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self.sending = threading.Lock()
         self._latest: dict[str, dict[bytes, bytes]] = {}
-        self._ended: dict[str, set[bytes]] = {}
-        # jobs that reported since their batch started (read by the runner per batch)
+        # jobs that reported and have not ended (read by the runner once per batch)
         self.reported: set[tuple[str, bytes]] = set()
 
     def report(self, queue: str, job_id: bytes, value: bytes) -> None:
@@ -52,42 +55,40 @@ class ProgressBuffer:
             self._latest.setdefault(queue, {})[job_id] = value
             self.reported.add((queue, job_id))
 
-    def ended(self, queue: str, job_ids: list[bytes]) -> None:
-        """These jobs of ``queue`` ended: drop their unsent report, delete the sent one."""
-        with self._lock:
+    def ended(self, queue: str, job_ids: list[bytes]) -> list[bytes]:
+        """These jobs of ``queue`` ended: their unsent reports are dropped.
+
+        Returns:
+            Those that reported, whose report (sent or not) the caller deletes.
+        """
+        with self.sending, self._lock:
             latest = self._latest.get(queue, {})
-            ended = self._ended.setdefault(queue, set())
+            gone = []
             for job_id in job_ids:
                 if (queue, job_id) in self.reported:
                     self.reported.discard((queue, job_id))
                     latest.pop(job_id, None)
-                    ended.add(job_id)
+                    gone.append(job_id)
+            return gone
 
-    def take(self) -> tuple[dict[str, dict[bytes, bytes]], dict[str, set[bytes]]]:
-        """What to send: ``(reports by queue, ended ids by queue)``; both emptied."""
+    def take(self) -> dict[str, dict[bytes, bytes]]:
+        """The reports to send, by queue; emptied. Call it holding ``sending``."""
         with self._lock:
             latest, self._latest = self._latest, {}
-            ended, self._ended = self._ended, {}
-        return (
-            {q: v for q, v in latest.items() if v},
-            {q: v for q, v in ended.items() if v},
-        )
+        return {q: v for q, v in latest.items() if v}
 
-    def give_back(
-        self, latest: dict[str, dict[bytes, bytes]], ended: dict[str, set[bytes]]
-    ) -> None:
-        """Take back what a failed send carried; newer reports win."""
+    def give_back(self, latest: dict[str, dict[bytes, bytes]]) -> None:
+        """Take back what a failed send carried (of jobs still running); newer
+        reports win."""
         with self._lock:
             for queue, reports in latest.items():
                 mine = self._latest.setdefault(queue, {})
                 for job_id, value in reports.items():
                     if (queue, job_id) in self.reported:
                         mine.setdefault(job_id, value)
-            for queue, ids in ended.items():
-                self._ended.setdefault(queue, set()).update(ids)
 
     def __bool__(self) -> bool:
-        return bool(self._latest or self._ended)
+        return bool(self._latest)
 
 
 class BatchCursor:

@@ -152,9 +152,8 @@ class LeaseKeeper(threading.Thread):
     the deadline is always at least three quarters of a lease ahead when it
     starts). Nothing Redis answers stops the thread; an outage is logged once.
 
-    It also sends the jobs' progress reports (``progress``), at most once every
-    ``PROGRESS_FLUSH_S`` and only when there are any: all of one worker's progress
-    writes and deletes go out on this one connection, in order.
+    It also sends the running jobs' progress reports (``progress``), at most once
+    every ``PROGRESS_FLUSH_S`` and only when there are any.
     """
 
     def __init__(
@@ -195,32 +194,31 @@ class LeaseKeeper(threading.Thread):
             retry_s = self.extend_leases()
             wait_s = self.extend_s if retry_s is None else min(retry_s, RETRY_MAX_S, self.extend_s)
             next_extend = time.monotonic() + wait_s
-        if self.progress:
-            self.send_progress()  # the last reports' deletes
         if self.client is not None:
             self.client.close()
 
     def send_progress(self) -> None:
-        """Write the latest report of each job and delete those of ended jobs, in one
-        pipeline; on a Redis error they are kept for the next beat."""
+        """Write the latest report of each running job, in one pipeline; on a Redis
+        error they are kept for the next beat."""
         assert self.progress is not None
-        latest, ended = self.progress.take()
-        try:
-            if self.client is None:
-                self.client = self.connect()
-            pipe = self.client.pipeline(transaction=False)
-            for queue, ids in ended.items():
-                pipe.hdel(self._keys_by_queue[queue].progress, *ids)
-            for queue, reports in latest.items():
-                key = self._keys_by_queue[queue].progress
-                pipe.hset(key, mapping=reports)  # type: ignore[arg-type]
-                # the reports of a worker that died are not deleted by it: the hash
-                # goes once no worker reported for a while
-                pipe.pexpire(key, self.progress_ttl_ms)
-            pipe.execute()
-        except REDIS_ERRORS as exc:
-            self.progress.give_back(latest, ended)
-            log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
+        with self.progress.sending:
+            latest = self.progress.take()
+            if not latest:
+                return
+            try:
+                if self.client is None:
+                    self.client = self.connect()
+                pipe = self.client.pipeline(transaction=False)
+                for queue, reports in latest.items():
+                    key = self._keys_by_queue[queue].progress
+                    pipe.hset(key, mapping=reports)  # type: ignore[arg-type]
+                    # the reports of a worker that died are deleted by no one: the
+                    # hash goes once no worker reported for a while
+                    pipe.pexpire(key, self.progress_ttl_ms)
+                pipe.execute()
+            except REDIS_ERRORS as exc:
+                self.progress.give_back(latest)
+                log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
 
     def extend_leases(self) -> Optional[float]:
         """One extension of every queue's lease; None when done, else how soon to

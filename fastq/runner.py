@@ -127,7 +127,7 @@ class SyncRunner:
                 slot.idle()
             progress = self.progress
             if progress is not None and progress.reported:  # a job of it reported
-                progress.ended(queue, [job[0] for job in runnable[: i + 1]])
+                out.progress_ended += progress.ended(queue, [job[0] for job in runnable[: i + 1]])
         return len(runnable)
 
     @staticmethod
