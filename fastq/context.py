@@ -118,7 +118,8 @@ class JobContext:
     name: str
     attempt: int
     _job_id: bytes
-    _progress: Optional[ProgressBuffer]
+    _cursor: BatchCursor
+    _index: int
 
     def set_progress(self, fraction: float, meta: Any = None) -> None:
         """Report how far the job is, shown by ``app.get_job()`` as ``progress``
@@ -134,10 +135,14 @@ class JobContext:
             TypeError: ``fraction`` is not a number, or ``meta`` is not JSON-serializable.
             ValueError: ``fraction`` is not finite or outside [0, 1], or ``meta``
                 is too large.
+            RuntimeError: the job has ended (a context kept past its run).
         """
         value = encode_progress(fraction, meta)
-        if self._progress is not None:
-            self._progress.report(self.queue, self._job_id, value)
+        cursor = self._cursor
+        if cursor.index != self._index:
+            raise RuntimeError(f"set_progress: job {self.id} has ended; its progress is gone")
+        if cursor.progress is not None:
+            cursor.progress.report(self.queue, self._job_id, value)
 
 
 def encode_progress(fraction: object, meta: Any) -> bytes:
@@ -182,7 +187,9 @@ def current_job() -> JobContext:
             "job function run by a fastq worker"
         )
     job_id, target, _args, _kwargs, attempt, _env = cursor.runnable[cursor.index]
-    return JobContext(job_id.decode(), cursor.queue, target.name, attempt, job_id, cursor.progress)
+    return JobContext(
+        job_id.decode(), cursor.queue, target.name, attempt, job_id, cursor, cursor.index
+    )
 
 
 def enter_batch(cursor: BatchCursor) -> Any:

@@ -122,6 +122,7 @@ class SyncRunner:
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             raise
         finally:
+            cursor.index = -1  # a context kept past its job refuses reports
             context.leave(token)
             if slot is not None:
                 slot.idle()

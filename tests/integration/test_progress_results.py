@@ -88,9 +88,33 @@ def test_a_retried_job_starts_again_without_its_old_progress(app: fastq.App) -> 
     assert second is not None and second.progress is None
 
 
-def test_set_progress_outside_a_job_is_a_clear_error() -> None:
+def test_set_progress_outside_a_job_is_a_clear_error(app: fastq.App, r: redis.Redis) -> None:
     with pytest.raises(RuntimeError, match="outside a running job"):
         fastq.current_job()
+    kept: list[fastq.JobContext] = []
+    in_thread: list[BaseException] = []
+
+    @app.job(queue="p")
+    def keeps_its_context() -> None:
+        kept.append(fastq.current_job())
+
+        def elsewhere() -> None:
+            try:
+                fastq.current_job()
+            except RuntimeError as exc:
+                in_thread.append(exc)
+
+        helper = threading.Thread(target=elsewhere)
+        helper.start()
+        helper.join()
+
+    keeps_its_context.enqueue()
+    drain(app, ["p"])
+    assert len(in_thread) == 1  # per task: a thread the job starts has no job context
+    with pytest.raises(RuntimeError, match="has ended"):
+        kept[0].set_progress(0.5)
+    time.sleep(2 * PROGRESS_FLUSH_S)
+    assert not r.exists(app.keys("p").progress)
 
 
 def test_bad_progress_is_refused_in_the_job_and_nothing_is_written(
