@@ -12,13 +12,18 @@ losing a job.
 from fastq._accel import ACCELERATED
 from fastq._version import __version__
 from fastq.app import App
+from fastq.context import JobContext, current_job
 from fastq.errors import (
     EnqueueError,
     EnqueueInterrupted,
     Fail,
     FastqError,
+    JobFailed,
+    NoResult,
     RedisRefused,
     RedisUnavailable,
+    ResultNotSerializable,
+    ResultTimeout,
     Retry,
 )
 from fastq.introspect import JobInfo
@@ -37,12 +42,18 @@ __all__ = [
     "Fail",
     "FastqError",
     "Geometric",
+    "JobContext",
     "JobDef",
+    "JobFailed",
     "JobInfo",
     "JobPolicy",
+    "NoResult",
     "Polynomial",
     "RedisRefused",
     "RedisUnavailable",
+    "ResultNotSerializable",
+    "ResultTimeout",
     "Retry",
     "__version__",
+    "current_job",
 ]

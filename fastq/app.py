@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from contextlib import contextmanager
@@ -28,9 +29,10 @@ from fastq.job import (
     check_runnable,
 )
 from fastq.keys import QueueKeys, validate_queue_name
-from fastq.limits import check_job_id, check_namespace, check_priority
+from fastq.limits import check_job_id, check_namespace, check_priority, check_result_ttl_s
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
+from fastq.results import wait_for_result
 from fastq.retry import Backoff, envelope_overrides, policy_from_keywords
 
 try:
@@ -211,6 +213,7 @@ class App:
         retry_delays_s: Optional[Sequence[float]] = None,
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
+        result_ttl_s: Optional[float] = None,
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -230,6 +233,7 @@ class App:
         retry_delays_s: Optional[Sequence[float]] = None,
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
+        result_ttl_s: Optional[float] = None,
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -252,6 +256,10 @@ class App:
             timeout_s: a hard limit on one run (SIGALRM).
             age_limit_s: no retry starts later than this many seconds after the
                 job was first enqueued, whatever its attempts: it goes dead.
+            result_ttl_s: keep each run's return value (as JSON) this many
+                seconds, for :meth:`result`. A value JSON cannot encode (or NaN,
+                or above ``limits.MAX_RESULT_BYTES``) fails the run with
+                ``fastq.ResultNotSerializable``. Default: return values are dropped.
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -260,12 +268,15 @@ class App:
                 generator or a generator function; or it has no ``__name__`` and
                 no ``name`` was given.
             ValueError: another function is already registered under that name, an
-                option is out of range, or options of two retry policies are given
+                option is out of range (``result_ttl_s`` not a finite number in
+                (0, 30 days]), or options of two retry policies are given
                 together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
                 ``backoff_s``, ...).
         """
         validate_queue_name(queue)
         check_priority(priority)
+        if result_ttl_s is not None:
+            check_result_ttl_s(result_ttl_s)
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
@@ -283,7 +294,7 @@ class App:
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            jobdef = JobDef(self, func, job_name, queue, priority, policy)
+            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s)
             self.registry[job_name] = jobdef
             return jobdef
 
@@ -773,6 +784,41 @@ class App:
                 if info is not None:
                     return info
         return None
+
+    def result(self, job_id: str, timeout_s: float = 30.0, queue: Optional[str] = None) -> Any:
+        """Wait for a job's return value and return it. The job must be registered
+        with ``result_ttl_s``; the value is read as JSON (tuples come back as lists).
+
+        It blocks on the job's result-ready list (``BLPOP``), looking at the job's
+        state between blocks of at most a second, so it never polls in a tight loop.
+
+        Args:
+            job_id: the id ``enqueue`` returned.
+            timeout_s: how long to wait, in seconds (0: look once).
+            queue: the job's queue; without it every known queue is looked at.
+
+        Returns:
+            The job's return value.
+
+        Raises:
+            fastq.JobFailed: the job is dead or broken; it carries the job's last
+                error (``error``) and ``traceback``.
+            fastq.NoResult: the job is gone without a result: an unknown id, a job
+                without ``result_ttl_s``, or a result that expired.
+            fastq.ResultTimeout: (a ``TimeoutError``) it did not finish in time.
+            ValueError, TypeError: ``timeout_s`` is not a finite number >= 0, or
+                ``job_id`` or ``queue`` is not valid.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_job_id(job_id)
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
+            raise TypeError(f"timeout_s must be a number of seconds, not {timeout_s!r}")
+        if not math.isfinite(timeout_s) or timeout_s < 0:
+            raise ValueError(f"timeout_s must be a finite number >= 0, not {timeout_s!r}")
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            candidates = [self.keys(q) for q in names]
+            return wait_for_result(self.redis, candidates, job_id, float(timeout_s))
 
     def job_queues(self) -> list[str]:
         """The queues this app registers jobs on, periodic ones included, in the order

@@ -18,6 +18,7 @@ from redis.exceptions import NoScriptError
 from fastq import scripts
 from fastq.contracts import ACK, CLAIM, RELEASE, ClaimReply, ReleaseMode
 from fastq.keys import QueueKeys
+from fastq.results import store_commands
 
 log = logging.getLogger("fastq.worker")
 
@@ -47,6 +48,10 @@ class Outcomes:
     stalled: list[bytes] = field(default_factory=list)  # interrupted mid-run: hand back
     # the job in hand at an operator's hard stop: back to the front, no stall counted
     interrupted: list[bytes] = field(default_factory=list)
+    # return values to keep (result_ttl_s): id, JSON, ttl_ms; each id is also in done
+    results: list[tuple[bytes, bytes, int]] = field(default_factory=list)
+    # jobs that reported progress and ended: their report is deleted after the ack
+    progress_ended: list[bytes] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -57,6 +62,7 @@ class Outcomes:
             or self.unstarted
             or self.stalled
             or self.interrupted
+            or self.progress_ended
         )
 
     def merge(self, earlier: Outcomes) -> None:
@@ -68,6 +74,8 @@ class Outcomes:
         self.unstarted[:0] = earlier.unstarted
         self.stalled[:0] = earlier.stalled
         self.interrupted[:0] = earlier.interrupted
+        self.results[:0] = earlier.results
+        self.progress_ended[:0] = earlier.progress_ended
         self.failed += earlier.failed
 
     def count(self) -> int:
@@ -261,6 +269,11 @@ class RoundTrip:
         wid = self.worker_id
         commands: list[scripts.Command] = []
         for queue, out in outcomes.items():
+            # results before the ack that deletes their job: a waiter that finds the
+            # job gone finds its result
+            for job_id, encoded, ttl_ms in out.results:
+                for cmd in store_commands(self.keys[queue], job_id, encoded, ttl_ms):
+                    commands.append((scripts.PLAIN, (), cmd))
             if out.count() or out.failed:
                 argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len)
                 commands.append(ACK.command(self._ack_keys[queue], argv))
@@ -268,6 +281,9 @@ class RoundTrip:
                 if ids:
                     argv = RELEASE.argv(wid, mode, self.max_stalls, ids)
                     commands.append(RELEASE.command(self._release_keys[queue], argv))
+            if out.progress_ended:  # before the claim: a retry claimed again starts clean
+                progress_key = self.keys[queue].progress
+                commands.append((scripts.PLAIN, (), ("HDEL", progress_key, *out.progress_ended)))
         if release_all:
             for queue in self.keys:
                 argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)

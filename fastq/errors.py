@@ -103,3 +103,30 @@ class JobTimeout(BaseException):
     A BaseException, so that a job's own ``except Exception`` cannot swallow it;
     the worker settles it like a failure (retried while attempts remain).
     """
+
+
+class ResultNotSerializable(FastqError, TypeError):
+    """A job kept for its result (``result_ttl_s``) returned a value JSON cannot
+    encode (or NaN/infinity, or one too large). Raised in the worker, where the
+    job fails with it and is retried or buried by its policy, never lost."""
+
+
+class JobFailed(FastqError):
+    """``app.result()`` of a job that died (dead or broken): ``error`` is the
+    job's last error (or why it was quarantined), ``traceback`` its traceback."""
+
+    def __init__(self, job_id: str, state: str, error: Optional[str], traceback: Optional[str]):
+        super().__init__(f"job {job_id} is {state}: {error or 'no error recorded'}")
+        self.job_id = job_id
+        self.state = state
+        self.error = error
+        self.traceback = traceback
+
+
+class ResultTimeout(FastqError, TimeoutError):
+    """``app.result()`` waited ``timeout_s`` and the job has not finished."""
+
+
+class NoResult(FastqError, LookupError):
+    """``app.result()`` of a job that is gone without a result: an unknown id, a
+    job registered without ``result_ttl_s``, or a result that expired."""

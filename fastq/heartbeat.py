@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 import redis
 
+from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
 from fastq.contracts import EXTEND
 from fastq.keys import QueueKeys
 from fastq.redis_faults import REDIS_ERRORS, Outage
@@ -134,6 +135,9 @@ class Heartbeat(threading.Thread):
                 self.on_orphaned()
 
 
+# A progress hash no worker wrote to for this many leases expires (its jobs' workers died).
+PROGRESS_TTL_LEASES = 10
+
 # A failed extension is tried again within this.
 RETRY_MAX_S = 2.0
 
@@ -147,6 +151,9 @@ class LeaseKeeper(threading.Thread):
     within a second or two (a Redis stall of 40 s leaves a 60 s lease standing:
     the deadline is always at least three quarters of a lease ahead when it
     starts). Nothing Redis answers stops the thread; an outage is logged once.
+
+    It also sends the running jobs' progress reports (``progress``), at most once
+    every ``PROGRESS_FLUSH_S`` and only when there are any.
     """
 
     def __init__(
@@ -155,6 +162,7 @@ class LeaseKeeper(threading.Thread):
         worker_id: str,
         keys: list[QueueKeys],
         lease_ms: int,
+        progress: Optional[ProgressBuffer] = None,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
         # made at the first extension, a quarter of a lease in: a child's start-up
@@ -165,6 +173,9 @@ class LeaseKeeper(threading.Thread):
         self.keys = keys
         self.lease_ms = lease_ms
         self.extend_s = lease_ms / 4000
+        self.progress = progress
+        self.progress_ttl_ms = max(PROGRESS_TTL_LEASES * lease_ms, 60_000)
+        self._keys_by_queue = {k.queue: k for k in keys}
         self.outage = Outage(f"worker {worker_id} (leases)", log)
         self._stop_event = threading.Event()
 
@@ -173,11 +184,41 @@ class LeaseKeeper(threading.Thread):
 
     def run(self) -> None:
         wait_s = self.extend_s
-        while not self._stop_event.wait(wait_s):
+        next_extend = time.monotonic() + wait_s
+        tick_s = wait_s if self.progress is None else min(wait_s, PROGRESS_FLUSH_S)
+        while not self._stop_event.wait(min(tick_s, max(next_extend - time.monotonic(), 0))):
+            if self.progress:
+                self.send_progress()
+            if time.monotonic() < next_extend:
+                continue
             retry_s = self.extend_leases()
             wait_s = self.extend_s if retry_s is None else min(retry_s, RETRY_MAX_S, self.extend_s)
+            next_extend = time.monotonic() + wait_s
         if self.client is not None:
             self.client.close()
+
+    def send_progress(self) -> None:
+        """Write the latest report of each running job, in one pipeline; on a Redis
+        error they are kept for the next beat."""
+        assert self.progress is not None
+        with self.progress.sending:
+            latest = self.progress.take()
+            if not latest:
+                return
+            try:
+                if self.client is None:
+                    self.client = self.connect()
+                pipe = self.client.pipeline(transaction=False)
+                for queue, reports in latest.items():
+                    key = self._keys_by_queue[queue].progress
+                    pipe.hset(key, mapping=reports)  # type: ignore[arg-type]
+                    # the reports of a worker that died are deleted by no one: the
+                    # hash goes once no worker reported for a while
+                    pipe.pexpire(key, self.progress_ttl_ms)
+                pipe.execute()
+            except REDIS_ERRORS as exc:
+                self.progress.give_back(latest)
+                log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
 
     def extend_leases(self) -> Optional[float]:
         """One extension of every queue's lease; None when done, else how soon to

@@ -46,6 +46,9 @@ class JobInfo:
     traceback: Optional[str] = None
     broken_reason: Optional[str] = None
     raw: bytes = b""
+    # the latest ``set_progress`` of a running job (None: it reported none)
+    progress: Optional[float] = None
+    progress_meta: Any = None
 
 
 def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:
@@ -89,9 +92,10 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     pipe.hget(keys.broken, job_id)
     pipe.hget(keys.stalls, job_id)
     pipe.hget(keys.poison, job_id)
+    pipe.hget(keys.progress, job_id)
     for holder, _ in leases:
         pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, poison, *held = pipe.execute()
+    raw, due, died, broken, stalls, poison, progress, *held = pipe.execute()
     if raw is None:
         return None
     worker, lease_until = next(
@@ -113,6 +117,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         state = "scheduled"
     else:
         state = "queued"
+    fraction, meta = _progress(progress)
     name = env.get("name")
     args = env.get("args")
     failed = env.get("attempts")
@@ -136,4 +141,17 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         traceback=env.get("traceback"),
         broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
         raw=raw,
+        progress=fraction,
+        progress_meta=meta,
     )
+
+
+def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:
+    """``(fraction, meta)`` of a stored progress report (``fastq.context``)."""
+    if raw is None:
+        return None, None
+    try:
+        report = orjson.loads(raw)
+        return float(report["fraction"]), report.get("meta")
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None, None

@@ -16,7 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar, Union
 
-from fastq.limits import check_at, check_delay_s, check_job_id, check_priority, check_queue_name
+from fastq.limits import (
+    check_at,
+    check_delay_s,
+    check_job_id,
+    check_priority,
+    check_queue_name,
+    check_result_ttl_s,
+)
 from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
 
 R = TypeVar("R")
@@ -235,6 +242,7 @@ class JobDef(Generic[R]):
         queue: str,
         priority: int,
         policy: JobPolicy,
+        result_ttl_s: Optional[float] = None,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -242,6 +250,10 @@ class JobDef(Generic[R]):
         self.queue = queue
         self.priority = priority
         self.policy = policy
+        # the return value is kept this long (ms); None: it is dropped, at no cost
+        self.result_ttl_ms: Optional[int] = (
+            None if result_ttl_s is None else max(1, int(check_result_ttl_s(result_ttl_s) * 1000))
+        )
         self.arg_checker = ArgChecker(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn

@@ -106,6 +106,20 @@ class QueueKeys:
         """Periodic job name -> the id of its last run (to skip a slot while it lives)."""
         return self.key("periodic_run")
 
+    @property
+    def progress(self) -> str:
+        """Running job id -> its latest progress report (JSON), deleted when it ends."""
+        return self.key("progress")
+
+    def result(self, job_id: str) -> str:
+        """A kept return value (JSON), with the job's ``result_ttl_s``."""
+        return self.key(f"result:{job_id}")
+
+    def result_ready(self, job_id: str) -> str:
+        """A list holding one token once the result is kept: what ``app.result()``
+        blocks on. Same TTL."""
+        return self.key(f"result_ready:{job_id}")
+
     def held(self, worker_id: str) -> str:
         """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")

@@ -18,6 +18,11 @@ get wrong (id length and prefix, numeric priority and delay); keep both in step.
   number >= 0), at most :data:`MAX_DELAY_S` ahead of this process' clock; a naive
   ``datetime`` is refused (it names no instant). A time in the past means now.
 - **Priorities**: an int within ``±MAX_PRIORITY``.
+- **Results** (``result_ttl_s``): a finite number of seconds in (0,
+  :data:`MAX_RESULT_TTL_S`]; a kept return value is JSON of at most
+  :data:`MAX_RESULT_BYTES`.
+- **Progress** (``set_progress``): a finite fraction in [0, 1] and a ``meta`` of at
+  most :data:`MAX_PROGRESS_META_BYTES` as JSON.
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ MAX_QUEUE_NAME_CHARS = 100
 MAX_NAMESPACE_CHARS = 100
 MAX_DELAY_S = 10 * 365 * 24 * 3600  # ten years
 MAX_PRIORITY = 2**20
+MAX_RESULT_TTL_S = 30 * 24 * 3600  # thirty days
+MAX_RESULT_BYTES = 512 * 1024  # a result is read whole by app.result()
+MAX_PROGRESS_META_BYTES = 4096  # sent every beat while the job runs
 
 # Printable ASCII without the space: 0x21 ('!') to 0x7e ('~').
 _JOB_ID = re.compile(rf"[!-~]{{1,{MAX_JOB_ID_BYTES}}}")
@@ -172,3 +180,21 @@ def check_priority(priority: object) -> int:
     if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
         raise ValueError(f"priority must be within ±{MAX_PRIORITY}, not {priority}")
     return priority
+
+
+def check_result_ttl_s(ttl_s: object) -> float:
+    """Return ``ttl_s`` if it is a usable ``result_ttl_s``: a finite real number of
+    seconds, ``0 < ttl_s <= MAX_RESULT_TTL_S``.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: not finite, not above 0, or above the limit.
+    """
+    if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):
+        raise TypeError(f"result_ttl_s must be a number of seconds, not {ttl_s!r}")
+    if not math.isfinite(ttl_s) or not 0 < ttl_s <= MAX_RESULT_TTL_S:
+        raise ValueError(
+            f"result_ttl_s must be a finite number of seconds in (0, {MAX_RESULT_TTL_S}], "
+            f"not {ttl_s!r}"
+        )
+    return float(ttl_s)

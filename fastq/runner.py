@@ -11,9 +11,11 @@ import signal
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
+from fastq import context
 from fastq.batch import Outcomes
-from fastq.errors import Fail, JobTimeout, Retry
+from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.heartbeat import HeartbeatSlot
+from fastq.results import encode_result
 from fastq.settle import settle_failure
 
 if TYPE_CHECKING:
@@ -41,14 +43,22 @@ class SyncRunner:
             this is per job); once true, the rest of the batch is handed back
             unstarted.
         slot: the master's heartbeat slot, told which job runs (and until when).
+        progress: where ``current_job().set_progress()`` reports go (the lease
+            thread sends them); None: reports are checked and dropped.
 
     ``alarms``: set once the owner installed ``on_alarm`` as its SIGALRM handler;
     only then is a job's ``timeout_s`` enforced.
     """
 
-    def __init__(self, owner: Stoppable, slot: Optional[HeartbeatSlot]) -> None:
+    def __init__(
+        self,
+        owner: Stoppable,
+        slot: Optional[HeartbeatSlot],
+        progress: Optional[context.ProgressBuffer] = None,
+    ) -> None:
         self.owner = owner
         self.slot = slot
+        self.progress = progress
         self.alarms = False
         self._in_job = False
         self._timeout_s = 0.0
@@ -58,7 +68,9 @@ class SyncRunner:
         if self._in_job:  # not if the job finished just before the alarm
             raise JobTimeout(f"the job ran past its timeout_s={self._timeout_s:g}")
 
-    def run(self, runnable: list[Runnable], out: Outcomes, queue_index: int) -> int:
+    def run(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str = ""
+    ) -> int:
         """Run the jobs, recording their outcomes in ``out``; returns how many
         started. Jobs not started when a stop comes are handed back unstarted.
 
@@ -71,9 +83,13 @@ class SyncRunner:
         slot = self.slot
         alarms = self.alarms
         owner = self.owner
+        # the job context: set once per batch, moved per job by one attribute store
+        cursor = context.BatchCursor(queue, runnable, self.progress)
+        token = context.enter_batch(cursor)
         i = 0
         try:
             for i, (job_id, target, args, kwargs, attempt, env) in enumerate(runnable):  # noqa: B007
+                cursor.index = i
                 if owner.stopping:
                     out.unstarted.extend(job[0] for job in runnable[i:])
                     return i
@@ -89,7 +105,10 @@ class SyncRunner:
                     settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
                 else:
                     if result is None or not isinstance(result, _OUTCOME_TYPES):
-                        done(job_id)
+                        if target.result_ttl_ms is None:  # the hot path: nothing more
+                            done(job_id)
+                        else:
+                            self._keep(out, runnable[i], result, target.result_ttl_ms)
                     else:
                         settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
         except HardStop:
@@ -103,9 +122,27 @@ class SyncRunner:
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             raise
         finally:
+            cursor.index = -1  # a context kept past its job refuses reports
+            context.leave(token)
             if slot is not None:
                 slot.idle()
+            progress = self.progress
+            if progress is not None and progress.reported:  # a job of it reported
+                out.progress_ended += progress.ended(queue, [job[0] for job in runnable[: i + 1]])
         return len(runnable)
+
+    @staticmethod
+    def _keep(out: Outcomes, job: Runnable, result: Any, ttl_ms: int) -> None:
+        """A job kept for its result succeeded: done, with its return value kept;
+        a value JSON cannot hold fails the job (retried or buried by its policy)."""
+        job_id, target, args, kwargs, attempt, env = job
+        try:
+            encoded = encode_result(result)
+        except ResultNotSerializable as exc:
+            settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
+            return
+        out.done.append(job_id)
+        out.results.append((job_id, encoded, ttl_ms))
 
     def _run_with_timeout(
         self, target: JobDef[Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float

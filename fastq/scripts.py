@@ -10,12 +10,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any, Sequence, Union
 
 import redis
 from redis.exceptions import NoScriptError
 
-Command = tuple["Script", Sequence[Any], Sequence[Any]]
+Command = tuple[Union["Script", "Plain"], Sequence[Any], Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,19 @@ class Script:
         """The arguments of an EVALSHA of this script."""
         return ["EVALSHA", self.sha, len(keys), *keys, *argv]
 
+
+@dataclass(frozen=True)
+class Plain:
+    """A plain Redis command in a worker's round trip (its whole command in the
+    ARGV place, no KEYS): for writes that need no script, such as keeping a result."""
+
+    name: str = "plain"
+
+    def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
+        return [*keys, *argv]
+
+
+PLAIN = Plain()
 
 # Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
 NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge")

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import psutil
 
 from fastq.batch import Claim, RoundTrip
+from fastq.context import ProgressBuffer
 from fastq.cpuslots import CpuGovernor, CpuSlots
 from fastq.decide import ClaimFrom, EmptyClaims, Stop
 from fastq.errors import FastqError
@@ -137,7 +138,8 @@ class Worker:
         # a batch holds ~target_batch_s of work, and well under a lease
         self.sizer = BatchSizer(batch_size, min(target_batch_s, lease_s / 4))
         self.governor = CpuGovernor(cpu_slots)
-        self.runner = SyncRunner(self, slot)
+        self.progress = ProgressBuffer()
+        self.runner = SyncRunner(self, slot, self.progress)
         self.stopping = False
         self.quiet = False
         self.jobs_run = 0
@@ -229,6 +231,7 @@ class Worker:
             self.worker_id,
             list(self._rt.keys.values()),
             self.lease_ms,
+            self.progress,
         )
         self._leases.start()
         for hook in self.app.worker_start_hooks:
@@ -423,7 +426,7 @@ class Worker:
             return
         started = time.perf_counter()
         self.governor.batch_started()
-        ran = self.runner.run(runnable, out, self._queue_index[claim.queue])
+        ran = self.runner.run(runnable, out, self._queue_index[claim.queue], claim.queue)
         self.jobs_run += ran
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
