@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import redis
 from hiredis import pack_command
@@ -17,7 +17,7 @@ from redis.exceptions import NoScriptError
 
 from fastq import scripts
 from fastq.contracts import ACK, CLAIM, RELEASE, ClaimReply, ReleaseMode
-from fastq.keys import QueueKeys
+from fastq.keys import QueueKeys, queue_of_key
 from fastq.results import store_commands
 
 log = logging.getLogger("fastq.worker")
@@ -164,7 +164,7 @@ class Request:
                 raise reply
         for (script, keys, _), reply in zip(self.commands, replies):
             if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
-                RELEASE.parse(reply).log_buried(log, self.round_trip.queue_of(keys))
+                RELEASE.parse(reply).log_buried(log, queue_of_key(keys[0]))
         if self.claim_queue is None:
             return None
         return Claim(self.claim_queue, CLAIM.parse(replies[-1]))
@@ -203,10 +203,6 @@ class RoundTrip:
         self._conn: Any = client.connection_pool.make_connection()
         # a claim went out (or may have): the worker may hold leases in Redis
         self.may_hold_leases = False
-
-    def queue_of(self, release_keys: Sequence[Any]) -> str:
-        """The queue of a release call's KEYS (for log lines)."""
-        return next((q for q, k in self._release_keys.items() if k is release_keys), "?")
 
     def close(self) -> None:
         self._conn.disconnect()

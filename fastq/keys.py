@@ -24,6 +24,11 @@ def validate_queue_name(name: object) -> str:
     return check_queue_name(name)
 
 
+def queue_of_key(key: str) -> str:
+    """The queue a key belongs to: its hash tag, ``mailer`` in ``fastq:{mailer}:ready``."""
+    return key[key.index("{") + 1 : key.index("}")]
+
+
 @dataclass(frozen=True)
 class QueueKeys:
     """The Redis keys of one queue, e.g. ``fastq:{mailer}:ready``."""

@@ -152,10 +152,6 @@ class Worker:
         self._leases: Optional[LeaseKeeper] = None
         self._waiting = False
 
-    @property
-    def batch_size(self) -> int:
-        return self.sizer.max_n
-
     # -- lifecycle -------------------------------------------------------------
 
     def stop(self) -> None:

@@ -365,3 +365,21 @@ def test_a_hard_stop_hands_the_job_in_hand_back_without_a_stall(app: fastq.App) 
     assert (stats["interrupted"], stats["stalled"], stats["ready"]) == (1, 0, 3)
     drain(app, ["q"], batch_size=10)
     assert calls == [0, 0, 1, 2]  # the interrupted job first, then the rest in order
+
+
+def test_a_workers_own_hand_back_that_buries_a_job_logs_it(
+    redis_server: object, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = fastq.App(redis_server.url, namespace=namespace, max_stalls=0)  # type: ignore[attr-defined]
+
+    @app.job(queue="q")
+    def quits() -> None:
+        raise SystemExit(3)  # mid-job: handed back as stalled by the worker itself
+
+    job_id = quits.enqueue()
+    with caplog.at_level(logging.ERROR, logger="fastq.worker"), pytest.raises(SystemExit):
+        drain(app, ["q"])
+    info = app.get_job(job_id)
+    assert info is not None and info.state == "dead"
+    assert f"job {job_id} of queue q is dead: stalled 1 times" in caplog.text
+    app.close()
