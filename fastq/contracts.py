@@ -165,7 +165,7 @@ class ClaimReply:
 class _Claim(Contract[ClaimReply]):
     keys = (
         "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
-        "settings",
+        "settings", "broken", "cancelled",
     )  # fmt: skip
     argv_names = ("worker_id", "n", "lease_ms", "promote_max")
 
