@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
+from fastq.atmostonce import AtMostOnce
 from fastq.batch import Claim, RoundTrip
 from fastq.context import ProgressBuffer
 from fastq.cpuslots import CpuGovernor, CpuSlots
@@ -148,6 +149,7 @@ class Worker:
         self._outage = Outage("worker", log)  # named in init_process
         self._rt: Optional[RoundTrip] = None
         self._pump: Optional[Pump] = None
+        self._at_most_once: Optional[AtMostOnce] = None  # set if the app has such jobs
         self._heartbeat: Optional[Heartbeat] = None
         self._leases: Optional[LeaseKeeper] = None
         self._waiting = False
@@ -206,6 +208,8 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         self._pump = Pump(self._rt, self.queues, self._outage)
+        if any(job.at_most_once for job in self._registry.values()):
+            self._at_most_once = AtMostOnce(self._rt, self.runner, f"worker {self.worker_id}")
         self.governor.open()  # here: it measures this (the main) thread
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
@@ -422,7 +426,13 @@ class Worker:
             return
         started = time.perf_counter()
         self.governor.batch_started()
-        ran = self.runner.run(runnable, out, self._queue_index[claim.queue], claim.queue)
+        index = self._queue_index[claim.queue]
+        at_most_once = self._at_most_once
+        if at_most_once is not None and (wanted := at_most_once.wanted(runnable)):
+            # taken out of the queue before the batch runs
+            ran = at_most_once.run(claim, runnable, wanted, out, index)
+        else:
+            ran = self.runner.run(runnable, out, index, claim.queue)
         self.jobs_run += ran
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
