@@ -79,9 +79,7 @@ class AtMostOnce:
         try:
             return self.runner.run(runnable, batch, index, queue)
         finally:
-            back = self._settle(batch, taken, envelopes, out, queue)
-            if back:
-                self._give_back(queue, back)
+            self._settle(batch, taken, envelopes, out, queue)
 
     def _settle(
         self,
@@ -90,9 +88,9 @@ class AtMostOnce:
         envelopes: dict[bytes, bytes],
         out: Outcomes,
         queue: str,
-    ) -> list[tuple[bytes, bytes]]:
+    ) -> None:
         """Move a batch's outcomes into ``out``, those of taken jobs to its taken_*
-        fields; returns the taken jobs never started, ``(id, envelope)``."""
+        fields, and the taken jobs never started to its give_back."""
         for job_id in batch.done:
             if job_id in taken:
                 out.taken_done += 1
@@ -110,10 +108,9 @@ class AtMostOnce:
         out.failed += batch.failed
         out.results += batch.results
         out.progress_ended += batch.progress_ended
-        back: list[tuple[bytes, bytes]] = []
         for job_id in batch.unstarted:
             if job_id in taken:
-                back.append((job_id, envelopes[job_id]))
+                out.give_back.append((job_id, envelopes[job_id]))
             else:
                 out.unstarted.append(job_id)
         for ids, kept in ((batch.stalled, out.stalled), (batch.interrupted, out.interrupted)):
@@ -125,18 +122,3 @@ class AtMostOnce:
                     )  # fmt: skip
                 else:
                     kept.append(job_id)
-        return back
-
-    def _give_back(self, queue: str, back: list[tuple[bytes, bytes]]) -> None:
-        """Hand back, once, taken jobs that never started; if Redis does not take
-        them they are lost (never run), and said so."""
-        try:
-            self.rt.give_back(queue, back)
-        except BaseException as exc:
-            lost = ", ".join(job_id.decode() for job_id, _ in back)
-            log.error(
-                "%s: could not hand back %d at-most-once jobs of %s that never started "
-                "(%s); they are lost: %s", self.who, len(back), queue, exc, lost,
-            )  # fmt: skip
-            if not isinstance(exc, REDIS_ERRORS):
-                raise

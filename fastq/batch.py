@@ -58,12 +58,17 @@ class Outcomes:
     taken_done: int = 0
     taken_dead: list[tuple[bytes, bytes]] = field(default_factory=list)
     taken_broken: list[tuple[bytes, str, bytes]] = field(default_factory=list)
+    # taken jobs a stop left unstarted (id, envelope): handed back to the front by
+    # the next request, once: a request whose reply is lost does not give them back
+    # (they may have been taken and run by a sibling since), and they are lost
+    give_back: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
             self.taken_done
             or self.taken_dead
             or self.taken_broken
+            or self.give_back
             or self.done
             or self.retry
             or self.dead
@@ -89,6 +94,7 @@ class Outcomes:
         self.taken_done += earlier.taken_done
         self.taken_dead[:0] = earlier.taken_dead
         self.taken_broken[:0] = earlier.taken_broken
+        # never earlier.give_back: it may have gone out (see give_back)
 
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
@@ -106,13 +112,17 @@ class Outcomes:
         )
 
     def has_taken(self) -> bool:
-        return bool(self.taken_done or self.taken_dead or self.taken_broken)
+        return bool(self.taken_done or self.taken_dead or self.taken_broken or self.give_back)
 
     def ack_taken_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        """The ARGV of an ack_taken of these outcomes (never a hand-back: that one
-        is sent once, by the worker, not with outcomes that a lost reply resends)."""
+        """The ARGV of an ack_taken of these outcomes."""
         return ACK_TAKEN.argv(
-            dead_max_age_ms, dead_max_len, self.taken_done, self.taken_dead, self.taken_broken
+            dead_max_age_ms,
+            dead_max_len,
+            self.taken_done,
+            self.taken_dead,
+            self.taken_broken,
+            self.give_back,
         )
 
     def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:
@@ -279,7 +289,8 @@ class RoundTrip:
         release_all: bool = False,
     ) -> Request:
         """Write (without waiting) the acks of ``outcomes``, the hand-back of their
-        unstarted/stalled/interrupted jobs, then a claim of up to ``n`` jobs of
+        unstarted/stalled/interrupted jobs, the settling of taken at-most-once
+        jobs, then a claim of up to ``n`` jobs of
         ``claim = (queue, n)``.
 
         ``release_all`` also hands back every lease this worker still holds after
@@ -296,13 +307,13 @@ class RoundTrip:
             if out.count() or out.failed:
                 argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len)
                 commands.append(ACK.command(self._ack_keys[queue], argv))
-            if out.has_taken():
-                argv = out.ack_taken_argv(self.dead_max_age_ms, self.dead_max_len)
-                commands.append(ACK_TAKEN.command(self._ack_taken_keys[queue], argv))
             for mode, ids in out.releases():
                 if ids:
                     argv = RELEASE.argv(wid, mode, self.max_stalls, ids)
                     commands.append(RELEASE.command(self._release_keys[queue], argv))
+            if out.has_taken():  # after the releases: a job given back is the frontmost
+                argv = out.ack_taken_argv(self.dead_max_age_ms, self.dead_max_len)
+                commands.append(ACK_TAKEN.command(self._ack_taken_keys[queue], argv))
             if out.progress_ended:  # before the claim: a retry claimed again starts clean
                 progress_key = self.keys[queue].progress
                 commands.append((scripts.PLAIN, (), ("HDEL", progress_key, *out.progress_ended)))
@@ -326,13 +337,6 @@ class RoundTrip:
         on this one."""
         keys = TAKE.keys_for(self.keys[queue], self.worker_id)
         return TAKE.call(self.client, keys, TAKE.argv(ids))
-
-    def give_back(self, queue: str, jobs: list[tuple[bytes, bytes]]) -> int:
-        """Put taken jobs that never started, ``(id, envelope)``, back at the front
-        of ``queue``. Sent once: after a lost reply it is not sent again (a sibling
-        may have taken and run them meanwhile). Returns how many went back."""
-        argv = ACK_TAKEN.argv(self.dead_max_age_ms, self.dead_max_len, 0, back=jobs)
-        return ACK_TAKEN.call(self.client, self._ack_taken_keys[queue], argv)
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block until a wake-up token comes (a job was enqueued or promoted on one

@@ -333,7 +333,12 @@ def test_claim_drops_a_cancelled_id_and_quarantines_one_without_payload(
     assert not r.exists(k.ready)
     info = get_job(r, k, "c")
     assert info is not None
-    assert (info.state, info.broken_reason, info.name, info.raw) == ("broken", "no payload", None, b"")
+    assert (info.state, info.broken_reason, info.name, info.raw) == (
+        "broken",
+        "no payload",
+        None,
+        b"",
+    )
     assert get_job(r, k, "a") is None  # a cancelled job is gone
 
 

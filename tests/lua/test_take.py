@@ -36,7 +36,8 @@ def test_take_removes_only_what_the_worker_holds(r: redis.Redis, namespace: str)
 
 
 @pytest.mark.parametrize(
-    "mode", [ReleaseMode.STALLED, ReleaseMode.ORPHANED, ReleaseMode.INTERRUPTED, ReleaseMode.EXPIRED]
+    "mode",
+    [ReleaseMode.STALLED, ReleaseMode.ORPHANED, ReleaseMode.INTERRUPTED, ReleaseMode.EXPIRED],
 )
 def test_nothing_hands_a_taken_job_back(r: redis.Redis, namespace: str, mode: ReleaseMode) -> None:
     """The master's hand-back of a dead or stopped child, a reaper's take-back of a
