@@ -20,6 +20,8 @@ batch holding one pays for the take.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from typing import Optional
 
 from fastq.batch import Claim, Outcomes, RoundTrip
 from fastq.redis_faults import REDIS_ERRORS
@@ -28,33 +30,36 @@ from fastq.runner import Runnable, SyncRunner
 log = logging.getLogger("fastq.worker")
 
 
+@dataclass
+class Taken:
+    """The at-most-once jobs of a batch after their take."""
+
+    ids: set[bytes]  # taken: they run, and ack_taken settles them
+    envelopes: dict[bytes, bytes]  # theirs: to give back any that a stop leaves unstarted
+    unstarted: list[bytes]  # the take failed: not run, handed back unstarted if still held
+
+
 class AtMostOnce:
-    """Runs the batches that hold at-most-once jobs, for one worker."""
+    """Takes and runs the at-most-once jobs of a worker's batches."""
 
     def __init__(self, rt: RoundTrip, runner: SyncRunner, who: str) -> None:
         self.rt = rt
         self.runner = runner
         self.who = who
 
-    @staticmethod
-    def wanted(runnable: list[Runnable]) -> list[bytes]:
-        """The ids of the at-most-once jobs of a batch."""
-        return [job[0] for job in runnable if job[1].at_most_once]
-
-    def run(
-        self, claim: Claim, runnable: list[Runnable], wanted: list[bytes], out: Outcomes, index: int
-    ) -> int:
-        """Take ``wanted`` (the batch's at-most-once jobs), then run the batch: its
-        other jobs and the at-most-once jobs taken, in their order, recording the
-        outcomes in ``out``. Returns how many jobs started.
-
-        Raises:
-            whatever the runner lets through (HardStop...), after the outcomes are
-            recorded and the taken jobs never started are handed back.
-        """
+    def take(
+        self, claim: Claim, runnable: list[Runnable]
+    ) -> tuple[list[Runnable], Optional[Taken]]:
+        """Take the batch's at-most-once jobs out of the queue, waiting for the
+        reply. Returns the jobs to run (its other jobs, and the at-most-once jobs
+        taken, in their order) and what was taken (None: the batch has no
+        at-most-once job)."""
+        wanted = [job[0] for job in runnable if job[1].at_most_once]
+        if not wanted:
+            return runnable, None
         queue = claim.queue
         try:
-            taken = set(self.rt.take(queue, wanted))
+            ids = set(self.rt.take(queue, wanted))
         except REDIS_ERRORS as exc:
             # not run: those still held go back with the next round trip; any the take
             # removed before its reply was lost are lost (never run, never twice)
@@ -62,24 +67,33 @@ class AtMostOnce:
                 "%s: could not take %d at-most-once jobs of %s (%s); they are handed back "
                 "unstarted", self.who, len(wanted), queue, exc,
             )  # fmt: skip
-            out.unstarted.extend(wanted)
-            taken = set()
-        skipped = set(wanted) - taken  # no longer held (a lapsed lease): queued again
-        if skipped:
+            others = [job for job in runnable if not job[1].at_most_once]
+            return others, Taken(set(), {}, wanted)
+        if len(ids) < len(wanted):  # no longer held (a lapsed lease): queued again
             log.info(
                 "%s: %d at-most-once jobs of %s were no longer its own; not run here",
-                self.who, len(skipped), queue,
+                self.who, len(wanted) - len(ids), queue,
             )  # fmt: skip
-            runnable = [job for job in runnable if job[0] not in skipped]
-        if not taken:
-            return self.runner.run(runnable, out, index, queue)
+            runnable = [job for job in runnable if not job[1].at_most_once or job[0] in ids]
         reply = claim.reply
-        envelopes = {i: e for i, e in zip(reply.ids, reply.envelopes) if i in taken}
+        envelopes = {i: e for i, e in zip(reply.ids, reply.envelopes) if i in ids}
+        return runnable, Taken(ids, envelopes, [])
+
+    def run(
+        self, runnable: list[Runnable], taken: Taken, out: Outcomes, index: int, queue: str
+    ) -> int:
+        """Run a batch some of whose at-most-once jobs were taken, recording the
+        outcomes in ``out``. Returns how many jobs started.
+
+        Raises:
+            whatever the runner lets through (HardStop...), after the outcomes are
+            recorded and the taken jobs never started are set to be handed back.
+        """
         batch = Outcomes()
         try:
             return self.runner.run(runnable, batch, index, queue)
         finally:
-            self._settle(batch, taken, envelopes, out, queue)
+            self._settle(batch, taken.ids, taken.envelopes, out, queue)
 
     def _settle(
         self,
