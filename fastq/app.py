@@ -22,6 +22,7 @@ from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
 from fastq.introspect import JobInfo, get_job, queue_stats
 from fastq.job import (
     ArgChecker,
+    Delivery,
     EnqueueOptions,
     IdGenerator,
     JobDef,
@@ -267,7 +268,8 @@ class App:
                 runs again. ``"at_most_once"``: the worker takes the job out of the
                 queue before running it, so it never runs twice, but a worker that
                 dies meanwhile loses it; it is never retried (a failure, ``Retry``
-                or timeout sends it to the dead set), nor handed back once started.
+                or timeout sends it to the dead set; ``retries`` and an enqueue's
+                ``retries=`` do not apply), nor handed back once started.
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -277,8 +279,10 @@ class App:
                 no ``name`` was given; ``delivery`` is not a string.
             ValueError: another function is already registered under that name, an
                 option is out of range (``result_ttl_s`` not a finite number in
-                (0, 30 days], ``delivery`` not one of the two), or options of two
-                retry policies are given together (``retry=`` with ``backoff_s``,
+                (0, 30 days], ``delivery`` not one of the two), a retry option
+                (``retry``, ``backoff_s``, ``retry_delays_s``, ``age_limit_s``...)
+                given to an at-most-once job, or options of two retry policies are
+                given together (``retry=`` with ``backoff_s``,
                 ``retry_delays_s`` with ``backoff_s``, ...).
         """
         validate_queue_name(queue)
@@ -286,6 +290,17 @@ class App:
         if result_ttl_s is not None:
             check_result_ttl_s(result_ttl_s)
         mode = check_delivery(delivery)
+        if mode is Delivery.AT_MOST_ONCE:
+            given = {
+                "retry": retry, "backoff_s": backoff_s, "max_backoff_s": max_backoff_s,
+                "jitter": jitter, "retry_delays_s": retry_delays_s, "age_limit_s": age_limit_s,
+            }  # fmt: skip
+            retry_options = [option for option, value in given.items() if value is not None]
+            if retry_options:
+                raise ValueError(
+                    f"an at-most-once job is never retried: {', '.join(retry_options)} "
+                    "would never apply"
+                )
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),

@@ -62,7 +62,7 @@ def test_a_failing_at_most_once_job_is_buried_not_retried(
 ) -> None:
     runs: list[str] = []
 
-    @app.job(queue="q", delivery="at_most_once", retries=5, backoff_s=0.01)
+    @app.job(queue="q", delivery="at_most_once", retries=5)
     def once(how: str) -> object:
         runs.append(how)
         if how == "raise":
@@ -210,4 +210,12 @@ def test_a_worker_without_at_most_once_jobs_never_takes(
 def test_delivery_is_checked_at_registration(app: fastq.App, delivery: object, exc: type) -> None:
     with pytest.raises(exc, match="delivery must be 'at_least_once' or 'at_most_once'"):
         app.job(queue="q", delivery=delivery)(lambda: None)  # type: ignore[arg-type]
+    assert app.registry == {}
+
+
+def test_retry_options_are_refused_for_an_at_most_once_job(app: fastq.App) -> None:
+    with pytest.raises(ValueError, match="never retried: backoff_s, retry_delays_s would never"):
+        app.job(delivery="at_most_once", backoff_s=1, retry_delays_s=[1])(lambda: None)
+    with pytest.raises(ValueError, match="never retried: retry would never apply"):
+        app.job(delivery="at_most_once", retry=fastq.Delays([1]))(lambda: None)
     assert app.registry == {}
