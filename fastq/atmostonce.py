@@ -93,18 +93,12 @@ class AtMostOnce:
         try:
             return self.runner.run(runnable, batch, index, queue)
         finally:
-            self._settle(batch, taken.ids, taken.envelopes, out, queue)
+            self._settle(batch, taken, out, queue)
 
-    def _settle(
-        self,
-        batch: Outcomes,
-        taken: set[bytes],
-        envelopes: dict[bytes, bytes],
-        out: Outcomes,
-        queue: str,
-    ) -> None:
+    def _settle(self, batch: Outcomes, taken_jobs: Taken, out: Outcomes, queue: str) -> None:
         """Move a batch's outcomes into ``out``, those of taken jobs to its taken_*
         fields, and the taken jobs never started to its give_back."""
+        taken, envelopes = taken_jobs.ids, taken_jobs.envelopes
         for job_id in batch.done:
             if job_id in taken:
                 out.taken_done += 1
