@@ -22,10 +22,12 @@ from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
 from fastq.introspect import JobInfo, get_job, queue_stats
 from fastq.job import (
     ArgChecker,
+    Delivery,
     EnqueueOptions,
     IdGenerator,
     JobDef,
     JobPolicy,
+    check_delivery,
     check_runnable,
 )
 from fastq.keys import QueueKeys, validate_queue_name
@@ -214,6 +216,7 @@ class App:
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
+        delivery: str = "at_least_once",
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -234,6 +237,7 @@ class App:
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
+        delivery: str = "at_least_once",
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -260,23 +264,43 @@ class App:
                 seconds, for :meth:`result`. A value JSON cannot encode (or NaN,
                 or above ``limits.MAX_RESULT_BYTES``) fails the run with
                 ``fastq.ResultNotSerializable``. Default: return values are dropped.
+            delivery: ``"at_least_once"`` (default): a job whose worker dies mid-run
+                runs again. ``"at_most_once"``: the worker takes the job out of the
+                queue before running it, so it never runs twice, but a worker that
+                dies meanwhile loses it; it is never retried (a failure, ``Retry``
+                or timeout sends it to the dead set; ``retries`` and an enqueue's
+                ``retries=`` do not apply), nor handed back once started.
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
                 callable, a coroutine function (``async def``, also behind
                 ``functools.partial`` or an async ``__call__``), an async
                 generator or a generator function; or it has no ``__name__`` and
-                no ``name`` was given.
+                no ``name`` was given; ``delivery`` is not a string.
             ValueError: another function is already registered under that name, an
                 option is out of range (``result_ttl_s`` not a finite number in
-                (0, 30 days]), or options of two retry policies are given
-                together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
-                ``backoff_s``, ...).
+                (0, 30 days], ``delivery`` not one of the two), a retry option
+                (``retry``, ``backoff_s``, ``retry_delays_s``, ``age_limit_s``...)
+                given to an at-most-once job, or options of two retry policies are
+                given together (``retry=`` with ``backoff_s``,
+                ``retry_delays_s`` with ``backoff_s``, ...).
         """
         validate_queue_name(queue)
         check_priority(priority)
         if result_ttl_s is not None:
             check_result_ttl_s(result_ttl_s)
+        mode = check_delivery(delivery)
+        if mode is Delivery.AT_MOST_ONCE:
+            given = {
+                "retry": retry, "backoff_s": backoff_s, "max_backoff_s": max_backoff_s,
+                "jitter": jitter, "retry_delays_s": retry_delays_s, "age_limit_s": age_limit_s,
+            }  # fmt: skip
+            retry_options = [option for option, value in given.items() if value is not None]
+            if retry_options:
+                raise ValueError(
+                    f"an at-most-once job is never retried: {', '.join(retry_options)} "
+                    "would never apply"
+                )
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
@@ -294,7 +318,7 @@ class App:
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s)
+            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s, mode)
             self.registry[job_name] = jobdef
             return jobdef
 

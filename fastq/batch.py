@@ -16,7 +16,7 @@ from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
 from fastq import scripts
-from fastq.contracts import ACK, CLAIM, RELEASE, ClaimReply, ReleaseMode
+from fastq.contracts import ACK, ACK_TAKEN, CLAIM, RELEASE, TAKE, ClaimReply, ReleaseMode
 from fastq.keys import QueueKeys, queue_of_key
 from fastq.results import store_commands
 
@@ -52,10 +52,24 @@ class Outcomes:
     results: list[tuple[bytes, bytes, int]] = field(default_factory=list)
     # jobs that reported progress and ended: their report is deleted after the ack
     progress_ended: list[bytes] = field(default_factory=list)
+    # at-most-once jobs taken out of the queue before they ran (fastq.atmostonce),
+    # settled by ack_taken since no worker holds them: how many succeeded, and those
+    # buried (id, envelope with the error) or quarantined (id, reason, envelope)
+    taken_done: int = 0
+    taken_dead: list[tuple[bytes, bytes]] = field(default_factory=list)
+    taken_broken: list[tuple[bytes, str, bytes]] = field(default_factory=list)
+    # taken jobs a stop left unstarted (id, envelope): handed back to the front by
+    # the next request, once: a request whose reply is lost does not give them back
+    # (they may have been taken and run by a sibling since), and they are lost
+    give_back: list[tuple[bytes, bytes]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
-            self.done
+            self.taken_done
+            or self.taken_dead
+            or self.taken_broken
+            or self.give_back
+            or self.done
             or self.retry
             or self.dead
             or self.broken
@@ -77,6 +91,10 @@ class Outcomes:
         self.results[:0] = earlier.results
         self.progress_ended[:0] = earlier.progress_ended
         self.failed += earlier.failed
+        self.taken_done += earlier.taken_done
+        self.taken_dead[:0] = earlier.taken_dead
+        self.taken_broken[:0] = earlier.taken_broken
+        # never earlier.give_back: it may have gone out (see give_back)
 
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
@@ -91,6 +109,20 @@ class Outcomes:
             self.retry,
             self.dead,
             self.broken,
+        )
+
+    def has_taken(self) -> bool:
+        return bool(self.taken_done or self.taken_dead or self.taken_broken or self.give_back)
+
+    def ack_taken_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
+        """The ARGV of an ack_taken of these outcomes."""
+        return ACK_TAKEN.argv(
+            dead_max_age_ms,
+            dead_max_len,
+            self.taken_done,
+            self.taken_dead,
+            self.taken_broken,
+            self.give_back,
         )
 
     def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:
@@ -198,6 +230,7 @@ class RoundTrip:
         self._ack_keys = {q: ACK.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
+        self._ack_taken_keys = {q: ACK_TAKEN.keys_for(k) for q, k in self.keys.items()}
         # ours alone, outside the pool: replies are read in the order requests went out
         # (typed Any: redis-py's Connection methods carry no annotations)
         self._conn: Any = client.connection_pool.make_connection()
@@ -256,7 +289,8 @@ class RoundTrip:
         release_all: bool = False,
     ) -> Request:
         """Write (without waiting) the acks of ``outcomes``, the hand-back of their
-        unstarted/stalled/interrupted jobs, then a claim of up to ``n`` jobs of
+        unstarted/stalled/interrupted jobs, the settling of taken at-most-once
+        jobs, then a claim of up to ``n`` jobs of
         ``claim = (queue, n)``.
 
         ``release_all`` also hands back every lease this worker still holds after
@@ -277,6 +311,9 @@ class RoundTrip:
                 if ids:
                     argv = RELEASE.argv(wid, mode, self.max_stalls, ids)
                     commands.append(RELEASE.command(self._release_keys[queue], argv))
+            if out.has_taken():  # after the releases: a job given back is the frontmost
+                argv = out.ack_taken_argv(self.dead_max_age_ms, self.dead_max_len)
+                commands.append(ACK_TAKEN.command(self._ack_taken_keys[queue], argv))
             if out.progress_ended:  # before the claim: a retry claimed again starts clean
                 progress_key = self.keys[queue].progress
                 commands.append((scripts.PLAIN, (), ("HDEL", progress_key, *out.progress_ended)))
@@ -292,6 +329,14 @@ class RoundTrip:
             self.write(commands)
         claim_queue = claim[0] if claim is not None else None
         return Request(self, commands, outcomes, claim_queue, release_all)
+
+    def take(self, queue: str, ids: list[bytes]) -> list[bytes]:
+        """Take these at-most-once jobs out of ``queue`` (``take.lua``), waiting for
+        the reply; returns the ids taken (those this worker still held). On the
+        worker's other connection: a claim written ahead may be awaiting its reply
+        on this one."""
+        keys = TAKE.keys_for(self.keys[queue], self.worker_id)
+        return TAKE.call(self.client, keys, TAKE.argv(ids))
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block until a wake-up token comes (a job was enqueued or promoted on one

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
 import os
 import sys
 import time
-from typing import Callable, NoReturn, Optional, Sequence
+from datetime import datetime, timezone
+from typing import Any, Callable, NoReturn, Optional, Sequence
+
+import orjson
 
 from fastq.app import App
 from fastq.errors import FastqError
+from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 
 EXIT_USAGE = 2
@@ -270,6 +275,72 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+_TIMES = ("enqueued_at", "due_at", "lease_until", "failed_at")
+
+
+def _job_info_dict(info: JobInfo) -> dict[str, Any]:
+    """A JobInfo as JSON can hold it: times stay Unix seconds, the raw payload is
+    left out (its fields are shown)."""
+    out = dataclasses.asdict(info)
+    del out["raw"]
+    return out
+
+
+def _when(ts: Optional[float]) -> str:
+    if ts is None:
+        return "-"
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def format_job_info(info: JobInfo) -> str:
+    """A JobInfo for a person: one ``field  value`` line each, times in UTC (ISO
+    8601), the traceback last."""
+    fields = _job_info_dict(info)
+    traceback = fields.pop("traceback")
+    fraction, meta = fields.pop("progress"), fields.pop("progress_meta")
+    rows = []
+    for name, value in fields.items():
+        if name in _TIMES:
+            shown = _when(value)
+        elif name in ("args", "kwargs"):
+            shown = orjson.dumps(value).decode()
+        else:
+            shown = "-" if value is None else str(value)
+        rows.append((name, shown))
+    if fraction is not None:
+        progress = f"{fraction:.0%}"
+        if meta is not None:
+            progress += " " + orjson.dumps(meta).decode()
+        rows.append(("progress", progress))
+    width = max(len(name) for name, _ in rows)
+    lines = [f"{name.ljust(width)}  {shown}" for name, shown in rows]
+    if traceback:
+        lines += ["traceback:", *("  " + line for line in traceback.rstrip().splitlines())]
+    return "\n".join(lines)
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    """What fastq knows of one job (``app.get_job``); an unknown id exits 1."""
+    queue = _one_queue(args) if args.queue is not None else None
+    app = _configured_app(args)
+    try:
+        info = app.get_job(args.job_id, queue)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    if info is None:
+        where = f"queue {queue}" if queue else "any known queue"
+        raise CliError(
+            f"no job {args.job_id!r} in {where}: never enqueued, or completed "
+            "(a completed job is deleted)",
+            1,
+        )
+    if args.json:
+        print(orjson.dumps(_job_info_dict(info), option=orjson.OPT_INDENT_2).decode())
+    else:
+        print(format_job_info(info))
+    return 0
+
+
 def cmd_periodic(args: argparse.Namespace) -> int:
     """One line per periodic job: name, queue, schedule, overlap, last and next fire
     times (ISO 8601, in the schedule's zone), and the id of its last run."""
@@ -426,6 +497,14 @@ def build_parser() -> argparse.ArgumentParser:
         flow_parser.add_argument("--app", required=True, help="module (or module:attr) of the app")
         flow_parser.add_argument("-q", "--queue", required=True, help="the queue")
         _add_connection_options(flow_parser)
+
+    ins = sub.add_parser("inspect", help="show one job: state, arguments, attempts, error")
+    ins.add_argument("job_id", help="the id enqueue returned")
+    ins.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    ins.add_argument("-q", "--queue", help="the job's queue (default: look in every known queue)")
+    ins.add_argument("--json", action="store_true", help="print JSON (times in Unix seconds)")
+    _add_connection_options(ins)
+    ins.set_defaults(func=cmd_inspect)
 
     pe = sub.add_parser("periodic", help="list periodic jobs with their last and next fire times")
     pe.add_argument("--app", required=True, help="module (or module:attr) of the app")

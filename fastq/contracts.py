@@ -165,7 +165,7 @@ class ClaimReply:
 class _Claim(Contract[ClaimReply]):
     keys = (
         "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
-        "settings",
+        "settings", "broken", "cancelled",
     )  # fmt: skip
     argv_names = ("worker_id", "n", "lease_ms", "promote_max")
 
@@ -222,6 +222,53 @@ class _Ack(Contract[int]):
 
     def parse(self, raw: Any) -> int:
         """The number of outcomes applied (the others were stale)."""
+        return int(raw)
+
+
+# -- at-most-once: take, ack_taken ----------------------------------------------------
+
+
+class _Take(Contract[list[bytes]]):
+    keys = ("held", "jobs", "stalls")
+    argv_rest = "ids"
+
+    def argv(self, ids: Iterable[bytes]) -> list[Any]:
+        return list(ids)
+
+    def parse(self, raw: Any) -> list[bytes]:
+        """The ids taken: those the worker still held."""
+        return list(raw)
+
+
+class _AckTaken(Contract[int]):
+    keys = ("jobs", "dead", "broken", "stats", "poison", "ready", "wake")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_done")
+    argv_rest = "sections"
+
+    def argv(
+        self,
+        dead_max_age_ms: int,
+        dead_max_len: int,
+        n_done: int,
+        dead: Sequence[tuple[bytes, bytes]] = (),
+        broken: Sequence[tuple[bytes, str, bytes]] = (),
+        back: Sequence[tuple[bytes, bytes]] = (),
+    ) -> list[Any]:
+        """Three sections, each a count then its records: dead (id, envelope);
+        broken (id, reason, envelope); back (id, envelope)."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_done, len(dead)]
+        for job_id, env in dead:
+            argv += (job_id, env)
+        argv.append(len(broken))
+        for job_id, reason, env in broken:
+            argv += (job_id, reason, env)
+        argv.append(len(back))
+        for job_id, env in back:
+            argv += (job_id, env)
+        return argv
+
+    def parse(self, raw: Any) -> int:
+        """The number of jobs handed back."""
         return int(raw)
 
 
@@ -371,3 +418,7 @@ class _Purge(Contract[int]):
 
 PURGE = _Purge("purge")
 ALL = (*ALL, FIRE, PURGE)
+
+TAKE = _Take("take")
+ACK_TAKEN = _AckTaken("ack_taken")
+ALL = (*ALL, TAKE, ACK_TAKEN)

@@ -97,7 +97,11 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         pipe.sismember(keys.held(holder), job_id)
     raw, due, died, broken, stalls, poison, progress, *held = pipe.execute()
     if raw is None:
-        return None
+        if broken is None:
+            return None
+        # quarantined without a payload (a claim popped it with no envelope)
+        reason = broken.decode("utf-8", "replace")
+        return JobInfo(id=job_id, queue=keys.queue, state="broken", name=None, broken_reason=reason)
     worker, lease_until = next(
         ((holder, deadline) for (holder, deadline), h in zip(leases, held) if h), (None, None)
     )

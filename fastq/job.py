@@ -14,6 +14,7 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import datetime
+from enum import Enum
 from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar, Union
 
 from fastq.limits import (
@@ -149,6 +150,32 @@ def check_runnable(fn: object, name: str) -> None:
         )
 
 
+class Delivery(str, Enum):
+    """How often a job may run: at least once (the default: a job whose worker dies
+    runs again) or at most once (it is taken out of the queue before it runs and
+    never runs again: a worker's death loses it)."""
+
+    AT_LEAST_ONCE = "at_least_once"
+    AT_MOST_ONCE = "at_most_once"
+
+
+def check_delivery(delivery: object) -> Delivery:
+    """``delivery`` as a :class:`Delivery`.
+
+    Raises:
+        TypeError: it is not a string.
+        ValueError: it is not ``"at_least_once"`` or ``"at_most_once"``.
+    """
+    if not isinstance(delivery, str):
+        raise TypeError(f"delivery must be 'at_least_once' or 'at_most_once', not {delivery!r}")
+    try:
+        return Delivery(delivery)
+    except ValueError:
+        raise ValueError(
+            f"delivery must be 'at_least_once' or 'at_most_once', not {delivery!r}"
+        ) from None
+
+
 @dataclass(frozen=True)
 class JobPolicy:
     """What happens when a job raises.
@@ -243,6 +270,7 @@ class JobDef(Generic[R]):
         priority: int,
         policy: JobPolicy,
         result_ttl_s: Optional[float] = None,
+        delivery: Union[Delivery, str] = Delivery.AT_LEAST_ONCE,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -254,6 +282,9 @@ class JobDef(Generic[R]):
         self.result_ttl_ms: Optional[int] = (
             None if result_ttl_s is None else max(1, int(check_result_ttl_s(result_ttl_s) * 1000))
         )
+        self.delivery = check_delivery(delivery)
+        # read per job by a worker whose app has at-most-once jobs: a plain attribute
+        self.at_most_once = self.delivery is Delivery.AT_MOST_ONCE
         self.arg_checker = ArgChecker(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn

@@ -88,6 +88,12 @@ class QueueKeys:
         return self.key("broken")
 
     @property
+    def cancelled(self) -> str:
+        """Cancelled id -> its cancel time (ms): a claim that pops an id without an
+        envelope drops it if it is here, else quarantines it as broken."""
+        return self.key("cancelled")
+
+    @property
     def stats(self) -> str:
         return self.key("stats")
 

@@ -7,7 +7,8 @@ place:
 - a request whose reply is lost gives its outcomes back, to be sent again (acks
   are idempotent), and the next request hands back every lease the worker still
   holds, since a claim it never saw may have taken some;
-- a claim written ahead (a prefetch) is read before anything else is written.
+- a claim written ahead (a prefetch) is read before anything else is written;
+- the hand-back of taken at-most-once jobs that never started goes out once only.
 """
 
 from __future__ import annotations
@@ -80,6 +81,8 @@ class Pump:
             request = self.rt.request(self.pending, claim, release_all=self._release_all)
         except BaseException:
             self._release_all = True  # part of it may have gone out
+            for out in self.pending.values():  # and is never sent twice
+                self._lose_give_backs(out)
             raise
         self.pending = {q: Outcomes() for q in self.queues}
         return request
@@ -91,6 +94,7 @@ class Pump:
         except BaseException:
             for queue, earlier in request.outcomes.items():
                 self.pending[queue].merge(earlier)
+                self._lose_give_backs(earlier)
             self._release_all = True
             raise
         if request.release_all:
@@ -100,6 +104,18 @@ class Pump:
             log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
         self.outage.recovered()
         return claim
+
+    def _lose_give_backs(self, out: Outcomes) -> None:
+        """Taken at-most-once jobs whose hand-back may or may not have gone out: not
+        sent again (that could run one twice), so perhaps lost; said so."""
+        if out.give_back:
+            log.error(
+                "%s: the hand-back of %d at-most-once jobs that never started got no "
+                "reply; if Redis did not take it they are lost: %s",
+                self.outage.who, len(out.give_back),
+                ", ".join(job_id.decode() for job_id, _ in out.give_back),
+            )  # fmt: skip
+            out.give_back = []
 
     def flush(self, patience_s: float) -> None:
         """Settle everything before exiting: the claim in flight goes back unstarted

@@ -43,12 +43,15 @@ def settle_failure(
     ``retry_on`` (a timeout always is), then buried with its traceback. A retry
     that would start beyond the job's age limit buries it instead. The envelope's
     overrides (``retries``, ``backoff``, ``age_limit_ms``) take the place of the
-    job's own. ``attempt`` counts this run (1 = the first).
+    job's own. ``attempt`` counts this run (1 = the first). An at-most-once job has
+    no attempt left, whatever its policy: whatever did not succeed is buried.
     """
     policy = target.policy
     retries = env.get("retries", policy.retries)  # an envelope may override the policy
     if not isinstance(retries, int):
         retries = policy.retries
+    if target.at_most_once:  # taken out of the queue before it ran: never run again
+        retries = 0
     name, shown_id = target.name, job_id.decode()
     if isinstance(exc, Retry):
         if attempt <= retries:
@@ -65,6 +68,8 @@ def settle_failure(
             out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         else:
             error = f"Retry requested after {attempt} attempts: retries exhausted"
+            if target.at_most_once:
+                error = "Retry requested: an at-most-once job is never retried"
             _bury(out, name, job_id, env, attempt, error, None)
         return
     if isinstance(exc, TypeError) and not target.arg_checker.binds(args, kwargs):

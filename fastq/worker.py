@@ -16,11 +16,13 @@ import signal
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
+from fastq.atmostonce import AtMostOnce, Taken
 from fastq.batch import Claim, RoundTrip
 from fastq.context import ProgressBuffer
 from fastq.cpuslots import CpuGovernor, CpuSlots
@@ -30,7 +32,7 @@ from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
 from fastq.redis_faults import REDIS_ERRORS, Outage
-from fastq.runner import HardStop, SyncRunner
+from fastq.runner import HardStop, Runnable, SyncRunner
 from fastq.sizer import BatchSizer
 
 if TYPE_CHECKING:
@@ -148,6 +150,7 @@ class Worker:
         self._outage = Outage("worker", log)  # named in init_process
         self._rt: Optional[RoundTrip] = None
         self._pump: Optional[Pump] = None
+        self._at_most_once: Optional[AtMostOnce] = None  # set if the app has such jobs
         self._heartbeat: Optional[Heartbeat] = None
         self._leases: Optional[LeaseKeeper] = None
         self._waiting = False
@@ -206,6 +209,8 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         self._pump = Pump(self._rt, self.queues, self._outage)
+        if any(job.at_most_once for job in self._registry.values()):
+            self._at_most_once = AtMostOnce(self._rt, self.runner, f"worker {self.worker_id}")
         self.governor.open()  # here: it measures this (the main) thread
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
@@ -287,9 +292,10 @@ class Worker:
             if len(claim):
                 was_paused = False
                 empty.got_jobs()
+                batch = self._open_batch(claim)
                 if sizer.prefetch_pays():
                     pump.claim_ahead(queues[0], sizer.n)
-                self._run_batch(claim, pump)
+                self._run_batch(batch, pump)
                 self._check_limits()
                 continue
             if pump.has_pending:
@@ -407,24 +413,49 @@ class Worker:
 
     # -- running a batch ---------------------------------------------------------
 
-    def _run_batch(self, claim: Claim, pump: Pump) -> None:
+    def _open_batch(self, claim: Claim) -> _Batch:
+        """Decode a claimed batch and take its at-most-once jobs out of the queue,
+        before a claim is written ahead: the take's reply comes at once, not after
+        Redis ran that claim."""
         runnable, broken = claim.reply.decode(self._registry)
-        out = pump.pending[claim.queue]  # after any claim_ahead: the outcomes of this batch
-        for job_id, reason in broken:
+        taken = None
+        if self._at_most_once is not None:
+            runnable, taken = self._at_most_once.take(claim, runnable)
+        return _Batch(claim.queue, runnable, broken, taken)
+
+    def _run_batch(self, batch: _Batch, pump: Pump) -> None:
+        queue, runnable = batch.queue, batch.runnable
+        out = pump.pending[queue]  # after any claim_ahead: the outcomes of this batch
+        for job_id, reason in batch.broken:
             log.error(
-                "job %s of queue %s is broken, quarantined: %s",
-                job_id.decode(),
-                claim.queue,
-                reason,
+                "job %s of queue %s is broken, quarantined: %s", job_id.decode(), queue, reason
             )
-        out.broken.extend(broken)
+        out.broken.extend(batch.broken)
+        taken = batch.taken
+        if taken is not None:
+            out.unstarted += taken.unstarted  # a take that failed: not run
         if not runnable:
             return
         started = time.perf_counter()
         self.governor.batch_started()
-        ran = self.runner.run(runnable, out, self._queue_index[claim.queue], claim.queue)
+        index = self._queue_index[queue]
+        if taken is not None and taken.ids:
+            assert self._at_most_once is not None
+            ran = self._at_most_once.run(runnable, taken, out, index, queue)
+        else:
+            ran = self.runner.run(runnable, out, index, queue)
         self.jobs_run += ran
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
             self.governor.batch_ran(batch_s)
             self.sizer.ran(batch_s, ran)
+
+
+@dataclass
+class _Batch:
+    """A claimed batch, decoded; ``taken``: what became of its at-most-once jobs."""
+
+    queue: str
+    runnable: list[Runnable]
+    broken: list[tuple[bytes, str]]
+    taken: Optional[Taken]

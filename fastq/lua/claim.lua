@@ -15,6 +15,10 @@
 -- KEYS[8]  wake       list   wake-up token for idle workers
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
 -- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused
+-- KEYS[11] broken     hash   id -> why it could not run: an id popped without an
+--                            envelope, not cancelled, is recorded here ("no payload")
+-- KEYS[12] cancelled  zset   id -> cancel time (ms): a popped id without an envelope
+--                            found here was cancelled (and counted so) and is dropped
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -111,16 +115,26 @@ if #ids == 0 then
     return out
 end
 
--- 3. Lease what still has an envelope (a cancelled job may not).
+-- 3. Lease what still has an envelope. An id without one was cancelled (its
+-- cancel counted it: dropped) or lost its payload (written by hand, or by a
+-- producer that crashed between its writes): quarantined as broken, counted, never
+-- dropped in silence. Only such ids pay for the lookups.
 local envs = redis.call('HMGET', KEYS[3], unpack(ids))
 local leased = {HELD_SENTINEL}
+local no_payload = 0
 for i = 1, #ids do
     local env = envs[i]
     if env then
         leased[#leased + 1] = ids[i]
         out[#out + 1] = ids[i]
         out[#out + 1] = env
+    elseif not redis.call('ZSCORE', KEYS[12], ids[i]) then
+        redis.call('HSET', KEYS[11], ids[i], 'no payload')
+        no_payload = no_payload + 1
     end
+end
+if no_payload > 0 then
+    redis.call('HINCRBY', KEYS[7], 'broken', no_payload)
 end
 if #leased > 1 then
     redis.call('SADD', KEYS[6], unpack(leased))

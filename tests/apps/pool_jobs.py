@@ -104,3 +104,12 @@ def flaky(i: int) -> None:
     except FileExistsError:
         return
     raise RuntimeError(f"flaky {i}: the first attempt fails")
+
+
+@app.job(queue="q", delivery="at_most_once")
+def note_once(i: int, sleep_s: float = 0.0) -> None:
+    """An at-most-once job that notes its run in the runs file as it starts (so a
+    run cut short counts too), then sleeps ``sleep_s``."""
+    _note(str(i))
+    if sleep_s:
+        time.sleep(sleep_s)

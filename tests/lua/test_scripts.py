@@ -315,12 +315,41 @@ def test_claim_promotes_due_jobs_keeping_their_priority(r: redis.Redis, namespac
     assert reply.next_due_ms == int(r.zscore(k.scheduled, "later"))
 
 
-def test_claim_skips_ids_whose_envelope_is_gone(r: redis.Redis, namespace: str) -> None:
+def test_claim_drops_a_cancelled_id_and_quarantines_one_without_payload(
+    r: redis.Redis, namespace: str
+) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a", "b", "c", "d"])
+    # "a" was cancelled: its envelope is gone and a cancel marker says so (the cancel
+    # counted it); "c" lost its envelope otherwise (a producer that crashed mid-write)
+    r.hdel(k.jobs, "a", "c")
+    r.zadd(k.cancelled, {"a": 1_700_000_000_000})
+    r.hset(k.stats, "cancelled", 1)
+    assert claimed_ids(claim(r, k, "w1", 10)) == ["b", "d"]
+    assert held(r, k, "w1") == {b"b", b"d"}
+    assert r.hgetall(k.broken) == {b"c": b"no payload"}
+    stats = r.hgetall(k.stats)
+    assert (stats[b"broken"], stats[b"cancelled"]) == (b"1", b"1")
+    assert not r.exists(k.ready)
+    info = get_job(r, k, "c")
+    assert info is not None
+    assert (info.state, info.broken_reason, info.name, info.raw) == (
+        "broken",
+        "no payload",
+        None,
+        b"",
+    )
+    assert get_job(r, k, "a") is None  # a cancelled job is gone
+
+
+def test_a_claim_of_ids_with_envelopes_touches_neither_broken_nor_cancelled(
+    r: redis.Redis, namespace: str
+) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b"])
-    r.hdel(k.jobs, "a")  # cancelled
-    assert claimed_ids(claim(r, k, "w1", 10)) == ["b"]
-    assert held(r, k, "w1") == {b"b"}
+    r.zadd(k.cancelled, {"a": 1})  # a marker alone does not drop a job that has an envelope
+    assert claimed_ids(claim(r, k, "w1", 10)) == ["a", "b"]
+    assert not r.exists(k.broken) and r.hget(k.stats, "broken") is None
 
 
 def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> None:

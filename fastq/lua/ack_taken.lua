@@ -1,0 +1,96 @@
+#!lua flags=allow-oom
+--! include args
+--! include requeue
+--! include trim
+-- ack_taken: settle the at-most-once jobs a worker took (take.lua) before it ran them.
+--
+-- KEYS[1] jobs    hash   id -> envelope
+-- KEYS[2] dead    zset   id -> time of death (ms)
+-- KEYS[3] broken  hash   id -> why it could not run
+-- KEYS[4] stats   hash   counters
+-- KEYS[5] poison  hash   dead id -> why it died when no worker could say
+-- KEYS[6] ready   list   the right end is the front
+-- KEYS[7] wake    list   wake-up token for idle workers
+--
+-- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
+-- ARGV[2] dead_max_len      the dead set keeps at most this many
+-- ARGV[3] n_done            taken jobs that succeeded: counted processed
+-- ARGV[4..] sections        three sections, each a count followed by its records:
+--   dead    id, envelope          -> dead set, the envelope (with its error) back in
+--                                    jobs for inspection; never run again on its own
+--   broken  id, reason, envelope  -> broken set with the reason, the envelope back
+--   back    id, envelope          -> taken but never started (a stop came first):
+--                                    to the very front, unless the id has an
+--                                    envelope again (enqueued anew meanwhile)
+--
+-- Nothing here checks a hold: a taken job is held by no one. A worker sends the
+-- back section once only, never again after a lost reply (that could run a job
+-- twice); the others may be sent again, which counts them again.
+-- Returns the number of jobs handed back.
+-- allow-oom: it mostly records what ended; it must go on while Redis is over maxmemory.
+
+local dead_max_age = arg_int('ack_taken', 1, 'dead_max_age_ms', 0)
+local dead_max_len = arg_int('ack_taken', 2, 'dead_max_len', 0)
+local n_done = arg_int('ack_taken', 3, 'n_done', 0)
+
+local at = 4
+for s, width in ipairs({2, 3, 2}) do
+    local count = arg_int('ack_taken', at, 'the count of section ' .. s, 0)
+    if at + count * width > #ARGV then
+        error('ack_taken: section ' .. s .. ' holds ' .. count .. ' records, more than ARGV has')
+    end
+    at = at + 1 + count * width
+end
+if at ~= #ARGV + 1 then
+    error('ack_taken: the sections hold ' .. (at - 1) .. ' arguments, not ' .. #ARGV)
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+if n_done > 0 then
+    redis.call('HINCRBY', KEYS[4], 'processed', n_done)
+end
+
+local pos = 4
+local n_dead = tonumber(ARGV[pos])
+for k = 0, n_dead - 1 do
+    local p = pos + 1 + k * 2
+    redis.call('HSET', KEYS[1], ARGV[p], ARGV[p + 1])
+    redis.call('ZADD', KEYS[2], now, ARGV[p])
+end
+if n_dead > 0 then
+    redis.call('HINCRBY', KEYS[4], 'dead', n_dead)
+end
+pos = pos + 1 + n_dead * 2
+
+local n_broken = tonumber(ARGV[pos])
+for k = 0, n_broken - 1 do
+    local p = pos + 1 + k * 3
+    redis.call('HSET', KEYS[1], ARGV[p], ARGV[p + 2])
+    redis.call('HSET', KEYS[3], ARGV[p], ARGV[p + 1])
+end
+if n_broken > 0 then
+    redis.call('HINCRBY', KEYS[4], 'broken', n_broken)
+end
+pos = pos + 1 + n_broken * 3
+
+local n_back = tonumber(ARGV[pos])
+local back = {}
+for k = 0, n_back - 1 do
+    local p = pos + 1 + k * 2
+    if redis.call('HSETNX', KEYS[1], ARGV[p], ARGV[p + 1]) == 1 then
+        back[#back + 1] = ARGV[p]
+    end
+end
+if #back > 0 then
+    push_front(KEYS[6], back)
+    if redis.call('LLEN', KEYS[7]) == 0 then
+        redis.call('RPUSH', KEYS[7], 1)
+    end
+end
+
+if n_dead > 0 then
+    trim_dead(KEYS[2], KEYS[1], KEYS[5], now, dead_max_age, dead_max_len)
+end
+return #back

@@ -1,0 +1,32 @@
+#!lua flags=allow-oom
+-- take: take at-most-once jobs out of the queue before they run.
+--
+-- KEYS[1] held    set    ids this worker holds leases on
+-- KEYS[2] jobs    hash   id -> envelope
+-- KEYS[3] stalls  hash   id -> times its worker died running it
+--
+-- ARGV[1..] ids   the ids to take (at least one)
+--
+-- Only ids this worker still holds are taken: each leaves the held set and its
+-- envelope is deleted, so that nothing can hand it back or run it again (a
+-- failure, a timeout, a dead or stopped worker, a lapsed lease). Returns the ids
+-- taken; the worker runs those only. A job whose worker dies after this is lost:
+-- the trade-off of at-most-once delivery.
+-- allow-oom: it only deletes.
+
+if #ARGV == 0 then
+    error('take: no ids given')
+end
+local held = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV))
+local mine = {}
+for k = 1, #ARGV do
+    if held[k] == 1 then
+        mine[#mine + 1] = ARGV[k]
+    end
+end
+if #mine > 0 then
+    redis.call('SREM', KEYS[1], unpack(mine))
+    redis.call('HDEL', KEYS[2], unpack(mine))
+    redis.call('HDEL', KEYS[3], unpack(mine))
+end
+return mine

@@ -1,0 +1,86 @@
+"""At-most-once jobs in a real ``fastq pool``: SIGKILLed children, SIGTERM and a hard
+stop never run one twice; a kill loses at most what the killed child had taken."""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Callable
+
+import psutil
+import pytest
+from pooltools import Pool, noted_runs, pools, redis_server, wait_until  # noqa: F401
+
+import fastq
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
+
+
+def settled(app: fastq.App) -> bool:
+    stats = app.stats("q")
+    return stats["ready"] == 0 and stats["inflight"] == 0
+
+
+def test_sigkilled_children_never_run_an_at_most_once_job_twice(
+    app: fastq.App, pools: Callable[..., Pool]
+) -> None:
+    n, batch = 2000, 20
+    app.enqueue_many("note_once", [(i, 0.002) for i in range(n)], queue="q")
+    pool = pools("-c", "2", "--batch", str(batch))
+    pool.wait_children(2)
+    kills = 0
+    while app.stats("q")["ready"] > n * 0.2 and kills < 6:
+        time.sleep(0.3)
+        victims = pool.children()
+        if victims:
+            try:
+                random.choice(victims).kill()
+            except psutil.NoSuchProcess:  # it died between the listing and the kill
+                continue
+            kills += 1
+    wait_until(lambda: settled(app), 60, "the drain")
+    assert pool.stop() == 0, pool.log()
+    ran = noted_runs(pool)
+    assert set(ran.values()) == {1}, "an at-most-once job ran twice"
+    assert set(ran) <= set(range(n))
+    # lost: only jobs a killed child had taken (its running batch); what it had
+    # prefetched was still leased and went back
+    assert n - len(ran) <= kills * batch
+    stats = app.stats("q")
+    print(f"kills={kills} ran={len(ran)} lost={n - len(ran)} processed={stats['processed']}")
+    # a killed child's last runs were never counted
+    assert stats["processed"] <= len(ran) and len(ran) - stats["processed"] <= kills * batch
+    assert (stats["dead"], stats["retried"]) == (0, 0)
+    assert kills >= 3, "the drain ended before the test could kill anything"
+
+
+def test_sigterm_mid_drain_runs_none_twice_and_loses_none(
+    app: fastq.App, pools: Callable[..., Pool]
+) -> None:
+    n = 2000
+    app.enqueue_many("note_once", [(i, 0.002) for i in range(n)], queue="q")
+    pool = pools("-c", "2", "--batch", "20", "--graceful-timeout", "10")
+    wait_until(lambda: app.stats("q")["processed"] >= 200, 30, "some progress")
+    assert pool.stop() == 0, pool.log()
+    ran = noted_runs(pool)
+    stats = app.stats("q")
+    assert set(ran.values()) == {1}, "an at-most-once job ran twice"
+    # taken but not started: handed back; nothing lost at a graceful stop
+    assert stats["processed"] == len(ran)
+    assert stats["inflight"] == 0 and stats["ready"] == n - len(ran)
+
+
+def test_a_hard_stop_does_not_run_the_at_most_once_job_in_hand_again(
+    app: fastq.App, pools: Callable[..., Pool]
+) -> None:
+    app.enqueue("note_once", [0, 30.0], queue="q")
+    app.enqueue_many("note_once", [(i,) for i in range(1, 4)], queue="q")
+    first = pools("-c", "1", "--batch", "1", "--graceful-timeout", "1")
+    wait_until(lambda: noted_runs(first)[0] == 1, 30, "the long job to start")
+    first.stop()  # the graceful timeout lapses: the job in hand is cut short
+    second = pools("-c", "1", "--batch", "1")
+    wait_until(lambda: settled(app), 30, "the second pool's drain")
+    assert second.stop() == 0, second.log()
+    assert noted_runs(second) == {0: 1, 1: 1, 2: 1, 3: 1}  # 0 was not run again
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"], stats["inflight"]) == (3, 0, 0)
