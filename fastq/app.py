@@ -29,7 +29,14 @@ from fastq.job import (
     check_runnable,
 )
 from fastq.keys import QueueKeys, validate_queue_name
-from fastq.limits import check_job_id, check_namespace, check_priority, check_result_ttl_s
+from fastq.limits import (
+    RateLimit,
+    check_job_id,
+    check_namespace,
+    check_priority,
+    check_rate_limit,
+    check_result_ttl_s,
+)
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
 from fastq.results import wait_for_result
@@ -666,7 +673,8 @@ class App:
     def stats(self, queue: str) -> dict[str, int]:
         """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
         counters enqueued, processed, failed, retried, stalled, stale_acks, purged;
-        ``paused`` is 1 while the queue is paused, else 0.
+        ``paused`` is 1 while the queue is paused, else 0; ``rate``,
+        ``rate_period_ms`` and ``rate_burst`` its rate limit (all 0: none).
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
@@ -717,6 +725,53 @@ class App:
         """
         with self._producer_call():
             flow.resume(self.redis, self._known_queue(queue))
+
+    def set_rate_limit(
+        self,
+        queue: str,
+        rate: Optional[int],
+        *,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
+    ) -> None:
+        """Let at most ``rate`` jobs of ``queue`` start per ``per_s`` seconds, across
+        every worker of every host; ``rate=None`` lifts the limit.
+
+        The limit is checked inside the claim: a claim takes no more jobs than it
+        allows, and a worker it stops sleeps until the next token is due. Starts
+        are spaced evenly (one every ``per_s / rate``); after a quiet spell up to
+        ``burst`` start at once, so any window of ``per_s`` sees at most
+        ``rate + burst - 1`` starts. Retries count again (each attempt is a
+        start); a pause stops claims whatever the limit. Setting a limit starts
+        it afresh and wakes the queue's idle workers.
+
+        Args:
+            rate: jobs per period, an int within 1..1,000,000; None: no limit.
+            per_s: the period in seconds, whole milliseconds within [0.001, 86400];
+                at most 1,000,000 jobs a second.
+            burst: an int within 1..1,000,000; default: the jobs of 50 ms at this
+                rate, at least 1 (1 for 14/s, 5 for 100/s). 1: strictly evenly spaced.
+
+        Raises:
+            TypeError, ValueError: a bad rate, period or burst, or an invalid or
+                unknown queue; nothing is written then.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        limit = None if rate is None else check_rate_limit(rate, per_s, burst)
+        with self._producer_call():
+            flow.set_rate_limit(self.redis, self._known_queue(queue), limit)
+
+    def rate_limit(self, queue: str) -> Optional[RateLimit]:
+        """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
+        None when it has none.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        keys = self.keys(validate_queue_name(queue))
+        with self._producer_call():
+            return flow.rate_limit(self.redis, keys)
 
     def purge(
         self,

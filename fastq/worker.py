@@ -271,6 +271,8 @@ class Worker:
         governor = self.governor
         empty = EmptyClaims(len(queues))
         was_paused = False  # say so once when every queue is paused, not at every wake-up
+        # queues whose last claim said they have a rate limit (the first claim tells)
+        rate_limited: set[str] = set()
         while not self.stopping:
             if self.quiet:
                 self._idle_quietly(pump)
@@ -284,10 +286,15 @@ class Worker:
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
+            if claim.reply.rate_limited:
+                rate_limited.add(claim.queue)
+            else:
+                rate_limited.discard(claim.queue)
             if len(claim):
                 was_paused = False
                 empty.got_jobs()
-                if sizer.prefetch_pays():
+                # never ahead on a rate-limited queue: tokens are for jobs that start now
+                if sizer.prefetch_pays() and queues[0] not in rate_limited:
                     pump.claim_ahead(queues[0], sizer.n)
                 self._run_batch(claim, pump)
                 self._check_limits()

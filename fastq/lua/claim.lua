@@ -14,7 +14,9 @@
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
--- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused
+-- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused; a rate
+--                            limit: rate jobs per rate_period_ms, rate_burst, and
+--                            rate_tat_us (the GCRA state, written here)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -23,9 +25,14 @@
 --                       that many were promoted, more may be due and the call claims
 --                       nothing (see step 1)
 --
--- Returns {now_ms, next_due_ms or -1 (-2: the queue is paused), now_us, id1, envelope1, id2, envelope2, ...};
+-- Returns {now_ms, next_due_ms or -1 (-2: the queue is paused), now_us, throttle,
+-- id1, envelope1, id2, envelope2, ...};
 -- now_us is the microseconds of Redis' clock within now_ms (0-999), so that a worker
 -- sleeping until a due job wakes to within a fraction of a millisecond.
+-- throttle: -1 the queue has no rate limit; 0 it has one, and it did not stop this
+-- claim; > 0 the limit left no token: nothing was claimed, and the next token is due
+-- at that time (ms, Redis' clock), also given as next_due_ms so that the worker
+-- sleeps until then instead of taking the queue for empty.
 -- Attempts are not counted here: the envelope records the failed ones, and a
 -- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
@@ -39,6 +46,13 @@
 -- small writes per job (SADD here, SREM at the ack) instead of a deadline, an
 -- owner and a membership each.
 --
+-- A rate limit is a GCRA (the "generic cell rate algorithm" of redis-cell): one job
+-- start every T = rate_period_ms / rate, and up to rate_burst at once after a quiet
+-- spell. Its whole state is one time, rate_tat_us (the theoretical arrival time);
+-- a claim may take k jobs while max(tat, now) + k*T <= now + burst*T, and moves tat
+-- on by T for each job it takes. So no window of length W ever sees more than
+-- burst + W/T claimed jobs, across every worker of every host.
+--
 -- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
 -- still drain its way out.
 
@@ -50,9 +64,35 @@ local promote_max = arg_int('claim', 4, 'promote_max', 0)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- 0. Paused? One HGET, on a key that does not exist for a queue never paused.
-if redis.call('HGET', KEYS[10], 'paused') == '1' then
-    return {now, -2, tonumber(t[2]) % 1000}
+-- 0. Settings: one HMGET, on a key that does not exist for a queue without any.
+local settings = redis.call('HMGET', KEYS[10], 'paused', 'rate', 'rate_period_ms',
+    'rate_burst', 'rate_tat_us')
+local throttle = -1
+local interval_us, tat_us, tokens
+if settings[2] then
+    throttle = 0
+end
+if settings[1] == '1' then
+    return {now, -2, tonumber(t[2]) % 1000, throttle}
+end
+if throttle == 0 then
+    -- the rate limit: how many jobs this claim may take (tokens), at most n
+    interval_us = tonumber(settings[3]) * 1000 / tonumber(settings[2])
+    local burst = tonumber(settings[4])
+    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    tat_us = tonumber(settings[5]) or now_us
+    if tat_us < now_us then
+        tat_us = now_us
+    end
+    tokens = math.floor((now_us + burst * interval_us - tat_us) / interval_us)
+    if tokens < 1 then
+        -- throttled: no write, no wake-up token (siblings would only be throttled too)
+        local due = math.ceil((tat_us - (burst - 1) * interval_us) / 1000)
+        return {now, due, tonumber(t[2]) % 1000, due}
+    end
+    if tokens < n then
+        n = tokens
+    end
 end
 
 -- 1. Promote due scheduled jobs (retries in backoff to the front, delayed jobs to
@@ -66,7 +106,7 @@ if promote_max > 0 and promoted >= promote_max then
     if redis.call('LLEN', KEYS[8]) == 0 then
         redis.call('RPUSH', KEYS[8], 1)
     end
-    return {now, now, tonumber(t[2]) % 1000}
+    return {now, now, tonumber(t[2]) % 1000, throttle}
 end
 
 -- 2. Pop ids: high priority, then ready, then low priority.
@@ -98,6 +138,12 @@ if has_prio and #ids < n then
     end
 end
 
+if throttle == 0 and #ids > 0 then
+    -- the tokens taken: one per id popped
+    redis.call('HSET', KEYS[10], 'rate_tat_us', string.format('%.0f', tat_us + #ids * interval_us))
+    tokens = tokens - #ids
+end
+
 local next_due = -1
 if #ids < n then
     local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
@@ -106,7 +152,7 @@ if #ids < n then
     end
 end
 
-local out = {now, next_due, tonumber(t[2]) % 1000}
+local out = {now, next_due, tonumber(t[2]) % 1000, throttle}
 if #ids == 0 then
     return out
 end
@@ -128,8 +174,10 @@ if #leased > 1 then
     redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)
 end
 
--- 4. More work waiting: leave a token so an idle sibling wakes up too.
-if (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
+-- 4. More work waiting, and a rate limit that lets more start now: leave a token so
+-- an idle sibling wakes up too.
+if (throttle == -1 or tokens > 0)
+        and (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
         and redis.call('LLEN', KEYS[8]) == 0 then
     redis.call('RPUSH', KEYS[8], 1)
 end
