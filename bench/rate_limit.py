@@ -21,6 +21,7 @@ calls on Redis per job: each throttled worker sleeps until the next token, so a 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -55,7 +56,9 @@ class Pool:
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
         self.log: IO[bytes] = tempfile.TemporaryFile(prefix="fastq-bench-rate-")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT
+        )
 
     def output(self) -> str:
         self.log.seek(0)
@@ -68,10 +71,8 @@ class Pool:
                 raise SystemExit(f"a pool exited early:\n{self.output()[-3000:]}")
             workers = 0
             for child in psutil.Process(self.proc.pid).children():
-                try:
+                with contextlib.suppress(psutil.NoSuchProcess):
                     workers += child.name() == "fastq-worker"
-                except psutil.NoSuchProcess:
-                    pass
             if workers == self.concurrency:
                 return
             if time.monotonic() > deadline:

@@ -264,7 +264,9 @@ def cmd_limit(args: argparse.Namespace) -> int:
         print(f"{queue}: no rate limit")
         return 0
     _flow_call(
-        lambda q: app.set_rate_limit(q, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst),
+        lambda q: app.set_rate_limit(
+            q, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst
+        ),
         queue,
     )
     print(f"{queue}: at most {limit}, across every worker")
@@ -480,9 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     li.add_argument("--app", required=True, help="module (or module:attr) of the app")
     li.add_argument("queue", help="the queue")
-    li.add_argument(
-        "rate", nargs="?", help="JOBS/UNIT with UNIT s, m, h or d (e.g. 14/s), or off"
-    )
+    li.add_argument("rate", nargs="?", help="JOBS/UNIT with UNIT s, m, h or d (e.g. 14/s), or off")
     li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
     _add_connection_options(li)
     li.set_defaults(func=cmd_limit)

@@ -19,9 +19,9 @@ A purge deletes waiting jobs in bounded calls of ``purge.lua`` (each at most
 
 from __future__ import annotations
 
-import redis
-
 from typing import Optional
+
+import redis
 
 from fastq.contracts import PURGE, PURGE_BATCH_MAX
 from fastq.keys import QueueKeys
@@ -61,7 +61,11 @@ def set_rate_limit(client: redis.Redis, keys: QueueKeys, limit: Optional[RateLim
     if limit is not None:
         pipe.hset(
             keys.settings,
-            mapping={"rate": limit.rate, "rate_period_ms": limit.period_ms, "rate_burst": limit.burst},
+            mapping={
+                "rate": limit.rate,
+                "rate_period_ms": limit.period_ms,
+                "rate_burst": limit.burst,
+            },
         )
     pipe.rpush(keys.wake, 1)
     pipe.ltrim(keys.wake, 0, 0)
@@ -70,15 +74,11 @@ def set_rate_limit(client: redis.Redis, keys: QueueKeys, limit: Optional[RateLim
 
 def rate_limit(client: redis.Redis, keys: QueueKeys) -> Optional[RateLimit]:
     """The queue's rate limit, None when it has none."""
-    rate, period_ms, burst = client.hmget(keys.settings, _RATE_FIELDS)
-    return parse_rate_fields(rate, period_ms, burst)
-
-
-def parse_rate_fields(rate: object, period_ms: object, burst: object) -> Optional[RateLimit]:
-    """The limit of the settings' fields (bytes or None, as HMGET gives them)."""
+    fields: list[Optional[bytes]] = client.hmget(keys.settings, _RATE_FIELDS)  # type: ignore[assignment]
+    rate, period_ms, burst = fields
     if rate is None or period_ms is None or burst is None:
         return None
-    return RateLimit(int(rate), int(period_ms), int(burst))  # type: ignore[call-overload]
+    return RateLimit(int(rate), int(period_ms), int(burst))
 
 
 def purge(

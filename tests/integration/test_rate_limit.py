@@ -7,6 +7,7 @@ GCRA alone, whatever the box's load: see ``assert_starts_within_the_limit``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import subprocess
@@ -64,8 +65,14 @@ class RatePool:
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 fastq_cmd(
-                    "pool", "--app", "tests.apps.rate_jobs", "--namespace", namespace,
-                    "-q", "q", *args,
+                    "pool",
+                    "--app",
+                    "tests.apps.rate_jobs",
+                    "--namespace",
+                    namespace,
+                    "-q",
+                    "q",
+                    *args,
                 ),  # fmt: skip
                 env=subprocess_env(url),
                 stdout=log,
@@ -89,10 +96,8 @@ class RatePool:
             self.proc.kill()
             self.proc.wait()
         for kid in kids:
-            try:
+            with contextlib.suppress(psutil.NoSuchProcess):
                 kid.kill()
-            except psutil.NoSuchProcess:
-                pass
 
 
 @pytest.fixture
@@ -130,8 +135,7 @@ def test_the_global_limit_holds_across_three_pools_on_one_queue(
     app.enqueue_many("tick", [(i,) for i in range(n)], queue="q")
     app.set_rate_limit("q", rate, per_s=1, burst=burst)
     started = [
-        rate_pools("-c", str(children), *(() if p == 0 else ("--no-reaper",)))
-        for p in range(pools)
+        rate_pools("-c", str(children), *(() if p == 0 else ("--no-reaper",))) for p in range(pools)
     ]
     try:
         wait_for(lambda: r.llen(f"{app.namespace}:starts") >= n, 120, f"{n} job starts")
@@ -181,9 +185,29 @@ def test_a_burst_worker_waits_for_tokens_rather_than_take_the_queue_for_empty(
     assert claims <= 3 * n + 5, claims
 
 
-def test_no_claim_ahead_on_a_limited_queue(
-    app: fastq.App, monkeypatch: pytest.MonkeyPatch
+def test_a_throttled_queue_does_not_hold_up_another_and_a_burst_worker_stops_on_a_far_token(
+    app: fastq.App,
 ) -> None:
+    ran: list[str] = []
+
+    @app.job(queue="limited")
+    def slow_lane(i: int) -> None:
+        ran.append(f"limited{i}")
+
+    @app.job(queue="free")
+    def fast_lane(i: int) -> None:
+        ran.append(f"free{i}")
+
+    app.enqueue_many("slow_lane", [(i,) for i in range(3)], queue="limited")
+    app.enqueue_many("fast_lane", [(i,) for i in range(5)], queue="free")
+    app.set_rate_limit("limited", 1, per_s=3600, burst=1)  # the next token in an hour
+    drain(app, ["limited", "free"], burst_horizon_s=1.0)
+    assert sorted(ran) == ["free0", "free1", "free2", "free3", "free4", "limited0"]
+    stats = app.stats("limited")
+    assert (stats["ready"], stats["processed"]) == (2, 1)
+
+
+def test_no_claim_ahead_on_a_limited_queue(app: fastq.App, monkeypatch: pytest.MonkeyPatch) -> None:
     @app.job(queue="q")
     def noop(i: int) -> None:
         pass
