@@ -38,6 +38,7 @@ from fastq.limits import (
     check_result_ttl_s,
 )
 from fastq.periodic import PeriodicJob, make_schedule
+from fastq.ratekey import RateKey
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
 from fastq.results import wait_for_result
 from fastq.retry import Backoff, envelope_overrides, policy_from_keywords
@@ -221,6 +222,10 @@ class App:
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
+        rate_key: Optional[str] = None,
+        rate: Optional[int] = None,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -241,6 +246,10 @@ class App:
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
+        rate_key: Optional[str] = None,
+        rate: Optional[int] = None,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -267,6 +276,13 @@ class App:
                 seconds, for :meth:`result`. A value JSON cannot encode (or NaN,
                 or above ``limits.MAX_RESULT_BYTES``) fails the run with
                 ``fastq.ResultNotSerializable``. Default: return values are dropped.
+            rate_key, rate, per_s, burst: a per-key rate limit: at most ``rate``
+                starts per ``per_s`` seconds of the jobs whose ``rate_key``, a
+                format string of the job's parameters (``"smtp:{account}"``), gives
+                the same key, across every worker (``burst`` as
+                :meth:`set_rate_limit`'s). A job whose key has no token now is
+                rescheduled to the token reserved for it, without counting an
+                attempt (see :mod:`fastq.ratekey`).
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -278,12 +294,22 @@ class App:
                 option is out of range (``result_ttl_s`` not a finite number in
                 (0, 30 days]), or options of two retry policies are given
                 together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
-                ``backoff_s``, ...).
+                ``backoff_s``, ...), ``rate_key`` without ``rate`` or the other
+                way round, a ``rate_key`` field that is not a parameter's ``{name}``,
+                or a bad ``rate``/``per_s``/``burst`` (as :meth:`set_rate_limit`).
         """
         validate_queue_name(queue)
         check_priority(priority)
         if result_ttl_s is not None:
             check_result_ttl_s(result_ttl_s)
+        key_limit = None
+        if rate_key is not None or rate is not None:
+            if rate_key is None or rate is None:
+                raise ValueError(
+                    "a per-key rate limit needs both rate_key= and rate= (a limit of the "
+                    "whole queue is app.set_rate_limit(queue, rate))"
+                )
+            key_limit = check_rate_limit(rate, per_s, burst)
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
@@ -301,7 +327,8 @@ class App:
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s)
+            key = None if key_limit is None else RateKey(func, rate_key, key_limit)
+            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s, key)
             self.registry[job_name] = jobdef
             return jobdef
 

@@ -388,3 +388,28 @@ class _Purge(Contract[int]):
 
 PURGE = _Purge("purge")
 ALL = (*ALL, FIRE, PURGE)
+
+
+# -- rate_take (per-key rate limits) -------------------------------------------------
+
+
+class _RateTake(Contract[int]):
+    keys = ("rate_state",)
+    argv_names = ("rate", "period_ms", "burst")
+
+    def keys_for(self, k: QueueKeys, worker_id: Optional[str] = None) -> list[str]:
+        """The KEYS of a take; ``worker_id`` is the formatted rate key here."""
+        if worker_id is None:
+            raise TypeError(f"{self.name}: its KEYS need a rate key")
+        return [k.rate_state(worker_id)]
+
+    def argv(self, rate: int, period_ms: int, burst: int) -> list[Any]:
+        return [rate, period_ms, burst]
+
+    def parse(self, raw: Any) -> int:
+        """0: the job may start now; else ms until the token reserved for it."""
+        return int(raw)
+
+
+RATE_TAKE = _RateTake("rate_take")
+ALL = (*ALL, RATE_TAKE)

@@ -14,7 +14,18 @@ import math
 import os
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Generic,
+    Iterable,
+    Optional,
+    Protocol,
+    Sequence,
+    TypeVar,
+    Union,
+)
 
 from fastq.limits import (
     check_at,
@@ -25,6 +36,9 @@ from fastq.limits import (
     check_result_ttl_s,
 )
 from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
+
+if TYPE_CHECKING:
+    from fastq.ratekey import RateKey
 
 R = TypeVar("R")
 
@@ -243,6 +257,7 @@ class JobDef(Generic[R]):
         priority: int,
         policy: JobPolicy,
         result_ttl_s: Optional[float] = None,
+        rate_key: Optional[RateKey] = None,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -255,6 +270,8 @@ class JobDef(Generic[R]):
             None if result_ttl_s is None else max(1, int(check_result_ttl_s(result_ttl_s) * 1000))
         )
         self.arg_checker = ArgChecker(fn)
+        # a per-key rate limit (fastq.ratekey); None: none, at no cost
+        self.rate_key = rate_key
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 

@@ -63,7 +63,9 @@ class Plain:
 PLAIN = Plain()
 
 # Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
-NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge")
+NAMES = (
+    "enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge", "rate_take",
+)  # fmt: skip
 ALL = tuple(Script.from_package(name) for name in NAMES)
 BY_NAME = {script.name: script for script in ALL}
 

@@ -29,6 +29,7 @@ from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
+from fastq.ratekey import KeyGate
 from fastq.redis_faults import REDIS_ERRORS, Outage
 from fastq.runner import HardStop, SyncRunner
 from fastq.sizer import BatchSizer
@@ -206,6 +207,7 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         self._pump = Pump(self._rt, self.queues, self._outage)
+        self.runner.gate = KeyGate(client, self.app.namespace)
         self.governor.open()  # here: it measures this (the main) thread
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)

@@ -1,5 +1,6 @@
 #!lua flags=allow-oom
 --! include args
+--! include gcra
 --! include promote
 --! include sentinel
 -- claim: lease up to n jobs of one queue to one worker.
@@ -46,12 +47,10 @@
 -- small writes per job (SADD here, SREM at the ack) instead of a deadline, an
 -- owner and a membership each.
 --
--- A rate limit is a GCRA (the "generic cell rate algorithm" of redis-cell): one job
--- start every T = rate_period_ms / rate, and up to rate_burst at once after a quiet
--- spell. Its whole state is one time, rate_tat_us (the theoretical arrival time);
--- a claim may take k jobs while max(tat, now) + k*T <= now + burst*T, and moves tat
--- on by T for each job it takes. So no window of length W ever sees more than
--- burst + W/T claimed jobs, across every worker of every host.
+-- A rate limit is a GCRA (lib/gcra.lua): one job start every rate_period_ms / rate,
+-- up to rate_burst at once after a quiet spell, its state one time (rate_tat_us).
+-- A claim takes one token per job, so no window of length W ever sees more than
+-- burst + W * rate / period claimed jobs, across every worker of every host.
 --
 -- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
 -- still drain its way out.
@@ -80,14 +79,10 @@ if throttle == 0 then
     interval_us = tonumber(settings[3]) * 1000 / tonumber(settings[2])
     local burst = tonumber(settings[4])
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    tat_us = tonumber(settings[5]) or now_us
-    if tat_us < now_us then
-        tat_us = now_us
-    end
-    tokens = math.floor((now_us + burst * interval_us - tat_us) / interval_us)
+    tokens, tat_us = gcra_open(tonumber(settings[5]), now_us, interval_us, burst)
     if tokens < 1 then
         -- throttled: no write, no wake-up token (siblings would only be throttled too)
-        local due = math.ceil((tat_us - (burst - 1) * interval_us) / 1000)
+        local due = gcra_due_ms(tat_us, interval_us, burst)
         return {now, due, tonumber(t[2]) % 1000, due}
     end
     if tokens < n then
@@ -140,7 +135,7 @@ end
 
 if throttle == 0 and #ids > 0 then
     -- the tokens taken: one per id popped
-    redis.call('HSET', KEYS[10], 'rate_tat_us', string.format('%.0f', tat_us + #ids * interval_us))
+    redis.call('HSET', KEYS[10], 'rate_tat_us', gcra_state(tat_us, interval_us, #ids))
     tokens = tokens - #ids
 end
 

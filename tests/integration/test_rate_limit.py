@@ -24,6 +24,8 @@ from fastq.limits import MAX_RATE, RateLimit
 from fastq.pump import Pump
 from fastq.redis_server import RedisServer
 
+HOUR_MS = 3_600_000
+
 
 def starts(r: redis.Redis, namespace: str) -> list[tuple[int, int]]:
     """``(i, start time in µs on Redis' clock)`` of every run of ``rate_jobs.tick``."""
@@ -367,3 +369,104 @@ def test_cli_limit_refuses_bad_input_in_one_line_and_writes_nothing(
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("fastq: error: ") and message in lines[0]
     assert {key: r.dump(key) for key in namespace_keys(r, app.namespace)} == before
+
+
+# -- per-key limits (rate_key) ---------------------------------------------------------
+
+
+def test_a_job_over_its_keys_limit_waits_once_in_its_own_slot_without_an_attempt(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    ran: list[tuple[str, int]] = []
+
+    @app.job(queue="mail", rate_key="smtp:{account}", rate=1, per_s=3600, burst=2)
+    def send(account: str, i: int) -> None:
+        ran.append((account, i))
+
+    ids = app.enqueue_many("send", [(a, i) for a in ("a", "b") for i in range(3)], queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0.5)
+    # two of each account at once (the burst); the third waits for its token, an hour
+    assert sorted(ran) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    k = app.keys("mail")
+    waiting = {
+        job_id.decode(): score for job_id, score in r.zrange(k.scheduled, 0, -1, withscores=True)
+    }
+    assert set(waiting) == {ids[2], ids[5]}
+    seconds, micros = r.time()
+    now_ms = seconds * 1000 + micros // 1000
+    # due an hour after its token was reserved (and its ack written), not earlier
+    assert all(HOUR_MS - 60_000 < due - now_ms <= HOUR_MS for due in waiting.values()), waiting
+    for job_id in waiting:
+        info = app.get_job(job_id, "mail")
+        assert info is not None and info.attempts == 0 and info.state == "scheduled"
+        assert b'"rate_slot":' in info.raw  # its token is reserved
+    assert app.stats("mail")["retried"] == 2 and app.stats("mail")["failed"] == 0
+    # its slot comes (moved to now here): it starts without taking another token,
+    # though the key has none for another hour
+    r.zadd(k.scheduled, {job_id: 0 for job_id in waiting})
+    drain(app, ["mail"], burst_horizon_s=0.5)
+    assert sorted(ran) == [(a, i) for a in ("a", "b") for i in range(3)]
+    assert app.stats("mail")["retried"] == 2  # not rescheduled again
+    assert r.exists(k.rate_state("smtp:a")) and r.exists(k.rate_state("smtp:b"))
+
+
+def test_jobs_of_a_rate_key_all_run_once_at_a_real_rate(app: fastq.App) -> None:
+    ran: list[tuple[str, int]] = []
+
+    @app.job(queue="mail", rate_key="api:{token}", rate=20, per_s=1, burst=1)
+    def call(token: str, i: int, retries_left: int = 0) -> None:
+        ran.append((token, i))
+
+    jobs = [(t, i) for t in ("x", "y") for i in range(4)]
+    app.enqueue_many("call", jobs, queue="mail")
+    drain(app, ["mail"], burst_horizon_s=2.0)
+    assert sorted(ran) == sorted(jobs)
+    stats = app.stats("mail")
+    assert (stats["processed"], stats["failed"], stats["dead"]) == (8, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"rate_key": "smtp:{account}"}, ValueError, "needs both rate_key= and rate="),
+        ({"rate": 5}, ValueError, "needs both rate_key= and rate="),
+        ({"rate_key": "smtp:{acount}", "rate": 5}, ValueError, "'acount' is not a parameter"),
+        ({"rate_key": "smtp:{0}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account.x}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account!r}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account:>9}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account", "rate": 5}, ValueError, "not a format string"),
+        ({"rate_key": "", "rate": 5}, ValueError, "1 to 200 characters"),
+        ({"rate_key": 5, "rate": 5}, TypeError, "rate_key must be a str"),
+        ({"rate_key": "k", "rate": 0}, ValueError, "rate must be within"),
+        ({"rate_key": "k", "rate": 5, "per_s": float("nan")}, ValueError, "per_s must be"),
+        ({"rate_key": "k", "rate": 5, "burst": -1}, ValueError, "burst must be within"),
+    ],
+)
+def test_bad_per_key_limits_are_refused_at_registration(
+    app: fastq.App, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    def send(account: str) -> None:
+        pass
+
+    with pytest.raises(error, match=message):
+        app.job(queue="mail", **options)(send)
+    assert "send" not in app.registry
+
+
+def test_a_reserved_slot_is_spent_by_its_run_a_retry_takes_a_new_token(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    @app.job(queue="mail", rate_key="smtp:{account}", rate=1, per_s=3600, burst=1, backoff_s=0.01)
+    def flaky(account: str) -> None:
+        raise RuntimeError("relay said 451")
+
+    first, second = app.enqueue_many("flaky", [("a",), ("a",)], queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0)
+    k = app.keys("mail")
+    r.zadd(k.scheduled, {second: 0})  # its slot comes
+    drain(app, ["mail"], burst_horizon_s=0)
+    info = app.get_job(second, "mail")
+    assert info is not None and info.attempts == 1 and info.last_error is not None
+    assert b"rate_slot" not in info.raw  # its next attempt waits for a token of its own
+    assert app.get_job(first, "mail") is not None

@@ -1,4 +1,4 @@
-"""claim.lua on a rate-limited queue, on a real server.
+"""claim.lua on a rate-limited queue, and rate_take.lua (per-key limits), on a real server.
 
 Limits here are of a few jobs per hour, so that the seconds a test takes never
 change how many tokens a claim finds: the counts asserted are exact.
@@ -12,7 +12,7 @@ from conftest import namespace_keys
 from test_scripts import claim, claimed_ids, enqueue
 
 from fastq import flow
-from fastq.contracts import PAUSED, UNLIMITED
+from fastq.contracts import PAUSED, RATE_TAKE, UNLIMITED
 from fastq.keys import QueueKeys
 from fastq.limits import RateLimit
 
@@ -138,3 +138,42 @@ def test_off_keeps_a_pause(r: redis.Redis, k: QueueKeys) -> None:
     flow.pause(r, k)
     flow.set_rate_limit(r, k, None)
     assert r.hgetall(k.settings) == {b"paused": b"1"}
+
+
+# -- rate_take.lua: per-key limits --------------------------------------------------
+
+
+def take(r: redis.Redis, k: QueueKeys, key: str, rate: int, period_ms: int, burst: int) -> int:
+    return RATE_TAKE.call(r, RATE_TAKE.keys_for(k, key), RATE_TAKE.argv(rate, period_ms, burst))
+
+
+def test_take_reserves_each_job_its_own_slot_and_the_state_expires_when_full(
+    r: redis.Redis, k: QueueKeys
+) -> None:
+    waits = [take(r, k, "smtp:a", 1, HOUR_MS, 2) for _ in range(4)]
+    assert waits[:2] == [0, 0]  # the burst
+    # then one slot an hour apart, each reserved for its job (a come-back-at-the-
+    # next-token would send every waiting job back at every token)
+    assert HOUR_MS - 1000 <= waits[2] <= HOUR_MS + 1
+    assert 2 * HOUR_MS - 1000 <= waits[3] <= 2 * HOUR_MS + 1
+    assert take(r, k, "smtp:b", 1, HOUR_MS, 2) == 0  # another key: its own tokens
+    # the state lives until the bucket is full again: 4 hours from now
+    assert 4 * HOUR_MS - 1000 <= r.pttl(k.rate_state("smtp:a")) <= 4 * HOUR_MS + 2
+
+
+def test_take_on_a_quiet_key_is_a_fresh_bucket(r: redis.Redis, k: QueueKeys) -> None:
+    assert take(r, k, "x", 5, 1000, 1) == 0
+    assert 0 < take(r, k, "x", 5, 1000, 1) <= 201  # 200 ms, rounded up to the ms
+    r.delete(k.rate_state("x"))  # what the expiry does once the bucket is full
+    assert take(r, k, "x", 5, 1000, 1) == 0
+
+
+@pytest.mark.parametrize(
+    "argv", [(0, 1000, 1), (5, 0, 1), (5, 1000, 0), ("x", 1000, 1), (5, 1000, 1.5)]
+)
+def test_take_refuses_bad_argv_and_writes_nothing(
+    r: redis.Redis, k: QueueKeys, namespace: str, argv: tuple[object, ...]
+) -> None:
+    with pytest.raises(redis.ResponseError, match="rate_take: "):
+        r.evalsha(RATE_TAKE.script.sha, 1, k.rate_state("x"), *argv)  # type: ignore[no-untyped-call]
+    assert namespace_keys(r, namespace) == []
