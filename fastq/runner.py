@@ -76,7 +76,8 @@ class SyncRunner:
         self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str = ""
     ) -> int:
         """Run the jobs, recording their outcomes in ``out``; returns how many
-        started. Jobs not started when a stop comes are handed back unstarted.
+        started (or were rescheduled to the token of their rate key). Jobs not
+        started when a stop comes are handed back unstarted.
 
         Raises:
             HardStop (or any BaseException a job let through): the job in hand is
