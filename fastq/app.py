@@ -31,8 +31,16 @@ from fastq.job import (
     check_runnable,
 )
 from fastq.keys import QueueKeys, validate_queue_name
-from fastq.limits import check_job_id, check_namespace, check_priority, check_result_ttl_s
+from fastq.limits import (
+    RateLimit,
+    check_job_id,
+    check_namespace,
+    check_priority,
+    check_rate_limit,
+    check_result_ttl_s,
+)
 from fastq.periodic import PeriodicJob, make_schedule
+from fastq.ratekey import RateKey
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
 from fastq.results import wait_for_result
 from fastq.retry import Backoff, envelope_overrides, policy_from_keywords
@@ -217,6 +225,10 @@ class App:
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
         delivery: str = "at_least_once",
+        rate_key: Optional[str] = None,
+        rate: Optional[int] = None,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -238,6 +250,10 @@ class App:
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
         delivery: str = "at_least_once",
+        rate_key: Optional[str] = None,
+        rate: Optional[int] = None,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -270,6 +286,13 @@ class App:
                 dies meanwhile loses it; it is never retried (a failure, ``Retry``
                 or timeout sends it to the dead set; ``retries`` and an enqueue's
                 ``retries=`` do not apply), nor handed back once started.
+            rate_key, rate, per_s, burst: a per-key rate limit: at most ``rate``
+                starts per ``per_s`` seconds of the jobs whose ``rate_key``, a
+                format string of the job's parameters (``"smtp:{account}"``), gives
+                the same key, across every worker (``burst`` as
+                :meth:`set_rate_limit`'s). A job whose key has no token now is
+                rescheduled to the token reserved for it, without counting an
+                attempt (see :mod:`fastq.ratekey`).
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -281,9 +304,11 @@ class App:
                 option is out of range (``result_ttl_s`` not a finite number in
                 (0, 30 days], ``delivery`` not one of the two), a retry option
                 (``retry``, ``backoff_s``, ``retry_delays_s``, ``age_limit_s``...)
-                given to an at-most-once job, or options of two retry policies are
-                given together (``retry=`` with ``backoff_s``,
-                ``retry_delays_s`` with ``backoff_s``, ...).
+                given to an at-most-once job, options of two retry policies given
+                together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
+                ``backoff_s``, ...), ``rate_key`` without ``rate`` or the other
+                way round, a ``rate_key`` field that is not a parameter's ``{name}``,
+                or a bad ``rate``/``per_s``/``burst`` (as :meth:`set_rate_limit`).
         """
         validate_queue_name(queue)
         check_priority(priority)
@@ -301,6 +326,19 @@ class App:
                     f"an at-most-once job is never retried: {', '.join(retry_options)} "
                     "would never apply"
                 )
+        if mode is Delivery.AT_MOST_ONCE and rate_key is not None:
+            raise ValueError(
+                "rate_key= cannot apply to an at-most-once job: a job waiting for its key's "
+                "token is rescheduled, and an at-most-once job has left the queue by then"
+            )
+        key_limit = None
+        if rate_key is not None or rate is not None:
+            if rate_key is None or rate is None:
+                raise ValueError(
+                    "a per-key rate limit needs both rate_key= and rate= (a limit of the "
+                    "whole queue is app.set_rate_limit(queue, rate))"
+                )
+            key_limit = check_rate_limit(rate, per_s, burst)
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
@@ -318,7 +356,10 @@ class App:
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s, mode)
+            key = None if key_limit is None else RateKey(func, rate_key, key_limit)
+            jobdef = JobDef(
+                self, func, job_name, queue, priority, policy, result_ttl_s, mode, rate_key=key
+            )
             self.registry[job_name] = jobdef
             return jobdef
 
@@ -690,7 +731,8 @@ class App:
     def stats(self, queue: str) -> dict[str, int]:
         """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
         counters enqueued, processed, failed, retried, stalled, stale_acks, purged;
-        ``paused`` is 1 while the queue is paused, else 0.
+        ``paused`` is 1 while the queue is paused, else 0; ``rate``,
+        ``rate_period_ms`` and ``rate_burst`` its rate limit (all 0: none).
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
@@ -741,6 +783,53 @@ class App:
         """
         with self._producer_call():
             flow.resume(self.redis, self._known_queue(queue))
+
+    def set_rate_limit(
+        self,
+        queue: str,
+        rate: Optional[int],
+        *,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
+    ) -> None:
+        """Let at most ``rate`` jobs of ``queue`` start per ``per_s`` seconds, across
+        every worker of every host; ``rate=None`` lifts the limit.
+
+        The limit is checked inside the claim: a claim takes no more jobs than it
+        allows, and a worker it stops sleeps until the next token is due. Starts
+        are spaced evenly (one every ``per_s / rate``); after a quiet spell up to
+        ``burst`` start at once, so any window of ``per_s`` sees at most
+        ``rate + burst - 1`` starts. Retries count again (each attempt is a
+        start); a pause stops claims whatever the limit. Setting a limit starts
+        it afresh and wakes the queue's idle workers.
+
+        Args:
+            rate: jobs per period, an int within 1..1,000,000; None: no limit.
+            per_s: the period in seconds, whole milliseconds within [0.001, 86400];
+                at most 1,000,000 jobs a second.
+            burst: an int within 1..1,000,000; default: the jobs of 50 ms at this
+                rate, at least 1 (1 for 14/s, 5 for 100/s). 1: strictly evenly spaced.
+
+        Raises:
+            TypeError, ValueError: a bad rate, period or burst, or an invalid or
+                unknown queue; nothing is written then.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        limit = None if rate is None else check_rate_limit(rate, per_s, burst)
+        with self._producer_call():
+            flow.set_rate_limit(self.redis, self._known_queue(queue), limit)
+
+    def rate_limit(self, queue: str) -> Optional[RateLimit]:
+        """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
+        None when it has none.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        keys = self.keys(validate_queue_name(queue))
+        with self._producer_call():
+            return flow.rate_limit(self.redis, keys)
 
     def purge(
         self,

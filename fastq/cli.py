@@ -18,6 +18,7 @@ from fastq.app import App
 from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
+from fastq.limits import RateLimit, parse_rate_limit
 
 EXIT_USAGE = 2
 EXIT_APP_LOAD = 3
@@ -211,7 +212,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     queues = parse_queues(args.queues) if args.queues else app.queues()
     for q in queues:
         counts = app.stats(q)
-        print(q, " ".join(f"{k}={v}" for k, v in counts.items()))
+        rate, period_ms, burst = (counts.pop(f) for f in ("rate", "rate_period_ms", "rate_burst"))
+        limit = str(RateLimit(rate, period_ms, burst)).replace(" ", "") if rate else "off"
+        print(q, " ".join(f"{k}={v}" for k, v in counts.items()), f"limit={limit}")
     return 0
 
 
@@ -243,6 +246,50 @@ def cmd_resume(args: argparse.Namespace) -> int:
     _flow_call(_configured_app(args).resume, queue)
     print(f"resumed {queue}")
     return 0
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    """Show (no RATE), set or lift (``off``) a queue's rate limit. Bad input is refused
+    before the app is imported, and nothing is written."""
+    queue, text = args.queue, args.rate
+    off = text is not None and text.strip().lower() == "off"
+    if args.burst is not None and (text is None or off):
+        raise CliError("--burst goes with a rate, e.g. `fastq limit ... QUEUE 600/m --burst 10`")
+    try:
+        validate_queue_name(queue)
+        limit = parse_rate_limit(text, args.burst) if text is not None and not off else None
+    except (TypeError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    app = _configured_app(args)
+    if text is None:
+        print(f"{queue}: {_flow_call(app.rate_limit, queue) or 'no rate limit'}")
+        return 0
+    if limit is None:
+        _flow_call(lambda q: app.set_rate_limit(q, None), queue)
+        print(f"{queue}: no rate limit")
+        return 0
+    _flow_call(
+        lambda q: app.set_rate_limit(
+            q, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst
+        ),
+        queue,
+    )
+    print(f"{queue}: at most {limit}, across every worker")
+    return 0
+
+
+_LIMIT_EPILOG = """\
+examples:
+  fastq limit --app myapp mailer 14/s            at most 14 job starts a second
+  fastq limit --app myapp mailer 600/m --burst 10
+  fastq limit --app myapp reports 100/h
+  fastq limit --app myapp mailer                 show the limit
+  fastq limit --app myapp mailer off             lift it
+
+The limit is global (every worker of every host), checked inside the claim: job
+starts are spaced evenly, up to BURST at once after a quiet spell (default: the jobs
+of 50 ms at the rate, at least 1). Retries count as starts; a pause still wins.
+"""
 
 
 def _confirm(prompt: str) -> bool:
@@ -505,6 +552,18 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("--json", action="store_true", help="print JSON (times in Unix seconds)")
     _add_connection_options(ins)
     ins.set_defaults(func=cmd_inspect)
+    li = sub.add_parser(
+        "limit",
+        help="show, set or lift a queue's global rate limit (e.g. 14/s)",
+        epilog=_LIMIT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    li.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    li.add_argument("queue", help="the queue")
+    li.add_argument("rate", nargs="?", help="JOBS/UNIT with UNIT s, m, h or d (e.g. 14/s), or off")
+    li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
+    _add_connection_options(li)
+    li.set_defaults(func=cmd_limit)
 
     pe = sub.add_parser("periodic", help="list periodic jobs with their last and next fire times")
     pe.add_argument("--app", required=True, help="module (or module:attr) of the app")

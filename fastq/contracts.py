@@ -108,29 +108,46 @@ def due_at(at_ms: int) -> str:
 
 # -- claim -----------------------------------------------------------------------------
 
-_CLAIM_JOBS_AT = 3  # a claim reply: now_ms, next_due_ms, now_us, then id, envelope pairs
+# a claim reply: now_ms, next_due_ms, now_us, throttle, then id, envelope pairs
+_CLAIM_JOBS_AT = 4
 PAUSED = -2  # a claim reply's next_due_ms when the queue is paused
+UNLIMITED = -1  # a claim reply's throttle when the queue has no rate limit
 
 
 class ClaimReply:
     """What a claim returned. The jobs stay in the raw reply, decoded straight from
     it in one native call; only this class knows where they start."""
 
-    __slots__ = ("now_ms", "next_due_ms", "now_us", "raw")
+    __slots__ = ("now_ms", "next_due_ms", "now_us", "throttle_ms", "raw")
 
     def __init__(self, raw: list[Any]) -> None:
         self.raw = raw
         self.now_ms = int(raw[0])
         # earliest due time of a scheduled job, -1 when none is scheduled, or
-        # PAUSED (-2): the queue is paused, nothing was claimed
+        # PAUSED (-2): the queue is paused, nothing was claimed; when the rate
+        # limit stopped the claim: when its next token is due
         self.next_due_ms = int(raw[1])
         # microseconds of Redis' clock within now_ms (0-999)
         self.now_us = int(raw[2])
+        # UNLIMITED (-1): no rate limit; 0: a limit that did not stop this claim;
+        # > 0: throttled, nothing claimed until this time (ms, Redis' clock)
+        self.throttle_ms = int(raw[3])
 
     @property
     def paused(self) -> bool:
         """The queue is paused: the claim took nothing, whatever is waiting."""
         return self.next_due_ms == PAUSED
+
+    @property
+    def rate_limited(self) -> bool:
+        """The queue has a rate limit (the claim took at most what it allowed)."""
+        return self.throttle_ms != UNLIMITED
+
+    @property
+    def throttled(self) -> bool:
+        """The rate limit left no token: nothing claimed, whatever is waiting, until
+        ``next_due_ms``."""
+        return self.throttle_ms > 0
 
     @property
     def now_exact_ms(self) -> float:
@@ -422,3 +439,27 @@ ALL = (*ALL, FIRE, PURGE)
 TAKE = _Take("take")
 ACK_TAKEN = _AckTaken("ack_taken")
 ALL = (*ALL, TAKE, ACK_TAKEN)
+
+# -- rate_take (per-key rate limits) -------------------------------------------------
+
+
+class _RateTake(Contract[int]):
+    keys = ("rate_state",)
+    argv_names = ("rate", "period_ms", "burst")
+
+    def keys_for(self, k: QueueKeys, worker_id: Optional[str] = None) -> list[str]:
+        """The KEYS of a take; ``worker_id`` is the formatted rate key here."""
+        if worker_id is None:
+            raise TypeError(f"{self.name}: its KEYS need a rate key")
+        return [k.rate_state(worker_id)]
+
+    def argv(self, rate: int, period_ms: int, burst: int) -> list[Any]:
+        return [rate, period_ms, burst]
+
+    def parse(self, raw: Any) -> int:
+        """0: the job may start now; else ms until the token reserved for it."""
+        return int(raw)
+
+
+RATE_TAKE = _RateTake("rate_take")
+ALL = (*ALL, RATE_TAKE)

@@ -10,6 +10,10 @@ earliest due time any of the claims reported.
 A paused queue's claim takes nothing whatever waits in it: for this decision it is
 an empty queue whose due times do not count (they cannot run until a resume, and
 the resume pushes a wake-up). A burst worker stops rather than wait for a resume.
+
+A claim the queue's rate limit throttled took nothing either, and reports when its
+next token is due as its ``next_due_ms``: for this decision, a job due then (the
+worker sleeps until it, and a burst worker waits for it within its horizon).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Flow control of one queue from the outside: pause, resume, purge.
+"""Flow control of one queue from the outside: pause, resume, rate limits, purge.
 
 A pause is a field of the queue's settings hash, read by ``claim.lua`` (one HGET
 per claim, on a key that does not exist for a queue never paused): a paused
@@ -7,16 +7,25 @@ deletes the field and pushes the queue's wake-up token in one transaction, so
 the idle workers claim again at once. Jobs held by workers are untouched by
 both: they finish and are acknowledged as usual.
 
+A rate limit is four fields of the same hash, read by the same HMGET in the claim:
+``rate``, ``rate_period_ms`` and ``rate_burst`` (written here) and ``rate_tat_us``
+(the GCRA state the claim keeps; see ``claim.lua``). Setting a limit starts it
+afresh (a full burst) and wakes the idle workers, like a resume: a worker throttled
+by the old limit may be asleep until a token far ahead.
+
 A purge deletes waiting jobs in bounded calls of ``purge.lua`` (each at most
 ``batch`` ids), so that purging a queue of any size never blocks Redis for long.
 """
 
 from __future__ import annotations
 
+from typing import Optional
+
 import redis
 
 from fastq.contracts import PURGE, PURGE_BATCH_MAX
 from fastq.keys import QueueKeys
+from fastq.limits import RateLimit
 
 PURGE_BATCH = 1000  # ids per purge call: about a millisecond of Redis time
 
@@ -39,6 +48,37 @@ def resume(client: redis.Redis, keys: QueueKeys) -> None:
 
 def is_paused(client: redis.Redis, keys: QueueKeys) -> bool:
     return client.hget(keys.settings, "paused") == b"1"
+
+
+_RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")
+_RATE_STATE = "rate_tat_us"
+
+
+def set_rate_limit(client: redis.Redis, keys: QueueKeys, limit: Optional[RateLimit]) -> None:
+    """Set the queue's rate limit (None: lift it), and wake its idle workers."""
+    pipe = client.pipeline(transaction=True)
+    pipe.hdel(keys.settings, *_RATE_FIELDS, _RATE_STATE)
+    if limit is not None:
+        pipe.hset(
+            keys.settings,
+            mapping={
+                "rate": limit.rate,
+                "rate_period_ms": limit.period_ms,
+                "rate_burst": limit.burst,
+            },
+        )
+    pipe.rpush(keys.wake, 1)
+    pipe.ltrim(keys.wake, 0, 0)
+    pipe.execute()
+
+
+def rate_limit(client: redis.Redis, keys: QueueKeys) -> Optional[RateLimit]:
+    """The queue's rate limit, None when it has none."""
+    fields: list[Optional[bytes]] = client.hmget(keys.settings, _RATE_FIELDS)  # type: ignore[assignment]
+    rate, period_ms, burst = fields
+    if rate is None or period_ms is None or burst is None:
+        return None
+    return RateLimit(int(rate), int(period_ms), int(burst))
 
 
 def purge(

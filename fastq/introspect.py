@@ -65,17 +65,22 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe.zcard(keys.dead)
     pipe.hlen(keys.broken)
     pipe.hgetall(keys.stats)
-    pipe.hget(keys.settings, "paused")
+    pipe.hmget(keys.settings, ["paused", "rate", "rate_period_ms", "rate_burst"])
     for worker, _ in _leases(client, keys):
         pipe.scard(keys.held(worker))
-    ready, prio, scheduled, dead, broken, counters, paused, *held = pipe.execute()
+    ready, prio, scheduled, dead, broken, counters, settings, *held = pipe.execute()
     inflight = sum(max(n - 1, 0) for n in held)  # less each held set's sentinel
     out = {name: 0 for name in COUNTERS}
     out.update({k.decode(): int(v) for k, v in counters.items() if k != b"seq"})
     out["total_dead"] = out.pop("dead")
     out["total_broken"] = out.pop("broken")
     out.update(ready=ready + prio, inflight=inflight, scheduled=scheduled, dead=dead, broken=broken)
+    paused, rate, rate_period_ms, rate_burst = settings
     out["paused"] = int(paused == b"1")
+    # the rate limit: jobs per period and burst, all 0 for a queue without one
+    out["rate"] = int(rate or 0)
+    out["rate_period_ms"] = int(rate_period_ms or 0)
+    out["rate_burst"] = int(rate_burst or 0)
     return out
 
 

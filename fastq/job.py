@@ -15,7 +15,18 @@ import os
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar, Union
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Callable,
+    Generic,
+    Iterable,
+    Optional,
+    Protocol,
+    Sequence,
+    TypeVar,
+    Union,
+)
 
 from fastq.limits import (
     check_at,
@@ -26,6 +37,9 @@ from fastq.limits import (
     check_result_ttl_s,
 )
 from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
+
+if TYPE_CHECKING:
+    from fastq.ratekey import RateKey
 
 R = TypeVar("R")
 
@@ -271,6 +285,7 @@ class JobDef(Generic[R]):
         policy: JobPolicy,
         result_ttl_s: Optional[float] = None,
         delivery: Union[Delivery, str] = Delivery.AT_LEAST_ONCE,
+        rate_key: Optional[RateKey] = None,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -286,6 +301,8 @@ class JobDef(Generic[R]):
         # read per job by a worker whose app has at-most-once jobs: a plain attribute
         self.at_most_once = self.delivery is Delivery.AT_MOST_ONCE
         self.arg_checker = ArgChecker(fn)
+        # a per-key rate limit (fastq.ratekey); None: none, at no cost
+        self.rate_key = rate_key
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 

@@ -131,6 +131,11 @@ class QueueKeys:
         blocks on. Same TTL."""
         return self.key(f"result_ready:{job_id}")
 
+    def rate_state(self, rate_key: str) -> str:
+        """The GCRA state of one per-key rate limit (a job's formatted ``rate_key``);
+        it expires when the key's bucket is full again."""
+        return self.key(f"rate:{rate_key}")
+
     def held(self, worker_id: str) -> str:
         """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")

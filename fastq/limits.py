@@ -23,6 +23,9 @@ get wrong (id length and prefix, numeric priority and delay); keep both in step.
   :data:`MAX_RESULT_BYTES`.
 - **Progress** (``set_progress``): a finite fraction in [0, 1] and a ``meta`` of at
   most :data:`MAX_PROGRESS_META_BYTES` as JSON.
+- **Rate limits**: an int ``rate`` of 1 to :data:`MAX_RATE` jobs per ``per_s``, a
+  whole number of milliseconds within [1 ms, 1 day], at most :data:`MAX_RATE` jobs
+  per second; ``burst`` an int within 1..``MAX_RATE``.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from __future__ import annotations
 import math
 import re
 import time
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Optional
 
 MAX_JOB_ID_BYTES = 200
 RESERVED_PREFIX = "fastq:"
@@ -41,6 +46,12 @@ MAX_PRIORITY = 2**20
 MAX_RESULT_TTL_S = 30 * 24 * 3600  # thirty days
 MAX_RESULT_BYTES = 512 * 1024  # a result is read whole by app.result()
 MAX_PROGRESS_META_BYTES = 4096  # sent every beat while the job runs
+MAX_RATE = 1_000_000  # jobs per period, jobs per second and burst, at most
+MAX_RATE_PERIOD_MS = 24 * 3600 * 1000  # a day
+# The default burst: the jobs of this long at the limit's rate (at least one). It
+# absorbs a worker's lateness in claiming a token due (a scheduler tick, a round
+# trip), which would otherwise be throughput lost for good.
+DEFAULT_BURST_S = 0.05
 
 # Printable ASCII without the space: 0x21 ('!') to 0x7e ('~').
 _JOB_ID = re.compile(rf"[!-~]{{1,{MAX_JOB_ID_BYTES}}}")
@@ -198,3 +209,80 @@ def check_result_ttl_s(ttl_s: object) -> float:
             f"not {ttl_s!r}"
         )
     return float(ttl_s)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A queue's rate limit: ``rate`` job starts per ``period_ms``, evenly spaced, and
+    up to ``burst`` at once after a quiet spell (so at most ``rate + burst - 1`` in
+    any window of one period)."""
+
+    rate: int
+    period_ms: int
+    burst: int
+
+    def __str__(self) -> str:
+        unit = {1000: "s", 60_000: "m", 3_600_000: "h", 86_400_000: "d"}.get(self.period_ms)
+        per = unit if unit else f"{self.period_ms}ms"
+        return f"{self.rate}/{per} (burst {self.burst})"
+
+
+def check_rate_limit(rate: object, per_s: object = 1.0, burst: object = None) -> RateLimit:
+    """Return the :class:`RateLimit` of ``rate`` jobs per ``per_s`` seconds.
+
+    Args:
+        rate: an int within 1..``MAX_RATE``.
+        per_s: the period, a whole number of milliseconds within [0.001, 86400] s;
+            and ``rate / per_s`` at most ``MAX_RATE`` jobs a second.
+        burst: jobs that may start at once after a quiet spell, an int within
+            1..``MAX_RATE``; None: the jobs of ``DEFAULT_BURST_S`` at this rate, at
+            least 1 (so 5 for 100/s, 1 for 14/s).
+
+    Raises:
+        TypeError: a value of the wrong type (a bool is refused too).
+        ValueError: zero, negative, non-finite, fractional milliseconds or too large.
+    """
+    if isinstance(rate, bool) or not isinstance(rate, int):
+        raise TypeError(f"rate limit: rate must be an int (jobs per period), not {rate!r}")
+    if not 1 <= rate <= MAX_RATE:
+        raise ValueError(f"rate limit: rate must be within 1..{MAX_RATE} jobs, not {rate!r}")
+    if isinstance(per_s, bool) or not isinstance(per_s, (int, float)):
+        raise TypeError(f"rate limit: per_s must be a number of seconds, not {per_s!r}")
+    if not (math.isfinite(per_s) and 0 < per_s <= MAX_RATE_PERIOD_MS / 1000):
+        raise ValueError(
+            f"rate limit: per_s must be a finite number of seconds in (0, "
+            f"{MAX_RATE_PERIOD_MS // 1000}], not {per_s!r}"
+        )
+    period_ms = round(per_s * 1000)
+    if period_ms < 1 or abs(period_ms - per_s * 1000) > 1e-6:
+        raise ValueError(f"rate limit: per_s must be whole milliseconds, not {per_s!r}")
+    if rate * 1000 > MAX_RATE * period_ms:
+        raise ValueError(
+            f"rate limit: {rate} jobs per {per_s!r} s is above {MAX_RATE} jobs a second"
+        )
+    if burst is None:
+        burst = min(rate, max(1, math.ceil(rate * DEFAULT_BURST_S * 1000 / period_ms)))
+    elif isinstance(burst, bool) or not isinstance(burst, int):
+        raise TypeError(f"rate limit: burst must be an int (jobs), not {burst!r}")
+    elif not 1 <= burst <= MAX_RATE:
+        raise ValueError(f"rate limit: burst must be within 1..{MAX_RATE} jobs, not {burst!r}")
+    return RateLimit(rate, period_ms, burst)
+
+
+_RATE_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_RATE_TEXT = re.compile(r"([0-9]+)\s*/\s*(s|m|h|d|sec|min|hour|day)")
+
+
+def parse_rate_limit(text: str, burst: Optional[int] = None) -> RateLimit:
+    """``14/s``, ``600/m``, ``1000/h``, ``5000/d``: a checked :class:`RateLimit`.
+
+    Raises:
+        ValueError: any other text, or a rate :func:`check_rate_limit` refuses.
+    """
+    match = _RATE_TEXT.fullmatch(text.strip().lower())
+    if not match:
+        raise ValueError(
+            f"rate limit: {text!r} is not a rate: write JOBS/UNIT, e.g. 14/s, 600/m, "
+            "1000/h or 5000/d"
+        )
+    return check_rate_limit(int(match[1]), _RATE_UNITS[match[2][0]], burst)

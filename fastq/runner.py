@@ -12,9 +12,11 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from fastq import context
+from fastq._accel import codec
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.heartbeat import HeartbeatSlot
+from fastq.ratekey import SLOT_FIELD, KeyGate, RateKey
 from fastq.results import encode_result
 from fastq.settle import settle_failure
 
@@ -60,6 +62,8 @@ class SyncRunner:
         self.slot = slot
         self.progress = progress
         self.alarms = False
+        # reserves the tokens of per-key rate limits (set once connected)
+        self.gate: Optional[KeyGate] = None
         self._in_job = False
         self._timeout_s = 0.0
 
@@ -72,7 +76,8 @@ class SyncRunner:
         self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str = ""
     ) -> int:
         """Run the jobs, recording their outcomes in ``out``; returns how many
-        started. Jobs not started when a stop comes are handed back unstarted.
+        started (or were rescheduled to the token of their rate key). Jobs not
+        started when a stop comes are handed back unstarted.
 
         Raises:
             HardStop (or any BaseException a job let through): the job in hand is
@@ -93,6 +98,9 @@ class SyncRunner:
                 if owner.stopping:
                     out.unstarted.extend(job[0] for job in runnable[i:])
                     return i
+                rate_key = target.rate_key
+                if rate_key is not None and self._waits(out, queue, rate_key, runnable[i]):
+                    continue
                 timeout_s = target.policy.timeout_s
                 if slot is not None:
                     slot.start_job(queue_index, job_id, timeout_s)
@@ -130,6 +138,21 @@ class SyncRunner:
             if progress is not None and progress.reported:  # a job of it reported
                 out.progress_ended += progress.ended(queue, [job[0] for job in runnable[: i + 1]])
         return len(runnable)
+
+    def _waits(self, out: Outcomes, queue: str, rate_key: RateKey, job: Runnable) -> bool:
+        """Reserve the token of the job's rate key. True: it is due later, and the job
+        is rescheduled to then (no attempt counted), to start without another."""
+        job_id, _, args, kwargs, _, env = job
+        if env.pop(SLOT_FIELD, None) is not None:
+            return False  # back in the slot reserved for it
+        gate = self.gate
+        assert gate is not None, "a worker sets its runner's gate once connected"
+        wait_ms = gate.wait_ms(queue, rate_key, args, kwargs)
+        if wait_ms <= 0:
+            return False
+        out.retry.append((job_id, wait_ms, codec.update_envelope(env, {SLOT_FIELD: wait_ms})))
+        env.pop(SLOT_FIELD)
+        return True
 
     @staticmethod
     def _keep(out: Outcomes, job: Runnable, result: Any, ttl_ms: int) -> None:

@@ -31,6 +31,7 @@ from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
+from fastq.ratekey import KeyGate
 from fastq.redis_faults import REDIS_ERRORS, Outage
 from fastq.runner import HardStop, Runnable, SyncRunner
 from fastq.sizer import BatchSizer
@@ -209,6 +210,7 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         self._pump = Pump(self._rt, self.queues, self._outage)
+        self.runner.gate = KeyGate(client, self.app.namespace)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(self._rt, self.runner, f"worker {self.worker_id}")
         self.governor.open()  # here: it measures this (the main) thread
@@ -276,6 +278,8 @@ class Worker:
         governor = self.governor
         empty = EmptyClaims(len(queues))
         was_paused = False  # say so once when every queue is paused, not at every wake-up
+        # queues whose last claim said they have a rate limit (the first claim tells)
+        rate_limited: set[str] = set()
         while not self.stopping:
             if self.quiet:
                 self._idle_quietly(pump)
@@ -289,11 +293,16 @@ class Worker:
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
+            if claim.reply.rate_limited:
+                rate_limited.add(claim.queue)
+            else:
+                rate_limited.discard(claim.queue)
             if len(claim):
                 was_paused = False
                 empty.got_jobs()
                 batch = self._open_batch(claim)
-                if sizer.prefetch_pays():
+                # never ahead on a rate-limited queue: tokens are for jobs that start now
+                if sizer.prefetch_pays() and queues[0] not in rate_limited:
                     pump.claim_ahead(queues[0], sizer.n)
                 self._run_batch(batch, pump)
                 self._check_limits()

@@ -1,5 +1,6 @@
 #!lua flags=allow-oom
 --! include args
+--! include gcra
 --! include promote
 --! include sentinel
 -- claim: lease up to n jobs of one queue to one worker.
@@ -14,7 +15,9 @@
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
--- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused
+-- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused; a rate
+--                            limit: rate jobs per rate_period_ms, rate_burst, and
+--                            rate_tat_us (the GCRA state, written here)
 -- KEYS[11] broken     hash   id -> why it could not run: an id popped without an
 --                            envelope, not cancelled, is recorded here ("no payload")
 -- KEYS[12] cancelled  zset   id -> cancel time (ms): a popped id without an envelope
@@ -27,9 +30,14 @@
 --                       that many were promoted, more may be due and the call claims
 --                       nothing (see step 1)
 --
--- Returns {now_ms, next_due_ms or -1 (-2: the queue is paused), now_us, id1, envelope1, id2, envelope2, ...};
+-- Returns {now_ms, next_due_ms or -1 (-2: the queue is paused), now_us, throttle,
+-- id1, envelope1, id2, envelope2, ...};
 -- now_us is the microseconds of Redis' clock within now_ms (0-999), so that a worker
 -- sleeping until a due job wakes to within a fraction of a millisecond.
+-- throttle: -1 the queue has no rate limit; 0 it has one, and it did not stop this
+-- claim; > 0 the limit left no token: nothing was claimed, and the next token is due
+-- at that time (ms, Redis' clock), also given as next_due_ms so that the worker
+-- sleeps until then instead of taking the queue for empty.
 -- Attempts are not counted here: the envelope records the failed ones, and a
 -- separate stall count those whose worker died running them.
 -- next_due_ms is the earliest scheduled due time, so an idle worker can sleep
@@ -43,6 +51,11 @@
 -- small writes per job (SADD here, SREM at the ack) instead of a deadline, an
 -- owner and a membership each.
 --
+-- A rate limit is a GCRA (lib/gcra.lua): one job start every rate_period_ms / rate,
+-- up to rate_burst at once after a quiet spell, its state one time (rate_tat_us).
+-- A claim takes one token per job, so no window of length W ever sees more than
+-- burst + W * rate / period claimed jobs, across every worker of every host.
+--
 -- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
 -- still drain its way out.
 
@@ -54,9 +67,31 @@ local promote_max = arg_int('claim', 4, 'promote_max', 0)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- 0. Paused? One HGET, on a key that does not exist for a queue never paused.
-if redis.call('HGET', KEYS[10], 'paused') == '1' then
-    return {now, -2, tonumber(t[2]) % 1000}
+-- 0. Settings: one HMGET, on a key that does not exist for a queue without any.
+local settings = redis.call('HMGET', KEYS[10], 'paused', 'rate', 'rate_period_ms',
+    'rate_burst', 'rate_tat_us')
+local throttle = -1
+local interval_us, tat_us, tokens
+if settings[2] then
+    throttle = 0
+end
+if settings[1] == '1' then
+    return {now, -2, tonumber(t[2]) % 1000, throttle}
+end
+if throttle == 0 then
+    -- the rate limit: how many jobs this claim may take (tokens), at most n
+    interval_us = tonumber(settings[3]) * 1000 / tonumber(settings[2])
+    local burst = tonumber(settings[4])
+    local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    tokens, tat_us = gcra_open(tonumber(settings[5]), now_us, interval_us, burst)
+    if tokens < 1 then
+        -- throttled: no write, no wake-up token (siblings would only be throttled too)
+        local due = gcra_due_ms(tat_us, interval_us, burst)
+        return {now, due, tonumber(t[2]) % 1000, due}
+    end
+    if tokens < n then
+        n = tokens
+    end
 end
 
 -- 1. Promote due scheduled jobs (retries in backoff to the front, delayed jobs to
@@ -70,7 +105,7 @@ if promote_max > 0 and promoted >= promote_max then
     if redis.call('LLEN', KEYS[8]) == 0 then
         redis.call('RPUSH', KEYS[8], 1)
     end
-    return {now, now, tonumber(t[2]) % 1000}
+    return {now, now, tonumber(t[2]) % 1000, throttle}
 end
 
 -- 2. Pop ids: high priority, then ready, then low priority.
@@ -102,6 +137,12 @@ if has_prio and #ids < n then
     end
 end
 
+if throttle == 0 and #ids > 0 then
+    -- the tokens taken: one per id popped
+    redis.call('HSET', KEYS[10], 'rate_tat_us', gcra_state(tat_us, interval_us, #ids))
+    tokens = tokens - #ids
+end
+
 local next_due = -1
 if #ids < n then
     local first = redis.call('ZRANGE', KEYS[5], 0, 0, 'WITHSCORES')
@@ -110,7 +151,7 @@ if #ids < n then
     end
 end
 
-local out = {now, next_due, tonumber(t[2]) % 1000}
+local out = {now, next_due, tonumber(t[2]) % 1000, throttle}
 if #ids == 0 then
     return out
 end
@@ -142,8 +183,10 @@ if #leased > 1 then
     redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)
 end
 
--- 4. More work waiting: leave a token so an idle sibling wakes up too.
-if (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
+-- 4. More work waiting, and a rate limit that lets more start now: leave a token so
+-- an idle sibling wakes up too.
+if (throttle == -1 or tokens > 0)
+        and (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
         and redis.call('LLEN', KEYS[8]) == 0 then
     redis.call('RPUSH', KEYS[8], 1)
 end

@@ -1,0 +1,472 @@
+"""A queue's global rate limit as users set it and workers obey it, on a real server:
+pools on one queue, in-process workers, bad input, the CLI.
+
+No test here measures speed. The bound asserted on job starts follows from the claim's
+GCRA alone, whatever the box's load: see ``assert_starts_within_the_limit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import psutil
+import pytest
+import redis
+from conftest import drain, fastq_cmd, namespace_keys, subprocess_env
+
+import fastq
+from fastq.limits import MAX_RATE, RateLimit
+from fastq.pump import Pump
+from fastq.redis_server import RedisServer
+
+HOUR_MS = 3_600_000
+
+
+def starts(r: redis.Redis, namespace: str) -> list[tuple[int, int]]:
+    """``(i, start time in µs on Redis' clock)`` of every run of ``rate_jobs.tick``."""
+    out = []
+    for raw in r.lrange(f"{namespace}:starts", 0, -1):
+        i, at_us = raw.split()
+        out.append((int(i), int(at_us)))
+    return out
+
+
+def assert_starts_within_the_limit(
+    at_us: list[int], rate: int, period_ms: int, burst: int, workers: int
+) -> None:
+    """The claim's GCRA lets at most ``burst + W / T`` jobs be claimed in any window of
+    length W (T = period / rate). A job starts after its claim, on the same clock, and a
+    worker holds at most ``burst`` claimed jobs not started yet (a claim takes at most
+    the tokens there are, a worker runs its batch before it claims again, and nothing
+    is claimed ahead on a limited queue). So the starts in any window [s_i, s_j] are at
+    most ``burst + (s_j - s_i) / T + workers * burst``, plus one for rounding to the µs."""
+    at_us = sorted(at_us)
+    interval_us = period_ms * 1000 / rate
+    slack = burst + workers * burst + 1
+    for i in range(len(at_us)):
+        for j in range(i, len(at_us)):
+            in_window = j - i + 1
+            allowed = (at_us[j] - at_us[i]) / interval_us + slack
+            assert in_window <= allowed, (
+                f"{in_window} starts within {(at_us[j] - at_us[i]) / 1000:.1f} ms: the limit "
+                f"{rate}/{period_ms} ms (burst {burst}) with {workers} workers allows "
+                f"{math.floor(allowed)}"
+            )
+
+
+class RatePool:
+    """A ``fastq pool`` subprocess serving ``q`` of ``tests.apps.rate_jobs``."""
+
+    def __init__(self, url: str, namespace: str, log_path: Path, *args: str) -> None:
+        self.log_path = log_path
+        with open(log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                fastq_cmd(
+                    "pool",
+                    "--app",
+                    "tests.apps.rate_jobs",
+                    "--namespace",
+                    namespace,
+                    "-q",
+                    "q",
+                    *args,
+                ),  # fmt: skip
+                env=subprocess_env(url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self) -> None:
+        try:
+            kids = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            kids = []
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for kid in kids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                kid.kill()
+
+
+@pytest.fixture
+def rate_pools(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., RatePool]]:
+    started: list[RatePool] = []
+
+    def start(*args: str) -> RatePool:
+        pool = RatePool(redis_server.url, namespace, tmp_path / f"pool{len(started)}.log", *args)
+        started.append(pool)
+        return pool
+
+    yield start
+    for pool in started:
+        pool.kill()
+
+
+def wait_for(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def test_the_global_limit_holds_across_three_pools_on_one_queue(
+    redis_server: RedisServer,
+    app: fastq.App,
+    r: redis.Redis,
+    rate_pools: Callable[..., RatePool],
+) -> None:
+    n, rate, burst, pools, children = 60, 20, 1, 3, 2
+    app.enqueue_many("tick", [(i,) for i in range(n)], queue="q")
+    app.set_rate_limit("q", rate, per_s=1, burst=burst)
+    started = [
+        rate_pools("-c", str(children), *(() if p == 0 else ("--no-reaper",))) for p in range(pools)
+    ]
+    try:
+        wait_for(lambda: r.llen(f"{app.namespace}:starts") >= n, 120, f"{n} job starts")
+    finally:
+        for pool in started:
+            pool.stop()
+    runs = starts(r, app.namespace)
+    assert sorted(i for i, _ in runs) == list(range(n))  # each job once
+    assert_starts_within_the_limit([at for _, at in runs], rate, 1000, burst, pools * children)
+    logs = "".join(p.log_path.read_text(errors="replace") for p in started)
+    assert "Traceback" not in logs
+
+
+def test_the_bound_check_catches_a_limit_not_kept() -> None:
+    """The check above can fail: 60 starts in 1.5 s break a 20/s limit."""
+    at_us = [i * 25_000 for i in range(60)]  # 40/s
+    with pytest.raises(AssertionError, match="starts within"):
+        assert_starts_within_the_limit(at_us, 20, 1000, 1, 6)
+    assert_starts_within_the_limit([i * 50_000 for i in range(60)], 20, 1000, 1, 6)
+
+
+def test_a_burst_worker_waits_for_tokens_rather_than_take_the_queue_for_empty(
+    app: fastq.App, r: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ran: list[int] = []
+
+    @app.job(queue="q")
+    def job(i: int) -> None:
+        ran.append(i)
+
+    n = 12
+    app.enqueue_many("job", [(i,) for i in range(n)], queue="q")
+    app.set_rate_limit("q", 20, per_s=1, burst=1)
+    claims = 0
+    real_claim = Pump.claim
+
+    def counting_claim(self: Any, queue: str, size: int) -> Any:
+        nonlocal claims
+        claims += 1
+        return real_claim(self, queue, size)
+
+    monkeypatch.setattr(Pump, "claim", counting_claim)
+    drain(app, ["q"])
+    assert sorted(ran) == list(range(n))
+    # one claim that gets the token, one throttled that sleeps until the next: a
+    # worker polling a throttled queue would make hundreds
+    assert claims <= 3 * n + 5, claims
+
+
+def test_a_throttled_queue_does_not_hold_up_another_and_a_burst_worker_stops_on_a_far_token(
+    app: fastq.App,
+) -> None:
+    ran: list[str] = []
+
+    @app.job(queue="limited")
+    def slow_lane(i: int) -> None:
+        ran.append(f"limited{i}")
+
+    @app.job(queue="free")
+    def fast_lane(i: int) -> None:
+        ran.append(f"free{i}")
+
+    app.enqueue_many("slow_lane", [(i,) for i in range(3)], queue="limited")
+    app.enqueue_many("fast_lane", [(i,) for i in range(5)], queue="free")
+    app.set_rate_limit("limited", 1, per_s=3600, burst=1)  # the next token in an hour
+    drain(app, ["limited", "free"], burst_horizon_s=1.0)
+    assert sorted(ran) == ["free0", "free1", "free2", "free3", "free4", "limited0"]
+    stats = app.stats("limited")
+    assert (stats["ready"], stats["processed"]) == (2, 1)
+
+
+def test_no_claim_ahead_on_a_limited_queue(app: fastq.App, monkeypatch: pytest.MonkeyPatch) -> None:
+    @app.job(queue="q")
+    def noop(i: int) -> None:
+        pass
+
+    @app.job(queue="free")
+    def free(i: int) -> None:
+        pass
+
+    ahead: list[str] = []
+    real_ahead = Pump.claim_ahead
+
+    def spying(self: Any, queue: str, n: int) -> None:
+        ahead.append(queue)
+        real_ahead(self, queue, n)
+
+    monkeypatch.setattr(Pump, "claim_ahead", spying)
+    app.enqueue_many("free", [(i,) for i in range(3000)], queue="free")
+    drain(app, ["free"])
+    assert ahead, "quick no-op jobs are claimed ahead on a queue without a limit"
+    ahead.clear()
+    # a limit far above what the worker can do, so batches are as big as without it
+    app.enqueue_many("noop", [(i,) for i in range(3000)], queue="q")
+    app.set_rate_limit("q", 100_000, per_s=1, burst=1000)
+    drain(app, ["q"])
+    assert app.stats("q")["processed"] == 3000
+    assert ahead == []
+
+
+def test_stats_and_rate_limit_show_the_limit(app: fastq.App) -> None:
+    app.enqueue("j", queue="mailer")
+    stats = app.stats("mailer")
+    assert (stats["rate"], stats["rate_period_ms"], stats["rate_burst"]) == (0, 0, 0)
+    assert app.rate_limit("mailer") is None
+    app.set_rate_limit("mailer", 14, per_s=1)
+    assert app.rate_limit("mailer") == RateLimit(14, 1000, 1)  # 50 ms at 14/s: burst 1
+    assert str(app.rate_limit("mailer")) == "14/s (burst 1)"
+    stats = app.stats("mailer")
+    assert (stats["rate"], stats["rate_period_ms"], stats["rate_burst"]) == (14, 1000, 1)
+    app.set_rate_limit("mailer", 600, per_s=60, burst=10)
+    assert str(app.rate_limit("mailer")) == "600/m (burst 10)"
+    app.set_rate_limit("mailer", 100, per_s=1)
+    assert app.rate_limit("mailer") == RateLimit(100, 1000, 5)
+    app.set_rate_limit("mailer", None)
+    assert app.rate_limit("mailer") is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"rate": 0}, ValueError, "rate must be within 1..1000000"),
+        ({"rate": -5}, ValueError, "rate must be within"),
+        ({"rate": MAX_RATE + 1}, ValueError, "rate must be within"),
+        ({"rate": 1.5}, TypeError, "rate must be an int"),
+        ({"rate": float("nan")}, TypeError, "rate must be an int"),
+        ({"rate": float("inf")}, TypeError, "rate must be an int"),
+        ({"rate": True}, TypeError, "rate must be an int"),
+        ({"rate": "14"}, TypeError, "rate must be an int"),
+        ({"rate": 14, "per_s": 0}, ValueError, "per_s must be a finite number"),
+        ({"rate": 14, "per_s": -1}, ValueError, "per_s must be a finite number"),
+        ({"rate": 14, "per_s": float("nan")}, ValueError, "per_s must be a finite number"),
+        ({"rate": 14, "per_s": float("inf")}, ValueError, "per_s must be a finite number"),
+        ({"rate": 14, "per_s": 10**9}, ValueError, "per_s must be a finite number"),
+        ({"rate": 14, "per_s": 0.0005}, ValueError, "whole milliseconds"),
+        ({"rate": 14, "per_s": "1"}, TypeError, "per_s must be a number"),
+        ({"rate": 10_000, "per_s": 0.001}, ValueError, "above 1000000 jobs a second"),
+        ({"rate": 14, "burst": 0}, ValueError, "burst must be within"),
+        ({"rate": 14, "burst": -1}, ValueError, "burst must be within"),
+        ({"rate": 14, "burst": 10**7}, ValueError, "burst must be within"),
+        ({"rate": 14, "burst": 2.0}, TypeError, "burst must be an int"),
+    ],
+)
+def test_bad_limits_are_refused_and_nothing_is_written(
+    app: fastq.App,
+    r: redis.Redis,
+    kwargs: dict[str, Any],
+    error: type[Exception],
+    message: str,
+) -> None:
+    app.enqueue("j", queue="mailer")
+    app.set_rate_limit("mailer", 7, per_s=1)
+    before = {key: r.dump(key) for key in namespace_keys(r, app.namespace)}
+    rate = kwargs.pop("rate")
+    with pytest.raises(error, match=message):
+        app.set_rate_limit("mailer", rate, **kwargs)
+    assert {key: r.dump(key) for key in namespace_keys(r, app.namespace)} == before
+
+
+@pytest.mark.parametrize(
+    ("queue", "message"), [("nope", "unknown queue 'nope'"), ("a:b", "queue name")]
+)
+def test_a_limit_on_an_unknown_or_bad_queue_is_refused_and_nothing_is_written(
+    app: fastq.App, r: redis.Redis, queue: str, message: str
+) -> None:
+    app.enqueue("j", queue="mailer")
+    before = {key: r.dump(key) for key in namespace_keys(r, app.namespace)}
+    with pytest.raises(ValueError, match=message):
+        app.set_rate_limit(queue, 14)
+    with pytest.raises(ValueError, match=message):
+        app.set_rate_limit(queue, None)
+    assert {key: r.dump(key) for key in namespace_keys(r, app.namespace)} == before
+
+
+# -- the CLI -------------------------------------------------------------------------
+
+
+def run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=60
+    )
+
+
+def test_cli_limit_sets_shows_and_lifts(redis_server: RedisServer, app: fastq.App) -> None:
+    app.enqueue_many("count", [(i,) for i in range(3)], queue="count")
+    base = ("--app", "tests.apps.counting", "--namespace", app.namespace)
+    proc = run_cli(redis_server.url, "limit", *base, "count", "14/s")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "count: at most 14/s (burst 1), across every worker"
+    assert app.rate_limit("count") == RateLimit(14, 1000, 1)
+    proc = run_cli(redis_server.url, "limit", *base, "count", "600/m", "--burst", "10")
+    assert proc.returncode == 0 and app.rate_limit("count") == RateLimit(600, 60_000, 10)
+    proc = run_cli(redis_server.url, "limit", *base, "count")
+    assert proc.stdout.strip() == "count: 600/m (burst 10)"
+    proc = run_cli(redis_server.url, "stats", *base, "-q", "count")
+    assert proc.returncode == 0 and proc.stdout.rstrip().endswith(" limit=600/m(burst10)")
+    proc = run_cli(redis_server.url, "limit", *base, "count", "off")
+    assert proc.returncode == 0 and app.rate_limit("count") is None
+    proc = run_cli(redis_server.url, "stats", *base, "-q", "count")
+    assert proc.stdout.rstrip().endswith(" limit=off")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("count", "0/s"), "rate must be within 1..1000000"),
+        (("count", "--", "-5/s"), "is not a rate"),
+        (("count", "abc"), "is not a rate"),
+        (("count", "1e3/s"), "is not a rate"),
+        (("count", "14/x"), "is not a rate"),
+        (("count", "nan/s"), "is not a rate"),
+        (("count", "99999999/s"), "rate must be within"),
+        (("count", "2000000/s"), "rate must be within"),
+        (("count", "14/s", "--burst", "0"), "burst must be within"),
+        (("count", "14/s", "--burst", "x"), "invalid int value"),
+        (("count", "off", "--burst", "3"), "--burst goes with a rate"),
+        (("nope", "14/s"), "unknown queue 'nope'"),
+        (("a:b", "14/s"), "queue name"),
+    ],
+)
+def test_cli_limit_refuses_bad_input_in_one_line_and_writes_nothing(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis, args: tuple[str, ...], message: str
+) -> None:
+    app.enqueue("count", (1,), queue="count")
+    before = {key: r.dump(key) for key in namespace_keys(r, app.namespace)}
+    base = ("--app", "tests.apps.counting", "--namespace", app.namespace)
+    proc = run_cli(redis_server.url, "limit", *base, *args)
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fastq: error: ") and message in lines[0]
+    assert {key: r.dump(key) for key in namespace_keys(r, app.namespace)} == before
+
+
+# -- per-key limits (rate_key) ---------------------------------------------------------
+
+
+def test_a_job_over_its_keys_limit_waits_once_in_its_own_slot_without_an_attempt(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    ran: list[tuple[str, int]] = []
+
+    @app.job(queue="mail", rate_key="smtp:{account}", rate=1, per_s=3600, burst=2)
+    def send(account: str, i: int) -> None:
+        ran.append((account, i))
+
+    ids = app.enqueue_many("send", [(a, i) for a in ("a", "b") for i in range(3)], queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0.5)
+    # two of each account at once (the burst); the third waits for its token, an hour
+    assert sorted(ran) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    k = app.keys("mail")
+    waiting = {
+        job_id.decode(): score for job_id, score in r.zrange(k.scheduled, 0, -1, withscores=True)
+    }
+    assert set(waiting) == {ids[2], ids[5]}
+    seconds, micros = r.time()
+    now_ms = seconds * 1000 + micros // 1000
+    # due an hour after its token was reserved (and its ack written), not earlier
+    assert all(HOUR_MS - 60_000 < due - now_ms <= HOUR_MS for due in waiting.values()), waiting
+    for job_id in waiting:
+        info = app.get_job(job_id, "mail")
+        assert info is not None and info.attempts == 0 and info.state == "scheduled"
+        assert b'"rate_slot":' in info.raw  # its token is reserved
+    assert app.stats("mail")["retried"] == 2 and app.stats("mail")["failed"] == 0
+    # its slot comes (moved to now here): it starts without taking another token,
+    # though the key has none for another hour
+    r.zadd(k.scheduled, {job_id: 0 for job_id in waiting})
+    drain(app, ["mail"], burst_horizon_s=0.5)
+    assert sorted(ran) == [(a, i) for a in ("a", "b") for i in range(3)]
+    assert app.stats("mail")["retried"] == 2  # not rescheduled again
+    assert r.exists(k.rate_state("smtp:a")) and r.exists(k.rate_state("smtp:b"))
+
+
+def test_jobs_of_a_rate_key_all_run_once_at_a_real_rate(app: fastq.App) -> None:
+    ran: list[tuple[str, int]] = []
+
+    @app.job(queue="mail", rate_key="api:{token}", rate=20, per_s=1, burst=1)
+    def call(token: str, i: int, retries_left: int = 0) -> None:
+        ran.append((token, i))
+
+    jobs = [(t, i) for t in ("x", "y") for i in range(4)]
+    app.enqueue_many("call", jobs, queue="mail")
+    drain(app, ["mail"], burst_horizon_s=2.0)
+    assert sorted(ran) == sorted(jobs)
+    stats = app.stats("mail")
+    assert (stats["processed"], stats["failed"], stats["dead"]) == (8, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"rate_key": "smtp:{account}"}, ValueError, "needs both rate_key= and rate="),
+        ({"rate": 5}, ValueError, "needs both rate_key= and rate="),
+        ({"rate_key": "smtp:{acount}", "rate": 5}, ValueError, "'acount' is not a parameter"),
+        ({"rate_key": "smtp:{0}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account.x}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account!r}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account:>9}", "rate": 5}, ValueError, "not a plain {name}"),
+        ({"rate_key": "smtp:{account", "rate": 5}, ValueError, "not a format string"),
+        ({"rate_key": "", "rate": 5}, ValueError, "1 to 200 characters"),
+        ({"rate_key": 5, "rate": 5}, TypeError, "rate_key must be a str"),
+        ({"rate_key": "k", "rate": 0}, ValueError, "rate must be within"),
+        ({"rate_key": "k", "rate": 5, "per_s": float("nan")}, ValueError, "per_s must be"),
+        ({"rate_key": "k", "rate": 5, "burst": -1}, ValueError, "burst must be within"),
+    ],
+)
+def test_bad_per_key_limits_are_refused_at_registration(
+    app: fastq.App, options: dict[str, Any], error: type[Exception], message: str
+) -> None:
+    def send(account: str) -> None:
+        pass
+
+    with pytest.raises(error, match=message):
+        app.job(queue="mail", **options)(send)
+    assert "send" not in app.registry
+
+
+def test_a_reserved_slot_is_spent_by_its_run_a_retry_takes_a_new_token(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    @app.job(queue="mail", rate_key="smtp:{account}", rate=1, per_s=3600, burst=1, backoff_s=0.01)
+    def flaky(account: str) -> None:
+        raise RuntimeError("relay said 451")
+
+    first, second = app.enqueue_many("flaky", [("a",), ("a",)], queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0)
+    k = app.keys("mail")
+    r.zadd(k.scheduled, {second: 0})  # its slot comes
+    drain(app, ["mail"], burst_horizon_s=0)
+    info = app.get_job(second, "mail")
+    assert info is not None and info.attempts == 1 and info.last_error is not None
+    assert b"rate_slot" not in info.raw  # its next attempt waits for a token of its own
+    assert app.get_job(first, "mail") is not None
