@@ -219,3 +219,12 @@ def test_retry_options_are_refused_for_an_at_most_once_job(app: fastq.App) -> No
     with pytest.raises(ValueError, match="never retried: retry would never apply"):
         app.job(delivery="at_most_once", retry=fastq.Delays([1]))(lambda: None)
     assert app.registry == {}
+
+
+def test_a_rate_key_is_refused_for_an_at_most_once_job(app: fastq.App) -> None:
+    def send(account: str) -> None:
+        pass
+
+    with pytest.raises(ValueError, match="rate_key= cannot apply to an at-most-once job"):
+        app.job(delivery="at_most_once", rate_key="smtp:{account}", rate=5)(send)
+    assert app.registry == {}
