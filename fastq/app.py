@@ -17,19 +17,39 @@ from redis.retry import Retry as RedisRetry
 from fastq import flow, scripts
 from fastq._accel import codec
 from fastq._version import __version__
-from fastq.contracts import ENQUEUE
+from fastq.cancel import cancel_by_tag, cancel_ids
+from fastq.contracts import ENQUEUE, enqueue_extras
 from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
-from fastq.introspect import JobInfo, get_job, queue_stats
+from fastq.introspect import (
+    JobInfo,
+    TaggedJob,
+    TagPage,
+    get_job,
+    job_states,
+    queue_stats,
+    tagged_ids,
+)
 from fastq.job import (
     ArgChecker,
     EnqueueOptions,
     IdGenerator,
     JobDef,
     JobPolicy,
+    UniquePlan,
     check_runnable,
+    default_unique_key,
+    unique_plan,
 )
 from fastq.keys import QueueKeys, validate_queue_name
-from fastq.limits import check_job_id, check_namespace, check_priority, check_result_ttl_s
+from fastq.limits import (
+    check_job_id,
+    check_namespace,
+    check_priority,
+    check_result_ttl_s,
+    check_tag,
+    check_unique_for_s,
+    check_unique_until,
+)
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
 from fastq.results import wait_for_result
@@ -67,6 +87,13 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
         raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
     return tuple(types)
+
+
+def _call_unique_key(name: str, call: Any) -> str:
+    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
+    if isinstance(call, dict):
+        return default_unique_key(name, (), call)
+    return default_unique_key(name, call, None)
 
 
 def _check_url(url: str) -> str:
@@ -214,6 +241,8 @@ class App:
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
+        unique_for_s: Optional[float] = None,
+        unique_until: str = "end",
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -234,6 +263,8 @@ class App:
         fail_on: tuple[type[BaseException], ...] = (),
         age_limit_s: Optional[float] = None,
         result_ttl_s: Optional[float] = None,
+        unique_for_s: Optional[float] = None,
+        unique_until: str = "end",
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -260,6 +291,14 @@ class App:
                 seconds, for :meth:`result`. A value JSON cannot encode (or NaN,
                 or above ``limits.MAX_RESULT_BYTES``) fails the run with
                 ``fastq.ResultNotSerializable``. Default: return values are dropped.
+            unique_for_s: its jobs are unique for this many seconds: an enqueue
+                while a job of the same key (a hash of the name and arguments, or
+                ``unique_key=``) holds the lock adds nothing and returns that
+                job's id. Periodic runs and retries are not checked.
+            unique_until: when the lock ends before its window does: ``"end"``
+                (the job completes, dies, is cancelled or purged), ``"start"``
+                (it starts: one copy may wait while one runs) or ``"window"``
+                (never early).
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -277,6 +316,9 @@ class App:
         check_priority(priority)
         if result_ttl_s is not None:
             check_result_ttl_s(result_ttl_s)
+        if unique_for_s is not None:
+            check_unique_for_s(unique_for_s)
+        check_unique_until(unique_until)
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
@@ -294,7 +336,10 @@ class App:
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            jobdef = JobDef(self, func, job_name, queue, priority, policy, result_ttl_s)
+            jobdef = JobDef(
+                self, func, job_name, queue, priority, policy, result_ttl_s,
+                unique_for_s, unique_until,
+            )  # fmt: skip
             self.registry[job_name] = jobdef
             return jobdef
 
@@ -444,17 +489,27 @@ class App:
         options: EnqueueOptions,
         ids: Sequence[str],
         envs: Sequence[bytes],
+        unique: Optional[UniquePlan] = None,
+        unique_keys: Sequence[str] = (),
     ) -> list[Any]:
         """Send the jobs, one script call per chunk, pipelined; returns each chunk's
-        reply or the error it got. Raises what stopped it from reading them."""
+        reply (an ``EnqueueReply``) or the error it got. Raises what stopped it from
+        reading them."""
         keys = ENQUEUE.keys_for(self.keys(queue))
         due = options.due
+        extras = enqueue_extras(
+            options.tags or (),
+            unique.until if unique is not None else None,
+            unique.window_ms if unique is not None else 0,
+        )
         commands = []
         for lo in range(0, len(ids), ENQUEUE_CHUNK):
             hi = lo + ENQUEUE_CHUNK
-            argv = ENQUEUE.argv(priority, due, ids[lo:hi], envs[lo:hi])
+            ukeys = unique_keys[lo:hi] if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
             commands.append(ENQUEUE.command(keys, argv))
-        return scripts.call_many(client, commands, raise_on_error=False)
+        replies = scripts.call_many(client, commands, raise_on_error=False)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
 
     def enqueue(
         self,
@@ -470,8 +525,13 @@ class App:
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> str:
-        """Enqueue one job by its registered name; returns the job id.
+        """Enqueue one job by its registered name; returns the job id (for a unique
+        job refused because its key's lock is held: the id of the job holding it).
 
         A job name this app does not know is accepted (another service may run it)
         and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
@@ -489,7 +549,8 @@ class App:
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return self.submit(name, args, kwargs, options)
 
@@ -509,16 +570,22 @@ class App:
         jobdef = self.registry.get(name)
         if jobdef is not None:
             jobdef.arg_checker.check(args, kwargs)
+        unique = unique_plan(options, jobdef)
         job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
         env = codec.encode_envelope(
             job_id, args, kwargs, self._tail(name, queue, priority, options)
         )
+        ukeys = []
+        if unique is not None:
+            ukeys.append(unique.key or default_unique_key(name, args, kwargs))
         with self._producer_call():
             client = self._connect(queue)
-            replies = self._send(client, queue, priority, options, [job_id], [env])
+            replies = self._send(client, queue, priority, options, [job_id], [env], unique, ukeys)
             if isinstance(replies[0], Exception):
                 raise replies[0]
-        return job_id
+        # a unique job refused by a held lock: the id of the job holding it
+        holder: str = replies[0].holders.get(0, job_id)
+        return holder
 
     def enqueue_many(
         self,
@@ -533,8 +600,13 @@ class App:
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> list[str]:
-        """Enqueue many calls of one job in pipelined batches; returns their ids.
+        """Enqueue many calls of one job in pipelined batches; returns their ids (a
+        unique job refused by a held lock gives the holder's id in its place).
 
         Each call is a tuple/list of positional arguments or a dict of keyword
         arguments. All calls are checked and encoded before anything is sent.
@@ -568,7 +640,8 @@ class App:
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return self.submit_many(name, calls, options, job_ids)
 
@@ -587,6 +660,7 @@ class App:
         jobdef = self.registry.get(name)
         if jobdef is not None:
             self._check_calls(jobdef.arg_checker, calls)
+        unique = unique_plan(options, jobdef)
         if job_ids is None:
             ids = self._ids.next_ids(len(calls))
         else:
@@ -603,12 +677,15 @@ class App:
         envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority, options))
         if not ids:
             return ids
+        ukeys: list[str] = []
+        if unique is not None:
+            ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
         try:
             client = self._connect(queue)
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         try:
-            replies = self._send(client, queue, priority, options, ids, envs)
+            replies = self._send(client, queue, priority, options, ids, envs, unique, ukeys)
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
@@ -624,6 +701,12 @@ class App:
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
             ]
+        if unique is not None:
+            # each unique job refused by a held lock: the id of the job holding it
+            ids = list(ids)
+            for c, reply in enumerate(replies):
+                for i, holder in reply.holders.items():
+                    ids[c * ENQUEUE_CHUNK + i] = holder
         return ids
 
     def _blast_error(
@@ -784,6 +867,102 @@ class App:
                 if info is not None:
                     return info
         return None
+
+    # -- cancel and tags ------------------------------------------------------------
+
+    def cancel(self, job_id: str, queue: Optional[str] = None) -> bool:
+        """Cancel a job: a ready or scheduled job never runs, and a running one is
+        not retried, recorded dead or handed back when its run ends. ``get_job``
+        then says ``cancelled``; the queue's stats count it as ``cancelled``.
+
+        Without ``queue``, every known queue is searched. Re-enqueueing a
+        cancelled id does nothing (while its marker lasts: the dead jobs' max age).
+
+        Returns:
+            True if it was cancelled; False for an unknown id, a job that
+            completed, is dead or broken, or was cancelled before.
+
+        Raises:
+            TypeError, ValueError: an invalid job id or queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_job_id(job_id)
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            for q in names:
+                if cancel_ids(self.redis, self.keys(q), [job_id]):
+                    return True
+        return False
+
+    def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> int:
+        """Cancel every live job tagged ``tag`` (in ``queue``, or in every known
+        queue), as :meth:`cancel` does, in calls of at most 1,000 jobs so that
+        cancelling a blast of any size never blocks Redis for long.
+
+        Returns:
+            How many jobs were cancelled.
+
+        Raises:
+            TypeError, ValueError: an invalid tag or queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_tag(tag)
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            return sum(cancel_by_tag(self.redis, self.keys(q), tag) for q in names)
+
+    def jobs_by_tag(
+        self,
+        tag: str,
+        queue: Optional[str] = None,
+        cursor: Optional[str] = None,
+        count: int = 100,
+    ) -> TagPage:
+        """A page of the live jobs tagged ``tag``, each with its queue and state
+        (``queued``, ``scheduled``, ``active``; ``gone`` if it ended meanwhile),
+        in queue then id order. Jobs leave the tag when they end (done, dead,
+        broken, cancelled, purged).
+
+        Args:
+            tag: the tag.
+            queue: one queue; without it every known queue, one after the other.
+            cursor: the ``cursor`` of the previous page (None: the first page).
+            count: jobs per page, 1 to 1,000.
+
+        Returns:
+            A :class:`fastq.introspect.TagPage`: ``jobs`` and ``cursor`` (None on
+            the last page).
+
+        Raises:
+            TypeError, ValueError: an invalid tag, queue name, cursor or count.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_tag(tag)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise ValueError(f"count must be an int within 1..1000, not {count!r}")
+        after: Optional[str] = None
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            if cursor is not None:
+                # "<queue>:<last id>": queue names hold no ':'
+                if not isinstance(cursor, str) or ":" not in cursor:
+                    raise ValueError(f"invalid cursor {cursor!r}: pass a page's cursor")
+                at_queue, after = cursor.split(":", 1)
+                if at_queue not in names:
+                    raise ValueError(f"invalid cursor {cursor!r}: unknown queue {at_queue!r}")
+                names = names[names.index(at_queue) :]
+            jobs: list[TaggedJob] = []
+            for q in names:
+                keys = self.keys(q)
+                ids = tagged_ids(self.redis, keys, tag, after, count - len(jobs) + 1)
+                after = None
+                more = len(ids) > count - len(jobs)
+                ids = ids[: count - len(jobs)]
+                states = job_states(self.redis, keys, ids)
+                jobs += [TaggedJob(i, q, state) for i, state in zip(ids, states)]
+                if more or (len(jobs) == count and q != names[-1]):
+                    return TagPage(jobs, f"{q}:{jobs[-1].id}")
+        return TagPage(jobs, None)
 
     def result(self, job_id: str, timeout_s: float = 30.0, queue: Optional[str] = None) -> Any:
         """Wait for a job's return value and return it. The job must be registered

@@ -8,6 +8,7 @@ module does not import the App.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import itertools
 import math
@@ -16,6 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Generic, Iterable, Optional, Protocol, Sequence, TypeVar, Union
 
+import orjson
+
 from fastq.limits import (
     check_at,
     check_delay_s,
@@ -23,6 +26,10 @@ from fastq.limits import (
     check_priority,
     check_queue_name,
     check_result_ttl_s,
+    check_tags,
+    check_unique_for_s,
+    check_unique_key,
+    check_unique_until,
 )
 from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
 
@@ -54,9 +61,21 @@ class EnqueueOptions:
     retry: Optional[Backoff] = None
     retries: Optional[int] = None
     age_limit_s: Optional[float] = None
+    tags: Optional[Sequence[str]] = None
+    unique_for_s: Optional[float] = None
+    unique_key: Optional[str] = None
+    unique_until: Optional[str] = None
 
     def __post_init__(self) -> None:
         check_delay_s(self.delay_s)
+        if self.tags is not None:
+            object.__setattr__(self, "tags", check_tags(self.tags))
+        if self.unique_for_s is not None:
+            check_unique_for_s(self.unique_for_s)
+        if self.unique_key is not None:
+            check_unique_key(self.unique_key)
+        if self.unique_until is not None:
+            check_unique_until(self.unique_until)
         if self.at is not None:
             if self.delay_s:
                 raise TypeError(
@@ -91,6 +110,45 @@ class EnqueueOptions:
             return self.delay_ms
         assert isinstance(self.at, float)  # made so in __post_init__
         return f"@{math.ceil(self.at * 1000)}"
+
+
+@dataclass(frozen=True)
+class UniquePlan:
+    """How the jobs of one enqueue are unique: ``until`` (see
+    ``limits.UNIQUE_UNTIL``), the window in ms and a fixed key (None: each job's
+    :func:`default_unique_key`)."""
+
+    until: str
+    window_ms: int
+    key: Optional[str]
+
+
+def unique_plan(options: EnqueueOptions, job: Optional[JobDef[Any]]) -> Optional[UniquePlan]:
+    """The uniqueness of an enqueue: its options over the job's own; None: not unique.
+
+    Raises:
+        ValueError: ``unique_key`` or ``unique_until`` without a ``unique_for_s``
+            (on the enqueue or the job).
+    """
+    window_s = options.unique_for_s
+    if window_s is None and job is not None:
+        window_s = job.unique_for_s
+    if window_s is None:
+        if options.unique_key is not None or options.unique_until is not None:
+            raise ValueError(
+                "unique_key and unique_until need unique_for_s (on the enqueue or in "
+                "@app.job): how long the lock may last"
+            )
+        return None
+    until = options.unique_until or (job.unique_until if job is not None else None) or "end"
+    return UniquePlan(until, max(1, math.ceil(window_s * 1000)), options.unique_key)
+
+
+def default_unique_key(name: str, args: Sequence[Any], kwargs: Optional[dict[str, Any]]) -> str:
+    """A unique job's default key: the SHA-1 (hex) of the canonical JSON (sorted keys)
+    of ``[name, args, kwargs]``; the same call gives the same key on any host."""
+    canonical = orjson.dumps([name, list(args), kwargs or {}], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha1(canonical).hexdigest()
 
 
 class Producer(Protocol):
@@ -243,6 +301,8 @@ class JobDef(Generic[R]):
         priority: int,
         policy: JobPolicy,
         result_ttl_s: Optional[float] = None,
+        unique_for_s: Optional[float] = None,
+        unique_until: str = "end",
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -254,6 +314,9 @@ class JobDef(Generic[R]):
         self.result_ttl_ms: Optional[int] = (
             None if result_ttl_s is None else max(1, int(check_result_ttl_s(result_ttl_s) * 1000))
         )
+        # a unique job: an enqueue while the lock of the same key is held adds nothing
+        self.unique_for_s = None if unique_for_s is None else check_unique_for_s(unique_for_s)
+        self.unique_until = check_unique_until(unique_until)
         self.arg_checker = ArgChecker(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -287,6 +350,10 @@ class JobDef(Generic[R]):
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> EnqueueCall:
         """This job with enqueue options; call the result with the job's arguments.
 
@@ -312,6 +379,15 @@ class JobDef(Generic[R]):
                 first).
             age_limit_s: overrides the job's age limit: no retry starts later than
                 this many seconds after this enqueue.
+            tags: labels (1 to 20 printable strs of at most 100 characters) to
+                find or cancel the job by: ``app.jobs_by_tag``, ``app.cancel_by_tag``.
+            unique_for_s: make this job unique for that many seconds (overrides the
+                job's own): while the lock of its key is held, an enqueue of the
+                same key adds nothing and returns the holder's id.
+            unique_key: the lock's key (a printable str of at most 200
+                characters), instead of a hash of the name and arguments.
+            unique_until: when the lock ends before its window: ``"end"`` (the
+                job ends), ``"start"`` (it starts) or ``"window"`` (never early).
 
         Raises:
             TypeError, ValueError: an option is of the wrong type or out of range,
@@ -319,7 +395,8 @@ class JobDef(Generic[R]):
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return EnqueueCall(self, options)
 
@@ -370,8 +447,13 @@ class JobDef(Generic[R]):
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> list[str]:
         """Enqueue many calls in pipelined batches (for blasts); returns their ids.
+        (A unique job refused by a held lock gives the holder's id in its place.)
 
         Each call is a tuple of positional arguments or a dict of keyword
         arguments. Every call is checked and encoded before anything is sent, so
@@ -385,7 +467,8 @@ class JobDef(Generic[R]):
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return self.producer.submit_many(self.name, calls, options, job_ids)
 

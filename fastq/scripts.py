@@ -63,7 +63,7 @@ class Plain:
 PLAIN = Plain()
 
 # Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
-NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge")
+NAMES = ("enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge", "cancel")
 ALL = tuple(Script.from_package(name) for name in NAMES)
 BY_NAME = {script.name: script for script in ALL}
 

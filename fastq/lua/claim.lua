@@ -2,6 +2,7 @@
 --! include args
 --! include promote
 --! include sentinel
+--! include unique
 -- claim: lease up to n jobs of one queue to one worker.
 --
 -- KEYS[1]  ready      list   ids; the right end is the front
@@ -14,7 +15,11 @@
 -- KEYS[7]  stats      hash   counters
 -- KEYS[8]  wake       list   wake-up token for idle workers
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
--- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused
+-- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused;
+--                            ustart = "1" once it had a unique job of mode 'start'
+-- KEYS[11] links      hash   id -> its tags and unique lock (lib/unique.lua)
+-- KEYS[12] unique     hash   unique key -> the id holding its lock
+-- KEYS[13] unique_exp zset   unique key -> when its lock's window ends (ms)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -50,8 +55,9 @@ local promote_max = arg_int('claim', 4, 'promote_max', 0)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
--- 0. Paused? One HGET, on a key that does not exist for a queue never paused.
-if redis.call('HGET', KEYS[10], 'paused') == '1' then
+-- 0. Paused? One HMGET, on a key that does not exist for a queue never paused.
+local settings = redis.call('HMGET', KEYS[10], 'paused', 'ustart')
+if settings[1] == '1' then
     return {now, -2, tonumber(t[2]) % 1000}
 end
 
@@ -123,6 +129,9 @@ for i = 1, #ids do
     end
 end
 if #leased > 1 then
+    if settings[2] == '1' then  -- unique_until="start" locks end as their jobs start
+        release_started(KEYS[11], KEYS[12], KEYS[13], ids)
+    end
     redis.call('SADD', KEYS[6], unpack(leased))
     -- GT: never shorten a deadline an extension pushed further
     redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)

@@ -36,8 +36,8 @@ def env(job_id: str, priority: int = 0) -> bytes:
 def enqueue(
     r: redis.Redis, k: QueueKeys, ids: list[str], priority: int = 0, delay_ms: int = 0
 ) -> int:
-    argv = ENQUEUE.argv(priority, delay_ms, ids, [env(i, priority) for i in ids])
-    return ENQUEUE.call(r, ENQUEUE.keys_for(k), argv)
+    argv = ENQUEUE.argv(priority, delay_ms, b"", ids, [env(i, priority) for i in ids])
+    return ENQUEUE.call(r, ENQUEUE.keys_for(k), argv).added
 
 
 def claim(r: redis.Redis, k: QueueKeys, worker: str, n: int, lease_ms: int = 60_000) -> ClaimReply:
