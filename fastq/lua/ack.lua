@@ -34,8 +34,10 @@
 -- An outcome counts only while the job is in this worker's held set: a late ack
 -- from a worker whose lease was taken back must not touch the job again.
 -- Those are counted as stale_acks. Returns the number of outcomes applied.
--- A job cancelled while it ran (its envelope deleted, a marker in cancelled) is not
--- brought back by a retry, nor recorded dead or broken: those records are dropped.
+-- A job cancelled while a worker held it (its envelope deleted, a marker in
+-- cancelled) is not brought back by a retry, nor recorded dead or broken: those
+-- records are dropped. One that completed after all is no longer cancelled: its
+-- marker goes and it leaves the cancelled count (it counts as processed).
 -- A job that ends (done, dead, broken) loses its tag entries and unique lock.
 -- allow-oom: an ack mostly frees memory; it must go on while Redis is over maxmemory.
 
@@ -100,20 +102,24 @@ end
 local has_stalls = redis.call('EXISTS', KEYS[2]) == 1
 local lk = {links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}
 
--- The records of jobs not cancelled while they ran; one EXISTS per ack that has
--- retry, dead or broken records, a ZMSCORE only on a queue with cancelled jobs.
+-- One EXISTS per ack that has records, a ZMSCORE only on a queue with cancelled jobs.
 local has_cancelled = nil
+local function cancel_marks(ids)
+    if has_cancelled == nil then
+        has_cancelled = redis.call('EXISTS', KEYS[10]) == 1
+    end
+    return has_cancelled and redis.call('ZMSCORE', KEYS[10], unpack(ids))
+end
+
+-- The records of jobs not cancelled while they ran.
 local function not_cancelled(ids, starts)
     if #ids == 0 then
         return ids, starts
     end
-    if has_cancelled == nil then
-        has_cancelled = redis.call('EXISTS', KEYS[10]) == 1
-    end
-    if not has_cancelled then
+    local marks = cancel_marks(ids)
+    if not marks then
         return ids, starts
     end
-    local marks = redis.call('ZMSCORE', KEYS[10], unpack(ids))
     local keep, kstarts, dropped = {}, {}, {}
     for i = 1, #ids do
         if marks[i] then
@@ -137,6 +143,19 @@ if #done > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'processed', #done)
     end_links(lk, done)
+    local marks = cancel_marks(done)
+    if marks then
+        local ran = {}
+        for i = 1, #done do
+            if marks[i] then
+                ran[#ran + 1] = done[i]
+            end
+        end
+        if #ran > 0 then
+            redis.call('ZREM', KEYS[10], unpack(ran))
+            redis.call('HINCRBY', KEYS[7], 'cancelled', -#ran)
+        end
+    end
 end
 
 local retry, rstart = not_cancelled(section(3))

@@ -27,10 +27,12 @@
 -- leaves scheduled, sched_prio and prio (cheap removals), loses its envelope, its
 -- stall count, tag entries and unique lock (a 'w' lock stays for its window), and
 -- gets a marker. Ids in the ready list stay there (LREM is O(N) per id): the claim
--- pops them, finds no envelope and drops them. A running job just loses its
--- envelope and gets the marker: its ack or hand-back drops a retry, a death or a
--- return to the queue. Returns {cancelled, handled}; handled < limit with a tag
--- means no entry of the tag is left.
+-- pops them, finds no envelope and drops them. A job a worker holds (running, or
+-- claimed and not started yet) just loses its envelope and gets the marker: the
+-- worker runs it, and its ack or hand-back drops a retry, a death or a return to
+-- the queue; if it completes, its ack takes it out of the cancelled count (it was
+-- not cancelled after all). Returns {cancelled, handled}; handled < limit with a
+-- tag means no entry of the tag is left.
 -- allow-oom: a cancel frees memory; it must work while Redis is over maxmemory.
 
 local tag = ARGV[1] or ''

@@ -135,6 +135,10 @@ if #leased > 1 then
     redis.call('SADD', KEYS[6], unpack(leased))
     -- GT: never shorten a deadline an extension pushed further
     redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)
+else
+    -- every id popped was dropped (cancelled): the queue is not empty for all that,
+    -- so the reply says "due now" and the worker claims again at once
+    out[2] = now
 end
 
 -- 4. More work waiting: leave a token so an idle sibling wakes up too.
