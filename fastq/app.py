@@ -76,6 +76,9 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # values). A call is atomic, also against OOM (Redis refuses a script's write only when
 # it is the script's first), so a chunk goes in whole or not at all.
 ENQUEUE_CHUNK = 1000
+# ... and this many when they carry tags or unique locks: each job then costs the
+# script two to four times as much, and one call must stay short
+ENQUEUE_CHUNK_EXTRAS = 250
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
@@ -87,6 +90,11 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
         raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
     return tuple(types)
+
+
+def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
+    """Jobs per enqueue script call."""
+    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
 
 
 def _call_unique_key(name: str, call: Any) -> str:
@@ -503,8 +511,9 @@ class App:
             unique.window_ms if unique is not None else 0,
         )
         commands = []
-        for lo in range(0, len(ids), ENQUEUE_CHUNK):
-            hi = lo + ENQUEUE_CHUNK
+        chunk = _chunk(options, unique)
+        for lo in range(0, len(ids), chunk):
+            hi = lo + chunk
             ukeys = unique_keys[lo:hi] if unique is not None else None
             argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
             commands.append(ENQUEUE.command(keys, argv))
@@ -613,7 +622,8 @@ class App:
         Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
         due in the same millisecond (of Redis' clock) and they start in order.
 
-        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000), each one atomic script
+        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000; 250 with tags or unique
+        locks), each one atomic script
         call, all in one round trip. When Redis takes only some chunks (it fills
         up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
         went in. Sending the same calls again with ``job_ids=exc.ids`` is
@@ -690,13 +700,14 @@ class App:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
             raise self._blast_error(ids, [], exc, sent=True) from exc
+        chunk = _chunk(options, unique)
         failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
         if failed:
             written = [
                 job_id
                 for c in range(len(replies))
                 if c not in failed
-                for job_id in ids[c * ENQUEUE_CHUNK : (c + 1) * ENQUEUE_CHUNK]
+                for job_id in ids[c * chunk : (c + 1) * chunk]
             ]
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
@@ -706,7 +717,7 @@ class App:
             ids = list(ids)
             for c, reply in enumerate(replies):
                 for i, holder in reply.holders.items():
-                    ids[c * ENQUEUE_CHUNK + i] = holder
+                    ids[c * chunk + i] = holder
         return ids
 
     def _blast_error(
@@ -748,7 +759,8 @@ class App:
 
     def stats(self, queue: str) -> dict[str, int]:
         """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
-        counters enqueued, processed, failed, retried, stalled, stale_acks, purged;
+        counters enqueued, processed, failed, retried, stalled, stale_acks, purged,
+        cancelled (``ready`` counts cancelled ids still in the list until popped);
         ``paused`` is 1 while the queue is paused, else 0.
 
         Raises:
@@ -871,9 +883,11 @@ class App:
     # -- cancel and tags ------------------------------------------------------------
 
     def cancel(self, job_id: str, queue: Optional[str] = None) -> bool:
-        """Cancel a job: a ready or scheduled job never runs, and a running one is
-        not retried, recorded dead or handed back when its run ends. ``get_job``
-        then says ``cancelled``; the queue's stats count it as ``cancelled``.
+        """Cancel a job: a ready or scheduled job never runs. A job a worker
+        already holds (running, or claimed with its batch) still runs, but is not
+        retried, recorded dead or handed back when its run ends; if it completes,
+        it counts as processed and is no longer cancelled. ``get_job`` says
+        ``cancelled``; the queue's stats count it as ``cancelled``.
 
         Without ``queue``, every known queue is searched. Re-enqueueing a
         cancelled id does nothing (while its marker lasts: the dead jobs' max age).

@@ -4,9 +4,10 @@ A cancelled job loses its envelope and gets a marker in the queue's ``cancelled`
 zset (id -> when). Ready, scheduled and priority jobs never run: scheduled and
 priority ones leave their index at once; ids in the ready list stay there until a
 claim pops them and drops them (removing an id from a list is O(N) per id, far too
-slow for a blast). A running job finishes its run, but its retry, death or
-return to the queue is dropped. Markers are trimmed by the reaper after the dead
-jobs' max age.
+slow for a blast). A job a worker holds (running, or claimed with its batch)
+still runs, but its retry, death or return to the queue is dropped; if it
+completes, its ack takes it out of the cancelled count. Markers are trimmed by the
+reaper after the dead jobs' max age.
 
 Cancelling by tag takes at most ``batch`` of the tag's entries per call, so that
 cancelling a 30,000-job blast never blocks Redis for long.
@@ -21,7 +22,9 @@ import redis
 from fastq.contracts import CANCEL, CANCEL_BATCH_MAX
 from fastq.keys import QueueKeys
 
-CANCEL_BATCH = 1000  # ids per cancel call: about a millisecond of Redis time
+# ids per cancel call: a few ms of Redis time (bench/cancel_cost.py); removing an
+# entry of the tag index (a zset of equal scores, ordered by member) costs most
+CANCEL_BATCH = 250
 
 
 def cancel_ids(client: redis.Redis, keys: QueueKeys, ids: Sequence[str]) -> int:
