@@ -147,7 +147,8 @@ local added, refused, links = {}, {}, {}
 for i = 4, #ARGV, stride do
     local id = ARGV[i]
     local nth = (i - 4) / stride + 1
-    if cancelled and cancelled[nth] then  -- luacheck: ignore (skipped)
+    if cancelled and cancelled[nth] then
+        -- left alone, like an id that exists
     elseif umode then
         local ukey = ARGV[i + 2]
         local holder = redis.call('HGET', KEYS[11], ukey)

@@ -42,8 +42,9 @@
 --
 -- Only ids this worker still holds move. A job cancelled while held (no envelope,
 -- a marker in cancelled) is dropped here rather than handed back: it leaves the
--- worker's hold (counted in moved) and goes nowhere, and no stall counts against it. Returns {moved, buried_id1, reason1, ...}:
--- the poison jobs this call sent to the dead set, each with why.
+-- worker's hold (counted in moved) and goes nowhere, and no stall counts against
+-- it. Returns {moved, buried_id1, reason1, ...}: the poison jobs this call sent to
+-- the dead set, each with why.
 -- allow-oom: handing jobs back frees a worker's hold; it must work over maxmemory.
 
 local worker = arg_worker('release', 1)

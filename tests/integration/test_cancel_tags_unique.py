@@ -116,10 +116,12 @@ def test_a_job_cancelled_while_it_runs_is_not_retried(app: fastq.App) -> None:
         go_on.wait(10)
         raise RuntimeError("fails, and would be retried")
 
-    job_id = flaky.enqueue()
+    job_id = flaky.enqueue_with(tags=["nightly"])()
     worker, thread = drain_in_thread(app, ["q"])
     assert started.wait(10)
+    assert [(j.id, j.state) for j in app.jobs_by_tag("nightly").jobs] == [(job_id, "active")]
     assert app.cancel(job_id) is True
+    assert app.jobs_by_tag("nightly").jobs == []
     go_on.set()
     thread.join(20)
     assert not thread.is_alive()
