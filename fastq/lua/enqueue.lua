@@ -143,7 +143,18 @@ if redis.call('EXISTS', KEYS[8]) == 1 and #ARGV > 3 then
     cancelled = redis.call('ZMSCORE', KEYS[8], unpack(ids))
 end
 
-local added, refused, links = {}, {}, {}
+-- the locks of the batch's unique keys, read in two calls: holder and window end
+local holders, ends = nil, nil
+if umode and #ARGV > 3 then
+    local ukeys = {}
+    for i = 6, #ARGV, 3 do
+        ukeys[#ukeys + 1] = ARGV[i]
+    end
+    holders = redis.call('HMGET', KEYS[11], unpack(ukeys))
+    ends = redis.call('ZMSCORE', KEYS[12], unpack(ukeys))
+end
+
+local added, refused, links, locks, taken = {}, {}, {}, {}, {}
 for i = 4, #ARGV, stride do
     local id = ARGV[i]
     local nth = (i - 4) / stride + 1
@@ -151,15 +162,19 @@ for i = 4, #ARGV, stride do
         -- left alone, like an id that exists
     elseif umode then
         local ukey = ARGV[i + 2]
-        local holder = redis.call('HGET', KEYS[11], ukey)
-        local until_ms = holder and redis.call('ZSCORE', KEYS[12], ukey)
-        if until_ms and tonumber(until_ms) > now then
+        -- held: by a job of this batch, or by one whose window has not ended
+        local holder = taken[ukey]
+        if not holder and holders[nth] and ends[nth] and tonumber(ends[nth]) > now then
+            holder = holders[nth]
+        end
+        if holder then
             refused[#refused + 1] = nth
             refused[#refused + 1] = holder
         elseif redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
             added[#added + 1] = id
-            redis.call('HSET', KEYS[11], ukey, id)
-            redis.call('ZADD', KEYS[12], now + uwindow, ukey)
+            taken[ukey] = id
+            locks[#locks + 1] = ukey
+            locks[#locks + 1] = id
             links[#links + 1] = id
             links[#links + 1] = umode .. ukey
         end
@@ -168,6 +183,14 @@ for i = 4, #ARGV, stride do
     end
 end
 local n = #added
+if #locks > 0 then
+    redis.call('HSET', KEYS[11], unpack(locks))
+    local until_ms = now + uwindow
+    for j = 1, #locks, 2 do
+        locks[j + 1], locks[j] = locks[j], until_ms
+    end
+    redis.call('ZADD', KEYS[12], unpack(locks))
+end
 local function reply()
     if not umode then
         return n
