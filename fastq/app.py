@@ -910,7 +910,7 @@ class App:
 
     def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> int:
         """Cancel every live job tagged ``tag`` (in ``queue``, or in every known
-        queue), as :meth:`cancel` does, in calls of at most 1,000 jobs so that
+        queue), as :meth:`cancel` does, in calls of at most 250 jobs so that
         cancelling a blast of any size never blocks Redis for long.
 
         Returns:
