@@ -26,7 +26,7 @@ from fastq.errors import (
     ResultTimeout,
     Retry,
 )
-from fastq.introspect import JobInfo
+from fastq.introspect import JobInfo, TaggedJob, TagPage
 from fastq.job import JobDef, JobPolicy
 from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
 
@@ -54,6 +54,8 @@ __all__ = [
     "ResultNotSerializable",
     "ResultTimeout",
     "Retry",
+    "TagPage",
+    "TaggedJob",
     "__version__",
     "current_job",
 ]

@@ -17,9 +17,18 @@ from redis.retry import Retry as RedisRetry
 from fastq import flow, scripts
 from fastq._accel import codec
 from fastq._version import __version__
-from fastq.contracts import ENQUEUE
+from fastq.cancel import cancel_by_tag, cancel_ids
+from fastq.contracts import ENQUEUE, enqueue_extras
 from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
-from fastq.introspect import JobInfo, get_job, queue_stats
+from fastq.introspect import (
+    JobInfo,
+    TaggedJob,
+    TagPage,
+    get_job,
+    job_states,
+    queue_stats,
+    tagged_ids,
+)
 from fastq.job import (
     ArgChecker,
     Delivery,
@@ -27,8 +36,11 @@ from fastq.job import (
     IdGenerator,
     JobDef,
     JobPolicy,
+    UniquePlan,
     check_delivery,
     check_runnable,
+    default_unique_key,
+    unique_plan,
 )
 from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import (
@@ -38,6 +50,9 @@ from fastq.limits import (
     check_priority,
     check_rate_limit,
     check_result_ttl_s,
+    check_tag,
+    check_unique_for_s,
+    check_unique_until,
 )
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.ratekey import RateKey
@@ -66,6 +81,9 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # values). A call is atomic, also against OOM (Redis refuses a script's write only when
 # it is the script's first), so a chunk goes in whole or not at all.
 ENQUEUE_CHUNK = 1000
+# ... and this many when they carry tags or unique locks: each job then costs the
+# script two to four times as much, and one call must stay short
+ENQUEUE_CHUNK_EXTRAS = 250
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
@@ -77,6 +95,18 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
         raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
     return tuple(types)
+
+
+def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
+    """Jobs per enqueue script call."""
+    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
+
+
+def _call_unique_key(name: str, call: Any) -> str:
+    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
+    if isinstance(call, dict):
+        return default_unique_key(name, (), call)
+    return default_unique_key(name, call, None)
 
 
 def _check_url(url: str) -> str:
@@ -229,6 +259,8 @@ class App:
         rate: Optional[int] = None,
         per_s: float = 1.0,
         burst: Optional[int] = None,
+        unique_for_s: Optional[float] = None,
+        unique_until: str = "end",
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -254,6 +286,8 @@ class App:
         rate: Optional[int] = None,
         per_s: float = 1.0,
         burst: Optional[int] = None,
+        unique_for_s: Optional[float] = None,
+        unique_until: str = "end",
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -293,6 +327,14 @@ class App:
                 :meth:`set_rate_limit`'s). A job whose key has no token now is
                 rescheduled to the token reserved for it, without counting an
                 attempt (see :mod:`fastq.ratekey`).
+            unique_for_s: its jobs are unique for this many seconds: an enqueue
+                while a job of the same key (a hash of the name and arguments, or
+                ``unique_key=``) holds the lock adds nothing and returns that
+                job's id. Periodic runs and retries are not checked.
+            unique_until: when the lock ends before its window does: ``"end"``
+                (the job completes, dies, is cancelled or purged), ``"start"``
+                (it starts: one copy may wait while one runs) or ``"window"``
+                (never early).
 
         Raises:
             TypeError: ``fn`` is not a plain callable a worker can run: not
@@ -339,6 +381,9 @@ class App:
                     "whole queue is app.set_rate_limit(queue, rate))"
                 )
             key_limit = check_rate_limit(rate, per_s, burst)
+        if unique_for_s is not None:
+            check_unique_for_s(unique_for_s)
+        check_unique_until(unique_until)
         policy = JobPolicy(
             retries=retries,
             backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
@@ -358,8 +403,9 @@ class App:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
             key = None if key_limit is None else RateKey(func, rate_key, key_limit)
             jobdef = JobDef(
-                self, func, job_name, queue, priority, policy, result_ttl_s, mode, rate_key=key
-            )
+                self, func, job_name, queue, priority, policy, result_ttl_s, mode,
+                rate_key=key, unique_for_s=unique_for_s, unique_until=unique_until,
+            )  # fmt: skip
             self.registry[job_name] = jobdef
             return jobdef
 
@@ -509,17 +555,28 @@ class App:
         options: EnqueueOptions,
         ids: Sequence[str],
         envs: Sequence[bytes],
+        unique: Optional[UniquePlan] = None,
+        unique_keys: Sequence[str] = (),
     ) -> list[Any]:
         """Send the jobs, one script call per chunk, pipelined; returns each chunk's
-        reply or the error it got. Raises what stopped it from reading them."""
+        reply (an ``EnqueueReply``) or the error it got. Raises what stopped it from
+        reading them."""
         keys = ENQUEUE.keys_for(self.keys(queue))
         due = options.due
+        extras = enqueue_extras(
+            options.tags or (),
+            unique.until if unique is not None else None,
+            unique.window_ms if unique is not None else 0,
+        )
         commands = []
-        for lo in range(0, len(ids), ENQUEUE_CHUNK):
-            hi = lo + ENQUEUE_CHUNK
-            argv = ENQUEUE.argv(priority, due, ids[lo:hi], envs[lo:hi])
+        chunk = _chunk(options, unique)
+        for lo in range(0, len(ids), chunk):
+            hi = lo + chunk
+            ukeys = unique_keys[lo:hi] if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
             commands.append(ENQUEUE.command(keys, argv))
-        return scripts.call_many(client, commands, raise_on_error=False)
+        replies = scripts.call_many(client, commands, raise_on_error=False)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
 
     def enqueue(
         self,
@@ -535,8 +592,13 @@ class App:
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> str:
-        """Enqueue one job by its registered name; returns the job id.
+        """Enqueue one job by its registered name; returns the job id (for a unique
+        job refused because its key's lock is held: the id of the job holding it).
 
         A job name this app does not know is accepted (another service may run it)
         and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
@@ -554,7 +616,8 @@ class App:
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return self.submit(name, args, kwargs, options)
 
@@ -574,16 +637,22 @@ class App:
         jobdef = self.registry.get(name)
         if jobdef is not None:
             jobdef.arg_checker.check(args, kwargs)
+        unique = unique_plan(options, jobdef)
         job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
         env = codec.encode_envelope(
             job_id, args, kwargs, self._tail(name, queue, priority, options)
         )
+        ukeys = []
+        if unique is not None:
+            ukeys.append(unique.key or default_unique_key(name, args, kwargs))
         with self._producer_call():
             client = self._connect(queue)
-            replies = self._send(client, queue, priority, options, [job_id], [env])
+            replies = self._send(client, queue, priority, options, [job_id], [env], unique, ukeys)
             if isinstance(replies[0], Exception):
                 raise replies[0]
-        return job_id
+        # a unique job refused by a held lock: the id of the job holding it
+        holder: str = replies[0].holders.get(0, job_id)
+        return holder
 
     def enqueue_many(
         self,
@@ -598,15 +667,21 @@ class App:
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> list[str]:
-        """Enqueue many calls of one job in pipelined batches; returns their ids.
+        """Enqueue many calls of one job in pipelined batches; returns their ids (a
+        unique job refused by a held lock gives the holder's id in its place).
 
         Each call is a tuple/list of positional arguments or a dict of keyword
         arguments. All calls are checked and encoded before anything is sent.
         Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
         due in the same millisecond (of Redis' clock) and they start in order.
 
-        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000), each one atomic script
+        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000; 250 with tags or unique
+        locks), each one atomic script
         call, all in one round trip. When Redis takes only some chunks (it fills
         up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
         went in. Sending the same calls again with ``job_ids=exc.ids`` is
@@ -633,7 +708,8 @@ class App:
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return self.submit_many(name, calls, options, job_ids)
 
@@ -652,6 +728,7 @@ class App:
         jobdef = self.registry.get(name)
         if jobdef is not None:
             self._check_calls(jobdef.arg_checker, calls)
+        unique = unique_plan(options, jobdef)
         if job_ids is None:
             ids = self._ids.next_ids(len(calls))
         else:
@@ -668,27 +745,37 @@ class App:
         envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority, options))
         if not ids:
             return ids
+        ukeys: list[str] = []
+        if unique is not None:
+            ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
         try:
             client = self._connect(queue)
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         try:
-            replies = self._send(client, queue, priority, options, ids, envs)
+            replies = self._send(client, queue, priority, options, ids, envs, unique, ukeys)
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
             raise self._blast_error(ids, [], exc, sent=True) from exc
+        chunk = _chunk(options, unique)
         failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
         if failed:
             written = [
                 job_id
                 for c in range(len(replies))
                 if c not in failed
-                for job_id in ids[c * ENQUEUE_CHUNK : (c + 1) * ENQUEUE_CHUNK]
+                for job_id in ids[c * chunk : (c + 1) * chunk]
             ]
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
             ]
+        if unique is not None:
+            # each unique job refused by a held lock: the id of the job holding it
+            ids = list(ids)
+            for c, reply in enumerate(replies):
+                for i, holder in reply.holders.items():
+                    ids[c * chunk + i] = holder
         return ids
 
     def _blast_error(
@@ -730,7 +817,8 @@ class App:
 
     def stats(self, queue: str) -> dict[str, int]:
         """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
-        counters enqueued, processed, failed, retried, stalled, stale_acks, purged;
+        counters enqueued, processed, failed, retried, stalled, stale_acks, purged,
+        cancelled (``ready`` counts cancelled ids still in the list until popped);
         ``paused`` is 1 while the queue is paused, else 0; ``rate``,
         ``rate_period_ms`` and ``rate_burst`` its rate limit (all 0: none).
 
@@ -897,6 +985,104 @@ class App:
                 if info is not None:
                     return info
         return None
+
+    # -- cancel and tags ------------------------------------------------------------
+
+    def cancel(self, job_id: str, queue: Optional[str] = None) -> bool:
+        """Cancel a job: a ready or scheduled job never runs. A job a worker
+        already holds (running, or claimed with its batch) still runs, but is not
+        retried, recorded dead or handed back when its run ends; if it completes,
+        it counts as processed and is no longer cancelled. ``get_job`` says
+        ``cancelled``; the queue's stats count it as ``cancelled``.
+
+        Without ``queue``, every known queue is searched. Re-enqueueing a
+        cancelled id does nothing (while its marker lasts: the dead jobs' max age).
+
+        Returns:
+            True if it was cancelled; False for an unknown id, a job that
+            completed, is dead or broken, or was cancelled before.
+
+        Raises:
+            TypeError, ValueError: an invalid job id or queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_job_id(job_id)
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            for q in names:
+                if cancel_ids(self.redis, self.keys(q), [job_id]):
+                    return True
+        return False
+
+    def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> int:
+        """Cancel every live job tagged ``tag`` (in ``queue``, or in every known
+        queue), as :meth:`cancel` does, in calls of at most 250 jobs so that
+        cancelling a blast of any size never blocks Redis for long.
+
+        Returns:
+            How many jobs were cancelled.
+
+        Raises:
+            TypeError, ValueError: an invalid tag or queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_tag(tag)
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            return sum(cancel_by_tag(self.redis, self.keys(q), tag) for q in names)
+
+    def jobs_by_tag(
+        self,
+        tag: str,
+        queue: Optional[str] = None,
+        cursor: Optional[str] = None,
+        count: int = 100,
+    ) -> TagPage:
+        """A page of the live jobs tagged ``tag``, each with its queue and state
+        (``queued``, ``scheduled``, ``active``; ``gone`` if it ended meanwhile),
+        in queue then id order. Jobs leave the tag when they end (done, dead,
+        broken, cancelled, purged).
+
+        Args:
+            tag: the tag.
+            queue: one queue; without it every known queue, one after the other.
+            cursor: the ``cursor`` of the previous page (None: the first page).
+            count: jobs per page, 1 to 1,000.
+
+        Returns:
+            A :class:`fastq.introspect.TagPage`: ``jobs`` and ``cursor`` (None on
+            the last page).
+
+        Raises:
+            TypeError, ValueError: an invalid tag, queue name, cursor or count.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_tag(tag)
+        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
+            raise ValueError(f"count must be an int within 1..1000, not {count!r}")
+        after: Optional[str] = None
+        with self._producer_call():
+            names = [validate_queue_name(queue)] if queue else self.queues()
+            if cursor is not None:
+                # "<queue>:<last id>": queue names hold no ':'
+                if not isinstance(cursor, str) or ":" not in cursor:
+                    raise ValueError(f"invalid cursor {cursor!r}: pass a page's cursor")
+                at_queue, after = cursor.split(":", 1)
+                if at_queue not in names:
+                    raise ValueError(f"invalid cursor {cursor!r}: unknown queue {at_queue!r}")
+                names = names[names.index(at_queue) :]
+            jobs: list[TaggedJob] = []
+            for q in names:
+                keys = self.keys(q)
+                ids = tagged_ids(self.redis, keys, tag, after, count - len(jobs) + 1)
+                after = None
+                more = len(ids) > count - len(jobs)
+                ids = ids[: count - len(jobs)]
+                states = job_states(self.redis, keys, ids)
+                jobs += [TaggedJob(i, q, state) for i, state in zip(ids, states)]
+                if more or (len(jobs) == count and q != names[-1]):
+                    return TagPage(jobs, f"{q}:{jobs[-1].id}")
+        return TagPage(jobs, None)
 
     def result(self, job_id: str, timeout_s: float = 30.0, queue: Optional[str] = None) -> Any:
         """Wait for a job's return value and return it. The job must be registered

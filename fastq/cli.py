@@ -388,6 +388,47 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _one_or_all_queues(args: argparse.Namespace) -> Optional[str]:
+    """``-q``'s one queue, or None (every known queue) without ``-q``."""
+    return _one_queue(args) if args.queue is not None else None
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    if (args.job_id is None) == (args.tag is None):
+        raise CliError("give a JOB_ID or --tag TAG (one of them)")
+    app = _configured_app(args)
+    queue = _one_or_all_queues(args)
+    try:
+        if args.tag is not None:
+            n = app.cancel_by_tag(args.tag, queue=queue)
+            print(f"cancelled {n} jobs tagged {args.tag!r}")
+            return 0
+        if app.cancel(args.job_id, queue=queue):
+            print(f"cancelled {args.job_id}")
+            return 0
+    except (TypeError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    print(f"{args.job_id}: nothing to cancel (unknown, completed, dead, broken or cancelled)")
+    return 1
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    """One line per live job tagged ``--tag``: id, queue, state."""
+    app = _configured_app(args)
+    queue = _one_or_all_queues(args)
+    cursor: Optional[str] = None
+    while True:
+        try:
+            page = app.jobs_by_tag(args.tag, queue=queue, cursor=cursor, count=1000)
+        except (TypeError, ValueError) as exc:
+            raise CliError(str(exc)) from None
+        for job in page.jobs:
+            print(job.id, job.queue, job.state)
+        if page.cursor is None:
+            return 0
+        cursor = page.cursor
+
+
 def cmd_periodic(args: argparse.Namespace) -> int:
     """One line per periodic job: name, queue, schedule, overlap, last and next fire
     times (ISO 8601, in the schedule's zone), and the id of its last run."""
@@ -564,6 +605,17 @@ def build_parser() -> argparse.ArgumentParser:
     li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
     _add_connection_options(li)
     li.set_defaults(func=cmd_limit)
+    ca = sub.add_parser("cancel", help="cancel a job by id, or every job with a tag (--tag)")
+    ca.add_argument("job_id", nargs="?", metavar="JOB_ID", help="the job to cancel")
+    ca.add_argument("--tag", help="cancel every live job with this tag; prints how many")
+    ca.set_defaults(func=cmd_cancel)
+    jo = sub.add_parser("jobs", help="list the live jobs with a tag: id, queue, state")
+    jo.add_argument("--tag", required=True, help="the tag")
+    jo.set_defaults(func=cmd_jobs)
+    for tag_parser in (ca, jo):
+        tag_parser.add_argument("--app", required=True, help="module (or module:attr) of the app")
+        tag_parser.add_argument("-q", "--queue", help="the queue (default: every known queue)")
+        _add_connection_options(tag_parser)
 
     pe = sub.add_parser("periodic", help="list periodic jobs with their last and next fire times")
     pe.add_argument("--app", required=True, help="module (or module:attr) of the app")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Generic, Iterable, Mapping, Optional, Sequence, TypeVar, Union
 
+import orjson
 import redis
 
 from fastq import scripts
@@ -81,24 +82,68 @@ class Contract(Generic[R]):
 # -- enqueue ---------------------------------------------------------------------------
 
 
-class _Enqueue(Contract[int]):
-    keys = ("jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio")
-    argv_names = ("priority", "due")
-    argv_rest = "pairs"
+UNIQUE_MODES = {"end": "e", "start": "s", "window": "w"}  # unique_until -> its code
+
+
+@dataclass(frozen=True)
+class EnqueueReply:
+    """``added``: jobs added; ``holders``: the position in the call (from 0) of each
+    unique job refused because its key was locked, and the id holding the lock."""
+
+    added: int
+    holders: dict[int, str]
+
+
+def enqueue_extras(
+    tags: Sequence[str] = (), unique_until: Optional[str] = None, unique_for_ms: int = 0
+) -> bytes:
+    """The ``extras`` ARGV of an enqueue: empty for a plain batch."""
+    extras: dict[str, Any] = {}
+    if tags:
+        extras["tags"] = list(tags)
+    if unique_until is not None:
+        extras["unique"] = UNIQUE_MODES[unique_until]
+        extras["unique_for_ms"] = unique_for_ms
+    return orjson.dumps(extras) if extras else b""
+
+
+class _Enqueue(Contract[EnqueueReply]):
+    keys = (
+        "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
+        "links", "tagged", "unique", "unique_exp", "settings",
+    )  # fmt: skip
+    argv_names = ("priority", "due", "extras")
+    argv_rest = "jobs"
 
     def argv(
-        self, priority: int, due: Union[int, str], ids: Iterable[Any], envs: Iterable[bytes]
+        self,
+        priority: int,
+        due: Union[int, str],
+        extras: bytes,
+        ids: Iterable[Any],
+        envs: Iterable[bytes],
+        unique_keys: Optional[Iterable[str]] = None,
     ) -> list[Any]:
-        """``due``: a delay in ms (0: ready now), or :func:`due_at` of a due time."""
-        argv: list[Any] = [priority, due]
-        for job_id, env in zip(ids, envs):
-            argv.append(job_id)
-            argv.append(env)
+        """``due``: a delay in ms (0: ready now), or :func:`due_at` of a due time;
+        ``extras``: :func:`enqueue_extras`; ``unique_keys``, one per job, when the
+        extras name a unique mode."""
+        argv: list[Any] = [priority, due, extras]
+        if unique_keys is None:
+            for job_id, env in zip(ids, envs):
+                argv.append(job_id)
+                argv.append(env)
+        else:
+            for job_id, env, ukey in zip(ids, envs, unique_keys):
+                argv += (job_id, env, ukey)
         return argv
 
-    def parse(self, raw: Any) -> int:
-        """The number of jobs added."""
-        return int(raw)
+    def parse(self, raw: Any) -> EnqueueReply:
+        """The number of jobs added (an int), or with unique jobs ``{added, i1,
+        holder1, ...}`` (positions from 1)."""
+        if not isinstance(raw, list):
+            return EnqueueReply(int(raw), {})
+        holders = {int(raw[i]) - 1: raw[i + 1].decode() for i in range(1, len(raw) - 1, 2)}
+        return EnqueueReply(int(raw[0]), holders)
 
 
 def due_at(at_ms: int) -> str:
@@ -182,7 +227,7 @@ class ClaimReply:
 class _Claim(Contract[ClaimReply]):
     keys = (
         "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
-        "settings", "broken", "cancelled",
+        "settings", "broken", "cancelled", "links", "unique", "unique_exp",
     )  # fmt: skip
     argv_names = ("worker_id", "n", "lease_ms", "promote_max")
 
@@ -207,6 +252,11 @@ class _Ack(Contract[int]):
         "stats",
         "poison",
         "sched_prio",
+        "cancelled",
+        "links",
+        "tagged",
+        "unique",
+        "unique_exp",
     )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
     argv_rest = "sections"
@@ -246,7 +296,7 @@ class _Ack(Contract[int]):
 
 
 class _Take(Contract[list[bytes]]):
-    keys = ("held", "jobs", "stalls")
+    keys = ("held", "jobs", "stalls", "links", "tagged", "unique", "unique_exp")
     argv_rest = "ids"
 
     def argv(self, ids: Iterable[bytes]) -> list[Any]:
@@ -307,7 +357,10 @@ class ReleaseReply:
 
 
 class _Release(Contract[ReleaseReply]):
-    keys = ("ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison")
+    keys = (
+        "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
+        "cancelled", "links", "tagged", "unique", "unique_exp",
+    )  # fmt: skip
     argv_names = ("worker_id", "mode", "max_stalls")
     argv_rest = "ids"
 
@@ -355,7 +408,7 @@ class ReapReply:
 class _Reap(Contract[ReapReply]):
     keys = (
         "ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison",
-        "sched_prio",
+        "sched_prio", "cancelled", "unique", "unique_exp",
     )  # fmt: skip
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 
@@ -421,7 +474,7 @@ PURGE_BATCH_MAX = 5000  # purge.lua refuses more: unpack() is bounded by Lua's s
 class _Purge(Contract[int]):
     keys = (
         "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
-        "stalls", "stats",
+        "stalls", "stats", "links", "tagged", "unique", "unique_exp",
     )  # fmt: skip
     argv_names = ("limit", "ready", "scheduled", "dead", "broken")
 
@@ -463,3 +516,37 @@ class _RateTake(Contract[int]):
 
 RATE_TAKE = _RateTake("rate_take")
 ALL = (*ALL, RATE_TAKE)
+
+
+# -- cancel ----------------------------------------------------------------------------
+
+CANCEL_BATCH_MAX = 1000  # cancel.lua refuses more: one call stays short
+
+
+@dataclass(frozen=True)
+class CancelReply:
+    """``cancelled``: jobs cancelled; ``handled``: ids looked at (by tag: fewer than
+    the limit means no entry of the tag is left)."""
+
+    cancelled: int
+    handled: int
+
+
+class _Cancel(Contract[CancelReply]):
+    keys = (
+        "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
+        "stats", "links", "tagged", "unique", "unique_exp",
+    )  # fmt: skip
+    argv_names = ("tag", "limit")
+    argv_rest = "ids"
+
+    def argv(self, tag: str, limit: int, ids: Iterable[Any] = ()) -> list[Any]:
+        """A tag (and no ids), or ``tag=""`` and at most ``limit`` ids."""
+        return [tag, limit, *ids]
+
+    def parse(self, raw: Any) -> CancelReply:
+        return CancelReply(int(raw[0]), int(raw[1]))
+
+
+CANCEL = _Cancel("cancel")
+ALL = (*ALL, CANCEL)

@@ -22,6 +22,7 @@ COUNTERS = (
     "interrupted",
     "stale_acks",
     "purged",
+    "cancelled",
 )
 
 
@@ -31,7 +32,7 @@ class JobInfo:
 
     id: str
     queue: str
-    state: str  # "queued", "scheduled", "active", "dead" or "broken"
+    state: str  # "queued", "scheduled", "active", "dead", "broken" or "cancelled"
     name: Optional[str]
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -49,6 +50,8 @@ class JobInfo:
     # the latest ``set_progress`` of a running job (None: it reported none)
     progress: Optional[float] = None
     progress_meta: Any = None
+    tags: list[str] = field(default_factory=list)
+    cancelled_at: Optional[float] = None  # a cancelled job's only other field is its id
 
 
 def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:
@@ -98,10 +101,17 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     pipe.hget(keys.stalls, job_id)
     pipe.hget(keys.poison, job_id)
     pipe.hget(keys.progress, job_id)
+    pipe.zscore(keys.cancelled, job_id)
+    pipe.hget(keys.links, job_id)
     for holder, _ in leases:
         pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, poison, progress, *held = pipe.execute()
+    raw, due, died, broken, stalls, poison, progress, cancelled, link, *held = pipe.execute()
     if raw is None:
+        if cancelled is not None:
+            return JobInfo(
+                id=job_id, queue=keys.queue, state="cancelled", name=None,
+                cancelled_at=_seconds(cancelled),
+            )  # fmt: skip
         if broken is None:
             return None
         # quarantined without a payload (a claim popped it with no envelope)
@@ -152,7 +162,83 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         raw=raw,
         progress=fraction,
         progress_meta=meta,
+        tags=_link_tags(link),
     )
+
+
+def _link_tags(link: Optional[bytes]) -> list[str]:
+    """The tags in a links record (format in ``lua/lib/unique.lua``)."""
+    if link is None:
+        return []
+    return link.decode("utf-8", "replace").split("\n")[1:]
+
+
+def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str]:
+    """The state of each of ``ids`` (as :class:`JobInfo` has it), in a few pipelined
+    commands; ``gone`` for an id fastq no longer knows (it completed)."""
+    if not ids:
+        return []
+    leases = _leases(client, keys)
+    pipe = client.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hexists(keys.jobs, job_id)
+    pipe.zmscore(keys.scheduled, ids)
+    pipe.zmscore(keys.dead, ids)
+    pipe.hmget(keys.broken, ids)
+    pipe.zmscore(keys.cancelled, ids)
+    for holder, _ in leases:
+        pipe.smismember(keys.held(holder), ids)
+    replies = pipe.execute()
+    exists, (due, died, broken, cancelled), held = (
+        replies[: len(ids)],
+        replies[len(ids) : len(ids) + 4],
+        replies[len(ids) + 4 :],
+    )
+    states = []
+    for i in range(len(ids)):
+        if not exists[i]:
+            state = "cancelled" if cancelled[i] is not None else "gone"
+        elif broken[i] is not None:
+            state = "broken"
+        elif died[i] is not None:
+            state = "dead"
+        elif any(h[i] for h in held):
+            state = "active"
+        elif due[i] is not None:
+            state = "scheduled"
+        else:
+            state = "queued"
+        states.append(state)
+    return states
+
+
+@dataclass(frozen=True)
+class TaggedJob:
+    """One job of :meth:`fastq.App.jobs_by_tag`."""
+
+    id: str
+    queue: str
+    state: str
+
+
+@dataclass(frozen=True)
+class TagPage:
+    """A page of :meth:`fastq.App.jobs_by_tag`; ``cursor`` gets the next page (None:
+    this is the last)."""
+
+    jobs: list[TaggedJob]
+    cursor: Optional[str]
+
+
+def tagged_ids(
+    client: redis.Redis, keys: QueueKeys, tag: str, after: Optional[str], count: int
+) -> list[str]:
+    """Up to ``count`` ids of live jobs tagged ``tag`` in one queue, in id order,
+    after the id ``after`` (None: from the first)."""
+    start = f"({tag}\n{after}" if after is not None else f"[{tag}\n"
+    members = client.zrangebylex(keys.tagged, start, f"({tag}\x0b", 0, count)
+    cut = len(tag.encode()) + 1
+    return [m[cut:].decode() for m in members]  # type: ignore[union-attr]
 
 
 def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:

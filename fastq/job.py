@@ -8,6 +8,7 @@ module does not import the App.
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
 import itertools
 import math
@@ -28,6 +29,8 @@ from typing import (
     Union,
 )
 
+import orjson
+
 from fastq.limits import (
     check_at,
     check_delay_s,
@@ -35,6 +38,10 @@ from fastq.limits import (
     check_priority,
     check_queue_name,
     check_result_ttl_s,
+    check_tags,
+    check_unique_for_s,
+    check_unique_key,
+    check_unique_until,
 )
 from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
 
@@ -69,9 +76,21 @@ class EnqueueOptions:
     retry: Optional[Backoff] = None
     retries: Optional[int] = None
     age_limit_s: Optional[float] = None
+    tags: Optional[Sequence[str]] = None
+    unique_for_s: Optional[float] = None
+    unique_key: Optional[str] = None
+    unique_until: Optional[str] = None
 
     def __post_init__(self) -> None:
         check_delay_s(self.delay_s)
+        if self.tags is not None:
+            object.__setattr__(self, "tags", check_tags(self.tags))
+        if self.unique_for_s is not None:
+            check_unique_for_s(self.unique_for_s)
+        if self.unique_key is not None:
+            check_unique_key(self.unique_key)
+        if self.unique_until is not None:
+            check_unique_until(self.unique_until)
         if self.at is not None:
             if self.delay_s:
                 raise TypeError(
@@ -106,6 +125,45 @@ class EnqueueOptions:
             return self.delay_ms
         assert isinstance(self.at, float)  # made so in __post_init__
         return f"@{math.ceil(self.at * 1000)}"
+
+
+@dataclass(frozen=True)
+class UniquePlan:
+    """How the jobs of one enqueue are unique: ``until`` (see
+    ``limits.UNIQUE_UNTIL``), the window in ms and a fixed key (None: each job's
+    :func:`default_unique_key`)."""
+
+    until: str
+    window_ms: int
+    key: Optional[str]
+
+
+def unique_plan(options: EnqueueOptions, job: Optional[JobDef[Any]]) -> Optional[UniquePlan]:
+    """The uniqueness of an enqueue: its options over the job's own; None: not unique.
+
+    Raises:
+        ValueError: ``unique_key`` or ``unique_until`` without a ``unique_for_s``
+            (on the enqueue or the job).
+    """
+    window_s = options.unique_for_s
+    if window_s is None and job is not None:
+        window_s = job.unique_for_s
+    if window_s is None:
+        if options.unique_key is not None or options.unique_until is not None:
+            raise ValueError(
+                "unique_key and unique_until need unique_for_s (on the enqueue or in "
+                "@app.job): how long the lock may last"
+            )
+        return None
+    until = options.unique_until or (job.unique_until if job is not None else None) or "end"
+    return UniquePlan(until, max(1, math.ceil(window_s * 1000)), options.unique_key)
+
+
+def default_unique_key(name: str, args: Sequence[Any], kwargs: Optional[dict[str, Any]]) -> str:
+    """A unique job's default key: the SHA-1 (hex) of the canonical JSON (sorted keys)
+    of ``[name, args, kwargs]``; the same call gives the same key on any host."""
+    canonical = orjson.dumps([name, list(args), kwargs or {}], option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha1(canonical).hexdigest()
 
 
 class Producer(Protocol):
@@ -286,6 +344,8 @@ class JobDef(Generic[R]):
         result_ttl_s: Optional[float] = None,
         delivery: Union[Delivery, str] = Delivery.AT_LEAST_ONCE,
         rate_key: Optional[RateKey] = None,
+        unique_for_s: Optional[float] = None,
+        unique_until: str = "end",
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -300,6 +360,9 @@ class JobDef(Generic[R]):
         self.delivery = check_delivery(delivery)
         # read per job by a worker whose app has at-most-once jobs: a plain attribute
         self.at_most_once = self.delivery is Delivery.AT_MOST_ONCE
+        # a unique job: an enqueue while the lock of the same key is held adds nothing
+        self.unique_for_s = None if unique_for_s is None else check_unique_for_s(unique_for_s)
+        self.unique_until = check_unique_until(unique_until)
         self.arg_checker = ArgChecker(fn)
         # a per-key rate limit (fastq.ratekey); None: none, at no cost
         self.rate_key = rate_key
@@ -335,6 +398,10 @@ class JobDef(Generic[R]):
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> EnqueueCall:
         """This job with enqueue options; call the result with the job's arguments.
 
@@ -360,6 +427,15 @@ class JobDef(Generic[R]):
                 first).
             age_limit_s: overrides the job's age limit: no retry starts later than
                 this many seconds after this enqueue.
+            tags: labels (1 to 20 printable strs of at most 100 characters) to
+                find or cancel the job by: ``app.jobs_by_tag``, ``app.cancel_by_tag``.
+            unique_for_s: make this job unique for that many seconds (overrides the
+                job's own): while the lock of its key is held, an enqueue of the
+                same key adds nothing and returns the holder's id.
+            unique_key: the lock's key (a printable str of at most 200
+                characters), instead of a hash of the name and arguments.
+            unique_until: when the lock ends before its window: ``"end"`` (the
+                job ends), ``"start"`` (it starts) or ``"window"`` (never early).
 
         Raises:
             TypeError, ValueError: an option is of the wrong type or out of range,
@@ -367,7 +443,8 @@ class JobDef(Generic[R]):
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return EnqueueCall(self, options)
 
@@ -418,8 +495,13 @@ class JobDef(Generic[R]):
         retry: Optional[Backoff] = None,
         retries: Optional[int] = None,
         age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
     ) -> list[str]:
         """Enqueue many calls in pipelined batches (for blasts); returns their ids.
+        (A unique job refused by a held lock gives the holder's id in its place.)
 
         Each call is a tuple of positional arguments or a dict of keyword
         arguments. Every call is checked and encoded before anything is sent, so
@@ -433,7 +515,8 @@ class JobDef(Generic[R]):
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
         )  # fmt: skip
         return self.producer.submit_many(self.name, calls, options, job_ids)
 

@@ -88,20 +88,46 @@ class QueueKeys:
         return self.key("broken")
 
     @property
-    def cancelled(self) -> str:
-        """Cancelled id -> its cancel time (ms): a claim that pops an id without an
-        envelope drops it if it is here, else quarantines it as broken."""
-        return self.key("cancelled")
-
-    @property
     def stats(self) -> str:
         return self.key("stats")
 
     @property
     def settings(self) -> str:
-        """The queue's settings (``paused``: ``1`` while paused). Absent for a queue
-        with none, so that a claim on it pays one HGET of a missing key."""
+        """The queue's settings (``paused``: ``1`` while paused; ``rate``,
+        ``rate_period_ms``, ``rate_burst``, ``rate_tat_us``: a rate limit; ``ustart``: ``1`` once
+        it had a ``unique_until="start"`` job). Absent for a queue with none, so that
+        a claim on it pays one HMGET of a missing key."""
         return self.key("settings")
+
+    @property
+    def cancelled(self) -> str:
+        """Cancelled id -> when it was cancelled (ms): the marker that keeps a cancelled
+        job from running or coming back: a claim that pops an id without an envelope
+        drops it if it is here, else quarantines it as broken. Trimmed by age (the
+        dead jobs' max age)."""
+        return self.key("cancelled")
+
+    @property
+    def tagged(self) -> str:
+        """``<tag>\\n<id>`` of every live tagged job, all scored 0: a lexical range
+        lists one tag's jobs (one key per queue, never one per tag)."""
+        return self.key("tagged")
+
+    @property
+    def links(self) -> str:
+        """Id -> its tags and unique lock, for the jobs that have either: what the
+        end of a job cleans up (format in ``lua/lib/unique.lua``)."""
+        return self.key("links")
+
+    @property
+    def unique(self) -> str:
+        """Unique key -> the id of the job holding its lock."""
+        return self.key("unique")
+
+    @property
+    def unique_exp(self) -> str:
+        """Unique key -> when its lock's window ends (ms, Redis' clock)."""
+        return self.key("unique_exp")
 
     @property
     def wake(self) -> str:

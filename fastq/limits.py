@@ -26,6 +26,12 @@ get wrong (id length and prefix, numeric priority and delay); keep both in step.
 - **Rate limits**: an int ``rate`` of 1 to :data:`MAX_RATE` jobs per ``per_s``, a
   whole number of milliseconds within [1 ms, 1 day], at most :data:`MAX_RATE` jobs
   per second; ``burst`` an int within 1..``MAX_RATE``.
+- **Tags**: a list (or tuple) of 1 to :data:`MAX_TAGS` strs, each 1 to
+  :data:`MAX_TAG_CHARS` printable characters (``str.isprintable``: no newline, tab
+  or control character; the space is allowed); repeats are dropped.
+- **Unique jobs**: ``unique_for_s`` a finite number of seconds in (0,
+  :data:`MAX_DELAY_S`]; ``unique_key`` 1 to :data:`MAX_UNIQUE_KEY_CHARS` printable
+  characters; ``unique_until`` one of :data:`UNIQUE_UNTIL`.
 """
 
 from __future__ import annotations
@@ -52,6 +58,12 @@ MAX_RATE_PERIOD_MS = 24 * 3600 * 1000  # a day
 # absorbs a worker's lateness in claiming a token due (a scheduler tick, a round
 # trip), which would otherwise be throughput lost for good.
 DEFAULT_BURST_S = 0.05
+MAX_TAGS = 20  # per job: each is an entry of the queue's tag index
+MAX_TAG_CHARS = 100
+MAX_UNIQUE_KEY_CHARS = 200
+# when a unique job's lock ends: as it ends (done, dead, broken, cancelled), as it
+# starts (one copy may wait while one runs), or when its window does
+UNIQUE_UNTIL = ("end", "start", "window")
 
 # Printable ASCII without the space: 0x21 ('!') to 0x7e ('~').
 _JOB_ID = re.compile(rf"[!-~]{{1,{MAX_JOB_ID_BYTES}}}")
@@ -286,3 +298,87 @@ def parse_rate_limit(text: str, burst: Optional[int] = None) -> RateLimit:
             "1000/h or 5000/d"
         )
     return check_rate_limit(int(match[1]), _RATE_UNITS[match[2][0]], burst)
+
+
+def check_tags(tags: object) -> tuple[str, ...]:
+    """Return ``tags`` as a tuple without repeats, if they are usable tags.
+
+    Raises:
+        TypeError: not a list or tuple (a lone str is refused), or a tag is not a str.
+        ValueError: empty, more than ``MAX_TAGS``, or a tag empty, too long or not
+            printable.
+    """
+    if not isinstance(tags, (list, tuple)):
+        raise TypeError(f"tags must be a list of str, not {type(tags).__name__}")
+    if not 1 <= len(tags) <= MAX_TAGS:
+        raise ValueError(f"tags must hold 1 to {MAX_TAGS} tags, not {len(tags)}")
+    for i, tag in enumerate(tags):
+        check_tag(tag, f"tags[{i}]")
+    return tuple(dict.fromkeys(tags))
+
+
+def check_tag(tag: object, what: str = "tag") -> str:
+    """Return ``tag`` if it is a usable tag (see the module docstring).
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, longer than ``MAX_TAG_CHARS``, or not printable.
+    """
+    if not isinstance(tag, str):
+        raise TypeError(f"{what} must be a str, not {type(tag).__name__}")
+    if not 1 <= len(tag) <= MAX_TAG_CHARS or not tag.isprintable():
+        raise ValueError(
+            f"invalid {what} {_shown(tag)}: it must be 1 to {MAX_TAG_CHARS} printable "
+            "characters (no newline, tab or control character)"
+        )
+    return tag
+
+
+def check_unique_key(key: object) -> str:
+    """Return ``key`` if it is a usable ``unique_key``.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, longer than ``MAX_UNIQUE_KEY_CHARS``, or not printable.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"unique_key must be a str, not {type(key).__name__}")
+    if not 1 <= len(key) <= MAX_UNIQUE_KEY_CHARS or not key.isprintable():
+        raise ValueError(
+            f"invalid unique_key {_shown(key)}: it must be 1 to {MAX_UNIQUE_KEY_CHARS} "
+            "printable characters (no newline, tab or control character)"
+        )
+    return key
+
+
+def check_unique_for_s(window_s: object) -> float:
+    """Return ``window_s`` if it is a usable ``unique_for_s``: a finite number of
+    seconds in (0, ``MAX_DELAY_S``].
+
+    Raises:
+        TypeError: not an int or float (a bool is refused too).
+        ValueError: not finite, not above 0, or above ten years.
+    """
+    if isinstance(window_s, bool) or not isinstance(window_s, (int, float)):
+        raise TypeError(f"unique_for_s must be a number of seconds, not {window_s!r}")
+    if not math.isfinite(window_s) or not 0 < window_s <= MAX_DELAY_S:
+        raise ValueError(
+            f"unique_for_s must be a finite number of seconds in (0, {MAX_DELAY_S}], "
+            f"not {window_s!r}"
+        )
+    return float(window_s)
+
+
+def check_unique_until(mode: object) -> str:
+    """Return ``mode`` if it is one of ``UNIQUE_UNTIL``.
+
+    Raises:
+        TypeError: not a str. ValueError: another str.
+    """
+    if not isinstance(mode, str):
+        raise TypeError(f"unique_until must be a str, not {type(mode).__name__}")
+    if mode not in UNIQUE_UNTIL:
+        raise ValueError(
+            f"unique_until must be one of {', '.join(map(repr, UNIQUE_UNTIL))}, not {mode!r}"
+        )
+    return mode

@@ -82,7 +82,7 @@ def wait_for_result(
             raw = client.get(keys.result(job_id))
             if raw is not None:
                 return json.loads(raw)
-            if info is None:
+            if info is None or info.state == "cancelled":
                 continue
             if info.state in ("dead", "broken"):
                 error = info.last_error if info.state == "dead" else info.broken_reason
@@ -90,8 +90,8 @@ def wait_for_result(
             alive = True
         if not alive:
             raise NoResult(
-                f"job {job_id} is gone without a result: an unknown id, a job without "
-                "result_ttl_s, or its result expired"
+                f"job {job_id} is gone without a result: an unknown id, a cancelled "
+                "job, a job without result_ttl_s, or its result expired"
             )
         left_s = deadline - time.monotonic()
         if left_s <= 0:

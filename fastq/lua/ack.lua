@@ -1,6 +1,8 @@
 #!lua flags=allow-oom
 --! include args
 --! include trim
+--! include unique
+--! include links
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -13,6 +15,11 @@
 -- KEYS[8] poison     hash   dead id -> why it died when no worker could say
 -- KEYS[9] sched_prio hash   scheduled id -> where it goes when due; 'r' for a retry
 --                           (back to the front), so promotion never reads scores
+-- KEYS[10] cancelled  zset   cancelled id -> when (ms)
+-- KEYS[11] links      hash   id -> its tags and unique lock (lib/unique.lua)
+-- KEYS[12] tagged     zset   "<tag>\n<id>" of live tagged jobs
+-- KEYS[13] unique     hash   unique key -> the id holding its lock
+-- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -27,6 +34,11 @@
 -- An outcome counts only while the job is in this worker's held set: a late ack
 -- from a worker whose lease was taken back must not touch the job again.
 -- Those are counted as stale_acks. Returns the number of outcomes applied.
+-- A job cancelled while a worker held it (its envelope deleted, a marker in
+-- cancelled) is not brought back by a retry, nor recorded dead or broken: those
+-- records are dropped. One that completed after all is no longer cancelled: its
+-- marker goes and it leaves the cancelled count (it counts as processed).
+-- A job that ends (done, dead, broken) loses its tag entries and unique lock.
 -- allow-oom: an ack mostly frees memory; it must go on while Redis is over maxmemory.
 
 local dead_max_age = arg_int('ack', 1, 'dead_max_age_ms', 0)
@@ -88,6 +100,40 @@ end
 
 -- a job that once stalled has a stall count to forget when it leaves for good
 local has_stalls = redis.call('EXISTS', KEYS[2]) == 1
+local lk = {links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}
+
+-- One EXISTS per ack that has records, a ZMSCORE only on a queue with cancelled jobs.
+local has_cancelled = nil
+local function cancel_marks(ids)
+    if has_cancelled == nil then
+        has_cancelled = redis.call('EXISTS', KEYS[10]) == 1
+    end
+    return has_cancelled and redis.call('ZMSCORE', KEYS[10], unpack(ids))
+end
+
+-- The records of jobs not cancelled while they ran.
+local function not_cancelled(ids, starts)
+    if #ids == 0 then
+        return ids, starts
+    end
+    local marks = cancel_marks(ids)
+    if not marks then
+        return ids, starts
+    end
+    local keep, kstarts, dropped = {}, {}, {}
+    for i = 1, #ids do
+        if marks[i] then
+            dropped[#dropped + 1] = ids[i]
+        else
+            keep[#keep + 1] = ids[i]
+            kstarts[#kstarts + 1] = starts[i]
+        end
+    end
+    if #dropped > 0 and has_stalls then
+        redis.call('HDEL', KEYS[2], unpack(dropped))
+    end
+    return keep, kstarts
+end
 
 local done = section(1)
 if #done > 0 then
@@ -96,9 +142,23 @@ if #done > 0 then
         redis.call('HDEL', KEYS[2], unpack(done))
     end
     redis.call('HINCRBY', KEYS[7], 'processed', #done)
+    end_links(lk, done)
+    local marks = cancel_marks(done)
+    if marks then
+        local ran = {}
+        for i = 1, #done do
+            if marks[i] then
+                ran[#ran + 1] = done[i]
+            end
+        end
+        if #ran > 0 then
+            redis.call('ZREM', KEYS[10], unpack(ran))
+            redis.call('HINCRBY', KEYS[7], 'cancelled', -#ran)
+        end
+    end
 end
 
-local retry, rstart = section(3)
+local retry, rstart = not_cancelled(section(3))
 for k = 1, #retry do
     local p = rstart[k]
     redis.call('HSET', KEYS[1], retry[k], ARGV[p + 2])
@@ -114,7 +174,7 @@ if #retry > 0 then
     redis.call('HINCRBY', KEYS[7], 'retried', #retry)
 end
 
-local dead, dstart = section(2)
+local dead, dstart = not_cancelled(section(2))
 for k = 1, #dead do
     redis.call('HSET', KEYS[1], dead[k], ARGV[dstart[k] + 1])
     redis.call('ZADD', KEYS[5], now, dead[k])
@@ -124,9 +184,10 @@ if #dead > 0 then
         redis.call('HDEL', KEYS[2], unpack(dead))
     end
     redis.call('HINCRBY', KEYS[7], 'dead', #dead)
+    end_links(lk, dead)
 end
 
-local broken, bstart = section(2)
+local broken, bstart = not_cancelled(section(2))
 for k = 1, #broken do
     redis.call('HSET', KEYS[6], broken[k], ARGV[bstart[k] + 1])
 end
@@ -135,6 +196,7 @@ if #broken > 0 then
         redis.call('HDEL', KEYS[2], unpack(broken))
     end
     redis.call('HINCRBY', KEYS[7], 'broken', #broken)
+    end_links(lk, broken)
 end
 
 if failed > 0 then

@@ -3,6 +3,7 @@
 --! include gcra
 --! include promote
 --! include sentinel
+--! include unique
 -- claim: lease up to n jobs of one queue to one worker.
 --
 -- KEYS[1]  ready      list   ids; the right end is the front
@@ -17,11 +18,15 @@
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
 -- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused; a rate
 --                            limit: rate jobs per rate_period_ms, rate_burst, and
---                            rate_tat_us (the GCRA state, written here)
+--                            rate_tat_us (the GCRA state, written here); ustart = "1"
+--                            once it had a unique job of mode 'start'
 -- KEYS[11] broken     hash   id -> why it could not run: an id popped without an
 --                            envelope, not cancelled, is recorded here ("no payload")
 -- KEYS[12] cancelled  zset   id -> cancel time (ms): a popped id without an envelope
 --                            found here was cancelled (and counted so) and is dropped
+-- KEYS[13] links      hash   id -> its tags and unique lock (lib/unique.lua)
+-- KEYS[14] unique     hash   unique key -> the id holding its lock
+-- KEYS[15] unique_exp zset   unique key -> when its lock's window ends (ms)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -69,7 +74,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 0. Settings: one HMGET, on a key that does not exist for a queue without any.
 local settings = redis.call('HMGET', KEYS[10], 'paused', 'rate', 'rate_period_ms',
-    'rate_burst', 'rate_tat_us')
+    'rate_burst', 'rate_tat_us', 'ustart')
 local throttle = -1
 local interval_us, tat_us, tokens
 if settings[2] then
@@ -178,9 +183,16 @@ if no_payload > 0 then
     redis.call('HINCRBY', KEYS[7], 'broken', no_payload)
 end
 if #leased > 1 then
+    if settings[6] == '1' then  -- unique_until="start" locks end as their jobs start
+        release_started(KEYS[13], KEYS[14], KEYS[15], ids)
+    end
     redis.call('SADD', KEYS[6], unpack(leased))
     -- GT: never shorten a deadline an extension pushed further
     redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)
+else
+    -- every id popped was dropped (cancelled): the queue is not empty for all that,
+    -- so the reply says "due now" and the worker claims again at once
+    out[2] = now
 end
 
 -- 4. More work waiting, and a rate limit that lets more start now: leave a token so

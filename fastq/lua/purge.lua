@@ -1,5 +1,7 @@
 #!lua flags=allow-oom
 --! include args
+--! include unique
+--! include links
 -- purge: delete up to `limit` waiting jobs of one queue (their envelopes and
 -- index entries), from the sections selected; one bounded call of a loop, so that
 -- purging a queue of any size never blocks Redis for long.
@@ -14,6 +16,10 @@
 -- KEYS[8]  jobs       hash   id -> envelope
 -- KEYS[9]  stalls     hash   id -> stall count
 -- KEYS[10] stats      hash   counters (purged)
+-- KEYS[11] links      hash   id -> its tags and unique lock (lib/unique.lua)
+-- KEYS[12] tagged     zset   "<tag>\n<id>" of live tagged jobs
+-- KEYS[13] unique     hash   unique key -> the id holding its lock
+-- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
 --
 -- ARGV[1] limit      ids to delete at most in this call (>= 1)
 -- ARGV[2] ready      1: delete ready jobs (ready list and prio zset), 0: keep
@@ -23,7 +29,8 @@
 --
 -- Returns the number of jobs deleted; fewer than limit means the selected
 -- sections are empty. Jobs held by workers (in flight) are in none of these
--- sections and are never touched: their ack finds them as usual.
+-- sections and are never touched: their ack finds them as usual. The tag entries
+-- and unique locks of what is deleted go with it (a 'w' lock too: its job is gone).
 
 local limit = arg_int('purge', 1, 'limit', 1)
 if limit > 5000 then
@@ -86,6 +93,8 @@ end
 if #ids == 0 then
     return 0
 end
+end_links({links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}, ids,
+    true)
 redis.call('HDEL', KEYS[8], unpack(ids))
 redis.call('HDEL', KEYS[9], unpack(ids))
 redis.call('HINCRBY', KEYS[10], 'purged', #ids)

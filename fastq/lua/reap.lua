@@ -3,7 +3,8 @@
 --! include promote
 --! include trim
 -- reap: the reaper's periodic sweep of one queue: promote due jobs, trim the dead
--- set, and name the workers whose lease has expired. Their jobs are taken back by
+-- set, the cancel markers and the unique locks whose window has ended, and name
+-- the workers whose lease has expired. Their jobs are taken back by
 -- a 'release' call in mode 'expired' each, which checks the deadline again, so any
 -- number of reapers may run at once and each job moves once.
 --
@@ -17,6 +18,11 @@
 -- KEYS[8]  prio       zset   ids with a priority
 -- KEYS[9]  poison     hash   dead id -> why it died when no worker could say
 -- KEYS[10] sched_prio hash   scheduled id -> priority, for those whose priority is not 0
+-- KEYS[11] cancelled  zset   cancelled id -> when (ms); markers older than
+--                            dead_max_age_ms are trimmed (a trimmed marker's id still
+--                            in ready is then popped as a job without a payload)
+-- KEYS[12] unique     hash   unique key -> the id holding its lock
+-- KEYS[13] unique_exp zset   unique key -> when its lock's window ends (ms)
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
@@ -35,6 +41,18 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit)
 trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
+-- at most `limit` of each per call: a sweep stays short however many there are
+local old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now - dead_max_age, 'LIMIT', 0, limit)
+if #old > 0 then
+    redis.call('ZREM', KEYS[11], unpack(old))
+end
+-- an expired lock no longer refuses anything (enqueue compares its time); this
+-- frees its memory
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, limit)
+if #lapsed > 0 then
+    redis.call('ZREM', KEYS[13], unpack(lapsed))
+    redis.call('HDEL', KEYS[12], unpack(lapsed))
+end
 if promoted > 0 and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], 1)
 end

@@ -1,5 +1,7 @@
 #!lua flags=allow-oom
 --! include args
+--! include unique
+--! include links
 --! include requeue
 --! include sentinel
 -- release: hand a worker's leased jobs back to the front of the queue.
@@ -14,6 +16,11 @@
 -- KEYS[8] stalls     hash   id -> times its worker died running it
 -- KEYS[9] poison     hash   dead id -> why it died (stalled too often); the
 --                           envelope is never rewritten here
+-- KEYS[10] cancelled  zset   cancelled id -> when (ms)
+-- KEYS[11] links      hash   id -> its tags and unique lock (lib/unique.lua)
+-- KEYS[12] tagged     zset   "<tag>\n<id>" of live tagged jobs
+-- KEYS[13] unique     hash   unique key -> the id holding its lock
+-- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -33,8 +40,11 @@
 --                     every id the worker holds, in no particular order, after
 --                     which the worker holds nothing and its lease is dropped
 --
--- Only ids this worker still holds move. Returns {moved, buried_id1, reason1, ...}:
--- the poison jobs this call sent to the dead set, each with why.
+-- Only ids this worker still holds move. A job cancelled while held (no envelope,
+-- a marker in cancelled) is dropped here rather than handed back: it leaves the
+-- worker's hold (counted in moved) and goes nowhere, and no stall counts against
+-- it. Returns {moved, buried_id1, reason1, ...}: the poison jobs this call sent to
+-- the dead set, each with why.
 -- allow-oom: handing jobs back frees a worker's hold; it must work over maxmemory.
 
 local worker = arg_worker('release', 1)
@@ -86,9 +96,28 @@ if #mine == 0 then
 end
 
 local out = {#mine}
+if redis.call('EXISTS', KEYS[10]) == 1 then
+    local marks = redis.call('ZMSCORE', KEYS[10], unpack(mine))
+    local keep, dropped = {}, {}
+    for i = 1, #mine do
+        if marks[i] then
+            dropped[#dropped + 1] = mine[i]
+        else
+            keep[#keep + 1] = mine[i]
+        end
+    end
+    if #dropped > 0 then
+        redis.call('HDEL', KEYS[8], unpack(dropped))
+        mine = keep
+        if #mine == 0 then
+            return out
+        end
+    end
+end
 if mode == 'stalled' or mode == 'expired' then
     local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
-        poison = KEYS[9]}
+        poison = KEYS[9], links = KEYS[11], tagged = KEYS[12], unique = KEYS[13],
+        unique_exp = KEYS[14]}
     requeue_stalled(mine, now, max_stalls, k, out)
 else
     push_front(KEYS[1], mine)

@@ -228,3 +228,24 @@ def test_a_rate_key_is_refused_for_an_at_most_once_job(app: fastq.App) -> None:
     with pytest.raises(ValueError, match="rate_key= cannot apply to an at-most-once job"):
         app.job(delivery="at_most_once", rate_key="smtp:{account}", rate=5)(send)
     assert app.registry == {}
+
+
+def test_a_taken_at_most_once_job_leaves_its_tags_and_its_unique_lock(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    seen: list[tuple[list[str], str]] = []
+
+    @app.job(queue="q", delivery="at_most_once", unique_for_s=600)
+    def once(i: int) -> None:
+        if i == 1:  # taken: nothing in Redis follows it any more, so a copy may wait
+            tagged = [job.id for job in app.jobs_by_tag("blast", queue="q").jobs]
+            seen.append((tagged, once.enqueue_with(unique_key="k")(2)))
+
+    first = once.enqueue_with(tags=["blast"], unique_key="k")(1)
+    assert once.enqueue_with(unique_key="k")(1) == first  # locked while it waits
+    drain(app, ["q"])
+    ((tagged, second),) = seen
+    assert tagged == [] and second != first
+    k = app.keys("q")
+    assert (r.hlen(k.links), r.zcard(k.tagged), r.hlen(k.unique)) == (0, 0, 0)
+    assert app.stats("q")["processed"] == 2

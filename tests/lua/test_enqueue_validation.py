@@ -40,21 +40,22 @@ SENTINEL = "fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-i
     [
         ([], "ARGV must be priority, delay_ms"),
         ([0], "ARGV must be priority, delay_ms"),
-        ([0, 0, "a"], "ARGV must be priority, delay_ms"),  # an id without its envelope
-        ([0, 0, *pairs("a"), "b"], "ARGV must be priority, delay_ms"),
-        (["high", 0, *pairs("a")], "priority must be an integer"),
-        ([1.5, 0, *pairs("a")], "priority must be an integer"),
-        ([2**21, 0, *pairs("a")], "priority must be an integer"),
-        (["nan", 0, *pairs("a")], "priority must be an integer"),
-        ([0, "soon", *pairs("a")], "delay_ms must be a number"),
-        ([0, -1, *pairs("a")], "delay_ms must be a number"),
-        ([0, "inf", *pairs("a")], "delay_ms must be a number"),
-        ([0, "nan", *pairs("a")], "delay_ms must be a number"),
-        ([0, 10**300, *pairs("a")], "delay_ms must be a number"),
-        ([0, 0, *pairs("a", "")], "job id #2 must be 1 to 200 bytes"),
-        ([0, 0, *pairs("a", "x" * 201)], "job id #2 must be 1 to 200 bytes"),
-        ([0, 0, *pairs("a", "b", SENTINEL)], "job id #3 starts with the reserved prefix"),
-        ([0, 0, *pairs("fastq:mine")], "job id #1 starts with the reserved prefix"),
+        ([0, 0], "ARGV must be priority, delay_ms"),  # no extras
+        ([0, 0, "", "a"], "ARGV must be priority, delay_ms"),  # an id without its envelope
+        ([0, 0, "", *pairs("a"), "b"], "ARGV must be priority, delay_ms"),
+        (["high", 0, "", *pairs("a")], "priority must be an integer"),
+        ([1.5, 0, "", *pairs("a")], "priority must be an integer"),
+        ([2**21, 0, "", *pairs("a")], "priority must be an integer"),
+        (["nan", 0, "", *pairs("a")], "priority must be an integer"),
+        ([0, "soon", "", *pairs("a")], "delay_ms must be a number"),
+        ([0, -1, "", *pairs("a")], "delay_ms must be a number"),
+        ([0, "inf", "", *pairs("a")], "delay_ms must be a number"),
+        ([0, "nan", "", *pairs("a")], "delay_ms must be a number"),
+        ([0, 10**300, "", *pairs("a")], "delay_ms must be a number"),
+        ([0, 0, "", *pairs("a", "")], "job id #2 must be 1 to 200 bytes"),
+        ([0, 0, "", *pairs("a", "x" * 201)], "job id #2 must be 1 to 200 bytes"),
+        ([0, 0, "", *pairs("a", "b", SENTINEL)], "job id #3 starts with the reserved prefix"),
+        ([0, 0, "", *pairs("fastq:mine")], "job id #1 starts with the reserved prefix"),
     ],
 )
 def test_refused_calls_write_nothing(
@@ -71,13 +72,13 @@ def test_the_character_set_is_the_producers_to_check(r: redis.Redis, namespace: 
     # pattern match per id would cost an eighth of the call; fastq's producer refuses
     # whitespace, control and non-ASCII ids before they reach Redis
     k = QueueKeys(namespace, "q")
-    assert enqueue_argv(r, k, [0, 0, *pairs("has space", "zero\u200bwidth")]) == 2
+    assert enqueue_argv(r, k, [0, 0, "", *pairs("has space", "zero\u200bwidth")]) == 2
 
 
 def test_the_limits_themselves_are_accepted(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     ids = ["x" * 200, "!~{}[]\"'\\", "a", "fastq-not-reserved", "FASTQ:upper"]
-    assert enqueue_argv(r, k, [2**20, 0, *pairs(*ids)]) == len(ids)
-    assert enqueue_argv(r, k, [-(2**20), 315_360_000_000, *pairs("later")]) == 1
-    assert enqueue_argv(r, k, [0, 0]) == 0
+    assert enqueue_argv(r, k, [2**20, 0, "", *pairs(*ids)]) == len(ids)
+    assert enqueue_argv(r, k, [-(2**20), 315_360_000_000, "", *pairs("later")]) == 1
+    assert enqueue_argv(r, k, [0, 0, ""]) == 0
     assert r.hlen(k.jobs) == len(ids) + 1

@@ -33,7 +33,7 @@ def full(small_server: RedisServer) -> Iterator[tuple[redis.Redis, QueueKeys]]:
     client.flushall()
     k = QueueKeys(f"t{uuid.uuid4().hex[:12]}", "q")
     ids = ["a", "b", "c", "d"]
-    ENQUEUE.call(client, ENQUEUE.keys_for(k), ENQUEUE.argv(0, 0, ids, [env(i) for i in ids]))
+    ENQUEUE.call(client, ENQUEUE.keys_for(k), ENQUEUE.argv(0, 0, b"", ids, [env(i) for i in ids]))
     CLAIM.call(client, CLAIM.keys_for(k, "w1"), CLAIM.argv("w1", 2, 60_000, 100))
     used = int(client.info("memory")["used_memory"])
     client.config_set("maxmemory", used + 2 * 1024 * 1024)
@@ -55,7 +55,7 @@ def full(small_server: RedisServer) -> Iterator[tuple[redis.Redis, QueueKeys]]:
 def test_enqueue_is_refused_whole(full: tuple[redis.Redis, QueueKeys]) -> None:
     r, k = full
     before = {key: r.dump(key) for key in r.scan_iter(match=f"{k.namespace}:{{q}}:*")}
-    argv = ENQUEUE.argv(0, 0, ["e"], [env("e")])
+    argv = ENQUEUE.argv(0, 0, b"", ["e"], [env("e")])
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         ENQUEUE.call(r, ENQUEUE.keys_for(k), argv)
     after = {key: r.dump(key) for key in r.scan_iter(match=f"{k.namespace}:{{q}}:*")}

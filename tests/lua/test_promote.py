@@ -23,8 +23,8 @@ def env(job_id: str, priority: int = 0) -> bytes:
 
 
 def enqueue(r: redis.Redis, k: QueueKeys, ids: list[str], due: object, priority: int = 0) -> int:
-    argv = ENQUEUE.argv(priority, due, ids, [env(i, priority) for i in ids])  # type: ignore[arg-type]
-    return ENQUEUE.call(r, ENQUEUE.keys_for(k), argv)
+    argv = ENQUEUE.argv(priority, due, b"", ids, [env(i, priority) for i in ids])  # type: ignore[arg-type]
+    return ENQUEUE.call(r, ENQUEUE.keys_for(k), argv).added
 
 
 def claim(r: redis.Redis, k: QueueKeys, n: int, promote_max: int = 1000) -> ClaimReply:

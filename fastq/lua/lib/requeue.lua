@@ -9,10 +9,12 @@ end
 
 -- requeue_stalled: count a stall against each id (its holder died or its lease
 -- expired); past max_stalls it is a poison job and goes to the dead set, with
--- the reason in k.poison (its envelope is left as it is), else back to the front. k holds the key names. Appends each buried id and the reason
--- to `buried_out`. Returns requeued, buried.
+-- the reason in k.poison (its envelope is left as it is; its tags and unique lock
+-- go: needs lib/unique.lua and lib/links.lua), else back to the front. k holds the
+-- key names. Appends each buried id and the reason to `buried_out`. Returns
+-- requeued, buried.
 local function requeue_stalled(ids, now, max_stalls, k, buried_out)
-    local back, buried = {}, 0
+    local back, buried = {}, {}
     for i = 1, #ids do
         local id = ids[i]
         local stalls = redis.call('HINCRBY', k.stalls, id, 1)
@@ -24,7 +26,7 @@ local function requeue_stalled(ids, now, max_stalls, k, buried_out)
             redis.call('HSET', k.poison, id, reason)
             redis.call('ZADD', k.dead, now, id)
             redis.call('HDEL', k.stalls, id)
-            buried = buried + 1
+            buried[#buried + 1] = id
         else
             back[#back + 1] = id
         end
@@ -33,8 +35,9 @@ local function requeue_stalled(ids, now, max_stalls, k, buried_out)
         push_front(k.ready, back)
     end
     redis.call('HINCRBY', k.stats, 'stalled', #ids)
-    if buried > 0 then
-        redis.call('HINCRBY', k.stats, 'dead', buried)
+    if #buried > 0 then
+        redis.call('HINCRBY', k.stats, 'dead', #buried)
+        end_links(k, buried)
     end
-    return #back, buried
+    return #back, #buried
 end

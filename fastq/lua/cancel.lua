@@ -1,0 +1,99 @@
+#!lua flags=allow-oom
+--! include args
+--! include unique
+--! include links
+-- cancel: cancel a bounded batch of jobs of one queue, given by id or by tag.
+--
+-- KEYS[1]  jobs       hash   id -> envelope
+-- KEYS[2]  scheduled  zset   id -> due time (ms)
+-- KEYS[3]  sched_prio hash   scheduled id -> priority or 'r'
+-- KEYS[4]  prio       zset   ids with a priority
+-- KEYS[5]  dead       zset   id -> time of death (ms)
+-- KEYS[6]  broken     hash   id -> why it could not run
+-- KEYS[7]  cancelled  zset   cancelled id -> when (ms): the marker
+-- KEYS[8]  stalls     hash   id -> stall count
+-- KEYS[9]  stats      hash   counters (cancelled)
+-- KEYS[10] links      hash   id -> its tags and unique lock (lib/unique.lua)
+-- KEYS[11] tagged     zset   "<tag>\n<id>" of live tagged jobs, all scored 0
+-- KEYS[12] unique     hash   unique key -> the id holding its lock
+-- KEYS[13] unique_exp zset   unique key -> when its lock's window ends (ms)
+--
+-- ARGV[1] tag        '': cancel the ids given; else take (and remove) up to `limit`
+--                    entries of this tag from tagged and cancel their jobs
+-- ARGV[2] limit      ids handled at most in this call (1 to 1000)
+-- ARGV[3..] ids      the ids to cancel (none with a tag), at most `limit`
+--
+-- A job is cancelled if it has an envelope and is neither dead nor broken: it
+-- leaves scheduled, sched_prio and prio (cheap removals), loses its envelope, its
+-- stall count, tag entries and unique lock (a 'w' lock stays for its window), and
+-- gets a marker. Ids in the ready list stay there (LREM is O(N) per id): the claim
+-- pops them, finds no envelope and drops them. A job a worker holds (running, or
+-- claimed and not started yet) just loses its envelope and gets the marker: the
+-- worker runs it, and its ack or hand-back drops a retry, a death or a return to
+-- the queue; if it completes, its ack takes it out of the cancelled count (it was
+-- not cancelled after all). Returns {cancelled, handled}; handled < limit with a
+-- tag means no entry of the tag is left.
+-- allow-oom: a cancel frees memory; it must work while Redis is over maxmemory.
+
+local tag = ARGV[1] or ''
+local limit = arg_int('cancel', 2, 'limit', 1)
+if limit > 1000 then
+    error('cancel: limit (ARGV[2]) must be <= 1000, not ' .. ARGV[2])
+end
+local ids = {}
+if tag ~= '' then
+    if #ARGV > 2 then
+        error('cancel: give a tag or ids, not both')
+    end
+    local prefix = tag .. '\n'
+    -- '\11' is the byte after '\n': the range holds exactly this tag's entries
+    local members = redis.call('ZRANGEBYLEX', KEYS[11], '[' .. prefix, '(' .. tag .. '\11',
+        'LIMIT', 0, limit)
+    if #members == 0 then
+        return {0, 0}
+    end
+    redis.call('ZREM', KEYS[11], unpack(members))
+    for i = 1, #members do
+        ids[i] = string.sub(members[i], #prefix + 1)
+    end
+else
+    if #ARGV - 2 > limit then
+        error('cancel: ' .. (#ARGV - 2) .. ' ids, more than limit (' .. limit .. ')')
+    end
+    local seen = {}
+    for i = 3, #ARGV do
+        if not seen[ARGV[i]] then
+            seen[ARGV[i]] = true
+            ids[#ids + 1] = ARGV[i]
+        end
+    end
+    if #ids == 0 then
+        return {0, 0}
+    end
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local envs = redis.call('HMGET', KEYS[1], unpack(ids))
+local died = redis.call('ZMSCORE', KEYS[5], unpack(ids))
+local broken = redis.call('HMGET', KEYS[6], unpack(ids))
+local gone, marks = {}, {}
+for i = 1, #ids do
+    if envs[i] and not died[i] and not broken[i] then
+        gone[#gone + 1] = ids[i]
+        marks[#marks + 1] = now
+        marks[#marks + 1] = ids[i]
+    end
+end
+if #gone > 0 then
+    redis.call('ZREM', KEYS[2], unpack(gone))
+    redis.call('HDEL', KEYS[3], unpack(gone))
+    redis.call('ZREM', KEYS[4], unpack(gone))
+    redis.call('HDEL', KEYS[1], unpack(gone))
+    redis.call('HDEL', KEYS[8], unpack(gone))
+    redis.call('ZADD', KEYS[7], unpack(marks))
+    end_links({links = KEYS[10], tagged = KEYS[11], unique = KEYS[12], unique_exp = KEYS[13]}, gone)
+    redis.call('HINCRBY', KEYS[9], 'cancelled', #gone)
+end
+return {#gone, #ids}
