@@ -1,64 +1,46 @@
-"""The producer API: an App registers jobs and enqueues them."""
+"""The producer API: an App holds the configuration and the connection to Redis, and
+registers jobs; it enqueues (:mod:`fastq.enqueue`) and serves operators
+(:mod:`fastq.admin`) through the classes it inherits."""
 
 from __future__ import annotations
 
-import math
 import os
-import time
 from contextlib import contextmanager
-from datetime import datetime, tzinfo
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence, TypeVar, Union, overload
+from datetime import tzinfo
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, overload
 
 import redis
-from redis import Redis
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.retry import Retry as RedisRetry
 
-from fastq import flow, scripts
+from fastq import scripts
 from fastq._accel import codec
 from fastq._version import __version__
-from fastq.cancel import cancel_by_tag, cancel_ids
-from fastq.contracts import ENQUEUE, enqueue_extras
-from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
-from fastq.introspect import (
-    JobInfo,
-    TaggedJob,
-    TagPage,
-    get_job,
-    job_states,
-    queue_stats,
-    tagged_ids,
-)
+from fastq.admin import Admin
+from fastq.enqueue import Enqueuer
+from fastq.errors import FastqError
 from fastq.job import (
     ArgChecker,
     Delivery,
-    EnqueueOptions,
     IdGenerator,
     JobDef,
     JobPolicy,
-    UniquePlan,
     check_delivery,
     check_runnable,
-    default_unique_key,
-    unique_plan,
 )
 from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import (
-    RateLimit,
-    check_job_id,
     check_namespace,
     check_priority,
     check_rate_limit,
     check_result_ttl_s,
-    check_tag,
     check_unique_for_s,
     check_unique_until,
 )
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.ratekey import RateKey
-from fastq.redis_faults import REDIS_ERRORS, Fault, classify, for_producer
-from fastq.results import wait_for_result
-from fastq.retry import Backoff, envelope_overrides, policy_from_keywords
+from fastq.redis_faults import REDIS_ERRORS, for_producer
+from fastq.retry import Backoff, policy_from_keywords
 
 try:
     from redis import DriverInfo
@@ -77,15 +59,6 @@ else:
 R = TypeVar("R")
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
-# values). A call is atomic, also against OOM (Redis refuses a script's write only when
-# it is the script's first), so a chunk goes in whole or not at all.
-ENQUEUE_CHUNK = 1000
-# ... and this many when they carry tags or unique locks: each job then costs the
-# script two to four times as much, and one call must stay short
-ENQUEUE_CHUNK_EXTRAS = 250
-# What the first connection of an enqueue_many may raise: mapped already, or raw.
-_CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
 
 def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...]:
@@ -97,18 +70,6 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     return tuple(types)
 
 
-def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
-    """Jobs per enqueue script call."""
-    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
-
-
-def _call_unique_key(name: str, call: Any) -> str:
-    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
-    if isinstance(call, dict):
-        return default_unique_key(name, (), call)
-    return default_unique_key(name, call, None)
-
-
 def _check_url(url: str) -> str:
     try:
         redis.ConnectionPool.from_url(url)
@@ -117,8 +78,12 @@ def _check_url(url: str) -> str:
     return url
 
 
-class App:
+class App(Enqueuer, Admin):
     """A fastq application: the registry of jobs and the connection to Redis.
+
+    Here: configuration, connections and registration. The enqueue methods
+    come from :class:`fastq.enqueue.Enqueuer`, the operator ones (stats, pause,
+    purge, cancel, results...) from :class:`fastq.admin.Admin`.
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
@@ -501,623 +466,6 @@ class App:
             return jobdef
 
         return register
-
-    # -- enqueue -------------------------------------------------------------------
-
-    def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"job name must be a non-empty str, not {name!r}")
-        jobdef = self.registry.get(name)
-        queue = options.queue
-        if queue is None:
-            queue = jobdef.queue if jobdef else "default"
-        priority = options.priority
-        if priority is None:
-            priority = jobdef.priority if jobdef else 0
-        return queue, priority
-
-    def _tail(self, name: str, queue: str, priority: int, options: EnqueueOptions) -> bytes:
-        shared: dict[str, Any] = {
-            "name": name,
-            "queue": queue,
-            "enqueued_at": int(time.time() * 1000),
-            "priority": priority,
-        }
-        if not (options.retry is None and options.retries is None and options.age_limit_s is None):
-            # the retry overrides that differ from the job's own policy, so that a
-            # worker of any host applies them; the common enqueue adds nothing
-            jobdef = self.registry.get(name)
-            own = jobdef.policy if jobdef is not None else None
-            shared.update(
-                envelope_overrides(
-                    (own.backoff, own.retries, own.age_limit_s) if own is not None else None,
-                    options.retry,
-                    options.retries,
-                    options.age_limit_s,
-                )
-            )
-        tail: bytes = codec.envelope_tail(shared)
-        return tail
-
-    def _connect(self, queue: str) -> Redis:
-        """The client, with ``queue`` known to the namespace before it holds a job."""
-        client = self.redis
-        if queue not in self._known_queues:
-            client.sadd(f"{self.namespace}:queues", queue)
-            self._known_queues.add(queue)
-        return client
-
-    def _send(
-        self,
-        client: Redis,
-        queue: str,
-        priority: int,
-        options: EnqueueOptions,
-        ids: Sequence[str],
-        envs: Sequence[bytes],
-        unique: Optional[UniquePlan] = None,
-        unique_keys: Sequence[str] = (),
-    ) -> list[Any]:
-        """Send the jobs, one script call per chunk, pipelined; returns each chunk's
-        reply (an ``EnqueueReply``) or the error it got. Raises what stopped it from
-        reading them."""
-        keys = ENQUEUE.keys_for(self.keys(queue))
-        due = options.due
-        extras = enqueue_extras(
-            options.tags or (),
-            unique.until if unique is not None else None,
-            unique.window_ms if unique is not None else 0,
-        )
-        commands = []
-        chunk = _chunk(options, unique)
-        for lo in range(0, len(ids), chunk):
-            hi = lo + chunk
-            ukeys = unique_keys[lo:hi] if unique is not None else None
-            argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
-            commands.append(ENQUEUE.command(keys, argv))
-        replies = scripts.call_many(client, commands, raise_on_error=False)
-        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
-
-    def enqueue(
-        self,
-        name: str,
-        args: Sequence[Any] = (),
-        kwargs: Optional[dict[str, Any]] = None,
-        *,
-        queue: Optional[str] = None,
-        job_id: Optional[str] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-    ) -> str:
-        """Enqueue one job by its registered name; returns the job id (for a unique
-        job refused because its key's lock is held: the id of the job holding it).
-
-        A job name this app does not know is accepted (another service may run it)
-        and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
-        idempotent: while a job with that id exists, enqueueing it again does
-        nothing. Options as in :meth:`fastq.JobDef.enqueue_with`.
-
-        Raises:
-            TypeError: args do not fit the registered function, or are not
-                JSON-serializable (NaN and infinities included); nothing is sent.
-            ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
-                datetime included); nothing is sent.
-            TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
-            fastq.RedisUnavailable: Redis could not be reached.
-            fastq.RedisRefused: Redis refused the write (out of memory, ACL).
-        """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-        )  # fmt: skip
-        return self.submit(name, args, kwargs, options)
-
-    def submit(
-        self,
-        name: str,
-        args: Sequence[Any],
-        kwargs: Optional[dict[str, Any]],
-        options: EnqueueOptions,
-    ) -> str:
-        """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
-        queue, priority = self._route(name, options)
-        if not isinstance(args, (list, tuple)):
-            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
-        if kwargs is not None and not isinstance(kwargs, dict):
-            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
-        jobdef = self.registry.get(name)
-        if jobdef is not None:
-            jobdef.arg_checker.check(args, kwargs)
-        unique = unique_plan(options, jobdef)
-        job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
-        env = codec.encode_envelope(
-            job_id, args, kwargs, self._tail(name, queue, priority, options)
-        )
-        ukeys = []
-        if unique is not None:
-            ukeys.append(unique.key or default_unique_key(name, args, kwargs))
-        with self._producer_call():
-            client = self._connect(queue)
-            replies = self._send(client, queue, priority, options, [job_id], [env], unique, ukeys)
-            if isinstance(replies[0], Exception):
-                raise replies[0]
-        # a unique job refused by a held lock: the id of the job holding it
-        holder: str = replies[0].holders.get(0, job_id)
-        return holder
-
-    def enqueue_many(
-        self,
-        name: str,
-        calls: Iterable[Any],
-        *,
-        queue: Optional[str] = None,
-        job_ids: Optional[Sequence[str]] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-    ) -> list[str]:
-        """Enqueue many calls of one job in pipelined batches; returns their ids (a
-        unique job refused by a held lock gives the holder's id in its place).
-
-        Each call is a tuple/list of positional arguments or a dict of keyword
-        arguments. All calls are checked and encoded before anything is sent.
-        Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
-        due in the same millisecond (of Redis' clock) and they start in order.
-
-        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000; 250 with tags or unique
-        locks), each one atomic script
-        call, all in one round trip. When Redis takes only some chunks (it fills
-        up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
-        went in. Sending the same calls again with ``job_ids=exc.ids`` is
-        idempotent: ids already in Redis are left alone::
-
-            try:
-                ids = app.enqueue_many("send_email", calls)
-            except fastq.EnqueueError as exc:
-                ...  # once Redis has room (or is back)
-                ids = app.enqueue_many("send_email", calls, job_ids=exc.ids)
-
-        Raises:
-            TypeError: a call does not fit the function or is not JSON-serializable
-                (NaN and infinities included; the message names its index);
-                nothing is sent.
-            ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
-                invalid one; a bad queue name, priority, delay or ``at``; nothing is
-                sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
-            fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
-                ACL); ``written`` went in, ``not_written`` did not.
-            fastq.EnqueueInterrupted: Redis could not be reached, or the connection
-                was lost mid-blast: ``written`` went in, ``not_written`` may have.
-                An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
-        """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-        )  # fmt: skip
-        return self.submit_many(name, calls, options, job_ids)
-
-    def submit_many(
-        self,
-        name: str,
-        calls: Iterable[Any],
-        options: EnqueueOptions,
-        job_ids: Optional[Sequence[str]] = None,
-    ) -> list[str]:
-        """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
-        if options.job_id is not None:
-            raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
-        queue, priority = self._route(name, options)
-        calls = calls if isinstance(calls, list) else list(calls)
-        jobdef = self.registry.get(name)
-        if jobdef is not None:
-            self._check_calls(jobdef.arg_checker, calls)
-        unique = unique_plan(options, jobdef)
-        if job_ids is None:
-            ids = self._ids.next_ids(len(calls))
-        else:
-            ids = list(job_ids)
-            if len(ids) != len(calls):
-                raise ValueError(f"{len(ids)} job_ids for {len(calls)} calls")
-            for i, job_id in enumerate(ids):
-                try:
-                    check_job_id(job_id)
-                except (TypeError, ValueError) as exc:
-                    raise type(exc)(f"job_ids[{i}]: {exc}") from None
-            if len(set(ids)) != len(ids):
-                raise ValueError("job_ids repeat an id")
-        envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority, options))
-        if not ids:
-            return ids
-        ukeys: list[str] = []
-        if unique is not None:
-            ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
-        try:
-            client = self._connect(queue)
-        except _CONNECT_ERRORS as exc:
-            raise self._blast_error(ids, [], exc, sent=False) from exc
-        try:
-            replies = self._send(client, queue, priority, options, ids, envs, unique, ukeys)
-        except REDIS_ERRORS as exc:
-            # Sent, but no reply read (redis-py reads a pipeline's replies all or
-            # none, after resending it on its own retries): some may be in.
-            raise self._blast_error(ids, [], exc, sent=True) from exc
-        chunk = _chunk(options, unique)
-        failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
-        if failed:
-            written = [
-                job_id
-                for c in range(len(replies))
-                if c not in failed
-                for job_id in ids[c * chunk : (c + 1) * chunk]
-            ]
-            raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
-                failed[0]
-            ]
-        if unique is not None:
-            # each unique job refused by a held lock: the id of the job holding it
-            ids = list(ids)
-            for c, reply in enumerate(replies):
-                for i, holder in reply.holders.items():
-                    ids[c * chunk + i] = holder
-        return ids
-
-    def _blast_error(
-        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
-    ) -> EnqueueError:
-        """The EnqueueError of a blast that Redis took only part of (or none)."""
-        done = set(written)
-        not_written = [job_id for job_id in ids if job_id not in done]
-        fault = classify(cause)
-        if isinstance(cause, FastqError) and cause.__cause__ is not None:
-            fault = classify(cause.__cause__) or fault
-        how = fault.value if fault is not None else "error"
-        retry = "; retry with job_ids=exc.ids (idempotent)"
-        if fault is Fault.UNAVAILABLE:
-            maybe = "may or may not have gone in" if sent else "did not go in"
-            return EnqueueInterrupted(
-                f"cannot reach Redis at {self.redis_url} ({cause}): {len(written)} of "
-                f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
-                ids=ids, written=written, not_written=not_written, fault=how,
-            )  # fmt: skip
-        return EnqueueError(
-            f"Redis at {self.redis_url} took {len(written)} of {len(ids)} jobs, "
-            f"{len(not_written)} did not go in ({how}: {cause}){retry}",
-            ids=ids, written=written, not_written=not_written, fault=how,
-        )  # fmt: skip
-
-    @staticmethod
-    def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
-        for i, call in enumerate(calls):
-            try:
-                if isinstance(call, (tuple, list)):
-                    checker.check(call, None)
-                elif isinstance(call, dict):
-                    checker.check((), call)
-            except TypeError as exc:
-                raise TypeError(f"call {i}: {exc}") from None
-
-    # -- inspection ----------------------------------------------------------------
-
-    def stats(self, queue: str) -> dict[str, int]:
-        """Counts of one queue: ready, inflight, scheduled, dead, broken, and the
-        counters enqueued, processed, failed, retried, stalled, stale_acks, purged,
-        cancelled (``ready`` counts cancelled ids still in the list until popped);
-        ``paused`` is 1 while the queue is paused, else 0; ``rate``,
-        ``rate_period_ms`` and ``rate_burst`` its rate limit (all 0: none).
-
-        Raises:
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        keys = self.keys(validate_queue_name(queue))
-        with self._producer_call():
-            return queue_stats(self.redis, keys)
-
-    # -- flow control --------------------------------------------------------------
-
-    def _known_queue(self, queue: str) -> QueueKeys:
-        """The keys of ``queue``, a queue this namespace knows (see :meth:`queues`).
-
-        Raises:
-            TypeError, ValueError: an invalid name; ValueError: an unknown queue.
-        """
-        validate_queue_name(queue)
-        known = self.queues()
-        if queue not in known:
-            raise ValueError(
-                f"unknown queue {queue!r}: no job was ever enqueued on it and no job of "
-                f"this app is registered on it (known: {', '.join(known) or 'none'})"
-            )
-        return self.keys(queue)
-
-    def pause(self, queue: str) -> None:
-        """Stop workers claiming from ``queue`` (on every host) until :meth:`resume`.
-
-        Jobs workers hold finish and are acknowledged; waiting jobs stay queued,
-        enqueues still add to it, and nothing is lost or run twice. Idle workers
-        sleep until the resume wakes them. The pause lives in Redis, in the
-        queue's settings, so it survives restarts of workers and of the app.
-
-        Raises:
-            TypeError, ValueError: an invalid or unknown queue name.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        with self._producer_call():
-            flow.pause(self.redis, self._known_queue(queue))
-
-    def resume(self, queue: str) -> None:
-        """Lift a pause of ``queue`` and wake its idle workers at once; a no-op on a
-        queue that is not paused.
-
-        Raises:
-            TypeError, ValueError: an invalid or unknown queue name.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        with self._producer_call():
-            flow.resume(self.redis, self._known_queue(queue))
-
-    def set_rate_limit(
-        self,
-        queue: str,
-        rate: Optional[int],
-        *,
-        per_s: float = 1.0,
-        burst: Optional[int] = None,
-    ) -> None:
-        """Let at most ``rate`` jobs of ``queue`` start per ``per_s`` seconds, across
-        every worker of every host; ``rate=None`` lifts the limit.
-
-        The limit is checked inside the claim: a claim takes no more jobs than it
-        allows, and a worker it stops sleeps until the next token is due. Starts
-        are spaced evenly (one every ``per_s / rate``); after a quiet spell up to
-        ``burst`` start at once, so any window of ``per_s`` sees at most
-        ``rate + burst - 1`` starts. Retries count again (each attempt is a
-        start); a pause stops claims whatever the limit. Setting a limit starts
-        it afresh and wakes the queue's idle workers.
-
-        Args:
-            rate: jobs per period, an int within 1..1,000,000; None: no limit.
-            per_s: the period in seconds, whole milliseconds within [0.001, 86400];
-                at most 1,000,000 jobs a second.
-            burst: an int within 1..1,000,000; default: the jobs of 50 ms at this
-                rate, at least 1 (1 for 14/s, 5 for 100/s). 1: strictly evenly spaced.
-
-        Raises:
-            TypeError, ValueError: a bad rate, period or burst, or an invalid or
-                unknown queue; nothing is written then.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        limit = None if rate is None else check_rate_limit(rate, per_s, burst)
-        with self._producer_call():
-            flow.set_rate_limit(self.redis, self._known_queue(queue), limit)
-
-    def rate_limit(self, queue: str) -> Optional[RateLimit]:
-        """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
-        None when it has none.
-
-        Raises:
-            TypeError, ValueError: an invalid queue name.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        keys = self.keys(validate_queue_name(queue))
-        with self._producer_call():
-            return flow.rate_limit(self.redis, keys)
-
-    def purge(
-        self,
-        queue: str,
-        *,
-        ready: bool = True,
-        scheduled: bool = True,
-        dead: bool = False,
-        broken: bool = False,
-    ) -> int:
-        """Delete the waiting jobs of ``queue``: their envelopes and index entries.
-
-        Jobs held by workers (in flight) are never touched. Deletes in calls of
-        at most 1,000 jobs, so that a big queue never blocks Redis for long
-        (other clients run between the calls).
-
-        Args:
-            ready: jobs ready to run (priority ones included).
-            scheduled: delayed jobs and retries waiting out their backoff.
-            dead: jobs that failed for good.
-            broken: jobs that could not run (bad payload, unknown job).
-
-        Returns:
-            How many jobs were deleted (also added to the queue's ``purged`` count).
-
-        Raises:
-            TypeError, ValueError: an invalid or unknown queue name; ValueError:
-                nothing selected.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        selected = {"ready": ready, "scheduled": scheduled, "dead": dead, "broken": broken}
-        for name, value in selected.items():
-            if not isinstance(value, bool):
-                raise TypeError(f"purge: {name} must be True or False, not {value!r}")
-        if not any(selected.values()):
-            raise ValueError("purge: nothing selected (ready, scheduled, dead and broken are off)")
-        with self._producer_call():
-            keys = self._known_queue(queue)
-            return flow.purge(self.redis, keys, **selected)
-
-    def queues(self) -> list[str]:
-        """Every queue this namespace has seen an enqueue for, or has registered.
-
-        Raises:
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        with self._producer_call():
-            members = self.redis.smembers(f"{self.namespace}:queues")
-        seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
-        return sorted(seen | {j.queue for j in self.registry.values()})
-
-    def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[JobInfo]:
-        """What fastq knows of a job: state, attempts, last error, timestamps.
-
-        Returns None for an unknown id, and for a job that completed (completed
-        jobs are deleted). Without ``queue``, every known queue is searched.
-
-        Raises:
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        with self._producer_call():
-            candidates = [validate_queue_name(queue)] if queue else self.queues()
-            for q in candidates:
-                info = get_job(self.redis, self.keys(q), job_id)
-                if info is not None:
-                    return info
-        return None
-
-    # -- cancel and tags ------------------------------------------------------------
-
-    def cancel(self, job_id: str, queue: Optional[str] = None) -> bool:
-        """Cancel a job: a ready or scheduled job never runs. A job a worker
-        already holds (running, or claimed with its batch) still runs, but is not
-        retried, recorded dead or handed back when its run ends; if it completes,
-        it counts as processed and is no longer cancelled. ``get_job`` says
-        ``cancelled``; the queue's stats count it as ``cancelled``.
-
-        Without ``queue``, every known queue is searched. Re-enqueueing a
-        cancelled id does nothing (while its marker lasts: the dead jobs' max age).
-
-        Returns:
-            True if it was cancelled; False for an unknown id, a job that
-            completed, is dead or broken, or was cancelled before.
-
-        Raises:
-            TypeError, ValueError: an invalid job id or queue name.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        check_job_id(job_id)
-        with self._producer_call():
-            names = [validate_queue_name(queue)] if queue else self.queues()
-            for q in names:
-                if cancel_ids(self.redis, self.keys(q), [job_id]):
-                    return True
-        return False
-
-    def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> int:
-        """Cancel every live job tagged ``tag`` (in ``queue``, or in every known
-        queue), as :meth:`cancel` does, in calls of at most 250 jobs so that
-        cancelling a blast of any size never blocks Redis for long.
-
-        Returns:
-            How many jobs were cancelled.
-
-        Raises:
-            TypeError, ValueError: an invalid tag or queue name.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        check_tag(tag)
-        with self._producer_call():
-            names = [validate_queue_name(queue)] if queue else self.queues()
-            return sum(cancel_by_tag(self.redis, self.keys(q), tag) for q in names)
-
-    def jobs_by_tag(
-        self,
-        tag: str,
-        queue: Optional[str] = None,
-        cursor: Optional[str] = None,
-        count: int = 100,
-    ) -> TagPage:
-        """A page of the live jobs tagged ``tag``, each with its queue and state
-        (``queued``, ``scheduled``, ``active``; ``gone`` if it ended meanwhile),
-        in queue then id order. Jobs leave the tag when they end (done, dead,
-        broken, cancelled, purged).
-
-        Args:
-            tag: the tag.
-            queue: one queue; without it every known queue, one after the other.
-            cursor: the ``cursor`` of the previous page (None: the first page).
-            count: jobs per page, 1 to 1,000.
-
-        Returns:
-            A :class:`fastq.introspect.TagPage`: ``jobs`` and ``cursor`` (None on
-            the last page).
-
-        Raises:
-            TypeError, ValueError: an invalid tag, queue name, cursor or count.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        check_tag(tag)
-        if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-            raise ValueError(f"count must be an int within 1..1000, not {count!r}")
-        after: Optional[str] = None
-        with self._producer_call():
-            names = [validate_queue_name(queue)] if queue else self.queues()
-            if cursor is not None:
-                # "<queue>:<last id>": queue names hold no ':'
-                if not isinstance(cursor, str) or ":" not in cursor:
-                    raise ValueError(f"invalid cursor {cursor!r}: pass a page's cursor")
-                at_queue, after = cursor.split(":", 1)
-                if at_queue not in names:
-                    raise ValueError(f"invalid cursor {cursor!r}: unknown queue {at_queue!r}")
-                names = names[names.index(at_queue) :]
-            jobs: list[TaggedJob] = []
-            for q in names:
-                keys = self.keys(q)
-                ids = tagged_ids(self.redis, keys, tag, after, count - len(jobs) + 1)
-                after = None
-                more = len(ids) > count - len(jobs)
-                ids = ids[: count - len(jobs)]
-                states = job_states(self.redis, keys, ids)
-                jobs += [TaggedJob(i, q, state) for i, state in zip(ids, states)]
-                if more or (len(jobs) == count and q != names[-1]):
-                    return TagPage(jobs, f"{q}:{jobs[-1].id}")
-        return TagPage(jobs, None)
-
-    def result(self, job_id: str, timeout_s: float = 30.0, queue: Optional[str] = None) -> Any:
-        """Wait for a job's return value and return it. The job must be registered
-        with ``result_ttl_s``; the value is read as JSON (tuples come back as lists).
-
-        It blocks on the job's result-ready list (``BLPOP``), looking at the job's
-        state between blocks of at most a second, so it never polls in a tight loop.
-
-        Args:
-            job_id: the id ``enqueue`` returned.
-            timeout_s: how long to wait, in seconds (0: look once).
-            queue: the job's queue; without it every known queue is looked at.
-
-        Returns:
-            The job's return value.
-
-        Raises:
-            fastq.JobFailed: the job is dead or broken; it carries the job's last
-                error (``error``) and ``traceback``.
-            fastq.NoResult: the job is gone without a result: an unknown id, a job
-                without ``result_ttl_s``, or a result that expired.
-            fastq.ResultTimeout: (a ``TimeoutError``) it did not finish in time.
-            ValueError, TypeError: ``timeout_s`` is not a finite number >= 0, or
-                ``job_id`` or ``queue`` is not valid.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        check_job_id(job_id)
-        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
-            raise TypeError(f"timeout_s must be a number of seconds, not {timeout_s!r}")
-        if not math.isfinite(timeout_s) or timeout_s < 0:
-            raise ValueError(f"timeout_s must be a finite number >= 0, not {timeout_s!r}")
-        with self._producer_call():
-            names = [validate_queue_name(queue)] if queue else self.queues()
-            candidates = [self.keys(q) for q in names]
-            return wait_for_result(self.redis, candidates, job_id, float(timeout_s))
 
     def job_queues(self) -> list[str]:
         """The queues this app registers jobs on, periodic ones included, in the order

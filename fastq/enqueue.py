@@ -1,0 +1,380 @@
+"""The enqueue path of an App: route, encode, and send jobs in chunked script calls."""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
+
+from redis import Redis
+
+from fastq import scripts
+from fastq._accel import codec
+from fastq.contracts import ENQUEUE, enqueue_extras
+from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
+from fastq.job import (
+    ArgChecker,
+    EnqueueOptions,
+    IdGenerator,
+    JobDef,
+    UniquePlan,
+    default_unique_key,
+    unique_plan,
+)
+from fastq.keys import QueueKeys
+from fastq.limits import check_job_id
+from fastq.redis_faults import REDIS_ERRORS, Fault, classify
+from fastq.retry import Backoff, envelope_overrides
+
+# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
+# values). A call is atomic, also against OOM (Redis refuses a script's write only when
+# it is the script's first), so a chunk goes in whole or not at all.
+ENQUEUE_CHUNK = 1000
+# ... and this many when they carry tags or unique locks: each job then costs the
+# script two to four times as much, and one call must stay short
+ENQUEUE_CHUNK_EXTRAS = 250
+# What the first connection of an enqueue_many may raise: mapped already, or raw.
+_CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+
+
+def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
+    """Jobs per enqueue script call."""
+    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
+
+
+def _call_unique_key(name: str, call: Any) -> str:
+    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
+    if isinstance(call, dict):
+        return default_unique_key(name, (), call)
+    return default_unique_key(name, call, None)
+
+
+class Enqueuer:
+    """The enqueue methods of :class:`fastq.App` (which provides what is declared
+    below): ``enqueue``, ``enqueue_many`` and the ``submit`` calls a ``JobDef``
+    enqueues through."""
+
+    redis_url: str
+    namespace: str
+    registry: dict[str, JobDef[Any]]
+    _ids: IdGenerator
+    _known_queues: set[str]  # queues this app has added to the namespace's set
+
+    if TYPE_CHECKING:
+
+        @property
+        def redis(self) -> Redis: ...
+
+        def keys(self, queue: str) -> QueueKeys: ...
+
+        def _producer_call(self) -> AbstractContextManager[None]: ...
+
+    def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"job name must be a non-empty str, not {name!r}")
+        jobdef = self.registry.get(name)
+        queue = options.queue
+        if queue is None:
+            queue = jobdef.queue if jobdef else "default"
+        priority = options.priority
+        if priority is None:
+            priority = jobdef.priority if jobdef else 0
+        return queue, priority
+
+    def _tail(self, name: str, queue: str, priority: int, options: EnqueueOptions) -> bytes:
+        shared: dict[str, Any] = {
+            "name": name,
+            "queue": queue,
+            "enqueued_at": int(time.time() * 1000),
+            "priority": priority,
+        }
+        if not (options.retry is None and options.retries is None and options.age_limit_s is None):
+            # the retry overrides that differ from the job's own policy, so that a
+            # worker of any host applies them; the common enqueue adds nothing
+            jobdef = self.registry.get(name)
+            own = jobdef.policy if jobdef is not None else None
+            shared.update(
+                envelope_overrides(
+                    (own.backoff, own.retries, own.age_limit_s) if own is not None else None,
+                    options.retry,
+                    options.retries,
+                    options.age_limit_s,
+                )
+            )
+        tail: bytes = codec.envelope_tail(shared)
+        return tail
+
+    def _connect(self, queue: str) -> Redis:
+        """The client, with ``queue`` known to the namespace before it holds a job."""
+        client = self.redis
+        if queue not in self._known_queues:
+            client.sadd(f"{self.namespace}:queues", queue)
+            self._known_queues.add(queue)
+        return client
+
+    def _send(
+        self,
+        client: Redis,
+        queue: str,
+        priority: int,
+        options: EnqueueOptions,
+        ids: Sequence[str],
+        envs: Sequence[bytes],
+        unique: Optional[UniquePlan] = None,
+        unique_keys: Sequence[str] = (),
+    ) -> list[Any]:
+        """Send the jobs, one script call per chunk, pipelined; returns each chunk's
+        reply (an ``EnqueueReply``) or the error it got. Raises what stopped it from
+        reading them."""
+        keys = ENQUEUE.keys_for(self.keys(queue))
+        due = options.due
+        extras = enqueue_extras(
+            options.tags or (),
+            unique.until if unique is not None else None,
+            unique.window_ms if unique is not None else 0,
+        )
+        commands = []
+        chunk = _chunk(options, unique)
+        for lo in range(0, len(ids), chunk):
+            hi = lo + chunk
+            ukeys = unique_keys[lo:hi] if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
+            commands.append(ENQUEUE.command(keys, argv))
+        replies = scripts.call_many(client, commands, raise_on_error=False)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
+
+    def enqueue(
+        self,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: Optional[dict[str, Any]] = None,
+        *,
+        queue: Optional[str] = None,
+        job_id: Optional[str] = None,
+        priority: Optional[int] = None,
+        delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
+    ) -> str:
+        """Enqueue one job by its registered name; returns the job id (for a unique
+        job refused because its key's lock is held: the id of the job holding it).
+
+        A job name this app does not know is accepted (another service may run it)
+        and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
+        idempotent: while a job with that id exists, enqueueing it again does
+        nothing. Options as in :meth:`fastq.JobDef.enqueue_with`.
+
+        Raises:
+            TypeError: args do not fit the registered function, or are not
+                JSON-serializable (NaN and infinities included); nothing is sent.
+            ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
+                datetime included); nothing is sent.
+            TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
+            fastq.RedisUnavailable: Redis could not be reached.
+            fastq.RedisRefused: Redis refused the write (out of memory, ACL).
+        """
+        options = EnqueueOptions(
+            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+        )  # fmt: skip
+        return self.submit(name, args, kwargs, options)
+
+    def submit(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]],
+        options: EnqueueOptions,
+    ) -> str:
+        """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
+        queue, priority = self._route(name, options)
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+        jobdef = self.registry.get(name)
+        if jobdef is not None:
+            jobdef.arg_checker.check(args, kwargs)
+        unique = unique_plan(options, jobdef)
+        job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
+        env = codec.encode_envelope(
+            job_id, args, kwargs, self._tail(name, queue, priority, options)
+        )
+        ukeys = []
+        if unique is not None:
+            ukeys.append(unique.key or default_unique_key(name, args, kwargs))
+        with self._producer_call():
+            client = self._connect(queue)
+            replies = self._send(client, queue, priority, options, [job_id], [env], unique, ukeys)
+            if isinstance(replies[0], Exception):
+                raise replies[0]
+        # a unique job refused by a held lock: the id of the job holding it
+        holder: str = replies[0].holders.get(0, job_id)
+        return holder
+
+    def enqueue_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        *,
+        queue: Optional[str] = None,
+        job_ids: Optional[Sequence[str]] = None,
+        priority: Optional[int] = None,
+        delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
+    ) -> list[str]:
+        """Enqueue many calls of one job in pipelined batches; returns their ids (a
+        unique job refused by a held lock gives the holder's id in its place).
+
+        Each call is a tuple/list of positional arguments or a dict of keyword
+        arguments. All calls are checked and encoded before anything is sent.
+        Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
+        due in the same millisecond (of Redis' clock) and they start in order.
+
+        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000; 250 with tags or unique
+        locks), each one atomic script
+        call, all in one round trip. When Redis takes only some chunks (it fills
+        up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
+        went in. Sending the same calls again with ``job_ids=exc.ids`` is
+        idempotent: ids already in Redis are left alone::
+
+            try:
+                ids = app.enqueue_many("send_email", calls)
+            except fastq.EnqueueError as exc:
+                ...  # once Redis has room (or is back)
+                ids = app.enqueue_many("send_email", calls, job_ids=exc.ids)
+
+        Raises:
+            TypeError: a call does not fit the function or is not JSON-serializable
+                (NaN and infinities included; the message names its index);
+                nothing is sent.
+            ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
+                invalid one; a bad queue name, priority, delay or ``at``; nothing is
+                sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
+            fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
+                ACL); ``written`` went in, ``not_written`` did not.
+            fastq.EnqueueInterrupted: Redis could not be reached, or the connection
+                was lost mid-blast: ``written`` went in, ``not_written`` may have.
+                An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
+        """
+        options = EnqueueOptions(
+            delay_s=delay_s, at=at, priority=priority, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+        )  # fmt: skip
+        return self.submit_many(name, calls, options, job_ids)
+
+    def submit_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        options: EnqueueOptions,
+        job_ids: Optional[Sequence[str]] = None,
+    ) -> list[str]:
+        """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
+        if options.job_id is not None:
+            raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
+        queue, priority = self._route(name, options)
+        calls = calls if isinstance(calls, list) else list(calls)
+        jobdef = self.registry.get(name)
+        if jobdef is not None:
+            self._check_calls(jobdef.arg_checker, calls)
+        unique = unique_plan(options, jobdef)
+        if job_ids is None:
+            ids = self._ids.next_ids(len(calls))
+        else:
+            ids = list(job_ids)
+            if len(ids) != len(calls):
+                raise ValueError(f"{len(ids)} job_ids for {len(calls)} calls")
+            for i, job_id in enumerate(ids):
+                try:
+                    check_job_id(job_id)
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"job_ids[{i}]: {exc}") from None
+            if len(set(ids)) != len(ids):
+                raise ValueError("job_ids repeat an id")
+        envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority, options))
+        if not ids:
+            return ids
+        ukeys: list[str] = []
+        if unique is not None:
+            ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
+        try:
+            client = self._connect(queue)
+        except _CONNECT_ERRORS as exc:
+            raise self._blast_error(ids, [], exc, sent=False) from exc
+        try:
+            replies = self._send(client, queue, priority, options, ids, envs, unique, ukeys)
+        except REDIS_ERRORS as exc:
+            # Sent, but no reply read (redis-py reads a pipeline's replies all or
+            # none, after resending it on its own retries): some may be in.
+            raise self._blast_error(ids, [], exc, sent=True) from exc
+        chunk = _chunk(options, unique)
+        failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
+        if failed:
+            written = [
+                job_id
+                for c in range(len(replies))
+                if c not in failed
+                for job_id in ids[c * chunk : (c + 1) * chunk]
+            ]
+            raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
+                failed[0]
+            ]
+        if unique is not None:
+            # each unique job refused by a held lock: the id of the job holding it
+            ids = list(ids)
+            for c, reply in enumerate(replies):
+                for i, holder in reply.holders.items():
+                    ids[c * chunk + i] = holder
+        return ids
+
+    def _blast_error(
+        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
+    ) -> EnqueueError:
+        """The EnqueueError of a blast that Redis took only part of (or none)."""
+        done = set(written)
+        not_written = [job_id for job_id in ids if job_id not in done]
+        fault = classify(cause)
+        if isinstance(cause, FastqError) and cause.__cause__ is not None:
+            fault = classify(cause.__cause__) or fault
+        how = fault.value if fault is not None else "error"
+        retry = "; retry with job_ids=exc.ids (idempotent)"
+        if fault is Fault.UNAVAILABLE:
+            maybe = "may or may not have gone in" if sent else "did not go in"
+            return EnqueueInterrupted(
+                f"cannot reach Redis at {self.redis_url} ({cause}): {len(written)} of "
+                f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
+                ids=ids, written=written, not_written=not_written, fault=how,
+            )  # fmt: skip
+        return EnqueueError(
+            f"Redis at {self.redis_url} took {len(written)} of {len(ids)} jobs, "
+            f"{len(not_written)} did not go in ({how}: {cause}){retry}",
+            ids=ids, written=written, not_written=not_written, fault=how,
+        )  # fmt: skip
+
+    @staticmethod
+    def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
+        for i, call in enumerate(calls):
+            try:
+                if isinstance(call, (tuple, list)):
+                    checker.check(call, None)
+                elif isinstance(call, dict):
+                    checker.check((), call)
+            except TypeError as exc:
+                raise TypeError(f"call {i}: {exc}") from None
