@@ -241,6 +241,11 @@ class RoundTrip:
             raise
         return replies
 
+    def discard_replies(self) -> None:
+        """Replies still due on this connection will never be read: close it, so
+        that no later request reads them as its own."""
+        self._conn.disconnect()
+
     def load_scripts(self) -> None:
         for script in scripts.ALL:
             self._conn.send_command("SCRIPT", "LOAD", script.source)

@@ -7,7 +7,9 @@ place:
 - a request whose reply is lost gives its outcomes back, to be sent again (acks
   are idempotent), and the next request hands back every lease the worker still
   holds, since a claim it never saw may have taken some;
-- a claim written ahead (a prefetch) is read before anything else is written.
+- claims written ahead (a prefetch, or a round of one claim per queue) are read,
+  in order, before anything else is written; when one cannot be read, none of the
+  later ones can: their outcomes are taken back too.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
+from collections.abc import Sequence
 from typing import Optional
 
 from fastq.batch import Claim, Outcomes, Request, RoundTrip
@@ -34,7 +38,7 @@ class Pump:
         self.queues = queues
         self.outage = outage
         self.pending: dict[str, Outcomes] = {q: Outcomes() for q in queues}
-        self._ahead: Optional[Request] = None  # a claim written, its reply not read yet
+        self._ahead: deque[Request] = deque()  # claims written, their replies not read yet
         self._release_all = False  # a reply was lost: hand back leases never seen
 
     @property
@@ -44,29 +48,55 @@ class Pump:
     @property
     def has_ahead(self) -> bool:
         """A claim is in flight: the next ``claim()`` reads it."""
-        return self._ahead is not None
+        return bool(self._ahead)
 
-    def claim(self, queue: str, n: int) -> Claim:
-        """The next claim: the one written ahead if there is one (of whatever it
-        asked for), else the pending outcomes and a claim of ``n`` jobs of ``queue``
-        in one round trip.
+    def claim(self, queues: Sequence[str], n: int) -> Claim:
+        """The next claim: the next one written ahead if there is one (of whatever
+        it asked for), else the pending outcomes and a claim of ``n`` jobs of each
+        of ``queues`` in one round trip, the first of which is returned (the
+        others are read by the next calls, in order).
 
         Raises:
             a Redis error: nothing is lost; call again once Redis is back.
         """
-        if self._ahead is not None:
-            request, self._ahead = self._ahead, None
-        else:
-            request = self._write((queue, n))
-        claim = self._read(request)
+        if not self._ahead:
+            self._write_round(queues, n)
+        request = self._ahead.popleft()
+        try:
+            claim = self._read(request)
+        except BaseException:
+            self._drop_ahead()  # their replies come on the connection just dropped
+            raise
         assert claim is not None
         return claim
 
-    def claim_ahead(self, queue: str, n: int) -> None:
-        """Write the pending outcomes and the next claim now, to be read by the
-        next ``claim()``, so Redis works while this batch runs."""
+    def claim_ahead(self, queues: Sequence[str], n: int) -> None:
+        """Write the pending outcomes and the next claims (``n`` jobs of each of
+        ``queues``) now, to be read by the next ``claim()`` calls, so Redis works
+        while this batch runs."""
         with contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
-            self._ahead = self._write((queue, n))
+            self._write_round(queues, n)
+
+    def _write_round(self, queues: Sequence[str], n: int) -> None:
+        """One claim request per queue, written back to back (one round trip): the
+        first carries the pending outcomes. A failed write drops the ones before it
+        (the connection they went out on is closed)."""
+        try:
+            for queue in queues:
+                self._ahead.append(self._write((queue, n)))
+        except BaseException:
+            self._drop_ahead()
+            raise
+
+    def _drop_ahead(self) -> None:
+        """Take back the outcomes of requests whose replies will never be read, and
+        hand back every lease at the next request (their claims may have run)."""
+        if self._ahead:
+            self.rt.discard_replies()  # a script error leaves the connection up
+        while self._ahead:
+            for queue, earlier in self._ahead.pop().outcomes.items():
+                self.pending[queue].merge(earlier)
+            self._release_all = True
 
     def settle(self) -> None:
         """Send the pending outcomes alone; on failure they stay pending."""
@@ -82,6 +112,8 @@ class Pump:
             self._release_all = True  # part of it may have gone out
             raise
         self.pending = {q: Outcomes() for q in self.queues}
+        # once: a later request of the same round must not hand back what this one claims
+        self._release_all = False
         return request
 
     def _read(self, request: Request) -> Optional[Claim]:
@@ -93,8 +125,6 @@ class Pump:
                 self.pending[queue].merge(earlier)
             self._release_all = True
             raise
-        if request.release_all:
-            self._release_all = False
         waited_s = time.monotonic() - asked
         if waited_s > SLOW_REPLY_S:
             log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
@@ -108,12 +138,13 @@ class Pump:
         that a stop is prompt: what it still holds then comes back to the queue when
         its lease expires."""
         deadline = time.monotonic() + patience_s
-        if self._ahead is not None:
-            request, self._ahead = self._ahead, None
-            with contextlib.suppress(*REDIS_ERRORS):
-                claim = self._read(request)
+        try:
+            while self._ahead:
+                claim = self._read(self._ahead.popleft())
                 if claim is not None:
                     self.pending[claim.queue].unstarted.extend(claim.reply.ids)
+        except REDIS_ERRORS:
+            self._drop_ahead()
         while self.rt.may_hold_leases or self.has_pending:
             self._release_all = True  # a reply lost to a signal may have left leases unseen
             try:

@@ -275,20 +275,24 @@ class Worker:
             if self.quiet:
                 self._idle_quietly(pump)
                 continue
+            round_: list[str] = []  # written only when no claim is in flight
             if not pump.has_ahead:
                 governor.before_claim(pump.settle, self._wait_interruptibly)
                 if self.stopping:
                     break
+                round_ = [queues[i] for i in empty.next_round()]
             try:
-                claim = pump.claim(queues[empty.index], sizer.n)
+                claim = pump.claim(round_, sizer.n)
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
+            queue_index = self._queue_index[claim.queue]
             if len(claim):
                 was_paused = False
-                empty.got_jobs()
-                if sizer.prefetch_pays():
-                    pump.claim_ahead(queues[0], sizer.n)
+                empty.got_jobs(queue_index)
+                # strict priority: every queue before this one again, and this one
+                if sizer.prefetch_pays() and not pump.has_ahead:
+                    pump.claim_ahead([queues[i] for i in empty.next_round()], sizer.n)
                 self._run_batch(claim, pump)
                 self._check_limits()
                 continue
@@ -304,6 +308,7 @@ class Worker:
                 idle_timeout_s=self.idle_timeout_s,
                 burst_horizon_s=self.burst_horizon_s,
                 paused=claim.reply.paused,
+                queue_index=queue_index,
             )
             if isinstance(step, ClaimFrom):
                 continue

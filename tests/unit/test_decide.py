@@ -122,3 +122,66 @@ def test_a_burst_worker_stops_on_a_paused_queue_rather_than_wait_for_a_resume() 
 
 def test_a_stopping_worker_stops_on_a_paused_queue() -> None:
     assert empty(EmptyClaims(1), paused=True, stopping=True) == Stop(-1)
+
+
+# -- strict priority across queues: what each round trip claims ----------------------
+
+
+def test_a_sweep_claims_one_queue_at_a_time_until_a_batch_comes() -> None:
+    claims = EmptyClaims(4)
+    assert list(claims.next_round()) == [0]
+    assert empty(claims) == ClaimFrom(1)
+    assert list(claims.next_round()) == [1]
+
+
+def test_after_a_batch_of_the_last_queue_the_round_rechecks_every_earlier_queue() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(3)
+    assert list(claims.next_round()) == [0, 1, 2, 3]  # a, b, c checked, d claimed again
+    assert claims.index == 0  # replies are read from the first queue on
+
+
+def test_after_a_batch_of_the_first_queue_only_that_queue_is_claimed() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(0)
+    assert list(claims.next_round()) == [0]
+
+
+def test_the_first_queue_that_gave_work_in_a_round_bounds_the_next_round() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(3)
+    assert list(claims.next_round()) == [0, 1, 2, 3]
+    # b had work again, and d's claim of the same round took a batch too: both run,
+    # but the next round stops at b (d waits until b is empty)
+    claims.got_jobs(1)
+    claims.got_jobs(3)
+    assert list(claims.next_round()) == [0, 1]
+
+
+def test_a_round_is_planned_once_then_the_sweep_goes_on_one_queue_at_a_time() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(2)
+    assert list(claims.next_round()) == [0, 1, 2]
+    assert list(claims.next_round()) == [0]  # no batch since: the sweep from the first
+
+
+def test_empty_replies_of_a_round_count_in_order_towards_the_sleep() -> None:
+    claims = EmptyClaims(3)
+    claims.got_jobs(2)
+    claims.next_round()
+    assert empty(claims, queue_index=0) == ClaimFrom(1)
+    assert empty(claims, queue_index=1) == ClaimFrom(2)
+    assert empty(claims, queue_index=2, burst=True) == Stop()
+
+
+def test_a_leftover_reply_of_a_round_that_gave_a_batch_does_not_count() -> None:
+    claims = EmptyClaims(3)
+    claims.got_jobs(2)
+    claims.next_round()  # claims 0, 1, 2 at once
+    claims.got_jobs(0)  # the first queue had work
+    # the replies of 1 and 2 read after that batch are not a sweep from the first
+    # queue: the worker must not stop on them with queue 0 unchecked since
+    assert empty(claims, queue_index=1, burst=True) == ClaimFrom(0)
+    assert empty(claims, queue_index=2, burst=True) == ClaimFrom(0)
+    assert claims.in_a_row == 0
+    assert list(claims.next_round()) == [0]
