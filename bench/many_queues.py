@@ -41,11 +41,14 @@ from e2e_pool import APP_SPEC, Probe, check_queue, fresh_app, source_state  # no
 
 from bench import pool_jobs  # noqa: E402
 from fastq import scripts  # noqa: E402
+from fastq.contracts import CLAIM  # noqa: E402
+from fastq.keys import QueueKeys  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 
 QUEUES = ("a", "b", "c", "d")
 POLL_S = 0.005
 TARGET_LAST = 0.9  # work in the last of four queues drains at >= 90% of one queue
+EMPTY_CLAIMS = 20_000  # claim calls on an empty queue, for their Redis time
 
 
 def worker_cmd(queues: str, batch: int) -> list[str]:
@@ -93,8 +96,10 @@ def drain(
                 proc.kill()
                 raise BenchFailure(f"{namespace}: {counts} of {spec} processed after the deadline")
             time.sleep(POLL_S)
-        code = proc.wait(timeout=60)
+        # the worker's own CPU time, from the kernel's accounting of the child
+        _, status, usage = os.wait4(proc.pid, 0)
         exited = time.perf_counter()
+        proc.returncode = code = os.waitstatus_to_exitcode(status)
         log.seek(0)
         output = log.read().decode(errors="replace")
     if code != 0:
@@ -115,6 +120,7 @@ def drain(
         "first_to_last_s": window,
         "steady_jobs_s": total / window if window > 0 else None,
         "redis_cpu_us_per_job": redis_cpu / total * 1e6,
+        "worker_cpu_us_per_job": (usage.ru_utime + usage.ru_stime) / total * 1e6,
         "evalsha_per_100_jobs": evalsha / total * 100,
         "served": {
             q: {
@@ -125,6 +131,21 @@ def drain(
             for q in spec
         },
     }
+
+
+def empty_claim_us(client: redis.Redis) -> float:
+    """Redis' own time (``INFO commandstats``) of one claim call on an empty queue:
+    what each earlier queue adds to a round trip under strict priority."""
+    keys = CLAIM.keys_for(QueueKeys("emptyclaim", "a"), "bench-worker")
+    args = CLAIM.script.args(keys, CLAIM.argv("bench-worker", 100, 60_000, 250))
+    client.config_resetstat()
+    pipe = client.pipeline(transaction=False)
+    for i in range(EMPTY_CLAIMS):
+        pipe.execute_command(*args)
+        if i % 1000 == 999:
+            pipe.execute()
+    pipe.execute()
+    return float(client.info("commandstats")["cmdstat_evalsha"]["usec_per_call"])
 
 
 def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
@@ -164,7 +185,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     f"  -q {queues:<8} (run {round_ + 1}): {n:,} jobs in d, "
                     f"{r['jobs_s']:,.0f} jobs/s Popen→exit, first→last "
                     f"{r['steady_jobs_s'] or 0:,.0f} jobs/s; Redis "
-                    f"{r['redis_cpu_us_per_job']:.2f} µs/job, "
+                    f"{r['redis_cpu_us_per_job']:.2f} µs/job, worker "
+                    f"{r['worker_cpu_us_per_job']:.2f} µs/job (start-up included), "
                     f"{r['evalsha_per_100_jobs']:.2f} EVALSHA/100 jobs"
                 )
         for name, these in runs.items():
@@ -173,6 +195,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         per_queue = n // len(QUEUES)
         spec = {q: per_queue for q in QUEUES}
         results["spread"] = r = drain(client, server.url, "spread", spec, ",".join(QUEUES), batch)
+        results["empty_claim_us"] = empty_claim_us(client)
         client.close()
     except BenchFailure as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
@@ -189,14 +212,23 @@ def main(argv: Optional[list[str]] = None) -> int:
         else None
     )
     print()
-    print(f"{'':<28}{'jobs/s':>10}{'first→last/s':>14}{'Redis µs/job':>14}{'EVALSHA/100':>13}")
+    print(
+        f"{'':<28}{'jobs/s':>10}{'first→last/s':>14}{'Redis µs/job':>14}"
+        f"{'worker µs/job':>15}{'EVALSHA/100':>13}"
+    )
     for label, r in (("-q d, work in d", one), ("-q a,b,c,d, work in d", last)):
         print(
             f"{label:<28}{r['jobs_s']:>10,.0f}{r['steady_jobs_s'] or 0:>14,.0f}"
-            f"{r['redis_cpu_us_per_job']:>14.2f}{r['evalsha_per_100_jobs']:>13.2f}"
+            f"{r['redis_cpu_us_per_job']:>14.2f}{r['worker_cpu_us_per_job']:>15.2f}"
+            f"{r['evalsha_per_100_jobs']:>13.2f}"
         )
     steady_text = f" (first→last {steady:.2f})" if steady else ""
     print(f"ratio -q a,b,c,d / -q d: {ratio:.2f}{steady_text}")
+    print(
+        f"an empty claim call costs Redis {results['empty_claim_us']:.2f} µs (commandstats): "
+        f"{results['empty_claim_us'] * (len(QUEUES) - 1) / batch:.3f} µs/job for "
+        f"{len(QUEUES) - 1} empty queues at full batches of {batch}"
+    )
     print(
         f"\nwork spread over {','.join(QUEUES)} ({per_queue:,} each), -q {','.join(QUEUES)}: "
         f"{spread['jobs_s']:,.0f} jobs/s"

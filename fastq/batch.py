@@ -6,8 +6,10 @@ of raw EVALSHA calls, so a batch costs one round trip however it ended.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -203,6 +205,7 @@ class RoundTrip:
         self._conn: Any = client.connection_pool.make_connection()
         # a claim went out (or may have): the worker may hold leases in Redis
         self.may_hold_leases = False
+        self._held_back: Optional[list[bytes]] = None  # inside one_write(): not sent yet
 
     def close(self) -> None:
         self._conn.disconnect()
@@ -217,10 +220,32 @@ class RoundTrip:
             packed = b"".join(
                 [pack_command(tuple(script.args(keys, argv))) for script, keys, argv in commands]
             )
-            self._conn.connect()  # a refused connection sent nothing
             if not self.may_hold_leases:
                 self.may_hold_leases = any(c[0] is CLAIM.script for c in commands)
-            self._conn.send_packed_command([packed])
+            if self._held_back is not None:
+                self._held_back.append(packed)
+                return
+            self._send(packed)
+        except BaseException:
+            self._conn.disconnect()
+            raise
+
+    def _send(self, packed: bytes) -> None:
+        self._conn.connect()  # a refused connection sent nothing
+        self._conn.send_packed_command([packed])
+
+    @contextlib.contextmanager
+    def one_write(self) -> Iterator[None]:
+        """The requests made inside go out together at the end, in one write (a
+        round of claims costs one system call, not one per queue)."""
+        self._held_back = []
+        try:
+            yield
+            packed = b"".join(self._held_back)
+        finally:
+            self._held_back = None
+        try:
+            self._send(packed)
         except BaseException:
             self._conn.disconnect()
             raise

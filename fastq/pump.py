@@ -26,6 +26,8 @@ from fastq.redis_faults import REDIS_ERRORS, Outage
 
 log = logging.getLogger("fastq.worker")
 
+NO_OUTCOMES: dict[str, Outcomes] = {}  # the claims of a round after its first carry none
+
 # A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
 SLOW_REPLY_S = 2.0
 
@@ -78,14 +80,17 @@ class Pump:
             self._write_round(queues, n)
 
     def _write_round(self, queues: Sequence[str], n: int) -> None:
-        """One claim request per queue, written back to back (one round trip): the
-        first carries the pending outcomes. A failed write drops the ones before it
-        (the connection they went out on is closed)."""
+        """One claim request per queue, sent in one write (one round trip): the
+        first carries the pending outcomes, the others a claim alone. When the write
+        fails, all of them are dropped and their outcomes taken back."""
         try:
-            for queue in queues:
-                self._ahead.append(self._write((queue, n)))
+            with self.rt.one_write():
+                self._ahead.append(self._write((queues[0], n)))
+                for queue in queues[1:]:
+                    self._ahead.append(self.rt.request(NO_OUTCOMES, (queue, n)))
         except BaseException:
             self._drop_ahead()
+            self._release_all = True  # part of it may have gone out
             raise
 
     def _drop_ahead(self) -> None:
