@@ -6,10 +6,9 @@ of raw EVALSHA calls, so a batch costs one round trip however it ended.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -129,6 +128,12 @@ class Claim:
         return len(self.reply)
 
 
+# A peek at a queue: plain reads of what its claim would look at first (ready jobs,
+# the earliest scheduled one, the paused flag), a few microseconds of Redis where an
+# empty claim call costs several times that.
+PEEK_COMMANDS = 3
+
+
 class Request:
     """A round trip written to Redis whose replies are not read yet.
 
@@ -141,19 +146,24 @@ class Request:
         round_trip: RoundTrip,
         commands: list[scripts.Command],
         outcomes: dict[str, Outcomes],
-        claim_queue: Optional[str],
+        claim_queues: Sequence[str] = (),
         release_all: bool = False,
+        peek_queues: Sequence[str] = (),
     ) -> None:
         self.round_trip = round_trip
         self.commands = commands
         self.outcomes = outcomes
-        self.claim_queue = claim_queue
+        self.claim_queues = claim_queues
         self.release_all = release_all  # it hands back every lease the worker holds
+        self.peek_queues = peek_queues
+        # after result(): the first peeked queue found with work to claim, if any
+        self.peeked: Optional[str] = None
 
-    def result(self) -> Optional[Claim]:
-        """Read the replies. Raises on a script error, and on a lost connection
-        (redis.ConnectionError/TimeoutError), after which ``outcomes`` must be sent
-        again and leases may be held that were never seen."""
+    def result(self) -> list[Claim]:
+        """Read the replies: the claims, in the order asked. Raises on a script
+        error, and on a lost connection (redis.ConnectionError/TimeoutError), after
+        which ``outcomes`` must be sent again and leases may be held that were
+        never seen."""
         replies = self.round_trip.read(len(self.commands))
         missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
         if missing:  # SCRIPT FLUSH or a restarted Redis: those did not run
@@ -167,9 +177,36 @@ class Request:
         for (script, keys, _), reply in zip(self.commands, replies):
             if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
                 RELEASE.parse(reply).log_buried(log, queue_of_key(keys[0]))
-        if self.claim_queue is None:
-            return None
-        return Claim(self.claim_queue, CLAIM.parse(replies[-1]))
+        n_claims = len(self.claim_queues)
+        if self.peek_queues:
+            at = len(replies) - n_claims - 1 - PEEK_COMMANDS * len(self.peek_queues)
+            self.peeked = _first_with_work(self.peek_queues, replies[at : len(replies) - n_claims])
+        if not n_claims:
+            return []
+        return [
+            Claim(queue, CLAIM.parse(reply))
+            for queue, reply in zip(self.claim_queues, replies[-n_claims:])
+        ]
+
+
+def _first_with_work(queues: Sequence[str], replies: list[Any]) -> Optional[str]:
+    """The first of ``queues`` whose peek shows work a claim would take: ready or
+    prioritised jobs, or a scheduled job already due (Redis' clock, from the TIME
+    that starts the peek), and not paused."""
+    seconds, micros = replies[0]
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    for i, queue in enumerate(queues):
+        waiting, first_scheduled, paused = replies[
+            1 + PEEK_COMMANDS * i : 1 + PEEK_COMMANDS * (i + 1)
+        ]
+        due = False
+        if first_scheduled:  # [[id, score]] (RESP3) or [id, score] (RESP2)
+            first = first_scheduled[0]
+            score = first[1] if isinstance(first, list) else first_scheduled[1]
+            due = float(score) < now_ms + 1  # as the claim promotes: due in this ms or before
+        if (waiting or due) and paused != b"1":
+            return queue
+    return None
 
 
 class RoundTrip:
@@ -205,7 +242,6 @@ class RoundTrip:
         self._conn: Any = client.connection_pool.make_connection()
         # a claim went out (or may have): the worker may hold leases in Redis
         self.may_hold_leases = False
-        self._held_back: Optional[list[bytes]] = None  # inside one_write(): not sent yet
 
     def close(self) -> None:
         self._conn.disconnect()
@@ -220,32 +256,10 @@ class RoundTrip:
             packed = b"".join(
                 [pack_command(tuple(script.args(keys, argv))) for script, keys, argv in commands]
             )
+            self._conn.connect()  # a refused connection sent nothing
             if not self.may_hold_leases:
                 self.may_hold_leases = any(c[0] is CLAIM.script for c in commands)
-            if self._held_back is not None:
-                self._held_back.append(packed)
-                return
-            self._send(packed)
-        except BaseException:
-            self._conn.disconnect()
-            raise
-
-    def _send(self, packed: bytes) -> None:
-        self._conn.connect()  # a refused connection sent nothing
-        self._conn.send_packed_command([packed])
-
-    @contextlib.contextmanager
-    def one_write(self) -> Iterator[None]:
-        """The requests made inside go out together at the end, in one write (a
-        round of claims costs one system call, not one per queue)."""
-        self._held_back = []
-        try:
-            yield
-            packed = b"".join(self._held_back)
-        finally:
-            self._held_back = None
-        try:
-            self._send(packed)
+            self._conn.send_packed_command([packed])
         except BaseException:
             self._conn.disconnect()
             raise
@@ -266,11 +280,6 @@ class RoundTrip:
             raise
         return replies
 
-    def discard_replies(self) -> None:
-        """Replies still due on this connection will never be read: close it, so
-        that no later request reads them as its own."""
-        self._conn.disconnect()
-
     def load_scripts(self) -> None:
         for script in scripts.ALL:
             self._conn.send_command("SCRIPT", "LOAD", script.source)
@@ -281,13 +290,16 @@ class RoundTrip:
     def request(
         self,
         outcomes: dict[str, Outcomes],
-        claim: Optional[tuple[str, int]] = None,
+        claims: Sequence[str] = (),
+        n: int = 0,
         *,
         release_all: bool = False,
+        peek: Sequence[str] = (),
     ) -> Request:
         """Write (without waiting) the acks of ``outcomes``, the hand-back of their
-        unstarted/stalled/interrupted jobs, then a claim of up to ``n`` jobs of
-        ``claim = (queue, n)``.
+        unstarted/stalled/interrupted jobs, a peek at the queues ``peek`` (see
+        ``Request.peeked``), then a claim of up to ``n`` jobs of each of ``claims``,
+        in order.
 
         ``release_all`` also hands back every lease this worker still holds after
         the acks: after a lost reply it may hold leases on jobs it never saw.
@@ -314,14 +326,20 @@ class RoundTrip:
             for queue in self.keys:
                 argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)
                 commands.append(RELEASE.command(self._release_keys[queue], argv))
-        if claim is not None:
-            queue, n = claim
+        if peek:
+            commands.append((scripts.PLAIN, (), ("TIME",)))
+            for queue in peek:
+                k = self.keys[queue]
+                commands.append((scripts.PLAIN, (), ("EXISTS", k.ready, k.prio)))
+                commands.append((scripts.PLAIN, (), ("ZRANGE", k.scheduled, 0, 0, "WITHSCORES")))
+                commands.append((scripts.PLAIN, (), ("HGET", k.settings, "paused")))
+        if claims:
             argv = CLAIM.argv(wid, n, self.lease_ms, self.promote_max)
-            commands.append(CLAIM.command(self._claim_keys[queue], argv))
+            for queue in claims:
+                commands.append(CLAIM.command(self._claim_keys[queue], argv))
         if commands:
             self.write(commands)
-        claim_queue = claim[0] if claim is not None else None
-        return Request(self, commands, outcomes, claim_queue, release_all)
+        return Request(self, commands, outcomes, claims, release_all, peek)
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block until a wake-up token comes (a job was enqueued or promoted on one

@@ -3,15 +3,17 @@ on its own.
 
 Queues are served in strict priority of their ``-q`` order (as RQ does, and
 Sidekiq's strict mode): a job of a queue runs only when every queue before it was
-just seen empty. After a batch from ``queues[k]``, the next round trip claims
-``queues[0..k]`` at once, one claim call per queue, read in order (a round,
-:meth:`EmptyClaims.next_round`): the earlier queues are checked again at every
-batch boundary, and the queue that had work is claimed in the same round trip
-(prefetched while the batch runs, when batches are quick), so work that sits in a
-later queue costs no extra round trips, only an empty claim call per earlier queue.
-When an earlier queue has work again, its batch runs first; a batch a later queue's
-claim took in the same round runs after it (a batch is never handed back for
-priority), and the next round claims only up to the earlier queue.
+just seen empty. After a batch from ``queues[k]``, the next round trip (a
+:class:`Round`, :meth:`EmptyClaims.next_round`) *peeks* at ``queues[0..k-1]`` and
+claims ``queues[k]`` again: a peek is a few plain reads per queue (ready or
+prioritised jobs, a scheduled job already due, the paused flag), a fraction of an
+empty claim call's Redis time. So work that sits in a later queue costs no extra
+round trip, and the earlier queues are looked at again at every batch boundary
+(with quick jobs the round goes out while the batch runs). When a peek finds work
+in an earlier queue, the next round claims every queue up to ``queues[k]`` in order,
+and replies are taken in that order: the earlier queue's batch runs first, a batch
+the later queue's claim took in the same round runs after it (a batch is never
+handed back for priority), and the round after stops at the earlier queue.
 
 An empty claim outside such a round moves on to the next queue, one round trip
 each. Once every queue came back empty in a row, the worker stops (stopping, or a
@@ -59,6 +61,15 @@ class Sleep:
 Step = Union[ClaimFrom, Stop, Sleep]
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round trip: peek at the queues ``peek`` and claim from the queues
+    ``claim`` (indexes into the worker's queues, in order)."""
+
+    claim: range
+    peek: range = range(0)
+
+
 @dataclass
 class EmptyClaims:
     """The empty claims since the last batch, across ``n_queues`` queues."""
@@ -70,6 +81,8 @@ class EmptyClaims:
     n_paused: int = 0  # paused queues met since the last batch
     # the first queue a batch came from since the last round was planned; -1: none
     work_at: int = -1
+    # the first queue a peek found work in since the last round was planned; -1: none
+    peeked_at: int = -1
 
     def got_jobs(self, index: int = 0) -> None:
         """A batch came from ``queues[index]``: start again from the first queue,
@@ -78,15 +91,23 @@ class EmptyClaims:
         if self.work_at < 0 or index < self.work_at:
             self.work_at = index
 
-    def next_round(self) -> range:
-        """The queues (indexes, in order) to claim in the next round trip: after a
-        batch, every queue up to the first one that gave work since the last round
-        (all read in order, the earlier queues first); otherwise the next queue of
-        the sweep alone."""
-        if self.work_at < 0:
-            return range(self.index, self.index + 1)
-        upto, self.work_at = self.work_at, -1
-        return range(upto + 1)
+    def saw_work(self, index: int) -> None:
+        """A peek found work in ``queues[index]``: the next round claims it."""
+        if self.peeked_at < 0 or index < self.peeked_at:
+            self.peeked_at = index
+
+    def next_round(self) -> Round:
+        """What the next round trip asks for. After a batch of ``queues[k]``: a peek
+        at every queue before it and a claim of it, or when a peek saw work in an
+        earlier queue, a claim of every queue up to ``queues[k]`` (read in order,
+        the earlier first). Otherwise: the next queue of the sweep alone."""
+        upto, peeked = self.work_at, self.peeked_at
+        self.work_at = self.peeked_at = -1
+        if upto < 0:
+            return Round(claim=range(self.index, self.index + 1))
+        if 0 <= peeked < upto:
+            return Round(claim=range(upto + 1))
+        return Round(claim=range(upto, upto + 1), peek=range(upto))
 
     def _restart(self) -> None:
         self.index, self.in_a_row, self.next_due_ms, self.n_paused = 0, 0, -1, 0
@@ -115,8 +136,9 @@ class EmptyClaims:
         ``paused``: the queue is paused; ``next_due_ms`` is then ignored.
 
         ``queue_index``: the queue the reply is of (-1: ``queues[index]``). The reply
-        of another queue is left over from a round that already gave a batch: it
-        does not count (the next round claims that queue again)."""
+        of another queue does not count: it is left over from a round that already
+        gave a batch, or from a round that only peeked at the queues before it;
+        the sweep claims from ``queues[index]`` next."""
         if queue_index >= 0 and queue_index != self.index:
             return ClaimFrom(self.index)
         if paused:

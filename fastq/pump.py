@@ -1,15 +1,14 @@
 """A worker's pump over its round trip: it owns what is pending (the outcomes of
-jobs that ran, the jobs to hand back) and what is in flight (a claim written whose
-reply is not read yet), so the rules that keep a job from being lost live in one
-place:
+jobs that ran, the jobs to hand back) and what is in flight (a request of claims
+written whose replies are not read yet, and claims read but not handed out yet), so
+the rules that keep a job from being lost live in one place:
 
 - after every request written, its outcomes belong to it: new ones start afresh;
 - a request whose reply is lost gives its outcomes back, to be sent again (acks
   are idempotent), and the next request hands back every lease the worker still
   holds, since a claim it never saw may have taken some;
-- claims written ahead (a prefetch, or a round of one claim per queue) are read,
-  in order, before anything else is written; when one cannot be read, none of the
-  later ones can: their outcomes are taken back too.
+- a request written ahead (a prefetch) is read before anything else is written,
+  and every claim it brought is handed out (or handed back) before the next.
 """
 
 from __future__ import annotations
@@ -26,8 +25,6 @@ from fastq.redis_faults import REDIS_ERRORS, Outage
 
 log = logging.getLogger("fastq.worker")
 
-NO_OUTCOMES: dict[str, Outcomes] = {}  # the claims of a round after its first carry none
-
 # A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
 SLOW_REPLY_S = 2.0
 
@@ -40,7 +37,9 @@ class Pump:
         self.queues = queues
         self.outage = outage
         self.pending: dict[str, Outcomes] = {q: Outcomes() for q in queues}
-        self._ahead: deque[Request] = deque()  # claims written, their replies not read yet
+        self._ahead: Optional[Request] = None  # written, its replies not read yet
+        self._claims: deque[Claim] = deque()  # read, not handed out yet (in order)
+        self._peeked: Optional[str] = None  # what the last peek found, not taken yet
         self._release_all = False  # a reply was lost: hand back leases never seen
 
     @property
@@ -49,111 +48,92 @@ class Pump:
 
     @property
     def has_ahead(self) -> bool:
-        """A claim is in flight: the next ``claim()`` reads it."""
-        return bool(self._ahead)
+        """A claim is in flight or in hand: the next ``claim()`` returns it."""
+        return self._ahead is not None or bool(self._claims)
 
-    def claim(self, queues: Sequence[str], n: int) -> Claim:
-        """The next claim: the next one written ahead if there is one (of whatever
-        it asked for), else the pending outcomes and a claim of ``n`` jobs of each
-        of ``queues`` in one round trip, the first of which is returned (the
-        others are read by the next calls, in order).
+    def claim(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> Claim:
+        """The next claim: the next one in flight or in hand if there is one (of
+        whatever it asked for), else the pending outcomes, a peek at ``peek`` and a
+        claim of ``n`` jobs of each of ``queues`` in one round trip, the first of
+        which is returned (the others by the next calls, in order).
 
         Raises:
             a Redis error: nothing is lost; call again once Redis is back.
         """
-        if not self._ahead:
-            self._write_round(queues, n)
-        request = self._ahead.popleft()
-        try:
-            claim = self._read(request)
-        except BaseException:
-            self._drop_ahead()  # their replies come on the connection just dropped
-            raise
-        assert claim is not None
-        return claim
+        if not self._claims:
+            if self._ahead is not None:
+                request, self._ahead = self._ahead, None
+            else:
+                request = self._write(queues, n, peek)
+            self._claims.extend(self._read(request))
+            self._peeked = request.peeked
+        return self._claims.popleft()
 
-    def claim_ahead(self, queues: Sequence[str], n: int) -> None:
-        """Write the pending outcomes and the next claims (``n`` jobs of each of
-        ``queues``) now, to be read by the next ``claim()`` calls, so Redis works
-        while this batch runs."""
+    def claim_ahead(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> None:
+        """Write the pending outcomes, a peek at ``peek`` and the next claims (``n``
+        jobs of each of ``queues``) now, to be read by the next ``claim()``, so
+        Redis works while this batch runs."""
         with contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
-            self._write_round(queues, n)
+            self._ahead = self._write(queues, n, peek)
 
-    def _write_round(self, queues: Sequence[str], n: int) -> None:
-        """One claim request per queue, sent in one write (one round trip): the
-        first carries the pending outcomes, the others a claim alone. When the write
-        fails, all of them are dropped and their outcomes taken back."""
-        try:
-            with self.rt.one_write():
-                self._ahead.append(self._write((queues[0], n)))
-                for queue in queues[1:]:
-                    self._ahead.append(self.rt.request(NO_OUTCOMES, (queue, n)))
-        except BaseException:
-            self._drop_ahead()
-            self._release_all = True  # part of it may have gone out
-            raise
-
-    def _drop_ahead(self) -> None:
-        """Take back the outcomes of requests whose replies will never be read, and
-        hand back every lease at the next request (their claims may have run)."""
-        if self._ahead:
-            self.rt.discard_replies()  # a script error leaves the connection up
-        while self._ahead:
-            for queue, earlier in self._ahead.pop().outcomes.items():
-                self.pending[queue].merge(earlier)
-            self._release_all = True
+    def take_peeked(self) -> Optional[str]:
+        """The first queue the last peek found with work to claim (once)."""
+        peeked, self._peeked = self._peeked, None
+        return peeked
 
     def settle(self) -> None:
         """Send the pending outcomes alone; on failure they stay pending."""
         if not self.has_pending:
             return
         with contextlib.suppress(*REDIS_ERRORS):
-            self._read(self._write(None))
+            self._read(self._write())
 
-    def _write(self, claim: Optional[tuple[str, int]]) -> Request:
+    def _write(self, queues: Sequence[str] = (), n: int = 0, peek: Sequence[str] = ()) -> Request:
         try:
-            request = self.rt.request(self.pending, claim, release_all=self._release_all)
+            request = self.rt.request(
+                self.pending, queues, n, release_all=self._release_all, peek=peek
+            )
         except BaseException:
             self._release_all = True  # part of it may have gone out
             raise
         self.pending = {q: Outcomes() for q in self.queues}
-        # once: a later request of the same round must not hand back what this one claims
-        self._release_all = False
         return request
 
-    def _read(self, request: Request) -> Optional[Claim]:
+    def _read(self, request: Request) -> list[Claim]:
         asked = time.monotonic()
         try:
-            claim = request.result()
+            claims = request.result()
         except BaseException:
             for queue, earlier in request.outcomes.items():
                 self.pending[queue].merge(earlier)
             self._release_all = True
             raise
+        if request.release_all:
+            self._release_all = False
         waited_s = time.monotonic() - asked
         if waited_s > SLOW_REPLY_S:
             log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
         self.outage.recovered()
-        return claim
+        return claims
 
     def flush(self, patience_s: float) -> None:
-        """Settle everything before exiting: the claim in flight goes back unstarted
-        (in order, to the front), the outcomes are sent, and every lease still held is
+        """Settle everything before exiting: the claims in flight or in hand go back
+        unstarted (in order, to the front), the outcomes are sent, and every lease still held is
         handed back. While Redis is away it keeps trying for ``patience_s`` only, so
         that a stop is prompt: what it still holds then comes back to the queue when
         its lease expires."""
         deadline = time.monotonic() + patience_s
-        try:
-            while self._ahead:
-                claim = self._read(self._ahead.popleft())
-                if claim is not None:
-                    self.pending[claim.queue].unstarted.extend(claim.reply.ids)
-        except REDIS_ERRORS:
-            self._drop_ahead()
+        if self._ahead is not None:
+            request, self._ahead = self._ahead, None
+            with contextlib.suppress(*REDIS_ERRORS):
+                self._claims.extend(self._read(request))
+        while self._claims:
+            claim = self._claims.popleft()
+            self.pending[claim.queue].unstarted.extend(claim.reply.ids)
         while self.rt.may_hold_leases or self.has_pending:
             self._release_all = True  # a reply lost to a signal may have left leases unseen
             try:
-                self._read(self._write(None))
+                self._read(self._write())
                 return
             except REDIS_ERRORS as exc:
                 delay = self.outage.failed(exc)

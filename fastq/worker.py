@@ -24,7 +24,7 @@ import psutil
 from fastq.batch import Claim, RoundTrip
 from fastq.context import ProgressBuffer
 from fastq.cpuslots import CpuGovernor, CpuSlots
-from fastq.decide import ClaimFrom, EmptyClaims, Stop
+from fastq.decide import ClaimFrom, EmptyClaims, Round, Stop
 from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.keys import validate_queue_name
@@ -275,24 +275,29 @@ class Worker:
             if self.quiet:
                 self._idle_quietly(pump)
                 continue
-            round_: list[str] = []  # written only when no claim is in flight
+            claim_q: list[str] = []  # nothing to write: a claim is in flight or in hand
+            peek_q: list[str] = []
             if not pump.has_ahead:
                 governor.before_claim(pump.settle, self._wait_interruptibly)
                 if self.stopping:
                     break
-                round_ = [queues[i] for i in empty.next_round()]
+                claim_q, peek_q = self._names(empty.next_round())
             try:
-                claim = pump.claim(round_, sizer.n)
+                claim = pump.claim(claim_q, sizer.n, peek=peek_q)
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
+            peeked = pump.take_peeked()
+            if peeked is not None:
+                empty.saw_work(self._queue_index[peeked])
             queue_index = self._queue_index[claim.queue]
             if len(claim):
                 was_paused = False
                 empty.got_jobs(queue_index)
-                # strict priority: every queue before this one again, and this one
+                # strict priority: a peek at every queue before this one, and this one
                 if sizer.prefetch_pays() and not pump.has_ahead:
-                    pump.claim_ahead([queues[i] for i in empty.next_round()], sizer.n)
+                    claim_q, peek_q = self._names(empty.next_round())
+                    pump.claim_ahead(claim_q, sizer.n, peek=peek_q)
                 self._run_batch(claim, pump)
                 self._check_limits()
                 continue
@@ -328,6 +333,11 @@ class Worker:
             # the next jobs may be of another kind: measured afresh
             governor.forget()
             sizer.forget(time.monotonic() - idle_since)
+
+    def _names(self, round_: Round) -> tuple[list[str], list[str]]:
+        """A round's queues to claim and to peek at, by name."""
+        queues = self.queues
+        return [queues[i] for i in round_.claim], [queues[i] for i in round_.peek]
 
     def _log_left_scheduled(self, next_due_ms: int, now_ms: int) -> None:
         """A burst worker's last word: how many jobs it leaves scheduled, and when

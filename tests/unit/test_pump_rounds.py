@@ -1,11 +1,11 @@
-"""The pump's rounds of claims (one claim request per queue, one write): what each
-request carries, and that nothing is lost when a round's replies cannot be read."""
+"""The pump's rounds (a peek and several claims in one request): the claims come
+out one by one in order, the peek's finding once, and nothing is lost when a
+round's replies cannot be read or the worker stops with claims in hand."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -37,97 +37,83 @@ class FakeClaim:
 @dataclass
 class FakeRequest:
     outcomes: dict[str, Outcomes]
-    claim: Optional[tuple[str, int]]
+    claims: Sequence[str]
+    peek: Sequence[str]
     release_all: bool
     rt: FakeRoundTrip
+    peeked: Optional[str] = None
 
-    def result(self) -> Optional[FakeClaim]:
+    def result(self) -> list[FakeClaim]:
         if self.rt.fail_reads:
             raise redis.ConnectionError("lost")
-        if self.claim is None:
-            return None
-        queue = self.claim[0]
-        return FakeClaim(queue, FakeReply(self.rt.jobs.get(queue, [])))
+        self.peeked = next((q for q in self.peek if self.rt.jobs.get(q)), None)
+        return [FakeClaim(q, FakeReply(self.rt.jobs.pop(q, []))) for q in self.claims]
 
 
 @dataclass
 class FakeRoundTrip:
     jobs: dict[str, list[bytes]] = field(default_factory=dict)
     fail_reads: bool = False
-    writes: list[list[FakeRequest]] = field(default_factory=list)
-    discarded: int = 0
+    requests: list[FakeRequest] = field(default_factory=list)
     may_hold_leases: bool = False
-    _open: Optional[list[FakeRequest]] = None
 
     def request(
-        self, outcomes: dict[str, Outcomes], claim: Any = None, *, release_all: bool = False
+        self,
+        outcomes: dict[str, Outcomes],
+        claims: Sequence[str] = (),
+        n: int = 0,
+        *,
+        release_all: bool = False,
+        peek: Sequence[str] = (),
     ) -> FakeRequest:
-        req = FakeRequest(outcomes, claim, release_all, self)
-        if self._open is not None:
-            self._open.append(req)
-        else:
-            self.writes.append([req])
-        return req
-
-    @contextlib.contextmanager
-    def one_write(self) -> Iterator[None]:
-        self._open = []
-        yield
-        self.writes.append(self._open)
-        self._open = None
-
-    def discard_replies(self) -> None:
-        self.discarded += 1
+        self.requests.append(FakeRequest(outcomes, claims, peek, release_all, self))
+        return self.requests[-1]
 
 
 def make_pump(rt: FakeRoundTrip) -> Pump:
     return Pump(rt, ["a", "b", "c"], Outage("test", logging.getLogger("test")))  # type: ignore[arg-type]
 
 
-def test_a_round_goes_out_in_one_write_and_only_its_first_claim_carries_outcomes() -> None:
-    rt = FakeRoundTrip(jobs={"c": [b"j1"]})
+def test_the_claims_of_one_round_trip_come_out_in_order_and_the_peek_once() -> None:
+    rt = FakeRoundTrip(jobs={"a": [b"a1"], "c": [b"c1"]})
     pump = make_pump(rt)
     pump.pending["c"].done.append(b"old")
-    pump._release_all = True  # a reply was lost earlier
-    claim = pump.claim(["a", "b", "c"], 10)
-    assert [len(w) for w in rt.writes] == [3]
-    first, second, third = rt.writes[0]
-    assert first.outcomes["c"].done == [b"old"] and first.release_all
-    # a later claim of the round must not hand back what the first one leases
-    assert not second.release_all and not third.release_all
-    assert second.outcomes == third.outcomes == {}
-    assert claim.queue == "a" and len(claim) == 0
-    assert pump.has_ahead
-    assert pump.claim([], 10).queue == "b"
-    last = pump.claim([], 10)
-    assert last.queue == "c" and last.reply.ids == [b"j1"]
-    assert not pump.has_ahead and len(rt.writes) == 1  # read, never written again
+    claim = pump.claim(["b", "c"], 10, peek=["a"])
+    assert len(rt.requests) == 1 and rt.requests[0].outcomes["c"].done == [b"old"]
+    assert claim.queue == "b" and len(claim) == 0
+    assert pump.take_peeked() == "a" and pump.take_peeked() is None
+    assert pump.has_ahead  # c's claim is in hand: no new request before it is out
+    second = pump.claim(["a"], 10)
+    assert second.queue == "c" and second.reply.ids == [b"c1"]
+    assert len(rt.requests) == 1 and not pump.has_ahead
 
 
-def test_a_lost_reply_takes_back_the_outcomes_of_every_request_of_the_round() -> None:
+def test_a_lost_reply_takes_back_the_outcomes_and_hands_back_every_lease_next() -> None:
     rt = FakeRoundTrip()
     pump = make_pump(rt)
     pump.pending["a"].done.append(b"ran")
-    pump.claim_ahead(["a", "b", "c"], 10)
+    pump.claim_ahead(["a", "b"], 10, peek=[])
     assert not pump.has_pending  # they went with the round
     rt.fail_reads = True
     with pytest.raises(redis.ConnectionError):
         pump.claim([], 10)
-    assert not pump.has_ahead  # the later replies will never be read
-    assert rt.discarded == 1  # nor read by a later request as its own
-    assert pump.pending["a"].done == [b"ran"]
+    assert not pump.has_ahead and pump.pending["a"].done == [b"ran"]
     rt.fail_reads = False
     pump.claim(["a"], 10)
-    # the next request hands back every lease: the lost round's claims may have run
-    assert rt.writes[-1][0].release_all and rt.writes[-1][0].outcomes["a"].done == [b"ran"]
+    # the lost round's claims may have run: the next request hands back every lease
+    assert rt.requests[-1].release_all and rt.requests[-1].outcomes["a"].done == [b"ran"]
+    pump.claim(["a"], 10)
+    assert not rt.requests[-1].release_all  # once
 
 
-def test_a_stopping_worker_hands_back_every_claim_of_the_round_in_flight() -> None:
-    rt = FakeRoundTrip(jobs={"a": [b"a1", b"a2"], "c": [b"c1"]})
+def test_a_stopping_worker_hands_back_every_claim_in_flight_or_in_hand() -> None:
+    rt = FakeRoundTrip(jobs={"a": [b"a1", b"a2"], "b": [b"b1"], "c": [b"c1"]})
     pump = make_pump(rt)
-    pump.claim_ahead(["a", "b", "c"], 10)
+    assert pump.claim(["a", "b"], 10).queue == "a"  # b's claim is in hand, unstarted
+    pump.claim_ahead(["c"], 10)  # c's is in flight (the worker would not, but flush must)
     pump.flush(0.1)
-    handed_back = rt.writes[-1][0].outcomes
-    assert handed_back["a"].unstarted == [b"a1", b"a2"]
+    handed_back: Any = rt.requests[-1].outcomes
+    assert handed_back["b"].unstarted == [b"b1"]
     assert handed_back["c"].unstarted == [b"c1"]
+    assert handed_back["a"].unstarted == []  # a's batch was handed out: the worker's
     assert not pump.has_ahead
