@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -159,6 +160,12 @@ class Claim:
         return len(self.reply)
 
 
+# A peek at a queue: plain reads of what its claim would look at first (ready jobs,
+# the earliest scheduled one, the paused flag), a few microseconds of Redis where an
+# empty claim call costs several times that.
+PEEK_COMMANDS = 3
+
+
 class Request:
     """A round trip written to Redis whose replies are not read yet.
 
@@ -171,19 +178,24 @@ class Request:
         round_trip: RoundTrip,
         commands: list[scripts.Command],
         outcomes: dict[str, Outcomes],
-        claim_queue: Optional[str],
+        claim_queues: Sequence[str] = (),
         release_all: bool = False,
+        peek_queues: Sequence[str] = (),
     ) -> None:
         self.round_trip = round_trip
         self.commands = commands
         self.outcomes = outcomes
-        self.claim_queue = claim_queue
+        self.claim_queues = claim_queues
         self.release_all = release_all  # it hands back every lease the worker holds
+        self.peek_queues = peek_queues
+        # after result(): the first peeked queue found with work to claim, if any
+        self.peeked: Optional[str] = None
 
-    def result(self) -> Optional[Claim]:
-        """Read the replies. Raises on a script error, and on a lost connection
-        (redis.ConnectionError/TimeoutError), after which ``outcomes`` must be sent
-        again and leases may be held that were never seen."""
+    def result(self) -> list[Claim]:
+        """Read the replies: the claims, in the order asked. Raises on a script
+        error, and on a lost connection (redis.ConnectionError/TimeoutError), after
+        which ``outcomes`` must be sent again and leases may be held that were
+        never seen."""
         replies = self.round_trip.read(len(self.commands))
         missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
         if missing:  # SCRIPT FLUSH or a restarted Redis: those did not run
@@ -197,9 +209,36 @@ class Request:
         for (script, keys, _), reply in zip(self.commands, replies):
             if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
                 RELEASE.parse(reply).log_buried(log, queue_of_key(keys[0]))
-        if self.claim_queue is None:
-            return None
-        return Claim(self.claim_queue, CLAIM.parse(replies[-1]))
+        n_claims = len(self.claim_queues)
+        if self.peek_queues:
+            at = len(replies) - n_claims - 1 - PEEK_COMMANDS * len(self.peek_queues)
+            self.peeked = _first_with_work(self.peek_queues, replies[at : len(replies) - n_claims])
+        if not n_claims:
+            return []
+        return [
+            Claim(queue, CLAIM.parse(reply))
+            for queue, reply in zip(self.claim_queues, replies[-n_claims:])
+        ]
+
+
+def _first_with_work(queues: Sequence[str], replies: list[Any]) -> Optional[str]:
+    """The first of ``queues`` whose peek shows work a claim would take: ready or
+    prioritised jobs, or a scheduled job already due (Redis' clock, from the TIME
+    that starts the peek), and not paused."""
+    seconds, micros = replies[0]
+    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    for i, queue in enumerate(queues):
+        waiting, first_scheduled, paused = replies[
+            1 + PEEK_COMMANDS * i : 1 + PEEK_COMMANDS * (i + 1)
+        ]
+        due = False
+        if first_scheduled:  # [[id, score]] (RESP3) or [id, score] (RESP2)
+            first = first_scheduled[0]
+            score = first[1] if isinstance(first, list) else first_scheduled[1]
+            due = float(score) < now_ms + 1  # as the claim promotes: due in this ms or before
+        if (waiting or due) and paused != b"1":
+            return queue
+    return None
 
 
 class RoundTrip:
@@ -284,14 +323,16 @@ class RoundTrip:
     def request(
         self,
         outcomes: dict[str, Outcomes],
-        claim: Optional[tuple[str, int]] = None,
+        claims: Sequence[str] = (),
+        n: int = 0,
         *,
         release_all: bool = False,
+        peek: Sequence[str] = (),
     ) -> Request:
         """Write (without waiting) the acks of ``outcomes``, the hand-back of their
-        unstarted/stalled/interrupted jobs, the settling of taken at-most-once
-        jobs, then a claim of up to ``n`` jobs of
-        ``claim = (queue, n)``.
+        unstarted/stalled/interrupted jobs, the settling of taken at-most-once jobs, a
+        peek at the queues ``peek`` (see ``Request.peeked``), then a claim of up to
+        ``n`` jobs of each of ``claims``, in order.
 
         ``release_all`` also hands back every lease this worker still holds after
         the acks: after a lost reply it may hold leases on jobs it never saw.
@@ -321,14 +362,20 @@ class RoundTrip:
             for queue in self.keys:
                 argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)
                 commands.append(RELEASE.command(self._release_keys[queue], argv))
-        if claim is not None:
-            queue, n = claim
+        if peek:
+            commands.append((scripts.PLAIN, (), ("TIME",)))
+            for queue in peek:
+                k = self.keys[queue]
+                commands.append((scripts.PLAIN, (), ("EXISTS", k.ready, k.prio)))
+                commands.append((scripts.PLAIN, (), ("ZRANGE", k.scheduled, 0, 0, "WITHSCORES")))
+                commands.append((scripts.PLAIN, (), ("HGET", k.settings, "paused")))
+        if claims:
             argv = CLAIM.argv(wid, n, self.lease_ms, self.promote_max)
-            commands.append(CLAIM.command(self._claim_keys[queue], argv))
+            for queue in claims:
+                commands.append(CLAIM.command(self._claim_keys[queue], argv))
         if commands:
             self.write(commands)
-        claim_queue = claim[0] if claim is not None else None
-        return Request(self, commands, outcomes, claim_queue, release_all)
+        return Request(self, commands, outcomes, claims, release_all, peek)
 
     def take(self, queue: str, ids: list[bytes]) -> list[bytes]:
         """Take these at-most-once jobs out of ``queue`` (``take.lua``), waiting for

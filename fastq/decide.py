@@ -1,11 +1,24 @@
 """What a worker does after a claim came back empty: a pure decision, unit-tested
 on its own.
 
-Queues are claimed in priority order. After a batch, the next claim goes to the
-first queue again; an empty claim moves on to the next queue. Once every queue
-came back empty in a row, the worker stops (stopping, or a burst worker with
-nothing due within its horizon) or sleeps until a wake-up, at most until the
-earliest due time any of the claims reported.
+Queues are served in strict priority of their ``-q`` order (as RQ does, and
+Sidekiq's strict mode): a job of a queue runs only when every queue before it was
+just seen empty. After a batch from ``queues[k]``, the next round trip (a
+:class:`Round`, :meth:`EmptyClaims.next_round`) *peeks* at ``queues[0..k-1]`` and
+claims ``queues[k]`` again: a peek is a few plain reads per queue (ready or
+prioritised jobs, a scheduled job already due, the paused flag), a fraction of an
+empty claim call's Redis time. So work that sits in a later queue costs no extra
+round trip, and the earlier queues are looked at again at every batch boundary
+(with quick jobs the round goes out while the batch runs). When a peek finds work
+in an earlier queue, the next round claims every queue up to ``queues[k]`` in order,
+and replies are taken in that order: the earlier queue's batch runs first, a batch
+the later queue's claim took in the same round runs after it (a batch is never
+handed back for priority), and the round after stops at the earlier queue.
+
+An empty claim outside such a round moves on to the next queue, one round trip
+each. Once every queue came back empty in a row, the worker stops (stopping, or a
+burst worker with nothing due within its horizon) or sleeps until a wake-up, at
+most until the earliest due time any of the claims reported.
 
 A paused queue's claim takes nothing whatever waits in it: for this decision it is
 an empty queue whose due times do not count (they cannot run until a resume, and
@@ -52,6 +65,15 @@ class Sleep:
 Step = Union[ClaimFrom, Stop, Sleep]
 
 
+@dataclass(frozen=True)
+class Round:
+    """One round trip: peek at the queues ``peek`` and claim from the queues
+    ``claim`` (indexes into the worker's queues, in order)."""
+
+    claim: range
+    peek: range = range(0)
+
+
 @dataclass
 class EmptyClaims:
     """The empty claims since the last batch, across ``n_queues`` queues."""
@@ -61,9 +83,37 @@ class EmptyClaims:
     in_a_row: int = 0
     next_due_ms: int = -1  # earliest due time reported since the last batch; -1: none
     n_paused: int = 0  # paused queues met since the last batch
+    # the first queue a batch came from since the last round was planned; -1: none
+    work_at: int = -1
+    # the first queue a peek found work in since the last round was planned; -1: none
+    peeked_at: int = -1
 
-    def got_jobs(self) -> None:
-        """A batch came: start again from the first queue."""
+    def got_jobs(self, index: int = 0) -> None:
+        """A batch came from ``queues[index]``: start again from the first queue,
+        and let the next round reach down to the first queue that had work."""
+        self._restart()
+        if self.work_at < 0 or index < self.work_at:
+            self.work_at = index
+
+    def saw_work(self, index: int) -> None:
+        """A peek found work in ``queues[index]``: the next round claims it."""
+        if self.peeked_at < 0 or index < self.peeked_at:
+            self.peeked_at = index
+
+    def next_round(self) -> Round:
+        """What the next round trip asks for. After a batch of ``queues[k]``: a peek
+        at every queue before it and a claim of it, or when a peek saw work in an
+        earlier queue, a claim of every queue up to ``queues[k]`` (read in order,
+        the earlier first). Otherwise: the next queue of the sweep alone."""
+        upto, peeked = self.work_at, self.peeked_at
+        self.work_at = self.peeked_at = -1
+        if upto < 0:
+            return Round(claim=range(self.index, self.index + 1))
+        if 0 <= peeked < upto:
+            return Round(claim=range(upto + 1))
+        return Round(claim=range(upto, upto + 1), peek=range(upto))
+
+    def _restart(self) -> None:
         self.index, self.in_a_row, self.next_due_ms, self.n_paused = 0, 0, -1, 0
 
     def after_empty(
@@ -76,6 +126,7 @@ class EmptyClaims:
         idle_timeout_s: float,
         burst_horizon_s: float = 1.0,
         paused: bool = False,
+        queue_index: int = -1,
     ) -> Step:
         """The step after a claim of ``queues[index]`` came back empty at Redis time
         ``now_ms`` (to the microsecond), reporting ``next_due_ms`` (-1: nothing
@@ -86,7 +137,14 @@ class EmptyClaims:
         when nothing is (a retry a second away is waited for; a job scheduled for
         tomorrow is not).
 
-        ``paused``: the queue is paused; ``next_due_ms`` is then ignored."""
+        ``paused``: the queue is paused; ``next_due_ms`` is then ignored.
+
+        ``queue_index``: the queue the reply is of (-1: ``queues[index]``). The reply
+        of another queue does not count: it is left over from a round that already
+        gave a batch, or from a round that only peeked at the queues before it;
+        the sweep claims from ``queues[index]`` next."""
+        if queue_index >= 0 and queue_index != self.index:
+            return ClaimFrom(self.index)
         if paused:
             self.n_paused += 1
             next_due_ms = -1
@@ -97,7 +155,7 @@ class EmptyClaims:
         if self.in_a_row < self.n_queues:
             return ClaimFrom(self.index)
         due_ms, all_paused = self.next_due_ms, self.n_paused == self.n_queues
-        self.got_jobs()  # after the stop or the sleep, a fresh round from the first queue
+        self._restart()  # after the stop or the sleep, a fresh sweep from the first queue
         if stopping or (burst and (due_ms < 0 or due_ms - now_ms > burst_horizon_s * 1000)):
             return Stop(due_ms)
         if due_ms < 0:

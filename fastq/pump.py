@@ -1,13 +1,14 @@
 """A worker's pump over its round trip: it owns what is pending (the outcomes of
-jobs that ran, the jobs to hand back) and what is in flight (a claim written whose
-reply is not read yet), so the rules that keep a job from being lost live in one
-place:
+jobs that ran, the jobs to hand back) and what is in flight (a request of claims
+written whose replies are not read yet, and claims read but not handed out yet), so
+the rules that keep a job from being lost live in one place:
 
 - after every request written, its outcomes belong to it: new ones start afresh;
 - a request whose reply is lost gives its outcomes back, to be sent again (acks
   are idempotent), and the next request hands back every lease the worker still
   holds, since a claim it never saw may have taken some;
-- a claim written ahead (a prefetch) is read before anything else is written;
+- a request written ahead (a prefetch) is read before anything else is written,
+  and every claim it brought is handed out (or handed back) before the next;
 - the hand-back of taken at-most-once jobs that never started goes out once only.
 """
 
@@ -16,6 +17,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
+from collections.abc import Sequence
 from typing import Optional
 
 from fastq.batch import Claim, Outcomes, Request, RoundTrip
@@ -35,7 +38,9 @@ class Pump:
         self.queues = queues
         self.outage = outage
         self.pending: dict[str, Outcomes] = {q: Outcomes() for q in queues}
-        self._ahead: Optional[Request] = None  # a claim written, its reply not read yet
+        self._ahead: Optional[Request] = None  # written, its replies not read yet
+        self._claims: deque[Claim] = deque()  # read, not handed out yet (in order)
+        self._peeked: Optional[str] = None  # what the last peek found, not taken yet
         self._release_all = False  # a reply was lost: hand back leases never seen
 
     @property
@@ -44,41 +49,51 @@ class Pump:
 
     @property
     def has_ahead(self) -> bool:
-        """A claim is in flight: the next ``claim()`` reads it."""
-        return self._ahead is not None
+        """A claim is in flight or in hand: the next ``claim()`` returns it."""
+        return self._ahead is not None or bool(self._claims)
 
-    def claim(self, queue: str, n: int) -> Claim:
-        """The next claim: the one written ahead if there is one (of whatever it
-        asked for), else the pending outcomes and a claim of ``n`` jobs of ``queue``
-        in one round trip.
+    def claim(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> Claim:
+        """The next claim: the next one in flight or in hand if there is one (of
+        whatever it asked for), else the pending outcomes, a peek at ``peek`` and a
+        claim of ``n`` jobs of each of ``queues`` in one round trip, the first of
+        which is returned (the others by the next calls, in order).
 
         Raises:
             a Redis error: nothing is lost; call again once Redis is back.
         """
-        if self._ahead is not None:
-            request, self._ahead = self._ahead, None
-        else:
-            request = self._write((queue, n))
-        claim = self._read(request)
-        assert claim is not None
-        return claim
+        if not self._claims:
+            if self._ahead is not None:
+                request, self._ahead = self._ahead, None
+            else:
+                request = self._write(queues, n, peek)
+            self._claims.extend(self._read(request))
+            self._peeked = request.peeked
+        return self._claims.popleft()
 
-    def claim_ahead(self, queue: str, n: int) -> None:
-        """Write the pending outcomes and the next claim now, to be read by the
-        next ``claim()``, so Redis works while this batch runs."""
+    def claim_ahead(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> None:
+        """Write the pending outcomes, a peek at ``peek`` and the next claims (``n``
+        jobs of each of ``queues``) now, to be read by the next ``claim()``, so
+        Redis works while this batch runs."""
         with contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
-            self._ahead = self._write((queue, n))
+            self._ahead = self._write(queues, n, peek)
+
+    def take_peeked(self) -> Optional[str]:
+        """The first queue the last peek found with work to claim (once)."""
+        peeked, self._peeked = self._peeked, None
+        return peeked
 
     def settle(self) -> None:
         """Send the pending outcomes alone; on failure they stay pending."""
         if not self.has_pending:
             return
         with contextlib.suppress(*REDIS_ERRORS):
-            self._read(self._write(None))
+            self._read(self._write())
 
-    def _write(self, claim: Optional[tuple[str, int]]) -> Request:
+    def _write(self, queues: Sequence[str] = (), n: int = 0, peek: Sequence[str] = ()) -> Request:
         try:
-            request = self.rt.request(self.pending, claim, release_all=self._release_all)
+            request = self.rt.request(
+                self.pending, queues, n, release_all=self._release_all, peek=peek
+            )
         except BaseException:
             self._release_all = True  # part of it may have gone out
             for out in self.pending.values():  # and is never sent twice
@@ -87,10 +102,10 @@ class Pump:
         self.pending = {q: Outcomes() for q in self.queues}
         return request
 
-    def _read(self, request: Request) -> Optional[Claim]:
+    def _read(self, request: Request) -> list[Claim]:
         asked = time.monotonic()
         try:
-            claim = request.result()
+            claims = request.result()
         except BaseException:
             for queue, earlier in request.outcomes.items():
                 self.pending[queue].merge(earlier)
@@ -103,7 +118,7 @@ class Pump:
         if waited_s > SLOW_REPLY_S:
             log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
         self.outage.recovered()
-        return claim
+        return claims
 
     def _lose_give_backs(self, out: Outcomes) -> None:
         """Taken at-most-once jobs whose hand-back may or may not have gone out: not
@@ -118,8 +133,8 @@ class Pump:
             out.give_back = []
 
     def flush(self, patience_s: float) -> None:
-        """Settle everything before exiting: the claim in flight goes back unstarted
-        (in order, to the front), the outcomes are sent, and every lease still held is
+        """Settle everything before exiting: the claims in flight or in hand go back
+        unstarted (in order, to the front), the outcomes are sent, and every lease still held is
         handed back. While Redis is away it keeps trying for ``patience_s`` only, so
         that a stop is prompt: what it still holds then comes back to the queue when
         its lease expires."""
@@ -127,13 +142,14 @@ class Pump:
         if self._ahead is not None:
             request, self._ahead = self._ahead, None
             with contextlib.suppress(*REDIS_ERRORS):
-                claim = self._read(request)
-                if claim is not None:
-                    self.pending[claim.queue].unstarted.extend(claim.reply.ids)
+                self._claims.extend(self._read(request))
+        while self._claims:
+            claim = self._claims.popleft()
+            self.pending[claim.queue].unstarted.extend(claim.reply.ids)
         while self.rt.may_hold_leases or self.has_pending:
             self._release_all = True  # a reply lost to a signal may have left leases unseen
             try:
-                self._read(self._write(None))
+                self._read(self._write())
                 return
             except REDIS_ERRORS as exc:
                 delay = self.outage.failed(exc)

@@ -26,7 +26,7 @@ from fastq.atmostonce import AtMostOnce, Taken
 from fastq.batch import Claim, RoundTrip
 from fastq.context import ProgressBuffer
 from fastq.cpuslots import CpuGovernor, CpuSlots
-from fastq.decide import ClaimFrom, EmptyClaims, Stop
+from fastq.decide import ClaimFrom, EmptyClaims, Round, Stop
 from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.keys import validate_queue_name
@@ -284,12 +284,15 @@ class Worker:
             if self.quiet:
                 self._idle_quietly(pump)
                 continue
+            claim_q: list[str] = []  # nothing to write: a claim is in flight or in hand
+            peek_q: list[str] = []
             if not pump.has_ahead:
                 governor.before_claim(pump.settle, self._wait_interruptibly)
                 if self.stopping:
                     break
+                claim_q, peek_q = self._names(empty.next_round())
             try:
-                claim = pump.claim(queues[empty.index], sizer.n)
+                claim = pump.claim(claim_q, sizer.n, peek=peek_q)
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
@@ -297,13 +300,20 @@ class Worker:
                 rate_limited.add(claim.queue)
             else:
                 rate_limited.discard(claim.queue)
+            peeked = pump.take_peeked()
+            if peeked is not None:
+                empty.saw_work(self._queue_index[peeked])
+            queue_index = self._queue_index[claim.queue]
             if len(claim):
                 was_paused = False
-                empty.got_jobs()
+                empty.got_jobs(queue_index)
                 batch = self._open_batch(claim)
+                # strict priority: a peek at every queue before this one, and this one;
                 # never ahead on a rate-limited queue: tokens are for jobs that start now
-                if sizer.prefetch_pays() and queues[0] not in rate_limited:
-                    pump.claim_ahead(queues[0], sizer.n)
+                if sizer.prefetch_pays() and not pump.has_ahead:
+                    claim_q, peek_q = self._names(empty.next_round())
+                    if rate_limited.isdisjoint(claim_q):
+                        pump.claim_ahead(claim_q, sizer.n, peek=peek_q)
                 self._run_batch(batch, pump)
                 self._check_limits()
                 continue
@@ -319,6 +329,7 @@ class Worker:
                 idle_timeout_s=self.idle_timeout_s,
                 burst_horizon_s=self.burst_horizon_s,
                 paused=claim.reply.paused,
+                queue_index=queue_index,
             )
             if isinstance(step, ClaimFrom):
                 continue
@@ -338,6 +349,11 @@ class Worker:
             # the next jobs may be of another kind: measured afresh
             governor.forget()
             sizer.forget(time.monotonic() - idle_since)
+
+    def _names(self, round_: Round) -> tuple[list[str], list[str]]:
+        """A round's queues to claim and to peek at, by name."""
+        queues = self.queues
+        return [queues[i] for i in round_.claim], [queues[i] for i in round_.peek]
 
     def _log_left_scheduled(self, next_due_ms: int, now_ms: int) -> None:
         """A burst worker's last word: how many jobs it leaves scheduled, and when

@@ -42,10 +42,10 @@ def test_pause_during_a_drain_stops_claims_within_one_batch_and_resume_continues
     claims = 0
     real_claim = fastq.worker.Pump.claim
 
-    def counting_claim(self: Any, queue: str, n: int) -> Any:
+    def counting_claim(self: Any, *args: Any, **kwargs: Any) -> Any:
         nonlocal claims
         claims += 1
-        return real_claim(self, queue, n)
+        return real_claim(self, *args, **kwargs)
 
     monkeypatch.setattr(fastq.worker.Pump, "claim", counting_claim)
     worker, thread = drain_in_thread(app, ["mailer"], burst=False, idle_timeout_s=60)

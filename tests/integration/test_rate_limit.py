@@ -174,10 +174,10 @@ def test_a_burst_worker_waits_for_tokens_rather_than_take_the_queue_for_empty(
     claims = 0
     real_claim = Pump.claim
 
-    def counting_claim(self: Any, queue: str, size: int) -> Any:
+    def counting_claim(self: Any, *args: Any, **kwargs: Any) -> Any:
         nonlocal claims
         claims += 1
-        return real_claim(self, queue, size)
+        return real_claim(self, *args, **kwargs)
 
     monkeypatch.setattr(Pump, "claim", counting_claim)
     drain(app, ["q"])
@@ -221,9 +221,9 @@ def test_no_claim_ahead_on_a_limited_queue(app: fastq.App, monkeypatch: pytest.M
     ahead: list[str] = []
     real_ahead = Pump.claim_ahead
 
-    def spying(self: Any, queue: str, n: int) -> None:
-        ahead.append(queue)
-        real_ahead(self, queue, n)
+    def spying(self: Any, queues: list[str], n: int, peek: Any = ()) -> None:
+        ahead.extend(queues)
+        real_ahead(self, queues, n, peek=peek)
 
     monkeypatch.setattr(Pump, "claim_ahead", spying)
     app.enqueue_many("free", [(i,) for i in range(3000)], queue="free")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastq.decide import ClaimFrom, EmptyClaims, Sleep, Stop
+from fastq.decide import ClaimFrom, EmptyClaims, Round, Sleep, Stop
 
 
 def empty(claims: EmptyClaims, due_ms: int = -1, **kw: object) -> object:
@@ -122,3 +122,85 @@ def test_a_burst_worker_stops_on_a_paused_queue_rather_than_wait_for_a_resume() 
 
 def test_a_stopping_worker_stops_on_a_paused_queue() -> None:
     assert empty(EmptyClaims(1), paused=True, stopping=True) == Stop(-1)
+
+
+# -- strict priority across queues: what each round trip asks for -------------------
+
+
+def test_a_sweep_claims_one_queue_at_a_time_until_a_batch_comes() -> None:
+    claims = EmptyClaims(4)
+    assert claims.next_round() == Round(claim=range(0, 1))
+    assert empty(claims) == ClaimFrom(1)
+    assert claims.next_round() == Round(claim=range(1, 2))
+
+
+def test_after_a_batch_of_the_last_queue_the_round_peeks_at_every_earlier_queue() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(3)
+    # a, b, c looked at without a claim call, d claimed again
+    assert claims.next_round() == Round(claim=range(3, 4), peek=range(0, 3))
+    assert claims.index == 0  # a sweep after it starts from the first queue
+
+
+def test_after_a_batch_of_the_first_queue_only_that_queue_is_claimed() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(0)
+    assert claims.next_round() == Round(claim=range(0, 1), peek=range(0))
+
+
+def test_work_a_peek_found_is_claimed_first_in_the_next_round() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(3)
+    claims.next_round()
+    claims.saw_work(1)  # the peek found work in b
+    claims.got_jobs(3)  # and d's claim of the same round took a batch
+    # every queue up to d claimed, read in order: b's batch before d's
+    assert claims.next_round() == Round(claim=range(0, 4))
+
+
+def test_the_first_queue_that_gave_work_in_a_round_bounds_the_next_round() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(3)
+    claims.next_round()
+    # b had work, and d's claim of the same round took a batch too: both run,
+    # but the next round stops at b (d waits until b is empty)
+    claims.got_jobs(1)
+    claims.got_jobs(3)
+    assert claims.next_round() == Round(claim=range(1, 2), peek=range(0, 1))
+
+
+def test_a_round_is_planned_once_then_the_sweep_goes_on_one_queue_at_a_time() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(2)
+    claims.saw_work(0)
+    assert claims.next_round() == Round(claim=range(0, 3))
+    # no batch and no peek since: the sweep from the first queue
+    assert claims.next_round() == Round(claim=range(0, 1))
+
+
+def test_a_peek_at_a_later_queue_than_the_batch_changes_nothing() -> None:
+    claims = EmptyClaims(4)
+    claims.got_jobs(1)
+    claims.saw_work(2)  # cannot come from a peek of queues before 1; ignored
+    assert claims.next_round() == Round(claim=range(1, 2), peek=range(0, 1))
+
+
+def test_empty_replies_of_a_round_count_in_order_towards_the_sleep() -> None:
+    claims = EmptyClaims(3)
+    claims.got_jobs(2)
+    claims.saw_work(0)
+    assert claims.next_round() == Round(claim=range(0, 3))
+    assert empty(claims, queue_index=0) == ClaimFrom(1)
+    assert empty(claims, queue_index=1) == ClaimFrom(2)
+    assert empty(claims, queue_index=2, burst=True) == Stop()
+
+
+def test_a_reply_out_of_the_sweep_order_does_not_count() -> None:
+    claims = EmptyClaims(3)
+    claims.got_jobs(2)
+    claims.next_round()  # a peek at 0 and 1, a claim of 2
+    # 2 came back empty: 0 and 1 were only peeked at, so this is no sweep of
+    # them; the worker must not stop with them unclaimed
+    assert empty(claims, queue_index=2, burst=True) == ClaimFrom(0)
+    assert claims.in_a_row == 0
+    assert claims.next_round() == Round(claim=range(0, 1))

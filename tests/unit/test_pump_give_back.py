@@ -4,7 +4,7 @@ reply is lost gives back its other outcomes, to be sent again, but never that.""
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from typing import Sequence
 
 import pytest
 import redis
@@ -32,7 +32,13 @@ class FakeRoundTrip:
         self.fail_write = False
 
     def request(
-        self, outcomes: dict[str, Outcomes], claim: Optional[Any], *, release_all: bool
+        self,
+        outcomes: dict[str, Outcomes],
+        claims: Sequence[str] = (),
+        n: int = 0,
+        *,
+        release_all: bool,
+        peek: Sequence[str] = (),
     ) -> LostReply:
         if self.fail_write:
             raise redis.ConnectionError("a write cut short")
