@@ -322,8 +322,8 @@ class Master:
         for child in active[: max(0, len(active) - self.num_workers)]:
             self.retire(child)
         ramping = not self.ramp.done
-        slots = (self.board.slot(c.slot) for c in active)
-        missing = self.ramp.wanted(self.num_workers, slots, time.monotonic()) - len(active)
+        up = ((c.pid, self.board.slot(c.slot)) for c in active)
+        missing = self.ramp.wanted(self.num_workers, up, time.monotonic()) - len(active)
         if ramping and self.ramp.done and missing > 0:
             log.info("master %d: forking %d more workers: %s", self.pid, missing, self.ramp.reason)
         if missing <= 0 or time.monotonic() < self.spawn_after:

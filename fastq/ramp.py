@@ -7,7 +7,9 @@ quick jobs gain nothing from more processes than cores. So a cold pool forks one
 worker per CPU first, and the rest as soon as one of these says more would pay:
 
 - it waits for work: its queues are empty, nothing is slowed by the forks;
-- it runs a job past ``slow_job_s``: jobs that wait (I/O) want every child;
+- it has run one job for ``slow_job_s`` and sleeps in it: jobs that wait on I/O
+  want every child (a job merely preempted on a busy machine is runnable, not
+  asleep; CPU-bound jobs gain nothing from more children than cores);
 - or ``patience_s`` after the first wave at the latest: the pool is whole by then.
 
 Only a pool's start ramps up: a respawn, a TTIN or a HUP forks at once.
@@ -17,12 +19,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Optional
+from typing import Callable, Optional
+
+import psutil
 
 from fastq.heartbeat import HeartbeatSlot
 
 RAMP_PATIENCE_S = 1.0
-RAMP_SLOW_JOB_S = 0.002  # far above a quick job's run, well below one that waits on I/O
+RAMP_SLOW_JOB_S = 0.002  # far above a quick job's run, below one that waits on I/O
 RAMP_POLL_S = 0.005  # how often the master looks at the first wave meanwhile
 
 
@@ -34,6 +38,14 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def asleep(pid: int) -> bool:
+    """Is the process (its main thread, which runs the jobs) asleep, not runnable?"""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_SLEEPING
+    except psutil.Error:
+        return False
+
+
 class StartRamp:
     """How many workers a starting pool wants now (see the module's docstring)."""
 
@@ -42,19 +54,21 @@ class StartRamp:
         first_wave: int,
         patience_s: float = RAMP_PATIENCE_S,
         slow_job_s: float = RAMP_SLOW_JOB_S,
+        asleep: Callable[[int], bool] = asleep,
     ) -> None:
         if first_wave < 1:
             raise ValueError(f"first_wave must be >= 1, not {first_wave}")
         self.first_wave = first_wave
         self.patience_s = patience_s
         self.slow_job_s = slow_job_s
+        self.asleep = asleep
         self.started_at: Optional[float] = None  # when the first wave was wanted
         self.done = False
         self.reason = ""  # why the ramp is done, for the log
 
-    def wanted(self, total: int, slots: Iterable[HeartbeatSlot], now: float) -> int:
-        """Of ``total`` workers, how many to have by ``now``, given the heartbeat
-        slots of the workers up."""
+    def wanted(self, total: int, workers: Iterable[tuple[int, HeartbeatSlot]], now: float) -> int:
+        """Of ``total`` workers, how many to have by ``now``, given the pids and
+        heartbeat slots of the workers up."""
         if self.done:
             return total
         if self.started_at is None:
@@ -64,18 +78,18 @@ class StartRamp:
         elif now - self.started_at >= self.patience_s:
             self.done, self.reason = True, f"{self.patience_s:g} s after the first"
         else:
-            for slot in slots:
-                reason = self.more_would_pay(slot, now)
+            for pid, slot in workers:
+                reason = self.more_would_pay(pid, slot, now)
                 if reason:
                     self.done, self.reason = True, reason
                     break
         return total if self.done else self.first_wave
 
-    def more_would_pay(self, slot: HeartbeatSlot, now: float) -> str:
-        """Why more workers would pay, from one worker's slot; "" if they would not."""
+    def more_would_pay(self, pid: int, slot: HeartbeatSlot, now: float) -> str:
+        """Why more workers would pay, from one worker; "" if they would not."""
         if slot.waiting:
             return "a worker waits for work"
         running = slot.running()
-        if running is not None and now - running[2] >= self.slow_job_s:
-            return "a worker runs a slow job"
+        if running is not None and now - running[2] >= self.slow_job_s and self.asleep(pid):
+            return "a worker sleeps in a job"
         return ""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -233,27 +235,39 @@ def test_a_starting_pool_forks_the_first_wave_and_waits(big: Master) -> None:
     assert len(big.workers()) == 2 and not big.ramp.done
 
 
-@pytest.mark.parametrize("signal_", ["waits for work", "runs a slow job"])
+def start_job_ago(master: Master, child: Child, ago_s: float) -> None:
+    master.board.slot(child.slot).start_job(0, b"job-1", None)
+    struct.pack_into("d", master.board._buf, child.slot * 256 + 8, time.monotonic() - ago_s)
+
+
+@pytest.mark.parametrize("signal_", ["waits for work", "sleeps in a job"])
 def test_the_rest_are_forked_once_a_first_worker_says_more_would_pay(
     big: Master, signal_: str
 ) -> None:
     first = started(big)["worker"][0]
-    slot = big.board.slot(first.slot)
     if signal_ == "waits for work":
-        slot.waiting_for_work(True)
+        big.board.slot(first.slot).waiting_for_work(True)
     else:
-        slot.start_job(0, b"smtp-1", None)
-        struct.pack_into("d", big.board._buf, first.slot * 256 + 8, time.monotonic() - 0.01)
+        start_job_ago(big, first, 0.01)  # an SMTP call, say
+        big.ramp.asleep = lambda pid: pid == first.pid
     kinds = started(big)
     assert len(kinds["worker"]) == 8 and len(kinds["reaper"]) == 1
     assert big.ramp.reason == f"a worker {signal_}"
 
 
-def test_a_quick_job_running_forks_no_more(big: Master) -> None:
+@pytest.mark.parametrize(
+    ("ago_s", "asleep"),
+    [(0.0, True), (0.01, False)],
+    ids=["a quick job", "a job preempted or CPU-bound: runnable"],
+)
+def test_a_job_that_is_quick_or_not_asleep_forks_no_more(
+    big: Master, ago_s: float, asleep: bool
+) -> None:
     first = started(big)["worker"][0]
-    big.board.slot(first.slot).start_job(0, b"noop-1", None)  # started just now
+    start_job_ago(big, first, ago_s)
+    big.ramp.asleep = lambda pid: asleep
     big.manage_children()
-    assert len(big.workers()) == 2
+    assert len(big.workers()) == 2 and not big.ramp.done
 
 
 def test_the_rest_are_forked_after_the_patience_whatever_the_first_wave_does(
@@ -287,3 +301,19 @@ def test_a_pool_no_bigger_than_its_first_wave_starts_whole(fake_os: FakeOS) -> N
         assert m.ramp.first_wave == 3
     finally:
         m.board.close()
+
+
+def test_asleep_tells_a_sleeping_process_from_a_running_one() -> None:
+    from fastq.ramp import asleep
+
+    assert not asleep(os.getpid())  # this process runs the test
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not asleep(sleeper.pid):  # once it has started
+            assert time.monotonic() < deadline, "the sleeper never went to sleep"
+            time.sleep(0.01)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not asleep(sleeper.pid)  # no such process
