@@ -324,7 +324,7 @@ class Master:
         ramping = not self.ramp.done
         up = ((c.pid, self.board.slot(c.slot)) for c in active)
         missing = self.ramp.wanted(self.num_workers, up, time.monotonic()) - len(active)
-        if ramping and self.ramp.done and missing > 0:
+        if ramping and self.ramp.done and active and missing > 0:  # the second wave
             log.info("master %d: forking %d more workers: %s", self.pid, missing, self.ramp.reason)
         if missing <= 0 or time.monotonic() < self.spawn_after:
             return
