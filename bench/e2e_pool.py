@@ -29,6 +29,7 @@ nothing left over, every pool exited 0), never on the targets.
     python bench/e2e_pool.py                 # full run: 200,000 jobs, 1,000,000 for memory
     python bench/e2e_pool.py --quick         # small sizes, well under a minute
     python bench/e2e_pool.py --only c2,c32 --json out.json
+    python bench/e2e_pool.py -n 20000 --repeat 3 --only c2,c32   # a cold -c 32 on a blast
 """
 
 from __future__ import annotations

@@ -28,8 +28,10 @@ from fastq.redis_faults import REDIS_ERRORS, Outage
 
 log = logging.getLogger("fastq.worker")
 
-# last_beat, job_started (0 = idle), job_deadline (0 = none), queue index, id length
-_HEADER = struct.Struct("dddII")
+# last_beat, job_started (0 = idle), job_deadline (0 = none), queue index, id length,
+# waiting_since (0 = not waiting for work)
+_HEADER = struct.Struct("dddIId")
+_WAITING_AT = struct.calcsize("dddII")  # waiting_since's offset in the slot
 SLOT_SIZE = 256
 MAX_ID_BYTES = SLOT_SIZE - _HEADER.size
 UNKNOWN_ID = 0xFFFFFFFF  # the running job's id was too long to note
@@ -46,7 +48,7 @@ class HeartbeatSlot:
 
     def reset(self) -> None:
         """A fresh child: beat now, no job."""
-        _HEADER.pack_into(self._buf, self._offset, time.monotonic(), 0.0, 0.0, 0, 0)
+        _HEADER.pack_into(self._buf, self._offset, time.monotonic(), 0.0, 0.0, 0, 0, 0.0)
 
     def beat(self) -> None:
         struct.pack_into("d", self._buf, self._offset, time.monotonic())
@@ -65,16 +67,26 @@ class HeartbeatSlot:
     def idle(self) -> None:
         struct.pack_into("dd", self._buf, self._offset + 8, 0.0, 0.0)
 
+    def waiting_for_work(self, waiting: bool) -> None:
+        """Note that the child waits for work (its queues are empty), or no longer."""
+        since = time.monotonic() if waiting else 0.0
+        struct.pack_into("d", self._buf, self._offset + _WAITING_AT, since)
+
     # -- the master's side ---------------------------------------------------------
 
     @property
     def last_beat(self) -> float:
         return float(struct.unpack_from("d", self._buf, self._offset)[0])
 
+    @property
+    def waiting(self) -> bool:
+        """Is the child waiting for work?"""
+        return bool(struct.unpack_from("d", self._buf, self._offset + _WAITING_AT)[0])
+
     def running(self) -> Optional[tuple[int, Optional[bytes], float, float]]:
         """``(queue_index, job_id or None if unknown, started, deadline)`` of the job
         the child is running, or None when it is between jobs."""
-        _, started, deadline, queue_index, n = _HEADER.unpack_from(self._buf, self._offset)
+        _, started, deadline, queue_index, n, _ = _HEADER.unpack_from(self._buf, self._offset)
         if started == 0.0:
             return None
         if n == UNKNOWN_ID:

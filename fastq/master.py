@@ -30,6 +30,7 @@ from fastq.contracts import ReleaseMode
 from fastq.cpuslots import CpuSlots
 from fastq.handback import CALL_TIMEOUT_S, HandBack, HandBacks
 from fastq.heartbeat import HeartbeatBoard
+from fastq.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.reaper import Reaper
 from fastq.redis_faults import REDIS_ERRORS
 from fastq.worker import Worker
@@ -88,6 +89,7 @@ class PoolConfig:
     reaper: bool = True
     cpu_slots: int = 0  # children running CPU-bound batches at once; 0: no limit
     queues_from_app: bool = False  # no -q: serve the app's queues, read again at a HUP
+    first_wave: int = 0  # workers forked first at start-up (fastq.ramp); 0: one per CPU
 
 
 class Master:
@@ -126,6 +128,7 @@ class Master:
         self.hand_backs = HandBacks(app, config.queues)
         self.board = HeartbeatBoard(max(2 * config.concurrency + 2, config.concurrency + 16))
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
+        self.ramp = StartRamp(min(config.concurrency, config.first_wave or cpu_count()))
 
     # -- the loop ------------------------------------------------------------------
 
@@ -145,7 +148,8 @@ class Master:
             while True:
                 if not self.stopping:
                     self.manage_children()
-                self.wait_for_signals(1.0)
+                # a starting pool looks at its first wave often: the rest may be wanted
+                self.wait_for_signals(1.0 if self.ramp.done or self.stopping else RAMP_POLL_S)
                 self.handle_signals()
                 self.reap_children()
                 if self.halted or (self.stopping and not self.children):
@@ -296,10 +300,12 @@ class Master:
 
     def manage_children(self) -> None:
         """Spawn up to the wanted count; retire the oldest beyond it. Workers come
-        first: at start-up, the reaper has nothing urgent to do."""
+        first: at start-up, the reaper has nothing urgent to do (it comes with the
+        ramp's second wave)."""
         self.manage_workers()
         if (
             self.config.reaper
+            and self.ramp.done
             and not any(c.kind == "reaper" for c in self.children.values())
             and time.monotonic() >= self.spawn_after
         ):
@@ -315,7 +321,11 @@ class Master:
         )
         for child in active[: max(0, len(active) - self.num_workers)]:
             self.retire(child)
-        missing = self.num_workers - len(active)
+        ramping = not self.ramp.done
+        up = ((c.pid, self.board.slot(c.slot)) for c in active)
+        missing = self.ramp.wanted(self.num_workers, up, time.monotonic()) - len(active)
+        if ramping and self.ramp.done and active and missing > 0:  # the second wave
+            log.info("master %d: forking %d more workers: %s", self.pid, missing, self.ramp.reason)
         if missing <= 0 or time.monotonic() < self.spawn_after:
             return
         free = self.free_slots()[:-1]  # the last one is kept for the reaper

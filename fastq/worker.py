@@ -388,9 +388,15 @@ class Worker:
     def _wait_for_work(self, timeout_s: float) -> None:
         rt = self._rt
         assert rt is not None
-        if not self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s)):
-            # the BLPOP reply may still come: never reuse that connection
-            rt.client.connection_pool.disconnect()
+        if self.slot is not None:  # the master forks the rest of a pool once one waits
+            self.slot.waiting_for_work(True)
+        try:
+            if not self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s)):
+                # the BLPOP reply may still come: never reuse that connection
+                rt.client.connection_pool.disconnect()
+        finally:
+            if self.slot is not None:
+                self.slot.waiting_for_work(False)
 
     def _wait_interruptibly(self, wait: Callable[[], object]) -> bool:
         """Block in ``wait`` (nothing running meanwhile), which a stop signal cuts

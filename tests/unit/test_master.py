@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import signal
 import struct
+import subprocess
+import sys
 import threading
 import time
 from typing import Any, Iterator
@@ -68,7 +70,9 @@ class RecordedHandBacks:
 @pytest.fixture
 def master(fake_os: FakeOS) -> Iterator[Master]:
     app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
-    m = Master(app, PoolConfig(concurrency=2, queues=["q", "r"], child_timeout_s=5.0))
+    # first_wave=2: the whole pool at once, whatever this machine's CPU count
+    config = PoolConfig(concurrency=2, queues=["q", "r"], child_timeout_s=5.0, first_wave=2)
+    m = Master(app, config)
     m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
     m.pid = os.getpid()
     yield m
@@ -208,3 +212,108 @@ def test_a_signal_handler_only_enqueues(master: Master, fake_os: FakeOS) -> None
             signal.signal(sig, signal.SIG_DFL)
         for fd in master._pipe:
             os.close(fd)
+
+
+# -- start-up in two waves (fastq.ramp) ---------------------------------------------------
+
+
+@pytest.fixture
+def big(fake_os: FakeOS) -> Iterator[Master]:
+    """A pool of 8 workers that forks 2 first."""
+    app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
+    m = Master(app, PoolConfig(concurrency=8, queues=["q"], first_wave=2))
+    m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
+    m.pid = os.getpid()
+    yield m
+    m.board.close()
+
+
+def test_a_starting_pool_forks_the_first_wave_and_waits(big: Master) -> None:
+    kinds = started(big)
+    assert len(kinds["worker"]) == 2 and not kinds["reaper"]  # the reaper comes later too
+    big.manage_children()
+    assert len(big.workers()) == 2 and not big.ramp.done
+
+
+def start_job_ago(master: Master, child: Child, ago_s: float) -> None:
+    master.board.slot(child.slot).start_job(0, b"job-1", None)
+    struct.pack_into("d", master.board._buf, child.slot * 256 + 8, time.monotonic() - ago_s)
+
+
+@pytest.mark.parametrize("signal_", ["waits for work", "sleeps in a job"])
+def test_the_rest_are_forked_once_a_first_worker_says_more_would_pay(
+    big: Master, signal_: str
+) -> None:
+    first = started(big)["worker"][0]
+    if signal_ == "waits for work":
+        big.board.slot(first.slot).waiting_for_work(True)
+    else:
+        start_job_ago(big, first, 0.01)  # an SMTP call, say
+        big.ramp.asleep = lambda pid: pid == first.pid
+    kinds = started(big)
+    assert len(kinds["worker"]) == 8 and len(kinds["reaper"]) == 1
+    assert big.ramp.reason == f"a worker {signal_}"
+
+
+@pytest.mark.parametrize(
+    ("ago_s", "asleep"),
+    [(0.0, True), (0.01, False)],
+    ids=["a quick job", "a job preempted or CPU-bound: runnable"],
+)
+def test_a_job_that_is_quick_or_not_asleep_forks_no_more(
+    big: Master, ago_s: float, asleep: bool
+) -> None:
+    first = started(big)["worker"][0]
+    start_job_ago(big, first, ago_s)
+    big.ramp.asleep = lambda pid: asleep
+    big.manage_children()
+    assert len(big.workers()) == 2 and not big.ramp.done
+
+
+def test_the_rest_are_forked_after_the_patience_whatever_the_first_wave_does(
+    big: Master,
+) -> None:
+    started(big)
+    assert big.ramp.started_at is not None
+    big.ramp.started_at -= big.ramp.patience_s
+    kinds = started(big)
+    assert len(kinds["worker"]) == 8 and len(kinds["reaper"]) == 1
+
+
+def test_after_the_start_a_dead_worker_is_replaced_at_once(big: Master, fake_os: FakeOS) -> None:
+    big.ramp.started_at = time.monotonic() - big.ramp.patience_s
+    workers = started(big)["worker"]
+    assert len(workers) == 8
+    for child in workers[:3]:
+        fake_os.exit(child.pid, code=0)
+    big.reap_children()
+    big.manage_children()
+    assert len(big.workers()) == 8  # no new ramp: all three back in one turn
+
+
+def test_a_pool_no_bigger_than_its_first_wave_starts_whole(fake_os: FakeOS) -> None:
+    app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
+    m = Master(app, PoolConfig(concurrency=3, queues=["q"], first_wave=4))
+    m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
+    try:
+        kinds = started(m)
+        assert len(kinds["worker"]) == 3 and len(kinds["reaper"]) == 1
+        assert m.ramp.first_wave == 3
+    finally:
+        m.board.close()
+
+
+def test_asleep_tells_a_sleeping_process_from_a_running_one() -> None:
+    from fastq.ramp import asleep
+
+    assert not asleep(os.getpid())  # this process runs the test
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.monotonic() + 10
+        while not asleep(sleeper.pid):  # once it has started
+            assert time.monotonic() < deadline, "the sleeper never went to sleep"
+            time.sleep(0.01)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert not asleep(sleeper.pid)  # no such process
