@@ -473,7 +473,7 @@ class Worker:
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
             self.governor.batch_ran(batch_s)
-            self.sizer.ran(batch_s, ran)
+            self.sizer.ran(batch_s, ran, pump.rtt_s)
 
 
 @dataclass
