@@ -138,7 +138,9 @@ class Pump:
         never raise it (else the time a batch ran would pass for network time)."""
         if came_first and took_s >= self.rtt_s:
             return
-        self.rtt_s = took_s if self.rtt_s == 0.0 else self.rtt_s + RTT_WEIGHT * (took_s - self.rtt_s)
+        self.rtt_s = (
+            took_s if self.rtt_s == 0.0 else self.rtt_s + RTT_WEIGHT * (took_s - self.rtt_s)
+        )
 
     def _lose_give_backs(self, out: Outcomes) -> None:
         """Taken at-most-once jobs whose hand-back may or may not have gone out: not

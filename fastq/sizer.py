@@ -28,7 +28,7 @@ COVER_MAX_FACTOR = 10
 COVER_MAX_BATCH_S = 0.01
 # How many round trips a grown batch covers: its jobs' run time leaves out the
 # batch's decoding and bookkeeping, and a round trip's time varies.
-COVER_ROUND_TRIPS = 1.0
+COVER_ROUND_TRIPS = 2.0
 
 
 class BatchSizer:
