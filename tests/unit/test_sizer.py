@@ -101,3 +101,9 @@ def test_a_long_idle_spell_keeps_the_round_trip_but_measures_the_jobs_afresh() -
     sizer.forget(idle_s=0.6)
     assert sizer.n == 1
     assert settle(sizer, job_s=0.02, rtt_s=0.001, batches=3) == [2, 4, 5]  # slow now: small
+
+
+def test_a_sizer_that_may_not_grow_keeps_max_n() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1, may_grow=False)  # several queues
+    settle(sizer, job_s=1e-5, rtt_s=0.005)
+    assert sizer.n == 100
