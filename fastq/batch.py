@@ -190,6 +190,11 @@ class Request:
         self.peek_queues = peek_queues
         # after result(): the first peeked queue found with work to claim, if any
         self.peeked: Optional[str] = None
+        self.written_at = time.monotonic()  # built once written: the round trip's start
+
+    def replied(self) -> bool:
+        """Has (part of) the reply already arrived? Never blocks, never reads."""
+        return self.round_trip.replied()
 
     def result(self) -> list[Claim]:
         """Read the replies: the claims, in the order asked. Raises on a script
@@ -312,6 +317,17 @@ class RoundTrip:
             self._conn.disconnect()
             raise
         return replies
+
+    def replied(self) -> bool:
+        """Are there reply bytes waiting to be read (a poll, no read)? False on a
+        closed or failed connection: the read that follows says what went wrong."""
+        conn = self._conn
+        if conn._sock is None:
+            return False
+        try:
+            return bool(conn._parser.can_read(0))
+        except (OSError, redis.RedisError):
+            return False
 
     def load_scripts(self) -> None:
         for script in scripts.ALL:

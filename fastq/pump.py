@@ -10,6 +10,12 @@ the rules that keep a job from being lost live in one place:
 - a request written ahead (a prefetch) is read before anything else is written,
   and every claim it brought is handed out (or handed back) before the next;
 - the hand-back of taken at-most-once jobs that never started goes out once only.
+
+It also times its round trips (``rtt_s``, a moving estimate, what Redis and the
+network take from a request written to its reply read) for the batch sizer: a
+reply read at once after its request was written, or one written ahead that had
+not come back when the worker wanted it, took the time from write to read; one
+written ahead that was already there says only that the round trip was shorter.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ log = logging.getLogger("fastq.worker")
 
 # A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
 SLOW_REPLY_S = 2.0
+# The weight of the latest round trip in the moving estimate.
+RTT_WEIGHT = 0.3
 
 
 class Pump:
@@ -42,6 +50,7 @@ class Pump:
         self._claims: deque[Claim] = deque()  # read, not handed out yet (in order)
         self._peeked: Optional[str] = None  # what the last peek found, not taken yet
         self._release_all = False  # a reply was lost: hand back leases never seen
+        self.rtt_s = 0.0  # a moving estimate of the round trip; 0: not measured
 
     @property
     def has_pending(self) -> bool:
@@ -104,6 +113,7 @@ class Pump:
 
     def _read(self, request: Request) -> list[Claim]:
         asked = time.monotonic()
+        came_first = request.replied()  # the reply was there before it was wanted
         try:
             claims = request.result()
         except BaseException:
@@ -114,11 +124,23 @@ class Pump:
             raise
         if request.release_all:
             self._release_all = False
-        waited_s = time.monotonic() - asked
+        done = time.monotonic()
+        waited_s = done - asked
         if waited_s > SLOW_REPLY_S:
             log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
+        self._timed(done - request.written_at, came_first)
         self.outage.recovered()
         return claims
+
+    def _timed(self, took_s: float, came_first: bool) -> None:
+        """Fold a round trip into ``rtt_s``. A reply that came before it was
+        wanted bounds the round trip from above only: it may lower the estimate,
+        never raise it (else the time a batch ran would pass for network time)."""
+        if came_first and took_s >= self.rtt_s:
+            return
+        self.rtt_s = (
+            took_s if self.rtt_s == 0.0 else self.rtt_s + RTT_WEIGHT * (took_s - self.rtt_s)
+        )
 
     def _lose_give_backs(self, out: Outcomes) -> None:
         """Taken at-most-once jobs whose hand-back may or may not have gone out: not

@@ -4,6 +4,15 @@ work, measured from its jobs' durations, at most ``max_n``.
 Quick jobs move in big batches; slow ones in small batches shared out among the
 children. The first claim is of one job and the size doubles batch by batch up to
 that mark, so a blast of jobs of an unknown kind is measured before many are held.
+
+A Redis far away: while a quick batch runs, the next claim is in flight (see
+``prefetch_pays``); a batch that ends before that claim comes back leaves the worker
+waiting on the network. So a quick batch also holds enough work to cover the
+measured round trip, past ``max_n`` if need be, up to ``COVER_MAX_N`` jobs and
+``COVER_MAX_BATCH_S`` of work: only quick batches grow, slow jobs are still shared
+out among siblings. Not past ``max_n`` on a worker of several queues: strict
+priority is kept at batch boundaries, so there ``max_n`` bounds how long work
+arriving in an earlier queue waits.
 """
 
 from __future__ import annotations
@@ -13,26 +22,46 @@ from __future__ import annotations
 PREFETCH_MAX_BATCH_S = 0.02
 # Idle this long, a worker sizes its next batches afresh (see forget).
 FORGET_AFTER_IDLE_S = 0.5
+# A batch grown to cover a round trip holds at most this many jobs (one claim and
+# one ack call of this many cost Redis about 2-3 ms: see bench/script_cost.py) ...
+COVER_MAX_N = 1000
+# ... at most this many times max_n, and at most this much work.
+COVER_MAX_FACTOR = 10
+COVER_MAX_BATCH_S = 0.01
+# How many round trips a grown batch covers: its jobs' run time leaves out the
+# batch's decoding and bookkeeping, and a round trip's time varies.
+COVER_ROUND_TRIPS = 2.0
 
 
 class BatchSizer:
     """The size of the next claim, from the durations of the jobs run so far."""
 
-    __slots__ = ("max_n", "target_batch_s", "n", "job_s")
+    __slots__ = ("max_n", "cover_max_n", "target_batch_s", "n", "job_s")
 
-    def __init__(self, max_n: int, target_batch_s: float) -> None:
+    def __init__(self, max_n: int, target_batch_s: float, may_grow: bool = True) -> None:
+        """``may_grow``: may a quick batch grow past max_n to cover a round trip?"""
         self.max_n = max_n
+        self.cover_max_n = max(max_n, min(COVER_MAX_N, COVER_MAX_FACTOR * max_n))
+        if not may_grow:
+            self.cover_max_n = max_n
         self.target_batch_s = target_batch_s
         self.n = 1  # doubles, up to what job durations allow
         self.job_s = 0.0  # a moving average; 0: not measured
 
-    def ran(self, batch_s: float, jobs: int) -> None:
+    def ran(self, batch_s: float, jobs: int, rtt_s: float = 0.0) -> None:
         """A batch of ``jobs`` took ``batch_s``: size the next one to hold about
-        target_batch_s of work, and at most double the last."""
+        target_batch_s of work (within max_n), or for quick jobs enough to cover a
+        round trip of ``rtt_s`` (0: not measured; within cover_max_n), and at most
+        double the last."""
         job_s = batch_s / jobs
         self.job_s = job_s if self.job_s == 0.0 else 0.7 * self.job_s + 0.3 * job_s
-        wanted = int(self.target_batch_s / max(self.job_s, 1e-7))
-        self.n = max(1, min(self.max_n, wanted, self.n * 2))
+        per_job = max(self.job_s, 1e-7)
+        wanted = min(self.max_n, int(self.target_batch_s / per_job))
+        if rtt_s > 0.0:
+            cover = int(COVER_ROUND_TRIPS * rtt_s / per_job) + 1
+            quick = int(min(COVER_MAX_BATCH_S, self.target_batch_s) / per_job)
+            wanted = max(wanted, min(cover, quick, self.cover_max_n))
+        self.n = max(1, min(wanted, self.n * 2))
 
     def prefetch_pays(self) -> bool:
         """Is a batch quick enough to claim the next one while it runs?"""

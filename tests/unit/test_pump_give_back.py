@@ -20,6 +20,10 @@ class LostReply:
     def __init__(self, outcomes: dict[str, Outcomes]) -> None:
         self.outcomes = outcomes
         self.release_all = False
+        self.written_at = 0.0
+
+    def replied(self) -> bool:
+        return False
 
     def result(self) -> None:
         raise redis.ConnectionError("the connection dropped")

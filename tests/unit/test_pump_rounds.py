@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from fastq.batch import Outcomes
-from fastq.pump import Pump
+from fastq.pump import RTT_WEIGHT, Pump
 from fastq.redis_faults import Outage
 
 
@@ -42,8 +42,13 @@ class FakeRequest:
     release_all: bool
     rt: FakeRoundTrip
     peeked: Optional[str] = None
+    written_at: float = 0.0
+
+    def replied(self) -> bool:
+        return self.rt.now >= self.written_at + self.rt.latency_s
 
     def result(self) -> list[FakeClaim]:
+        self.rt.now = max(self.rt.now, self.written_at + self.rt.latency_s)  # waits for it
         if self.rt.fail_reads:
             raise redis.ConnectionError("lost")
         self.peeked = next((q for q in self.peek if self.rt.jobs.get(q)), None)
@@ -56,6 +61,8 @@ class FakeRoundTrip:
     fail_reads: bool = False
     requests: list[FakeRequest] = field(default_factory=list)
     may_hold_leases: bool = False
+    now: float = 0.0  # the pump's clock (see the clock fixture)
+    latency_s: float = 0.0  # from a request written to its reply there to read
 
     def request(
         self,
@@ -66,7 +73,7 @@ class FakeRoundTrip:
         release_all: bool = False,
         peek: Sequence[str] = (),
     ) -> FakeRequest:
-        self.requests.append(FakeRequest(outcomes, claims, peek, release_all, self))
+        self.requests.append(FakeRequest(outcomes, claims, peek, release_all, self, None, self.now))
         return self.requests[-1]
 
 
@@ -117,3 +124,63 @@ def test_a_stopping_worker_hands_back_every_claim_in_flight_or_in_hand() -> None
     assert handed_back["c"].unstarted == [b"c1"]
     assert handed_back["a"].unstarted == []  # a's batch was handed out: the worker's
     assert not pump.has_ahead
+
+
+@pytest.fixture
+def rt(monkeypatch: pytest.MonkeyPatch) -> FakeRoundTrip:
+    """A round trip whose clock is the pump's."""
+    fake = FakeRoundTrip(jobs={"a": [b"a1"] * 1000})
+    monkeypatch.setattr("fastq.pump.time.monotonic", lambda: fake.now)
+    return fake
+
+
+def test_a_reply_read_as_soon_as_written_times_the_round_trip(rt: FakeRoundTrip) -> None:
+    pump = make_pump(rt)
+    assert pump.rtt_s == 0.0  # not measured yet
+    rt.latency_s = 0.004
+    pump.claim(["a"], 1)
+    assert pump.rtt_s == pytest.approx(0.004)
+    rt.latency_s = 0.002
+    pump.claim(["a"], 1)
+    assert pump.rtt_s == pytest.approx(0.004 + RTT_WEIGHT * (0.002 - 0.004))  # moving
+
+
+def test_a_reply_written_ahead_times_the_round_trip_only_if_the_worker_waited_for_it(
+    rt: FakeRoundTrip,
+) -> None:
+    pump = make_pump(rt)
+    rt.latency_s = 0.001
+    pump.claim(["a"], 1)
+    assert pump.rtt_s == pytest.approx(0.001)
+    # the batch ran 5 ms while a reply that took 1 ms waited: not a 5 ms round trip
+    pump.claim_ahead(["a"], 1)
+    rt.now += 0.005
+    pump.claim([], 1)
+    assert pump.rtt_s == pytest.approx(0.001)
+    # the batch ran 1 ms, the reply came 3 ms after the write: the worker waited 2 ms
+    rt.latency_s = 0.003
+    pump.claim_ahead(["a"], 1)
+    rt.now += 0.001
+    pump.claim([], 1)
+    assert pump.rtt_s == pytest.approx(0.001 + RTT_WEIGHT * (0.003 - 0.001))
+
+
+def test_a_reply_written_ahead_that_came_sooner_lowers_the_estimate(rt: FakeRoundTrip) -> None:
+    pump = make_pump(rt)
+    rt.latency_s = 0.010
+    pump.claim(["a"], 1)
+    rt.latency_s = 0.0001
+    pump.claim_ahead(["a"], 1)
+    rt.now += 0.002  # the batch ran 2 ms: the round trip took at most that
+    pump.claim([], 1)
+    assert pump.rtt_s == pytest.approx(0.010 + RTT_WEIGHT * (0.002 - 0.010))
+
+
+def test_a_lost_reply_leaves_the_estimate_alone(rt: FakeRoundTrip) -> None:
+    pump = make_pump(rt)
+    rt.latency_s = 0.001
+    pump.claim(["a"], 1)
+    rt.fail_reads, rt.latency_s = True, 0.5
+    with pytest.raises(redis.ConnectionError):
+        pump.claim(["a"], 1)
+    assert pump.rtt_s == pytest.approx(0.001)

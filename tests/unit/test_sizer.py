@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from fastq.sizer import BatchSizer
+from fastq.sizer import (
+    COVER_MAX_BATCH_S,
+    COVER_MAX_FACTOR,
+    COVER_MAX_N,
+    COVER_ROUND_TRIPS,
+    BatchSizer,
+)
 
 
 def test_the_first_claim_is_of_one_job_then_the_size_doubles_to_the_cap() -> None:
@@ -37,3 +43,67 @@ def test_a_long_idle_spell_starts_again_from_one_job_a_short_one_does_not() -> N
     assert sizer.n == 100
     sizer.forget(idle_s=0.6)
     assert (sizer.n, sizer.job_s) == (1, 0.0)
+
+
+def settle(sizer: BatchSizer, job_s: float, rtt_s: float, batches: int = 20) -> list[int]:
+    """Run ``batches`` batches of ``job_s`` jobs over a round trip of ``rtt_s``."""
+    sizes = []
+    for _ in range(batches):
+        sizer.ran(batch_s=sizer.n * job_s, jobs=sizer.n, rtt_s=rtt_s)
+        sizes.append(sizer.n)
+    return sizes
+
+
+def test_quick_batches_grow_past_max_n_to_cover_the_round_trip() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+    sizes = settle(sizer, job_s=1e-5, rtt_s=0.001)  # 10 µs jobs, Redis 1 ms away
+    assert sizes[:8] == [2, 4, 8, 16, 32, 64, 128, 201]  # still doubling from one job
+    assert sizer.n == int(COVER_ROUND_TRIPS * 0.001 / 1e-5) + 1 == 201
+    assert sizer.n * sizer.job_s >= 0.001  # a batch outlasts the claim written ahead
+    assert sizer.prefetch_pays()
+
+
+def test_without_a_measured_round_trip_max_n_holds() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+    settle(sizer, job_s=1e-5, rtt_s=0.0)
+    assert sizer.n == 100
+
+
+def test_a_grown_batch_stays_within_the_hard_cap() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+    settle(sizer, job_s=1e-6, rtt_s=0.05)  # 1 µs jobs, a 50 ms round trip
+    assert sizer.n == COVER_MAX_N == 1000
+    small = BatchSizer(max_n=20, target_batch_s=0.1)
+    settle(small, job_s=1e-6, rtt_s=0.05)
+    assert small.n == COVER_MAX_FACTOR * 20 == 200
+
+
+def test_a_grown_batch_stays_quick() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+    settle(sizer, job_s=1e-4, rtt_s=0.05)  # 100 µs jobs, a 50 ms round trip
+    assert sizer.n == int(COVER_MAX_BATCH_S / 1e-4) == 100  # 10 ms of work, not 100 ms
+    assert sizer.prefetch_pays()
+
+
+def test_slow_jobs_are_still_shared_out_however_far_redis_is() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+    settle(sizer, job_s=0.02, rtt_s=0.05)  # 20 ms jobs, a 50 ms round trip
+    assert sizer.n == 5  # as without a round trip
+    assert not sizer.prefetch_pays()
+    tiny_target = BatchSizer(max_n=100, target_batch_s=0.002)  # a lease of 8 ms
+    settle(tiny_target, job_s=1e-5, rtt_s=0.05)
+    assert tiny_target.n == 200  # 2 ms of work: the target still bounds a grown batch
+
+
+def test_a_long_idle_spell_keeps_the_round_trip_but_measures_the_jobs_afresh() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+    settle(sizer, job_s=1e-5, rtt_s=0.001)
+    sizer.forget(idle_s=0.6)
+    assert sizer.n == 1
+    assert settle(sizer, job_s=0.02, rtt_s=0.001, batches=3) == [2, 4, 5]  # slow now: small
+
+
+def test_a_sizer_that_may_not_grow_keeps_max_n() -> None:
+    sizer = BatchSizer(max_n=100, target_batch_s=0.1, may_grow=False)  # several queues
+    settle(sizer, job_s=1e-5, rtt_s=0.005)
+    assert sizer.n == 100
