@@ -484,7 +484,11 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: every queue the app registers jobs on)",
     )
     w.add_argument(
-        "--batch", type=batch_size, default=100, help="jobs claimed per round trip (1-1000)"
+        "--batch",
+        type=batch_size,
+        default=100,
+        help="jobs claimed per round trip (1-1000); a worker of one queue may claim up to 10x "
+        "this (at most 1,000) of quick jobs to cover the round trip to a distant Redis",
     )
     w.add_argument(
         "--burst",
