@@ -91,6 +91,12 @@ def _seconds(ms: Any) -> Optional[float]:
     return None if ms is None else float(ms) / 1000.0
 
 
+def _field(env: dict[str, Any], name: str, before: str) -> Any:
+    """An envelope field by its short name, else by its name in the format before
+    (a job queued by an older fastq)."""
+    return env[name] if name in env else env.get(before)
+
+
 def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
     leases = _leases(client, keys)
     pipe = client.pipeline(transaction=False)
@@ -137,20 +143,20 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     else:
         state = "queued"
     fraction, meta = _progress(progress)
-    name = env.get("name")
-    args = env.get("args")
+    name = _field(env, "n", "name")
+    args = _field(env, "a", "args")
     failed = env.get("attempts")
-    kwargs = env.get("kwargs")
+    kwargs = _field(env, "k", "kwargs")
     return JobInfo(
         id=job_id,
         queue=keys.queue,
         state=state,
         name=name if isinstance(name, str) else None,
         args=args if isinstance(args, list) else [],
-        kwargs=kwargs if isinstance(kwargs, dict) else {},
+        kwargs=kwargs if isinstance(kwargs, dict) else {},  # absent when empty
         attempts=failed if isinstance(failed, int) else 0,
         stalls=int(stalls) if stalls is not None else 0,
-        enqueued_at=_seconds(env.get("enqueued_at")),
+        enqueued_at=_seconds(_field(env, "t", "enqueued_at")),
         due_at=_seconds(due),
         lease_until=_seconds(lease_until),
         worker=worker,

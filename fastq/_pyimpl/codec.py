@@ -1,7 +1,13 @@
 """Envelope codec: encoding jobs for enqueue, decoding a claimed batch.
 
-The envelope is the documented wire format (JSON object):
-``{"id", "args", "kwargs", "name", "queue", "enqueued_at", "priority", ...options}``.
+The envelope is the documented wire format (README, "How it works"), a JSON
+object with short field names, each written only when it says something:
+``{"a": args, "k": kwargs (when not empty), "n": name, "t": enqueued_at (ms),
+"p": priority (when not 0), ...options}``. The id (the jobs hash's field) and the
+queue (in every key's name) are not repeated in it: Redis keeps one copy per
+queued job, and these bytes decide its size class. Decoding also accepts the
+format before it (``"args"``, ``"kwargs"``, ``"name"``), so that jobs queued
+across an upgrade still run.
 Encoding splices pre-encoded pieces together instead of building a dict per job:
 the fields shared by a whole batch are encoded once into ``tail``.
 """
@@ -15,8 +21,9 @@ from typing import Any, Mapping, Optional, Sequence
 import orjson
 
 _EMPTY_ARGS = b"[]"
-_EMPTY_KWARGS = b"{}"
 _NULL = b"null"
+_P_ARGS = b'{"a":'
+_P_KWARGS = b',"k":'
 
 
 def find_non_finite(value: Any) -> Optional[tuple[str, float]]:
@@ -54,31 +61,33 @@ def _refuse_non_finite(value: Any, what: str) -> None:
 
 
 def envelope_tail(shared: Mapping[str, Any]) -> bytes:
-    """Encode the fields a batch shares, as the end of an envelope: ``,"name":...}``."""
+    """Encode the fields a batch shares, as the end of an envelope: ``,"n":...}``."""
     body = orjson.dumps(dict(shared))
     if body == b"{}":
         return b"}"
     return b"," + body[1:]
 
 
-def encode_envelope(job_id: str, args: Any, kwargs: Any, tail: bytes) -> bytes:
-    """Encode one envelope.
+def encode_envelope(args: Any, kwargs: Any, tail: bytes) -> bytes:
+    """Encode one envelope: ``{"a":<args>`` then ``,"k":<kwargs>`` when kwargs is
+    not empty, then ``tail``.
 
     Raises:
         TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
             infinite float (the message says where).
     """
-    jid = orjson.dumps(job_id)
     a = orjson.dumps(args) if args else _EMPTY_ARGS
     if _NULL in a:
         _refuse_non_finite(args, "args")
-    k = orjson.dumps(kwargs) if kwargs else _EMPTY_KWARGS
+    if not kwargs:
+        return b"".join((_P_ARGS, a, tail))
+    k = orjson.dumps(kwargs)
     if _NULL in k:
         _refuse_non_finite(kwargs, "kwargs")
-    return b"".join((b'{"id":', jid, b',"args":', a, b',"kwargs":', k, tail))
+    return b"".join((_P_ARGS, a, _P_KWARGS, k, tail))
 
 
-def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[bytes]:
+def encode_calls(calls: Sequence[Any], tail: bytes) -> list[bytes]:
     """Encode one envelope per call of a blast.
 
     Each call is a tuple or list of positional arguments, or a dict of keyword
@@ -92,9 +101,9 @@ def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[
     for i, call in enumerate(calls):
         try:
             if isinstance(call, (tuple, list)):
-                out.append(encode_envelope(ids[i], call, None, tail))
+                out.append(encode_envelope(call, None, tail))
             elif isinstance(call, dict):
-                out.append(encode_envelope(ids[i], None, call, tail))
+                out.append(encode_envelope(None, call, tail))
             else:
                 raise TypeError(
                     "each call must be a tuple/list of arguments or a dict of keyword "
@@ -135,13 +144,14 @@ def decode_claim(
         if type(env) is not dict:
             broken.append((job_id, f"envelope is a JSON {type(env).__name__}, not an object"))
             continue
-        name = env.get("name")
+        # each field also under its name in the format before (a job queued then)
+        name = env["n"] if "n" in env else env.get("name")
         target = registry.get(name) if type(name) is str else None
         if target is None:
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
-        args = env.get("args", [])
-        kwargs = env.get("kwargs", {})
+        args = env["a"] if "a" in env else env.get("args", [])
+        kwargs = env["k"] if "k" in env else env.get("kwargs", {})
         if type(args) is not list:
             broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
             continue

@@ -83,22 +83,23 @@ def test_envelope_tail(shared: dict[str, Any]) -> None:
 
 
 @SETTINGS
-@given(JOB_ID, st.none() | ARGS, st.none() | KWARGS, SHARED)
-def test_encode_envelope(job_id: str, args: Any, kwargs: Any, shared: dict[str, Any]) -> None:
+@given(st.none() | ARGS, st.none() | KWARGS, SHARED)
+def test_encode_envelope(args: Any, kwargs: Any, shared: dict[str, Any]) -> None:
     tail = ref_codec.envelope_tail(shared)
-    ref = assert_same(
-        ref_codec.encode_envelope, native_codec.encode_envelope, job_id, args, kwargs, tail
-    )
+    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail)
     assert ref[0] == "ok"
-    env = orjson.loads(ref[1])
-    assert env["id"] == job_id
+    if not shared:  # nothing else in it: "a" always, "k" only when there are kwargs
+        expected = {"a": orjson.loads(orjson.dumps(args or []))}
+        if kwargs:
+            expected["k"] = orjson.loads(orjson.dumps(kwargs))
+        assert orjson.loads(ref[1]) == expected
 
 
 @pytest.mark.parametrize("tail", [b"}", bytearray(b"}"), memoryview(b',"name":"x"}'), "}", None, 5])
 def test_encode_envelope_odd_tails(tail: Any) -> None:
     for args, kwargs in ((["a"], None), (None, {"k": 1}), ((), {})):
         assert_same(
-            ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, tail
+            ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail
         )
 
 
@@ -130,9 +131,7 @@ def _has_non_finite(value: Any) -> bool:
 @SETTINGS
 @given(st.none() | ARGS_NF, st.none() | KWARGS_NF)
 def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
-    ref = assert_same(
-        ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, b"}"
-    )
+    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, b"}")
     if _has_non_finite(args) or _has_non_finite(kwargs):
         assert ref[0] == "raised" and ref[1] is TypeError
         assert "JSON cannot carry NaN or infinity" in ref[2]
@@ -143,8 +142,7 @@ def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
 @SETTINGS
 @given(st.lists(ARGS_NF | KWARGS_NF, max_size=8))
 def test_encode_calls_non_finite(calls: list[Any]) -> None:
-    ids = [f"id-{i}" for i in range(len(calls))]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
     bad = [i for i, call in enumerate(calls) if _has_non_finite(call)]
     if bad:
         assert ref[0] == "raised" and ref[1] is TypeError
@@ -172,29 +170,31 @@ class _Point:
 def test_non_finite_paths(args: Any, kwargs: Any, message: Any) -> None:
     for codec in (ref_codec, native_codec):
         if message is None:
-            assert orjson.loads(codec.encode_envelope("i", args, kwargs, b"}"))["args"] == args
+            assert orjson.loads(codec.encode_envelope(args, kwargs, b"}"))["a"] == args
         else:
             with pytest.raises(TypeError, match=re.escape(message)):
-                codec.encode_envelope("i", args, kwargs, b"}")
+                codec.encode_envelope(args, kwargs, b"}")
             with pytest.raises(TypeError, match=re.escape("call 1: " + message)):
-                codec.encode_calls(["a", "b"], [[1], args or kwargs], b"}")
+                codec.encode_calls([[1], args or kwargs], b"}")
 
 
 # --- encode_calls ---------------------------------------------------------------------------
 
 
 @SETTINGS
-@given(st.lists(st.tuples(JOB_ID, CALL), max_size=12), SHARED, st.integers(0, 3))
-def test_encode_calls(pairs: list[tuple[str, Any]], shared: dict[str, Any], extra: int) -> None:
+@given(st.lists(CALL, max_size=12), SHARED)
+def test_encode_calls(calls: list[Any], shared: dict[str, Any]) -> None:
     tail = ref_codec.envelope_tail(shared)
-    ids = [job_id for job_id, _ in pairs] + ["spare"] * extra
-    calls = [call for _, call in pairs]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, tail)
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, tail)
     assert ref[0] == "ok"
     assert len(ref[1]) == len(calls)
     # the same again through the other container types and a one-shot iterable
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, tuple(ids), tuple(calls), tail)
-    assert native_codec.encode_calls(ids, iter(calls), tail) == ref[1]
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, tuple(calls), tail)
+    assert native_codec.encode_calls(iter(calls), tail) == ref[1]
+    # one call at a time gives the same bytes as the blast
+    one = [ref_codec.encode_envelope(*((c, None) if isinstance(c, (list, tuple)) else (None, c)),
+                                     tail) for c in calls]  # fmt: skip
+    assert one == ref[1]
 
 
 @SETTINGS
@@ -205,18 +205,15 @@ def test_encode_calls(pairs: list[tuple[str, Any]], shared: dict[str, Any], extr
 )
 def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad: Any) -> None:
     calls = list(calls)
-    ids = [f"id-{i}" for i in range(len(calls))]
-    where = data.draw(st.sampled_from(["args", "kwargs", "nested", "id"]))
+    where = data.draw(st.sampled_from(["args", "kwargs", "nested"]))
     i = data.draw(st.integers(0, len(calls) - 1))
     if where == "args":
         calls[i] = [*(calls[i] if isinstance(calls[i], (list, tuple)) else []), bad]
     elif where == "kwargs":
         calls[i] = {"bad": bad}
-    elif where == "nested":
-        calls[i] = [[{"deep": [bad]}]]
     else:
-        ids[i] = bad
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+        calls[i] = [[{"deep": [bad]}]]
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
     assert ref[0] == "raised" and ref[1] is TypeError
     assert ref[2].startswith(f"call {i}: ")
 
@@ -226,13 +223,12 @@ def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad:
 def test_encode_calls_wrong_call_type(call: Any, position: int) -> None:
     calls: list[Any] = [("a", "b"), {"k": 1}, ["c"]]
     calls.insert(position, call)
-    ids = ["i0", "i1", "i2", "i3"]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
     assert ref[0] == "raised" and ref[1] is TypeError
     assert ref[2].startswith(f"call {position}: each call must be")
     # the message carries exception context suppression like the reference
     with pytest.raises(TypeError) as info:
-        native_codec.encode_calls(ids, calls, b"}")
+        native_codec.encode_calls(calls, b"}")
     assert info.value.__suppress_context__
 
 
@@ -248,41 +244,27 @@ class _DictSub(dict):  # type: ignore[type-arg]
     pass
 
 
-class _Ids:
-    """A sequence that is neither list nor tuple."""
-
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
-
-    def __getitem__(self, i: int) -> Any:
-        return self.items[i]
-
-
 @pytest.mark.parametrize(
-    "ids, calls, tail",
+    "calls, tail",
     [
-        (["a", "b"], [(1,), (2,)], b"}"),
-        (["a"], [(1,), (2,)], b"}"),  # ids too short: IndexError, not wrapped
-        ([], [], b"}"),
-        ("ab", [(1,), {"x": 1}], b"}"),  # a str is a sequence too
-        (_Ids(["a", "b", "c"]), [["x"], {"y": [1]}, ()], b"}"),
-        (_Ids(["a"]), [["x"], ["y"]], b"}"),
-        (5, [(1,)], b"}"),  # ids not subscriptable: TypeError, wrapped
-        (["a", "b"], 5, b"}"),  # calls not iterable: TypeError, not wrapped
-        (["a", "b"], [(1,), (2,)], "}"),  # str tail: join fails, wrapped
-        (["a", "b"], [(1,), (2,)], bytearray(b"}")),
-        (["a", "b", "c"], [_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], b"}"),
-        (["a", "b"], [_ListSub(), _DictSub()], b"}"),
-        (["a", "b"], [_TupleSub((1, 2)), [1]], b"}"),  # orjson refuses tuple subclasses
-        (["a", "b", "c"], [[], {}, ()], b"}"),
-        (["a", "b"], [[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], b"}"),
-        ([1, None], [[1], [2]], b"}"),  # ids need not be str
-        ([2**64, "b"], [[1], [2]], b"}"),
-        (["\ud800", "b"], [[1], [2]], b"}"),
+        ([(1,), (2,)], b"}"),
+        ([], b"}"),
+        ([(1,)], b"}"),
+        ([(1,), {"x": 1}], b',"n":"x"}'),
+        ([["x"], {"y": [1]}, ()], b"}"),
+        (5, b"}"),  # calls not iterable: TypeError, not wrapped
+        ([(1,), (2,)], "}"),  # str tail: join fails, wrapped
+        ([(1,), (2,)], bytearray(b"}")),
+        ([_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], b"}"),
+        ([_ListSub(), _DictSub()], b"}"),
+        ([_TupleSub((1, 2)), [1]], b"}"),  # orjson refuses tuple subclasses
+        ([[], {}, ()], b"}"),  # empty kwargs are left out, as empty args are not
+        ([{}, {"a": 1}, {}], b"}"),
+        ([[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], b"}"),
     ],
 )
-def test_encode_calls_edge_cases(ids: Any, calls: Any, tail: Any) -> None:
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, tail)
+def test_encode_calls_edge_cases(calls: Any, tail: Any) -> None:
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, tail)
 
 
 def _nested(depth: int) -> Any:
@@ -295,7 +277,7 @@ def _nested(depth: int) -> Any:
 @pytest.mark.parametrize("depth", [250, 252, 253, 254, 255, 256])
 def test_encode_calls_near_orjson_recursion_limit(depth: int) -> None:
     calls = [["x"], _nested(depth), {"k": _nested(depth - 1)}]
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, ["a", "b", "c"], calls, b"}")
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
 
 
 # --- decode_claim ---------------------------------------------------------------------------
@@ -325,14 +307,17 @@ def envelopes(draw: st.DrawFn) -> Any:
             ]
         )
     )
-    env: dict[str, Any] = {
-        "id": draw(JOB_ID),
-        "args": draw(ARGS_LIST),
-        "kwargs": draw(KWARGS),
-        "name": draw(NAMES),
-        "queue": "default",
-        "enqueued_at": 1.5,
-    }
+    # the current format, or the one before (jobs queued across an upgrade)
+    old = draw(st.booleans())
+    f_args, f_kwargs, f_name = ("args", "kwargs", "name") if old else ("a", "k", "n")
+    env: dict[str, Any] = {"id": draw(JOB_ID)} if old else {}
+    env[f_args] = draw(ARGS_LIST)
+    env[f_kwargs] = draw(KWARGS)
+    env[f_name] = draw(NAMES)
+    if old:
+        env.update(queue="default", enqueued_at=1.5)
+    else:
+        env["t"] = 1500
     if kind == "invalid":
         return draw(
             st.binary(max_size=20)
@@ -341,13 +326,13 @@ def envelopes(draw: st.DrawFn) -> Any:
     if kind == "non_object":
         return orjson.dumps(draw(JSON.filter(lambda v: not isinstance(v, dict))))
     if kind == "bad_name":
-        env["name"] = draw(JSON)
+        env[f_name] = draw(JSON)
     elif kind == "bad_args":
-        env["args"] = draw(JSON.filter(lambda v: not isinstance(v, list)))
+        env[f_args] = draw(JSON.filter(lambda v: not isinstance(v, list)))
     elif kind == "bad_kwargs":
-        env["kwargs"] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
+        env[f_kwargs] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
     elif kind == "missing_fields":
-        for field in draw(st.lists(st.sampled_from(["args", "kwargs", "name"]), max_size=3)):
+        for field in draw(st.lists(st.sampled_from([f_args, f_kwargs, f_name]), max_size=3)):
             env.pop(field, None)
     payload = orjson.dumps(env)
     if kind == "str_payload":
@@ -367,7 +352,7 @@ def replies(draw: st.DrawFn) -> tuple[list[Any], int, bool]:
     jobs = draw(st.lists(st.tuples(JOB_KEY, envelopes(), ATTEMPTS), max_size=10))
     reply: list[Any] = list(prefix)
     for job_key, env, attempts in jobs:
-        if attempts is not None and isinstance(env, bytes) and env.startswith(b'{"id"'):
+        if attempts is not None and isinstance(env, bytes) and env.startswith((b'{"id"', b'{"a"')):
             # the failed attempts an envelope records, of any JSON type
             env = env[:-1] + b',"attempts":' + orjson.dumps(attempts, default=repr) + b"}"
         reply += [job_key, env]
@@ -405,10 +390,10 @@ def test_decode_claim_negative_start(drawn: tuple[list[Any], int, bool], start: 
 
 
 def test_decode_claim_good_batch_is_runnable() -> None:
-    tail = ref_codec.envelope_tail({"name": "tasks.add", "queue": "q", "enqueued_at": 1.0})
+    tail = ref_codec.envelope_tail({"n": "tasks.add", "t": 1000})
     ids = [f"job-{i}" for i in range(50)]
     calls: list[Any] = [(i, "x") if i % 2 else {"n": i} for i in range(50)]
-    envs = native_codec.encode_calls(ids, calls, tail)
+    envs = native_codec.encode_calls(calls, tail)
     reply: list[Any] = [b"cursor"]
     for i, env in enumerate(envs):
         if i % 3 == 0:  # a retried job: its envelope records the failed attempts
@@ -419,6 +404,9 @@ def test_decode_claim_good_batch_is_runnable() -> None:
     assert (runnable, broken) == ref_codec.decode_claim(reply, 1, REGISTRY)
     assert [job[4] for job in runnable] == [i + 1 if i % 3 == 0 else 1 for i in range(50)]
     assert all(job[1] is len for job in runnable)
+    assert [(job[2], job[3]) for job in runnable] == [
+        ([i, "x"], {}) if i % 2 else ([], {"n": i}) for i in range(50)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -434,6 +422,12 @@ def test_decode_claim_good_batch_is_runnable() -> None:
         ([b"a", b'{"name":"tasks.add","attempts":-1}'], 0, REGISTRY),
         ([b"a", b'{"name":"tasks.add","attempts":"2"}'], 0, REGISTRY),
         ([b"a", b'{"name":"tasks.add","attempts":2}', b"ragged"], 0, REGISTRY),
+        ([b"a", b'{"n":"tasks.add"}'], 0, REGISTRY),
+        ([b"a", b'{"n":"tasks.add","a":null}'], 0, REGISTRY),  # broken, not args []
+        ([b"a", b'{"n":"tasks.add","k":null}'], 0, REGISTRY),
+        ([b"a", b'{"n":null,"name":"tasks.add"}'], 0, REGISTRY),  # "n" wins, even null
+        ([b"a", b'{"n":"tasks.add","a":[1],"args":[2],"k":{"x":1},"kwargs":{}}'], 0, REGISTRY),
+        ([b"a", b'{"n":"tasks.add","a":[1],"attempts":3}'], 0, REGISTRY),
     ],
 )
 def test_decode_claim_edge_cases(reply: Any, start: Any, registry: Any) -> None:

@@ -66,8 +66,12 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
             if env then
                 local priority = 0
                 local ok, decoded = pcall(cjson.decode, env)
-                if ok and type(decoded) == 'table' and tonumber(decoded['priority']) then
-                    priority = math.floor(tonumber(decoded['priority']))
+                if ok and type(decoded) == 'table' then
+                    -- 'p', absent when 0 ('priority' in envelopes of the format before)
+                    local p = tonumber(decoded['p'] or decoded['priority'])
+                    if p then
+                        priority = math.floor(p)
+                    end
                 end
                 if priority ~= 0 then
                     local seq = redis.call('HINCRBY', stats, 'seq', 1)
