@@ -20,7 +20,14 @@ def env(job_id: str, priority: int = 0, old: bool = False) -> bytes:
     """An envelope: the current format ("p" only when not 0), or the one before."""
     if old:
         return orjson.dumps(
-            {"id": job_id, "args": [], "kwargs": {}, "name": "j", "queue": "q", "priority": priority}
+            {
+                "id": job_id,
+                "args": [],
+                "kwargs": {},
+                "name": "j",
+                "queue": "q",
+                "priority": priority,
+            }
         )
     return orjson.dumps({"a": [], "n": "j", "t": 1, **({"p": priority} if priority else {})})
 

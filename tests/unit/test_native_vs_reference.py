@@ -98,9 +98,7 @@ def test_encode_envelope(args: Any, kwargs: Any, shared: dict[str, Any]) -> None
 @pytest.mark.parametrize("tail", [b"}", bytearray(b"}"), memoryview(b',"name":"x"}'), "}", None, 5])
 def test_encode_envelope_odd_tails(tail: Any) -> None:
     for args, kwargs in ((["a"], None), (None, {"k": 1}), ((), {})):
-        assert_same(
-            ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail
-        )
+        assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail)
 
 
 # Any float, NaN and infinities included: orjson writes those as null, the codecs refuse them.
