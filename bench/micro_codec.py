@@ -81,13 +81,13 @@ def best_seconds(fns: list[Callable[[], Any]], repeats: int, number: int) -> lis
 
 
 def encode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
-    tail = codec.envelope_tail({"n": "bench.task", "t": 1_700_000_000_250})
+    tail = codec.envelope_tail("bench.task", 1_700_000_000_250, {})
     calls = [(f"user-{i}", "hello") for i in range(size)]
     return lambda mod: lambda: mod.encode_calls(calls, tail)
 
 
 def decode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
-    tail = codec.envelope_tail({"n": "bench.task", "t": 1_700_000_000_250})
+    tail = codec.envelope_tail("bench.task", 1_700_000_000_250, {})
     ids = [uuid.uuid4().hex for _ in range(size)]
     calls = [(f"user-{i}", "hello") for i in range(size)]
     envelopes = codec.encode_calls(calls, tail)

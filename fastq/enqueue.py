@@ -82,9 +82,9 @@ class Enqueuer:
             priority = jobdef.priority if jobdef else 0
         return queue, priority
 
-    def _tail(self, name: str, priority: int, options: EnqueueOptions) -> bytes:
-        # the envelope's short fields (README, "How it works"); the queue is in the key
-        shared: dict[str, Any] = {"n": name, "t": int(time.time() * 1000)}
+    def _tail(self, name: str, priority: int, options: EnqueueOptions) -> tuple[bytes, ...]:
+        # the envelope's optional fields (README, "How it works"): none for most jobs
+        shared: dict[str, Any] = {}
         if priority:
             shared["p"] = priority
         if not (options.retry is None and options.retries is None and options.age_limit_s is None):
@@ -100,7 +100,7 @@ class Enqueuer:
                     options.age_limit_s,
                 )
             )
-        tail: bytes = codec.envelope_tail(shared)
+        tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
         return tail
 
     def _connect(self, queue: str) -> Redis:

@@ -99,10 +99,9 @@ class Firer:
     def _fire(self, client: redis.Redis, job: PeriodicJob, slot_ms: int) -> int:
         """Fire one slot; returns the next slot to try."""
         job_id = job.run_id(slot_ms)
-        shared: dict[str, Any] = {"n": job.name, "t": _now_ms()}
-        if job.priority:
-            shared["p"] = job.priority
-        envelope = codec.encode_envelope(job.args, job.kwargs, codec.envelope_tail(shared))
+        shared: dict[str, Any] = {"p": job.priority} if job.priority else {}
+        tail = codec.envelope_tail(job.name, _now_ms(), shared)
+        envelope = codec.encode_envelope(job.args, job.kwargs, tail)
         argv = FIRE.argv(job.name, slot_ms, job.overlap, job.priority, job_id, envelope)
         reply = FIRE.call(client, self._keys[job.name], argv)
         outcome = reply.outcome

@@ -1,6 +1,7 @@
-"""The envelope as Redis holds it (the documented wire format: short fields, no id or
-queue, defaults left out), and jobs queued in the format before an upgrade: they
-run, retry, show in ``get_job`` and keep their age limit."""
+"""The envelope as Redis holds it (the documented wire format: ``[name, args, t]``
+and an object of what else there is, no id or queue, defaults left out), and jobs
+queued in the format before an upgrade: they run, retry, show in ``get_job`` and
+keep their age limit."""
 
 from __future__ import annotations
 
@@ -16,10 +17,10 @@ import fastq
 from fastq.contracts import ENQUEUE
 
 
-def stored(r: redis.Redis, app: fastq.App, queue: str, job_id: str) -> dict[str, Any]:
+def stored(r: redis.Redis, app: fastq.App, queue: str, job_id: str) -> list[Any]:
     raw = r.hget(app.keys(queue).jobs, job_id)
     assert raw is not None
-    env: dict[str, Any] = orjson.loads(raw)
+    env: list[Any] = orjson.loads(raw)
     return env
 
 
@@ -35,19 +36,19 @@ def test_an_envelope_holds_only_what_is_not_known_elsewhere(app: fastq.App, r: r
     for job_id in [plain, keyed, *many]:
         assert len(job_id) == 14 and job_id.isascii() and job_id.isalnum()
     env = stored(r, app, "env", plain)
-    t = env.pop("t")
+    t = env[2]
     assert type(t) is int and before <= t <= after  # integer ms, not text
-    assert env == {"a": ["a@example.com", 42], "n": "send"}
+    assert env == ["send", ["a@example.com", 42], t]
     raw = r.hget(app.keys("env").jobs, plain)
-    assert raw == b'{"a":["a@example.com",42],"n":"send","t":%d}' % t
+    assert raw == b'["send",["a@example.com",42],%d]' % t
     env = stored(r, app, "env", keyed)
-    keyed_t = env.pop("t")
-    assert env == {"a": ["b@example.com"], "k": {"body": "hi"}, "n": "send", "p": 3}
+    keyed_t = env[2]
+    assert env == ["send", ["b@example.com"], keyed_t, {"k": {"body": "hi"}, "p": 3}]
     envs = [stored(r, app, "env", i) for i in many]
-    assert [(e["a"], e.get("k")) for e in envs] == [
-        (["c@example.com"], None),
-        ([], {"to": "d@example.com", "n": 1}),
-        ([], None),  # an empty call: no "k" either
+    assert [e[1:2] + e[3:] for e in envs] == [
+        [["c@example.com"]],
+        [[], {"k": {"to": "d@example.com", "n": 1}}],
+        [[]],  # an empty call: no fourth item either
     ]
     info = app.get_job(keyed)
     assert info is not None
@@ -117,7 +118,7 @@ def test_the_age_limit_reads_the_first_enqueue_of_either_format(
     if old:
         env = old_envelope("j1", "stale", [], {}, enqueued_at=an_hour_ago)
     else:
-        env = orjson.dumps({"a": [], "n": "stale", "t": an_hour_ago})
+        env = orjson.dumps(["stale", [], an_hour_ago])
     put(r, app, "old", "j1", env)
     drain(app, ["old"])
     info = app.get_job("j1")

@@ -29,7 +29,7 @@ def env(job_id: str, priority: int = 0, old: bool = False) -> bytes:
                 "priority": priority,
             }
         )
-    return orjson.dumps({"a": [], "n": "j", "t": 1, **({"p": priority} if priority else {})})
+    return orjson.dumps(["j", [], 1, {"p": priority}] if priority else ["j", [], 1])
 
 
 def enqueue(r: redis.Redis, k: QueueKeys, ids: list[str], due: object, priority: int = 0) -> int:

@@ -76,26 +76,44 @@ def assert_same(ref_fn: Callable[..., Any], nat_fn: Callable[..., Any], *args: A
 
 
 @SETTINGS
-@given(SHARED)
-def test_envelope_tail(shared: dict[str, Any]) -> None:
-    ref = assert_same(ref_codec.envelope_tail, native_codec.envelope_tail, shared)
+@given(st.text(max_size=8) | JSON, st.integers(0, 2**45) | JSON, SHARED)
+def test_envelope_tail(name: Any, t: Any, shared: dict[str, Any]) -> None:
+    ref = assert_same(ref_codec.envelope_tail, native_codec.envelope_tail, name, t, shared)
     assert ref[0] == "ok"
 
 
 @SETTINGS
 @given(st.none() | ARGS, st.none() | KWARGS, SHARED)
 def test_encode_envelope(args: Any, kwargs: Any, shared: dict[str, Any]) -> None:
-    tail = ref_codec.envelope_tail(shared)
+    tail = ref_codec.envelope_tail("tasks.add", 1700000000250, shared)
     ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail)
     assert ref[0] == "ok"
-    if not shared:  # nothing else in it: "a" always, "k" only when there are kwargs
-        expected = {"a": orjson.loads(orjson.dumps(args or []))}
-        if kwargs:
-            expected["k"] = orjson.loads(orjson.dumps(kwargs))
-        assert orjson.loads(ref[1]) == expected
+    # [name, args, t], and an object of the kwargs ("k") and the shared fields if any
+    expected: list[Any] = ["tasks.add", orjson.loads(orjson.dumps(args or [])), 1700000000250]
+    more = {"k": orjson.loads(orjson.dumps(kwargs))} if kwargs else {}
+    more.update(orjson.loads(orjson.dumps(shared)))
+    if more:
+        expected.append(more)
+    assert orjson.loads(ref[1]) == expected
 
 
-@pytest.mark.parametrize("tail", [b"}", bytearray(b"}"), memoryview(b',"name":"x"}'), "}", None, 5])
+TAIL = ref_codec.envelope_tail("x", 1, {})
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"}",
+        None,
+        (),
+        TAIL[:3],
+        [*TAIL],
+        (bytearray(b'["x",'), *TAIL[1:]),
+        (memoryview(b'["x",'), *TAIL[1:]),
+        (*TAIL[:3], "}]"),
+        ("[", 1, "]", "]"),
+    ],
+)
 def test_encode_envelope_odd_tails(tail: Any) -> None:
     for args, kwargs in ((["a"], None), (None, {"k": 1}), ((), {})):
         assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail)
@@ -129,7 +147,7 @@ def _has_non_finite(value: Any) -> bool:
 @SETTINGS
 @given(st.none() | ARGS_NF, st.none() | KWARGS_NF)
 def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
-    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, b"}")
+    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, TAIL)
     if _has_non_finite(args) or _has_non_finite(kwargs):
         assert ref[0] == "raised" and ref[1] is TypeError
         assert "JSON cannot carry NaN or infinity" in ref[2]
@@ -140,7 +158,7 @@ def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
 @SETTINGS
 @given(st.lists(ARGS_NF | KWARGS_NF, max_size=8))
 def test_encode_calls_non_finite(calls: list[Any]) -> None:
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
     bad = [i for i, call in enumerate(calls) if _has_non_finite(call)]
     if bad:
         assert ref[0] == "raised" and ref[1] is TypeError
@@ -168,12 +186,12 @@ class _Point:
 def test_non_finite_paths(args: Any, kwargs: Any, message: Any) -> None:
     for codec in (ref_codec, native_codec):
         if message is None:
-            assert orjson.loads(codec.encode_envelope(args, kwargs, b"}"))["a"] == args
+            assert orjson.loads(codec.encode_envelope(args, kwargs, TAIL))[1] == args
         else:
             with pytest.raises(TypeError, match=re.escape(message)):
-                codec.encode_envelope(args, kwargs, b"}")
+                codec.encode_envelope(args, kwargs, TAIL)
             with pytest.raises(TypeError, match=re.escape("call 1: " + message)):
-                codec.encode_calls([[1], args or kwargs], b"}")
+                codec.encode_calls([[1], args or kwargs], TAIL)
 
 
 # --- encode_calls ---------------------------------------------------------------------------
@@ -182,7 +200,7 @@ def test_non_finite_paths(args: Any, kwargs: Any, message: Any) -> None:
 @SETTINGS
 @given(st.lists(CALL, max_size=12), SHARED)
 def test_encode_calls(calls: list[Any], shared: dict[str, Any]) -> None:
-    tail = ref_codec.envelope_tail(shared)
+    tail = ref_codec.envelope_tail("tasks.add", 1700000000250, shared)
     ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, tail)
     assert ref[0] == "ok"
     assert len(ref[1]) == len(calls)
@@ -211,7 +229,7 @@ def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad:
         calls[i] = {"bad": bad}
     else:
         calls[i] = [[{"deep": [bad]}]]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
     assert ref[0] == "raised" and ref[1] is TypeError
     assert ref[2].startswith(f"call {i}: ")
 
@@ -221,12 +239,12 @@ def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad:
 def test_encode_calls_wrong_call_type(call: Any, position: int) -> None:
     calls: list[Any] = [("a", "b"), {"k": 1}, ["c"]]
     calls.insert(position, call)
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
     assert ref[0] == "raised" and ref[1] is TypeError
     assert ref[2].startswith(f"call {position}: each call must be")
     # the message carries exception context suppression like the reference
     with pytest.raises(TypeError) as info:
-        native_codec.encode_calls(calls, b"}")
+        native_codec.encode_calls(calls, TAIL)
     assert info.value.__suppress_context__
 
 
@@ -245,20 +263,22 @@ class _DictSub(dict):  # type: ignore[type-arg]
 @pytest.mark.parametrize(
     "calls, tail",
     [
-        ([(1,), (2,)], b"}"),
-        ([], b"}"),
-        ([(1,)], b"}"),
-        ([(1,), {"x": 1}], b',"n":"x"}'),
-        ([["x"], {"y": [1]}, ()], b"}"),
-        (5, b"}"),  # calls not iterable: TypeError, not wrapped
-        ([(1,), (2,)], "}"),  # str tail: join fails, wrapped
-        ([(1,), (2,)], bytearray(b"}")),
-        ([_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], b"}"),
-        ([_ListSub(), _DictSub()], b"}"),
-        ([_TupleSub((1, 2)), [1]], b"}"),  # orjson refuses tuple subclasses
-        ([[], {}, ()], b"}"),  # empty kwargs are left out, as empty args are not
-        ([{}, {"a": 1}, {}], b"}"),
-        ([[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], b"}"),
+        ([(1,), (2,)], TAIL),
+        ([], TAIL),
+        ([], b"}"),  # no call, no check of the tail
+        ([(1,)], TAIL),
+        ([(1,), {"x": 1}], ref_codec.envelope_tail("x", 1, {"p": 2})),
+        ([["x"], {"y": [1]}, ()], TAIL),
+        (5, TAIL),  # calls not iterable: TypeError, not wrapped
+        ([(1,), (2,)], b"}"),  # not a tail: TypeError, wrapped
+        ([(1,), (2,)], (*TAIL[:3], "}]")),  # str in the tail: join fails, wrapped
+        ([(1,), (2,)], (bytearray(b'["x",'), *TAIL[1:])),
+        ([_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], TAIL),
+        ([_ListSub(), _DictSub()], TAIL),
+        ([_TupleSub((1, 2)), [1]], TAIL),  # orjson refuses tuple subclasses
+        ([[], {}, ()], TAIL),  # empty kwargs are left out, as empty args are not
+        ([{}, {"a": 1}, {}], ref_codec.envelope_tail("x", 1, {"p": 2})),
+        ([[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], TAIL),
     ],
 )
 def test_encode_calls_edge_cases(calls: Any, tail: Any) -> None:
@@ -275,7 +295,7 @@ def _nested(depth: int) -> Any:
 @pytest.mark.parametrize("depth", [250, 252, 253, 254, 255, 256])
 def test_encode_calls_near_orjson_recursion_limit(depth: int) -> None:
     calls = [["x"], _nested(depth), {"k": _nested(depth - 1)}]
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, b"}")
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
 
 
 # --- decode_claim ---------------------------------------------------------------------------
@@ -306,38 +326,71 @@ def envelopes(draw: st.DrawFn) -> Any:
         )
     )
     # the current format, or the one before (jobs queued across an upgrade)
-    old = draw(st.booleans())
-    f_args, f_kwargs, f_name = ("args", "kwargs", "name") if old else ("a", "k", "n")
-    env: dict[str, Any] = {"id": draw(JOB_ID)} if old else {}
-    env[f_args] = draw(ARGS_LIST)
-    env[f_kwargs] = draw(KWARGS)
-    env[f_name] = draw(NAMES)
-    if old:
-        env.update(queue="default", enqueued_at=1.5)
+    if draw(st.booleans()):
+        env: dict[str, Any] = {
+            "id": draw(JOB_ID),
+            "args": draw(ARGS_LIST),
+            "kwargs": draw(KWARGS),
+            "name": draw(NAMES),
+            "queue": "default",
+            "enqueued_at": 1.5,
+        }
+        old = True
     else:
-        env["t"] = 1500
+        kwargs = draw(KWARGS)
+        arr: list[Any] = [draw(NAMES), draw(ARGS_LIST), 1500]
+        if kwargs or draw(st.booleans()):
+            arr.append({"k": kwargs} if kwargs else {})
+        old = False
     if kind == "invalid":
         return draw(
             st.binary(max_size=20)
             | st.sampled_from([b"", b"{", b'{"name":', b"[1,]", b"\xff\xfe", b"nul", b"{} {}"])
         )
     if kind == "non_object":
-        return orjson.dumps(draw(JSON.filter(lambda v: not isinstance(v, dict))))
-    if kind == "bad_name":
-        env[f_name] = draw(JSON)
-    elif kind == "bad_args":
-        env[f_args] = draw(JSON.filter(lambda v: not isinstance(v, list)))
-    elif kind == "bad_kwargs":
-        env[f_kwargs] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
-    elif kind == "missing_fields":
-        for field in draw(st.lists(st.sampled_from([f_args, f_kwargs, f_name]), max_size=3)):
-            env.pop(field, None)
-    payload = orjson.dumps(env)
+        return orjson.dumps(draw(JSON.filter(lambda v: not isinstance(v, (dict, list)))))
+    if old:
+        if kind == "bad_name":
+            env["name"] = draw(JSON)
+        elif kind == "bad_args":
+            env["args"] = draw(JSON.filter(lambda v: not isinstance(v, list)))
+        elif kind == "bad_kwargs":
+            env["kwargs"] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
+        elif kind == "missing_fields":
+            for field in draw(st.lists(st.sampled_from(["args", "kwargs", "name"]), max_size=3)):
+                env.pop(field, None)
+        payload = orjson.dumps(env)
+    else:
+        if kind == "bad_name":
+            arr[0] = draw(JSON)
+        elif kind == "bad_args":
+            arr[1] = draw(JSON.filter(lambda v: not isinstance(v, list)))
+        elif kind == "bad_kwargs":
+            if draw(st.booleans()):
+                arr[3:] = [{"k": draw(JSON.filter(lambda v: not isinstance(v, dict)))}]
+            else:  # the fourth item is not an object
+                arr[3:] = [draw(JSON.filter(lambda v: not isinstance(v, dict)))]
+        elif kind == "missing_fields":  # too few items, or too many
+            arr = arr[: draw(st.integers(0, 2))] if draw(st.booleans()) else [*arr, {}, 1][:5]
+        payload = orjson.dumps(arr)
     if kind == "str_payload":
         return payload.decode()
     if kind == "odd_payload":
         return draw(st.sampled_from([bytearray(payload), memoryview(payload), None, 7]))
     return payload
+
+
+def with_attempts(env: bytes, attempts: Any) -> bytes:
+    """The envelope as a failure rewrites it: ``attempts`` in its object (added)."""
+    value = orjson.dumps(attempts, default=repr)
+    if env.startswith(b'{"id"'):  # the format before
+        return env[:-1] + b',"attempts":' + value + b"}"
+    if env.startswith(b"[") and env.endswith(b"}]"):
+        body = b"" if env.endswith(b"{}]") else b","
+        return env[:-2] + body + b'"attempts":' + value + b"}]"
+    if env.startswith(b"[") and env.endswith(b"]"):
+        return env[:-1] + b',{"attempts":' + value + b"}]"
+    return env
 
 
 ATTEMPTS = st.none() | st.integers(-3, 2**40) | st.sampled_from([True, b"3", "4", 2.5, None])
@@ -350,9 +403,9 @@ def replies(draw: st.DrawFn) -> tuple[list[Any], int, bool]:
     jobs = draw(st.lists(st.tuples(JOB_KEY, envelopes(), ATTEMPTS), max_size=10))
     reply: list[Any] = list(prefix)
     for job_key, env, attempts in jobs:
-        if attempts is not None and isinstance(env, bytes) and env.startswith((b'{"id"', b'{"a"')):
+        if attempts is not None and isinstance(env, bytes):
             # the failed attempts an envelope records, of any JSON type
-            env = env[:-1] + b',"attempts":' + orjson.dumps(attempts, default=repr) + b"}"
+            env = with_attempts(env, attempts)
         reply += [job_key, env]
     reply.extend(draw(st.lists(st.binary(max_size=3), max_size=1)))  # ragged end
     start = draw(st.just(len(prefix)) | st.integers(0, len(reply) + 2))
@@ -388,14 +441,14 @@ def test_decode_claim_negative_start(drawn: tuple[list[Any], int, bool], start: 
 
 
 def test_decode_claim_good_batch_is_runnable() -> None:
-    tail = ref_codec.envelope_tail({"n": "tasks.add", "t": 1000})
+    tail = ref_codec.envelope_tail("tasks.add", 1000, {})
     ids = [f"job-{i}" for i in range(50)]
     calls: list[Any] = [(i, "x") if i % 2 else {"n": i} for i in range(50)]
     envs = native_codec.encode_calls(calls, tail)
     reply: list[Any] = [b"cursor"]
     for i, env in enumerate(envs):
         if i % 3 == 0:  # a retried job: its envelope records the failed attempts
-            env = env[:-1] + b',"attempts":%d}' % i
+            env = with_attempts(env, i)
         reply += [ids[i].encode(), env]
     runnable, broken = native_codec.decode_claim(reply, 1, REGISTRY)
     assert broken == []
@@ -420,12 +473,17 @@ def test_decode_claim_good_batch_is_runnable() -> None:
         ([b"a", b'{"name":"tasks.add","attempts":-1}'], 0, REGISTRY),
         ([b"a", b'{"name":"tasks.add","attempts":"2"}'], 0, REGISTRY),
         ([b"a", b'{"name":"tasks.add","attempts":2}', b"ragged"], 0, REGISTRY),
-        ([b"a", b'{"n":"tasks.add"}'], 0, REGISTRY),
-        ([b"a", b'{"n":"tasks.add","a":null}'], 0, REGISTRY),  # broken, not args []
-        ([b"a", b'{"n":"tasks.add","k":null}'], 0, REGISTRY),
-        ([b"a", b'{"n":null,"name":"tasks.add"}'], 0, REGISTRY),  # "n" wins, even null
-        ([b"a", b'{"n":"tasks.add","a":[1],"args":[2],"k":{"x":1},"kwargs":{}}'], 0, REGISTRY),
-        ([b"a", b'{"n":"tasks.add","a":[1],"attempts":3}'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[1],5]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[1],5,{}]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[1],5,{"k":{"x":1},"attempts":3,"p":2}]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",null,5]'], 0, REGISTRY),  # broken, not args []
+        ([b"a", b'["tasks.add",[],5,{"k":null}]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[],5,[]]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[]]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[],5,{},6]'], 0, REGISTRY),
+        ([b"a", b"[]"], 0, REGISTRY),
+        ([b"a", b"[null,[],5]"], 0, REGISTRY),
+        ([b"a", b'{"n":"tasks.add","a":[1]}'], 0, REGISTRY),  # an object reads the names before
     ],
 )
 def test_decode_claim_edge_cases(reply: Any, start: Any, registry: Any) -> None:

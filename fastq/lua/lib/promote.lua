@@ -67,8 +67,10 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
                 local priority = 0
                 local ok, decoded = pcall(cjson.decode, env)
                 if ok and type(decoded) == 'table' then
-                    -- 'p', absent when 0 ('priority' in envelopes of the format before)
-                    local p = tonumber(decoded['p'] or decoded['priority'])
+                    -- [name, args, t, {fields}]: 'p' in the fields, absent when 0; the
+                    -- object of the format before: 'priority'
+                    local fields = decoded[1] == nil and decoded or decoded[4]
+                    local p = type(fields) == 'table' and tonumber(fields['p'] or fields['priority'])
                     if p then
                         priority = math.floor(p)
                     end
