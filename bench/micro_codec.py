@@ -81,21 +81,16 @@ def best_seconds(fns: list[Callable[[], Any]], repeats: int, number: int) -> lis
 
 
 def encode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
-    tail = codec.envelope_tail(
-        {"name": "bench.task", "queue": "default", "enqueued_at": 1_700_000_000.25, "priority": 0}
-    )
-    ids = [uuid.uuid4().hex for _ in range(size)]
+    tail = codec.envelope_tail("bench.task", 1_700_000_000_250, {})
     calls = [(f"user-{i}", "hello") for i in range(size)]
-    return lambda mod: lambda: mod.encode_calls(ids, calls, tail)
+    return lambda mod: lambda: mod.encode_calls(calls, tail)
 
 
 def decode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable[[], Any]]:
-    tail = codec.envelope_tail(
-        {"name": "bench.task", "queue": "default", "enqueued_at": 1_700_000_000.25, "priority": 0}
-    )
+    tail = codec.envelope_tail("bench.task", 1_700_000_000_250, {})
     ids = [uuid.uuid4().hex for _ in range(size)]
     calls = [(f"user-{i}", "hello") for i in range(size)]
-    envelopes = codec.encode_calls(ids, calls, tail)
+    envelopes = codec.encode_calls(calls, tail)
     reply: list[Any] = [size]  # claim replies lead with a header; jobs start at 1
     for job_id, env in zip(ids, envelopes):
         reply += [job_id.encode(), env]  # the claim reply's id, envelope pairs

@@ -452,7 +452,7 @@ class App(Enqueuer, Admin):
                 raise ValueError(f"job {job_name!r} already has a schedule")
             # checked before anything is registered, so that a refusal leaves no trace
             ArgChecker(func).check(args, run_kwargs)
-            codec.encode_envelope("check", list(args), run_kwargs, b"}")
+            codec.encode_envelope(list(args), run_kwargs, codec.envelope_tail("check", 0, {}))
             jobdef = existing if existing is not None else self.job(**job_options)(func)
             self.schedules[jobdef.name] = PeriodicJob(
                 name=jobdef.name,

@@ -82,13 +82,11 @@ class Enqueuer:
             priority = jobdef.priority if jobdef else 0
         return queue, priority
 
-    def _tail(self, name: str, queue: str, priority: int, options: EnqueueOptions) -> bytes:
-        shared: dict[str, Any] = {
-            "name": name,
-            "queue": queue,
-            "enqueued_at": int(time.time() * 1000),
-            "priority": priority,
-        }
+    def _tail(self, name: str, priority: int, options: EnqueueOptions) -> tuple[bytes, ...]:
+        # the envelope's optional fields (README, "How it works"): none for most jobs
+        shared: dict[str, Any] = {}
+        if priority:
+            shared["p"] = priority
         if not (options.retry is None and options.retries is None and options.age_limit_s is None):
             # the retry overrides that differ from the job's own policy, so that a
             # worker of any host applies them; the common enqueue adds nothing
@@ -102,7 +100,7 @@ class Enqueuer:
                     options.age_limit_s,
                 )
             )
-        tail: bytes = codec.envelope_tail(shared)
+        tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
         return tail
 
     def _connect(self, queue: str) -> Redis:
@@ -205,9 +203,7 @@ class Enqueuer:
             jobdef.arg_checker.check(args, kwargs)
         unique = unique_plan(options, jobdef)
         job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
-        env = codec.encode_envelope(
-            job_id, args, kwargs, self._tail(name, queue, priority, options)
-        )
+        env = codec.encode_envelope(args, kwargs, self._tail(name, priority, options))
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
@@ -308,7 +304,7 @@ class Enqueuer:
                     raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-        envs = codec.encode_calls(ids, calls, self._tail(name, queue, priority, options))
+        envs = codec.encode_calls(calls, self._tail(name, priority, options))
         if not ids:
             return ids
         ukeys: list[str] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import redis
 
@@ -99,15 +99,9 @@ class Firer:
     def _fire(self, client: redis.Redis, job: PeriodicJob, slot_ms: int) -> int:
         """Fire one slot; returns the next slot to try."""
         job_id = job.run_id(slot_ms)
-        tail = codec.envelope_tail(
-            {
-                "name": job.name,
-                "queue": job.queue,
-                "enqueued_at": _now_ms(),
-                "priority": job.priority,
-            }
-        )
-        envelope = codec.encode_envelope(job_id, job.args, job.kwargs, tail)
+        shared: dict[str, Any] = {"p": job.priority} if job.priority else {}
+        tail = codec.envelope_tail(job.name, _now_ms(), shared)
+        envelope = codec.encode_envelope(job.args, job.kwargs, tail)
         argv = FIRE.argv(job.name, slot_ms, job.overlap, job.priority, job_id, envelope)
         reply = FIRE.call(client, self._keys[job.name], argv)
         outcome = reply.outcome

@@ -91,6 +91,17 @@ def _seconds(ms: Any) -> Optional[float]:
     return None if ms is None else float(ms) / 1000.0
 
 
+def _fields(env: Any) -> dict[str, Any]:
+    """An envelope's fields by the names of the format before: the array
+    ``[name, args, t, {fields}]`` mapped to them, an object as it is."""
+    if isinstance(env, dict):
+        return env
+    if not isinstance(env, list) or len(env) not in (3, 4):
+        return {}
+    more = env[3] if len(env) == 4 and isinstance(env[3], dict) else {}
+    return {**more, "name": env[0], "args": env[1], "kwargs": more.get("k"), "enqueued_at": env[2]}
+
+
 def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
     leases = _leases(client, keys)
     pipe = client.pipeline(transaction=False)
@@ -124,8 +135,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         env = orjson.loads(raw)
     except orjson.JSONDecodeError:
         env = None
-    if not isinstance(env, dict):
-        env = {}
+    env = _fields(env)
     if broken is not None:
         state = "broken"
     elif died is not None:
@@ -147,7 +157,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         state=state,
         name=name if isinstance(name, str) else None,
         args=args if isinstance(args, list) else [],
-        kwargs=kwargs if isinstance(kwargs, dict) else {},
+        kwargs=kwargs if isinstance(kwargs, dict) else {},  # "k" is absent when empty
         attempts=failed if isinstance(failed, int) else 0,
         stalls=int(stalls) if stalls is not None else 0,
         enqueued_at=_seconds(env.get("enqueued_at")),

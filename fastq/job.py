@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import itertools
 import math
 import os
 from dataclasses import dataclass
@@ -541,21 +540,52 @@ class EnqueueCall:
         return f"<fastq enqueue {self.job.name!r} with {self.options}>"
 
 
+# Generated job ids: 14 characters of [0-9A-Za-z]. Redis stores a string of up to
+# 14 bytes as a hash field in a 16-byte allocation (1-byte header, NUL), and each id
+# is held twice per queued job (the jobs hash's field, the ready list's element).
+ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+ID_PREFIX_CHARS = 10  # 62**10, about 2**59.5, random per process
+_ID_PAIRS = [a + b for a in ID_ALPHABET for b in ID_ALPHABET]  # the counter, 2 digits at a time
+_ID_BASE2 = len(_ID_PAIRS)  # 3,844
+ID_COUNTER_SPAN = _ID_BASE2 * _ID_BASE2  # ids per prefix: 14,776,336
+
+
 class IdGenerator:
-    """Job ids: a random per-process prefix and a counter, renewed after fork."""
+    """Job ids: a random per-process prefix and a fixed-width counter.
+
+    Unique across processes and hosts without coordination: the prefix is 10
+    characters drawn from ``os.urandom`` (59.5 bits), drawn again after a fork and
+    whenever the 4-character counter has used its 14,776,336 values; two prefixes
+    meet with probability about n**2 / 2**60.5 over n prefixes ever drawn.
+    """
 
     def __init__(self) -> None:
         self._pid = -1
         self._prefix = ""
-        self._counter: Iterable[int] = iter(())
+        self._next = ID_COUNTER_SPAN  # draws a prefix on first use
 
     def _reseed(self) -> None:
         self._pid = os.getpid()
-        self._prefix = os.urandom(8).hex()
-        self._counter = itertools.count(1)
+        value = int.from_bytes(os.urandom(8), "big")
+        digits = []
+        for _ in range(ID_PREFIX_CHARS):
+            value, digit = divmod(value, len(ID_ALPHABET))
+            digits.append(ID_ALPHABET[digit])
+        self._prefix = "".join(digits)
+        self._next = 0
 
     def next_ids(self, n: int) -> list[str]:
         if os.getpid() != self._pid:
             self._reseed()
-        prefix, counter = self._prefix, self._counter
-        return [f"{prefix}{c:x}" for c in itertools.islice(counter, n)]
+        out: list[str] = []
+        while len(out) < n:
+            if self._next >= ID_COUNTER_SPAN:
+                self._reseed()
+            lo = self._next
+            hi = min(ID_COUNTER_SPAN, lo + n - len(out))
+            self._next = hi
+            prefix, pairs = self._prefix, _ID_PAIRS
+            out.extend(
+                [f"{prefix}{pairs[c // _ID_BASE2]}{pairs[c % _ID_BASE2]}" for c in range(lo, hi)]
+            )
+        return out

@@ -318,10 +318,10 @@ def age_limit_error(
     """Why a job may not be retried because of its age limit, or None if it may.
 
     A retry is scheduled only if it would start within ``age_limit_ms`` of the
-    job's first enqueue (the envelope's ``enqueued_at``); a job without one
-    (written by hand) has no age.
+    job's first enqueue (the decoded envelope's ``t``, its third item, or
+    ``enqueued_at`` in the format before); a job without one has no age.
     """
-    enqueued_at = env.get("enqueued_at")
+    enqueued_at = env["t"] if "t" in env else env.get("enqueued_at")
     if not isinstance(enqueued_at, (int, float)) or isinstance(enqueued_at, bool):
         return None
     start_age_ms = now_ms + delay_ms - enqueued_at

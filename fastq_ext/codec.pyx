@@ -4,8 +4,8 @@
 Same functions, same results, same exceptions (types and messages) as the
 reference. The JSON work itself stays with orjson; what is native is the loop
 around it: typed locals, list/dict fast paths and one allocation per envelope.
-``encode_calls`` makes two orjson calls per blast (all ids, all calls) instead
-of two per call, and cuts the two arrays into their elements; on any encoding
+``encode_calls`` makes one orjson call per blast (all calls) instead of one
+per call, and cuts the array into its elements; on any encoding
 error it reruns the call-by-call loop so the error raised is the reference's.
 
 Built with ``boundscheck=False, wraparound=False``: every C-integer index used
@@ -44,28 +44,27 @@ cdef object _is_dataclass = dataclasses.is_dataclass
 cdef object _fields = dataclasses.fields
 
 cdef bytes _EMPTY_ARGS = b"[]"
-cdef bytes _EMPTY_KWARGS = b"{}"
 cdef bytes _EMPTY_OBJECT = b"{}"
-cdef bytes _CLOSE = b"}"
-cdef bytes _COMMA = b","
 cdef bytes _EMPTY = b""
-cdef bytes _P_ID = b'{"id":'
-cdef bytes _P_ARGS = b',"args":'
-cdef bytes _P_KWARGS = b',"kwargs":'
+cdef bytes _P_KWARGS = b',{"k":'
 cdef bytes _NULL = b"null"
 
-# Lengths of the three fixed pieces of an envelope, and their bytes.
+# Lengths of the fixed pieces of an envelope, and their bytes.
 cdef enum:
-    _L_ID = 6        # {"id":
-    _L_ARGS = 8      # ,"args":
-    _L_KWARGS = 10   # ,"kwargs":
-cdef const char* _C_ID = b'{"id":'
-cdef const char* _C_ARGS = b',"args":'
-cdef const char* _C_KWARGS = b',"kwargs":'
+    _L_KWARGS = 6    # ,{"k":
+    _L_EMPTY = 2     # [] or {}
+cdef const char* _C_KWARGS = b',{"k":'
 
-cdef str _K_NAME = "name"
-cdef str _K_ARGS = "args"
-cdef str _K_KWARGS = "kwargs"
+# a decoded array's first three items
+cdef str _K_NAME = "n"
+cdef str _K_ARGS = "a"
+cdef str _K_TIME = "t"
+cdef str _K_KWARGS = "k"
+cdef tuple _POSITIONAL = ("n", "a", "t")
+# the object of the format before (jobs queued across an upgrade still run)
+cdef str _K_OLD_NAME = "name"
+cdef str _K_OLD_ARGS = "args"
+cdef str _K_OLD_KWARGS = "kwargs"
 cdef str _K_ATTEMPTS = "attempts"
 
 
@@ -73,12 +72,17 @@ cdef extern from "Python.h":
     Py_ssize_t PyBytes_GET_SIZE(object o)
 
 
-def envelope_tail(shared):
-    """Encode the fields a batch shares, as the end of an envelope: ``,"name":...}``."""
-    cdef bytes body = _dumps(dict(shared))
+def envelope_tail(name, enqueued_at_ms, fields):
+    """Encode what a batch shares: ``(head, mid, close, kw_close)``, the bytes before
+    the args, between the args and the fields' object, and the two ways to end an
+    envelope: without kwargs, and after ``,{"k":<kwargs>``. ``fields`` are those of
+    the fields' object beside ``"k"`` (left out when empty)."""
+    cdef bytes head = b"[" + _dumps(name) + b","
+    cdef bytes mid = b"," + _dumps(enqueued_at_ms)
+    cdef bytes body = _dumps(dict(fields))
     if body == _EMPTY_OBJECT:
-        return _CLOSE
-    return _COMMA + body[1:]
+        return (head, mid, b"]", b"}]")
+    return (head, mid, b"," + body + b"]", b"," + body[1:] + b"]")
 
 
 cpdef object find_non_finite(object value):
@@ -122,55 +126,81 @@ cdef int _refuse_non_finite(object value, str what) except -1:
     return 0
 
 
-cdef inline bytes _splice(bytes jid, bytes a, bytes k, bytes tail):
-    """``{"id":<jid>,"args":<a>,"kwargs":<k><tail>`` built in one allocation."""
-    cdef Py_ssize_t lj = PyBytes_GET_SIZE(jid)
-    cdef Py_ssize_t la = PyBytes_GET_SIZE(a)
-    cdef Py_ssize_t lk = PyBytes_GET_SIZE(k)
-    cdef Py_ssize_t lt = PyBytes_GET_SIZE(tail)
-    cdef bytes out = PyBytes_FromStringAndSize(NULL, _L_ID + lj + _L_ARGS + la + _L_KWARGS + lk + lt)
+cdef inline bytes _splice(bytes head, const char* a, Py_ssize_t la, bytes mid,
+                          const char* k, Py_ssize_t lk, bytes close):
+    """``head <a> mid close``, or ``head <a> mid ,{"k":<k> close`` when ``k`` is not
+    NULL (``close`` is then the tail's kw_close), in one allocation."""
+    cdef Py_ssize_t lh = PyBytes_GET_SIZE(head)
+    cdef Py_ssize_t lm = PyBytes_GET_SIZE(mid)
+    cdef Py_ssize_t lc = PyBytes_GET_SIZE(close)
+    cdef Py_ssize_t size = lh + la + lm + lc
+    if k != NULL:
+        size += _L_KWARGS + lk
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, size)
     cdef char* p = PyBytes_AS_STRING(out)
-    memcpy(p, _C_ID, _L_ID)
-    p += _L_ID
-    memcpy(p, PyBytes_AS_STRING(jid), lj)
-    p += lj
-    memcpy(p, _C_ARGS, _L_ARGS)
-    p += _L_ARGS
-    memcpy(p, PyBytes_AS_STRING(a), la)
+    memcpy(p, PyBytes_AS_STRING(head), lh)
+    p += lh
+    memcpy(p, a, la)
     p += la
-    memcpy(p, _C_KWARGS, _L_KWARGS)
-    p += _L_KWARGS
-    memcpy(p, PyBytes_AS_STRING(k), lk)
-    p += lk
-    memcpy(p, PyBytes_AS_STRING(tail), lt)
+    memcpy(p, PyBytes_AS_STRING(mid), lm)
+    p += lm
+    if k != NULL:
+        memcpy(p, _C_KWARGS, _L_KWARGS)
+        p += _L_KWARGS
+        memcpy(p, k, lk)
+        p += lk
+    memcpy(p, PyBytes_AS_STRING(close), lc)
     return out
 
 
-cdef inline bytes _encode(object job_id, object args, object kwargs, object tail):
-    # Same evaluation order as the reference: id, then args, then kwargs, then join.
-    cdef object jid = _dumps(job_id)
+cdef inline bint _exact_tail(object tail):
+    """A tail of four bytes objects (what envelope_tail returns): the fast path."""
+    return (PyBytes_CheckExact(<object>PyTuple_GET_ITEM(tail, 0))
+            and PyBytes_CheckExact(<object>PyTuple_GET_ITEM(tail, 1))
+            and PyBytes_CheckExact(<object>PyTuple_GET_ITEM(tail, 2))
+            and PyBytes_CheckExact(<object>PyTuple_GET_ITEM(tail, 3)))
+
+
+cdef inline int _check_tail(object tail) except -1:
+    if not PyTuple_CheckExact(tail) or len(tail) != 4:
+        raise TypeError("tail must be the 4-tuple envelope_tail() returns")
+    return 0
+
+
+cdef inline bytes _encode(object args, object kwargs, object tail):
+    # Same order as the reference: the tail's check, args, then kwargs, then join.
+    _check_tail(tail)
     cdef object a = _dumps(args) if args else _EMPTY_ARGS
     if _NULL in a:  # a None, or a NaN/inf that orjson wrote as null
         _refuse_non_finite(args, "args")
-    cdef object k = _dumps(kwargs) if kwargs else _EMPTY_KWARGS
-    if _NULL in k:
-        _refuse_non_finite(kwargs, "kwargs")
-    if PyBytes_CheckExact(tail) and PyBytes_CheckExact(jid) and PyBytes_CheckExact(a) \
-            and PyBytes_CheckExact(k):
-        return _splice(<bytes>jid, <bytes>a, <bytes>k, <bytes>tail)
-    # Anything unusual (a bytes-like or wrong-typed tail): the reference's own join,
-    # so errors and results are the same.
-    return _EMPTY.join((_P_ID, jid, _P_ARGS, a, _P_KWARGS, k, tail))
+    cdef object k = None
+    if kwargs:
+        k = _dumps(kwargs)
+        if _NULL in k:
+            _refuse_non_finite(kwargs, "kwargs")
+    if _exact_tail(tail) and PyBytes_CheckExact(a) and (k is None or PyBytes_CheckExact(k)):
+        if k is None:
+            return _splice(<bytes>tail[0], PyBytes_AS_STRING(a), PyBytes_GET_SIZE(a),
+                           <bytes>tail[1], NULL, 0, <bytes>tail[2])
+        return _splice(<bytes>tail[0], PyBytes_AS_STRING(a), PyBytes_GET_SIZE(a),
+                       <bytes>tail[1], PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k),
+                       <bytes>tail[3])
+    # Anything unusual (bytes-likes in the tail): the reference's own join, so errors
+    # and results are the same.
+    if k is None:
+        return _EMPTY.join((tail[0], a, tail[1], tail[2]))
+    return _EMPTY.join((tail[0], a, tail[1], _P_KWARGS, k, tail[3]))
 
 
-def encode_envelope(job_id, args, kwargs, tail):
-    """Encode one envelope.
+def encode_envelope(args, kwargs, tail):
+    """Encode one envelope: ``[name,<args>,t]``, with ``{"k":<kwargs>}`` (and the
+    batch's fields) as a fourth item when kwargs is not empty.
 
     Raises:
         TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
-            infinite float (the message says where).
+            infinite float (the message says where); ``tail`` is not a tail.
     """
-    return _encode(job_id, args, kwargs, tail)
+    return _encode(args, kwargs, tail)
 
 
 cdef inline Py_ssize_t _element_end(const char* buf, Py_ssize_t pos, Py_ssize_t size) noexcept nogil:
@@ -206,120 +236,79 @@ cdef inline Py_ssize_t _element_end(const char* buf, Py_ssize_t pos, Py_ssize_t 
     return -1
 
 
-cdef object _encode_calls_batched(object ids, object calls, bytes tail):
-    """All ids in one orjson call, all calls in another, then split and spliced.
+cdef object _encode_calls_batched(object calls, tuple tail):
+    """All calls in one orjson call, then the array split and spliced.
 
     Byte-identical to encoding call by call: orjson encodes an array element
     exactly as it encodes the same value alone. Only taken when every call is an
-    exact list, tuple or dict and ids is an exact list/tuple long enough. Returns
-    None whenever anything is off (an encoding error, a surprise in the output);
-    the caller then runs the call-by-call loop, which raises exactly as the
-    reference does.
+    exact list, tuple or dict. Returns None whenever anything is off (an encoding
+    error, a surprise in the output); the caller then runs the call-by-call loop,
+    which raises exactly as the reference does.
     """
     cdef Py_ssize_t n = len(calls)
     cdef Py_ssize_t i
     cdef object call
-    if len(ids) < n:
-        return None
     for i in range(n):
         call = <object>(PyList_GET_ITEM(calls, i) if PyList_CheckExact(calls)
                         else PyTuple_GET_ITEM(calls, i))
         if not (PyList_CheckExact(call) or PyTuple_CheckExact(call) or PyDict_CheckExact(call)):
             return None
-    if len(ids) > n:
-        ids = ids[:n]
     try:
-        id_json = _dumps(ids)
         call_json = _dumps(calls)
     except Exception:
         return None
-    if not (PyBytes_CheckExact(id_json) and PyBytes_CheckExact(call_json)):
+    if not PyBytes_CheckExact(call_json):
         return None
     # A NaN or infinity was written as null: the call-by-call loop names the call.
     if _NULL in call_json and find_non_finite(calls) is not None:
         return None
-    cdef const char* ib = PyBytes_AS_STRING(id_json)
-    cdef Py_ssize_t isize = PyBytes_GET_SIZE(id_json)
     cdef const char* cb = PyBytes_AS_STRING(call_json)
     cdef Py_ssize_t csize = PyBytes_GET_SIZE(call_json)
-    cdef const char* tb = PyBytes_AS_STRING(tail)
-    cdef Py_ssize_t lt = PyBytes_GET_SIZE(tail)
-    cdef Py_ssize_t ipos = 1, cpos = 1, iend, cend, lj, lc, la, lk
-    cdef bint is_kwargs
+    cdef Py_ssize_t cpos = 1, cend, lc
     cdef bytes env
-    cdef char* p
+    cdef bytes head = <bytes>tail[0], mid = <bytes>tail[1]
+    cdef bytes close = <bytes>tail[2], kw_close = <bytes>tail[3]
     cdef bint calls_is_list = PyList_CheckExact(calls)
-    if isize < 2 or ib[0] != b'[' or csize < 2 or cb[0] != b'[':
+    if csize < 2 or cb[0] != b'[':
         return None
     cdef list out = PyList_New(n)  # slots filled below; a dropped list frees them safely
     for i in range(n):
-        iend = _element_end(ib, ipos, isize)
         cend = _element_end(cb, cpos, csize)
-        if iend < 0 or cend < 0:
+        if cend < 0:
             return None
         if calls_is_list and i >= PyList_GET_SIZE(calls):
             return None
         call = <object>(PyList_GET_ITEM(calls, i) if calls_is_list
                         else PyTuple_GET_ITEM(calls, i))
-        is_kwargs = PyDict_CheckExact(call)
-        lj = iend - ipos
         lc = cend - cpos
-        la = 2 if is_kwargs else lc
-        lk = lc if is_kwargs else 2
-        env = PyBytes_FromStringAndSize(NULL, _L_ID + lj + _L_ARGS + la + _L_KWARGS + lk + lt)
-        p = PyBytes_AS_STRING(env)
-        memcpy(p, _C_ID, _L_ID)
-        p += _L_ID
-        memcpy(p, ib + ipos, lj)
-        p += lj
-        memcpy(p, _C_ARGS, _L_ARGS)
-        p += _L_ARGS
-        if is_kwargs:
-            memcpy(p, b"[]", 2)
+        if not PyDict_CheckExact(call):
+            env = _splice(head, cb + cpos, lc, mid, NULL, 0, close)
+        elif lc == _L_EMPTY:  # {}: no kwargs, as the reference writes it
+            env = _splice(head, b"[]", _L_EMPTY, mid, NULL, 0, close)
         else:
-            memcpy(p, cb + cpos, lc)
-        p += la
-        memcpy(p, _C_KWARGS, _L_KWARGS)
-        p += _L_KWARGS
-        if is_kwargs:
-            memcpy(p, cb + cpos, lc)
-        else:
-            memcpy(p, b"{}", 2)
-        p += lk
-        memcpy(p, tb, lt)
+            env = _splice(head, b"[]", _L_EMPTY, mid, cb + cpos, lc, kw_close)
         Py_INCREF(env)
         PyList_SET_ITEM(out, i, env)
-        ipos = iend + 1
         cpos = cend + 1
-    # both arrays must end exactly after the n-th element
-    if ipos != isize or cpos != csize:
+    # the array must end exactly after the n-th element
+    if cpos != csize:
         return None
     return out
 
 
-cdef list _encode_calls_loop(object ids, object calls, object tail):
+cdef list _encode_calls_loop(object calls, object tail):
     """The reference loop: one envelope per call, errors named by call index."""
     cdef list out = []
     cdef Py_ssize_t i = 0
-    cdef bint ids_is_list = PyList_CheckExact(ids)
     cdef bint inside = False
     cdef object call
-    cdef object job_id
     try:
         for call in calls:
             inside = True
             if isinstance(call, (tuple, list)):
-                if ids_is_list and i < PyList_GET_SIZE(ids):
-                    job_id = <object>PyList_GET_ITEM(ids, i)
-                else:
-                    job_id = ids[PyLong_FromSsize_t(i)]
-                out.append(_encode(job_id, call, None, tail))
+                out.append(_encode(call, None, tail))
             elif isinstance(call, dict):
-                if ids_is_list and i < PyList_GET_SIZE(ids):
-                    job_id = <object>PyList_GET_ITEM(ids, i)
-                else:
-                    job_id = ids[PyLong_FromSsize_t(i)]
-                out.append(_encode(job_id, None, call, tail))
+                out.append(_encode(None, call, tail))
             else:
                 raise TypeError(
                     "each call must be a tuple/list of arguments or a dict of keyword "
@@ -335,7 +324,7 @@ cdef list _encode_calls_loop(object ids, object calls, object tail):
     return out
 
 
-def encode_calls(ids, calls, tail):
+def encode_calls(calls, tail):
     """Encode one envelope per call of a blast.
 
     Each call is a tuple or list of positional arguments, or a dict of keyword
@@ -346,12 +335,12 @@ def encode_calls(ids, calls, tail):
             (NaN and infinities included); the message names the call's index.
     """
     cdef object out
-    if (PyList_CheckExact(calls) or PyTuple_CheckExact(calls)) and PyBytes_CheckExact(tail) \
-            and (PyList_CheckExact(ids) or PyTuple_CheckExact(ids)) and len(calls) > 1:
-        out = _encode_calls_batched(ids, calls, <bytes>tail)
+    if (PyList_CheckExact(calls) or PyTuple_CheckExact(calls)) and PyTuple_CheckExact(tail) \
+            and len(tail) == 4 and _exact_tail(tail) and len(calls) > 1:
+        out = _encode_calls_batched(calls, <tuple>tail)
         if out is not None:
             return out
-    return _encode_calls_loop(ids, calls, tail)
+    return _encode_calls_loop(calls, tail)
 
 
 cdef inline object _item(list reply, Py_ssize_t i):
@@ -366,9 +355,12 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     cdef list broken = []
     cdef Py_ssize_t stop = PyList_GET_SIZE(reply) - 1
     cdef Py_ssize_t i = start
+    cdef Py_ssize_t n
     cdef bint reg_is_dict = PyDict_CheckExact(registry)
+    cdef bint is_array
     cdef PyObject* found
-    cdef object job_id, env, name, target, args, kwargs, failed
+    cdef object job_id, env, name, target, args, kwargs, failed, more
+    cdef dict fields
     while i < stop:
         job_id = _item(reply, i)
         try:
@@ -378,11 +370,36 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
             i += 2
             continue
         i += 2
-        if not PyDict_CheckExact(env):
-            broken.append((job_id, f"envelope is a JSON {type(env).__name__}, not an object"))
+        more = None
+        is_array = PyList_CheckExact(env)
+        if is_array:
+            n = PyList_GET_SIZE(env)
+            if n != 3 and n != 4:
+                broken.append((job_id, f"envelope array has {n} items, not 3 or 4"))
+                continue
+            if n == 4:
+                more = <object>PyList_GET_ITEM(env, 3)
+                if not PyDict_CheckExact(more):
+                    broken.append(
+                        (job_id, f"envelope item 4 must be a JSON object, not {type(more).__name__}")
+                    )
+                    continue
+            name = <object>PyList_GET_ITEM(env, 0)
+            args = <object>PyList_GET_ITEM(env, 1)
+            found = PyDict_GetItem(more, _K_KWARGS) if more is not None else NULL
+            kwargs = <object>found if found is not NULL else {}
+        elif PyDict_CheckExact(env):  # the format before
+            found = PyDict_GetItem(env, _K_OLD_NAME)
+            name = <object>found if found is not NULL else None
+            found = PyDict_GetItem(env, _K_OLD_ARGS)
+            args = <object>found if found is not NULL else []
+            found = PyDict_GetItem(env, _K_OLD_KWARGS)
+            kwargs = <object>found if found is not NULL else {}
+        else:
+            broken.append(
+                (job_id, f"envelope is a JSON {type(env).__name__}, not an array or object")
+            )
             continue
-        found = PyDict_GetItem(env, _K_NAME)
-        name = <object>found if found is not NULL else None
         if PyUnicode_CheckExact(name):
             if reg_is_dict:
                 found = PyDict_GetItemWithError(registry, name)
@@ -394,16 +411,17 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
         if target is None:
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
-        found = PyDict_GetItem(env, _K_ARGS)
-        args = <object>found if found is not NULL else []
-        found = PyDict_GetItem(env, _K_KWARGS)
-        kwargs = <object>found if found is not NULL else {}
         if not PyList_CheckExact(args):
             broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
             continue
         if not PyDict_CheckExact(kwargs):
             broken.append((job_id, f"kwargs must be a JSON object, not {type(kwargs).__name__}"))
             continue
+        if is_array:
+            fields = {_K_NAME: name, _K_ARGS: args, _K_TIME: <object>PyList_GET_ITEM(env, 2)}
+            if more is not None:
+                fields.update(<dict>more)
+            env = fields
         found = PyDict_GetItem(env, _K_ATTEMPTS)
         if found is NULL:
             runnable.append((job_id, target, args, kwargs, 1, env))
@@ -434,7 +452,13 @@ def decode_claim(reply, start, registry):
 
 
 def update_envelope(env, fields):
-    """Set ``fields`` in the decoded envelope ``env`` (in place) and encode it: the
-    one way an envelope read back from Redis is written again (after a failure)."""
+    """Set ``fields`` in the decoded envelope ``env`` (in place) and encode it in its
+    format: the one way an envelope read back from Redis is written again (after a
+    failure)."""
     env.update(fields)
-    return orjson.dumps(env)
+    if _K_NAME not in env:  # the object of the format before stays one
+        return _dumps(env)
+    more = {key: value for key, value in env.items() if key not in _POSITIONAL}
+    if more:
+        return _dumps([env[_K_NAME], env.get(_K_ARGS, []), env.get(_K_TIME), more])
+    return _dumps([env[_K_NAME], env.get(_K_ARGS, []), env.get(_K_TIME)])

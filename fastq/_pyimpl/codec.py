@@ -1,9 +1,19 @@
 """Envelope codec: encoding jobs for enqueue, decoding a claimed batch.
 
-The envelope is the documented wire format (JSON object):
-``{"id", "args", "kwargs", "name", "queue", "enqueued_at", "priority", ...options}``.
-Encoding splices pre-encoded pieces together instead of building a dict per job:
-the fields shared by a whole batch are encoded once into ``tail``.
+The envelope is the documented wire format (README, "How it works"), a JSON array:
+``[name, args, enqueued_at_ms]``, or ``[name, args, enqueued_at_ms, {fields}]`` when
+there is more to say: ``"k"`` (the kwargs, when not empty), ``"p"`` (the priority,
+when not 0), a retry override, and after a failure ``attempts``, ``error``... The id
+(the jobs hash's field) and the queue (in every key's name) are not repeated in it:
+Redis keeps one copy per queued job, and its length decides the allocation. Decoding
+also accepts the object of the format before (``{"id", "args", "kwargs", "name",
+"queue", "enqueued_at", "priority"}``), so that jobs queued across an upgrade run.
+
+A decoded envelope is a dict: the object of the format before as it is, or for an
+array ``{"n": name, "a": args, "t": enqueued_at_ms}`` and the fields of its object
+(``"k"``, ``"p"``, ...); :func:`update_envelope` writes it back in its format.
+Encoding splices pre-encoded pieces together instead of building a list per job: the
+parts shared by a whole batch are encoded once into ``tail`` (:func:`envelope_tail`).
 """
 
 from __future__ import annotations
@@ -15,8 +25,9 @@ from typing import Any, Mapping, Optional, Sequence
 import orjson
 
 _EMPTY_ARGS = b"[]"
-_EMPTY_KWARGS = b"{}"
 _NULL = b"null"
+_P_KWARGS = b',{"k":'
+_POSITIONAL = ("n", "a", "t")  # a decoded array's first three items
 
 
 def find_non_finite(value: Any) -> Optional[tuple[str, float]]:
@@ -53,32 +64,46 @@ def _refuse_non_finite(value: Any, what: str) -> None:
         raise TypeError(f"{what}{found[0]} is {found[1]!r}: JSON cannot carry NaN or infinity")
 
 
-def envelope_tail(shared: Mapping[str, Any]) -> bytes:
-    """Encode the fields a batch shares, as the end of an envelope: ``,"name":...}``."""
-    body = orjson.dumps(dict(shared))
+def envelope_tail(name: Any, enqueued_at_ms: Any, fields: Mapping[str, Any]) -> tuple[bytes, ...]:
+    """Encode what a batch shares: ``(head, mid, close, kw_close)``, the bytes before
+    the args, between the args and the fields' object, and the two ways to end an
+    envelope: without kwargs, and after ``,{"k":<kwargs>``. ``fields`` are those of
+    the fields' object beside ``"k"`` (left out when empty)."""
+    head = b"[" + orjson.dumps(name) + b","
+    mid = b"," + orjson.dumps(enqueued_at_ms)
+    body = orjson.dumps(dict(fields))
     if body == b"{}":
-        return b"}"
-    return b"," + body[1:]
+        return (head, mid, b"]", b"}]")
+    return (head, mid, b"," + body + b"]", b"," + body[1:] + b"]")
 
 
-def encode_envelope(job_id: str, args: Any, kwargs: Any, tail: bytes) -> bytes:
-    """Encode one envelope.
+def _parts(tail: Any) -> tuple[Any, Any, Any, Any]:
+    if type(tail) is not tuple or len(tail) != 4:
+        raise TypeError("tail must be the 4-tuple envelope_tail() returns")
+    return tail[0], tail[1], tail[2], tail[3]
+
+
+def encode_envelope(args: Any, kwargs: Any, tail: tuple[bytes, ...]) -> bytes:
+    """Encode one envelope: ``[name,<args>,t]``, with ``{"k":<kwargs>}`` (and the
+    batch's fields) as a fourth item when kwargs is not empty.
 
     Raises:
         TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
-            infinite float (the message says where).
+            infinite float (the message says where); ``tail`` is not a tail.
     """
-    jid = orjson.dumps(job_id)
+    head, mid, close, kw_close = _parts(tail)
     a = orjson.dumps(args) if args else _EMPTY_ARGS
     if _NULL in a:
         _refuse_non_finite(args, "args")
-    k = orjson.dumps(kwargs) if kwargs else _EMPTY_KWARGS
+    if not kwargs:
+        return b"".join((head, a, mid, close))
+    k = orjson.dumps(kwargs)
     if _NULL in k:
         _refuse_non_finite(kwargs, "kwargs")
-    return b"".join((b'{"id":', jid, b',"args":', a, b',"kwargs":', k, tail))
+    return b"".join((head, a, mid, _P_KWARGS, k, kw_close))
 
 
-def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[bytes]:
+def encode_calls(calls: Sequence[Any], tail: tuple[bytes, ...]) -> list[bytes]:
     """Encode one envelope per call of a blast.
 
     Each call is a tuple or list of positional arguments, or a dict of keyword
@@ -92,9 +117,9 @@ def encode_calls(ids: Sequence[str], calls: Sequence[Any], tail: bytes) -> list[
     for i, call in enumerate(calls):
         try:
             if isinstance(call, (tuple, list)):
-                out.append(encode_envelope(ids[i], call, None, tail))
+                out.append(encode_envelope(call, None, tail))
             elif isinstance(call, dict):
-                out.append(encode_envelope(ids[i], None, call, tail))
+                out.append(encode_envelope(None, call, tail))
             else:
                 raise TypeError(
                     "each call must be a tuple/list of arguments or a dict of keyword "
@@ -132,22 +157,48 @@ def decode_claim(
         except orjson.JSONDecodeError as exc:
             broken.append((job_id, f"invalid JSON: {exc}"))
             continue
-        if type(env) is not dict:
-            broken.append((job_id, f"envelope is a JSON {type(env).__name__}, not an object"))
+        more: Any = None
+        if type(env) is list:
+            if len(env) != 3 and len(env) != 4:
+                broken.append((job_id, f"envelope array has {len(env)} items, not 3 or 4"))
+                continue
+            if len(env) == 4:
+                more = env[3]
+                if type(more) is not dict:
+                    broken.append(
+                        (
+                            job_id,
+                            f"envelope item 4 must be a JSON object, not {type(more).__name__}",
+                        )
+                    )
+                    continue
+            name = env[0]
+            args = env[1]
+            kwargs = more.get("k", {}) if more is not None else {}
+        elif type(env) is dict:  # the format before
+            name = env.get("name")
+            args = env.get("args", [])
+            kwargs = env.get("kwargs", {})
+        else:
+            broken.append(
+                (job_id, f"envelope is a JSON {type(env).__name__}, not an array or object")
+            )
             continue
-        name = env.get("name")
         target = registry.get(name) if type(name) is str else None
         if target is None:
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
-        args = env.get("args", [])
-        kwargs = env.get("kwargs", {})
         if type(args) is not list:
             broken.append((job_id, f"args must be a JSON array, not {type(args).__name__}"))
             continue
         if type(kwargs) is not dict:
             broken.append((job_id, f"kwargs must be a JSON object, not {type(kwargs).__name__}"))
             continue
+        if type(env) is list:
+            fields = {"n": name, "a": args, "t": env[2]}
+            if more is not None:
+                fields.update(more)
+            env = fields
         failed = env.get("attempts", 0)
         if type(failed) is not int or failed < 0:
             failed = 0
@@ -156,7 +207,13 @@ def decode_claim(
 
 
 def update_envelope(env: dict[str, Any], fields: Mapping[str, Any]) -> bytes:
-    """Set ``fields`` in the decoded envelope ``env`` (in place) and encode it: the
-    one way an envelope read back from Redis is written again (after a failure)."""
+    """Set ``fields`` in the decoded envelope ``env`` (in place) and encode it in its
+    format: the one way an envelope read back from Redis is written again (after a
+    failure)."""
     env.update(fields)
-    return orjson.dumps(env)
+    if "n" not in env:  # the object of the format before stays one
+        return orjson.dumps(env)
+    more = {key: value for key, value in env.items() if key not in _POSITIONAL}
+    if more:
+        return orjson.dumps([env["n"], env.get("a", []), env.get("t"), more])
+    return orjson.dumps([env["n"], env.get("a", []), env.get("t")])

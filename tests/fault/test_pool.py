@@ -124,9 +124,7 @@ def test_sigterm_mid_drain_loses_nothing_and_runs_nothing_twice(
     assert stats["inflight"] == 0 and stats["ready"] == n - len(ran)
     # what was prefetched but not run went back to the front, ahead of the never-claimed
     ready_front_first = r.lrange(app.keys("q").ready, 0, -1)[::-1]
-    args = [
-        orjson.loads(r.hget(app.keys("q").jobs, job_id))["args"][0] for job_id in ready_front_first
-    ]
+    args = [orjson.loads(r.hget(app.keys("q").jobs, job_id))[1][0] for job_id in ready_front_first]
     never_claimed = 0  # the back: ids no child ever claimed, in order, up to n - 1
     while never_claimed < len(args) and args[-1 - never_claimed] == n - 1 - never_claimed:
         never_claimed += 1

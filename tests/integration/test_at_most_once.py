@@ -93,7 +93,7 @@ def test_arguments_that_do_not_fit_quarantine_it_with_its_payload(
     job_id = once.enqueue(1)
     k = app.keys("q")
     env = orjson.loads(r.hget(k.jobs, job_id))
-    env["args"] = [1, 2, 3]  # as a producer in another language might write it
+    env[1] = [1, 2, 3]  # as a producer in another language might write it
     r.hset(k.jobs, job_id, orjson.dumps(env))
     drain(app, ["q"])
     info = app.get_job(job_id)
@@ -122,7 +122,7 @@ def test_a_graceful_stop_hands_back_the_taken_jobs_not_started(
     # 2..5 never started: those taken are handed back to the front with their
     # payloads, ahead of those prefetched, in their order
     front_first = r.lrange(k.ready, 0, -1)[::-1]
-    assert [orjson.loads(r.hget(k.jobs, i))["args"] for i in front_first] == [[2], [3], [4], [5]]
+    assert [orjson.loads(r.hget(k.jobs, i))[1] for i in front_first] == [[2], [3], [4], [5]]
     drain(app, ["q"])
     assert ran == [0, 1, 2, 3, 4, 5]
     assert app.stats("q")["processed"] == 6 and held_and_envelopes(app, r) == (0, 0)

@@ -89,7 +89,9 @@ def test_undecodable_payloads_are_quarantined_and_the_worker_goes_on(
     good.enqueue(1)
     bad = {
         "not-json": b"\xff\xfe not json",
-        "not-object": b"[1, 2, 3]",
+        "not-object": b'"a string"',
+        "short-array": b'["good", [1]]',
+        "bad-fields": b'["good", [1], 5, [1]]',
         "unknown-name": orjson.dumps({"id": "x", "name": "no_such_job", "args": [], "kwargs": {}}),
         "args-not-list": orjson.dumps({"id": "x", "name": "good", "args": "1", "kwargs": {}}),
         "kwargs-not-object": orjson.dumps({"id": "x", "name": "good", "args": [1], "kwargs": [1]}),
@@ -104,13 +106,15 @@ def test_undecodable_payloads_are_quarantined_and_the_worker_goes_on(
 
     assert ran == [1, 2]
     stats = app.stats("q")
-    assert (stats["broken"], stats["processed"], stats["ready"], stats["inflight"]) == (6, 2, 0, 0)
+    assert (stats["broken"], stats["processed"], stats["ready"], stats["inflight"]) == (8, 2, 0, 0)
     reasons = {job_id: app.get_job(job_id, queue="q") for job_id in bad}
     for job_id, info in reasons.items():
         assert info is not None and info.state == "broken", job_id
         assert info.raw == bad[job_id]  # the payload is kept byte for byte
     assert "invalid JSON" in (reasons["not-json"].broken_reason or "")  # type: ignore[union-attr]
-    assert "not an object" in (reasons["not-object"].broken_reason or "")  # type: ignore[union-attr]
+    assert "not an array or object" in (reasons["not-object"].broken_reason or "")  # type: ignore[union-attr]
+    assert "has 2 items, not 3 or 4" in (reasons["short-array"].broken_reason or "")  # type: ignore[union-attr]
+    assert "item 4 must be a JSON object" in (reasons["bad-fields"].broken_reason or "")  # type: ignore[union-attr]
     assert "unknown job name 'no_such_job'" in (reasons["unknown-name"].broken_reason or "")  # type: ignore[union-attr]
     assert "args must be a JSON array" in (reasons["args-not-list"].broken_reason or "")  # type: ignore[union-attr]
     assert "kwargs must be a JSON object" in (reasons["kwargs-not-object"].broken_reason or "")  # type: ignore[union-attr]

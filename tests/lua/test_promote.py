@@ -16,10 +16,20 @@ from fastq.contracts import ACK, CLAIM, ENQUEUE, REAP, ClaimReply, due_at
 from fastq.keys import QueueKeys
 
 
-def env(job_id: str, priority: int = 0) -> bytes:
-    return orjson.dumps(
-        {"id": job_id, "args": [], "kwargs": {}, "name": "j", "queue": "q", "priority": priority}
-    )
+def env(job_id: str, priority: int = 0, old: bool = False) -> bytes:
+    """An envelope: the current format ("p" only when not 0), or the one before."""
+    if old:
+        return orjson.dumps(
+            {
+                "id": job_id,
+                "args": [],
+                "kwargs": {},
+                "name": "j",
+                "queue": "q",
+                "priority": priority,
+            }
+        )
+    return orjson.dumps(["j", [], 1, {"p": priority}] if priority else ["j", [], 1])
 
 
 def enqueue(r: redis.Redis, k: QueueKeys, ids: list[str], due: object, priority: int = 0) -> int:
@@ -115,15 +125,17 @@ def test_a_due_retry_goes_to_the_front_and_a_due_delayed_job_to_the_back(
     assert drain_ids(r, k, n=1) == ["failing", "queued-1", "queued-2", "delayed"]
 
 
-def test_a_due_retry_with_a_priority_keeps_it(r: redis.Redis, namespace: str) -> None:
+@pytest.mark.parametrize("old", [False, True], ids=["envelope", "envelope-before"])
+def test_a_due_retry_with_a_priority_keeps_it(r: redis.Redis, namespace: str, old: bool) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["urgent"], 0, priority=4)
     assert claim(r, k, 1).ids == [b"urgent"]
-    out = Outcomes(retry=[(b"urgent", 20, env("urgent", 4))], failed=1)
+    out = Outcomes(retry=[(b"urgent", 20, env("urgent", 4, old))], failed=1)
     ACK.call(r, ACK.keys_for(k, "w1"), out.ack_argv(60_000, 100))
     enqueue(r, k, ["plain"], 0)
+    enqueue(r, k, ["high"], 0, priority=2)  # below the retried job's 4, read from its envelope
     time.sleep(0.05)
-    assert drain_ids(r, k, n=1) == ["urgent", "plain"]
+    assert drain_ids(r, k, n=1) == ["urgent", "high", "plain"]
 
 
 def test_a_full_promotion_claims_nothing_until_every_due_job_is_promoted(

@@ -9,6 +9,7 @@ import pytest
 
 import fastq
 from fastq import contracts
+from fastq import job as job_module
 from fastq.job import ArgChecker, IdGenerator
 from fastq.keys import QueueKeys, validate_queue_name
 
@@ -69,6 +70,18 @@ def test_ids_are_unique_and_renewed_per_process() -> None:
     assert len(set(ids)) == 2000
     gen._pid = -1  # as if forked
     assert not set(gen.next_ids(10)) & set(ids)
+
+
+def test_ids_are_14_alphanumerics_and_a_used_up_counter_draws_a_new_prefix() -> None:
+    gen = IdGenerator()
+    first = gen.next_ids(3)
+    assert all(len(i) == 14 and i.isascii() and i.isalnum() for i in first)
+    assert len({i[:10] for i in first}) == 1  # one prefix, a counter after it
+    gen._next = job_module.ID_COUNTER_SPAN - 2  # two ids left on this prefix
+    ids = gen.next_ids(5)
+    assert len(set(ids)) == 5 and not set(ids) & set(first)
+    assert [i[:10] == first[0][:10] for i in ids] == [True, True, False, False, False]
+    assert all(len(i) == 14 and i.isalnum() for i in ids)
 
 
 def test_accelerated_flag_matches_the_codec_in_use() -> None:

@@ -76,30 +76,47 @@ def assert_same(ref_fn: Callable[..., Any], nat_fn: Callable[..., Any], *args: A
 
 
 @SETTINGS
-@given(SHARED)
-def test_envelope_tail(shared: dict[str, Any]) -> None:
-    ref = assert_same(ref_codec.envelope_tail, native_codec.envelope_tail, shared)
+@given(st.text(max_size=8) | JSON, st.integers(0, 2**45) | JSON, SHARED)
+def test_envelope_tail(name: Any, t: Any, shared: dict[str, Any]) -> None:
+    ref = assert_same(ref_codec.envelope_tail, native_codec.envelope_tail, name, t, shared)
     assert ref[0] == "ok"
 
 
 @SETTINGS
-@given(JOB_ID, st.none() | ARGS, st.none() | KWARGS, SHARED)
-def test_encode_envelope(job_id: str, args: Any, kwargs: Any, shared: dict[str, Any]) -> None:
-    tail = ref_codec.envelope_tail(shared)
-    ref = assert_same(
-        ref_codec.encode_envelope, native_codec.encode_envelope, job_id, args, kwargs, tail
-    )
+@given(st.none() | ARGS, st.none() | KWARGS, SHARED)
+def test_encode_envelope(args: Any, kwargs: Any, shared: dict[str, Any]) -> None:
+    tail = ref_codec.envelope_tail("tasks.add", 1700000000250, shared)
+    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail)
     assert ref[0] == "ok"
-    env = orjson.loads(ref[1])
-    assert env["id"] == job_id
+    # [name, args, t], and an object of the kwargs ("k") and the shared fields if any
+    expected: list[Any] = ["tasks.add", orjson.loads(orjson.dumps(args or [])), 1700000000250]
+    more = {"k": orjson.loads(orjson.dumps(kwargs))} if kwargs else {}
+    more.update(orjson.loads(orjson.dumps(shared)))
+    if more:
+        expected.append(more)
+    assert orjson.loads(ref[1]) == expected
 
 
-@pytest.mark.parametrize("tail", [b"}", bytearray(b"}"), memoryview(b',"name":"x"}'), "}", None, 5])
+TAIL = ref_codec.envelope_tail("x", 1, {})
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"}",
+        None,
+        (),
+        TAIL[:3],
+        [*TAIL],
+        (bytearray(b'["x",'), *TAIL[1:]),
+        (memoryview(b'["x",'), *TAIL[1:]),
+        (*TAIL[:3], "}]"),
+        ("[", 1, "]", "]"),
+    ],
+)
 def test_encode_envelope_odd_tails(tail: Any) -> None:
     for args, kwargs in ((["a"], None), (None, {"k": 1}), ((), {})):
-        assert_same(
-            ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, tail
-        )
+        assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, tail)
 
 
 # Any float, NaN and infinities included: orjson writes those as null, the codecs refuse them.
@@ -130,9 +147,7 @@ def _has_non_finite(value: Any) -> bool:
 @SETTINGS
 @given(st.none() | ARGS_NF, st.none() | KWARGS_NF)
 def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
-    ref = assert_same(
-        ref_codec.encode_envelope, native_codec.encode_envelope, "id", args, kwargs, b"}"
-    )
+    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, TAIL)
     if _has_non_finite(args) or _has_non_finite(kwargs):
         assert ref[0] == "raised" and ref[1] is TypeError
         assert "JSON cannot carry NaN or infinity" in ref[2]
@@ -143,8 +158,7 @@ def test_encode_envelope_non_finite(args: Any, kwargs: Any) -> None:
 @SETTINGS
 @given(st.lists(ARGS_NF | KWARGS_NF, max_size=8))
 def test_encode_calls_non_finite(calls: list[Any]) -> None:
-    ids = [f"id-{i}" for i in range(len(calls))]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
     bad = [i for i, call in enumerate(calls) if _has_non_finite(call)]
     if bad:
         assert ref[0] == "raised" and ref[1] is TypeError
@@ -172,29 +186,31 @@ class _Point:
 def test_non_finite_paths(args: Any, kwargs: Any, message: Any) -> None:
     for codec in (ref_codec, native_codec):
         if message is None:
-            assert orjson.loads(codec.encode_envelope("i", args, kwargs, b"}"))["args"] == args
+            assert orjson.loads(codec.encode_envelope(args, kwargs, TAIL))[1] == args
         else:
             with pytest.raises(TypeError, match=re.escape(message)):
-                codec.encode_envelope("i", args, kwargs, b"}")
+                codec.encode_envelope(args, kwargs, TAIL)
             with pytest.raises(TypeError, match=re.escape("call 1: " + message)):
-                codec.encode_calls(["a", "b"], [[1], args or kwargs], b"}")
+                codec.encode_calls([[1], args or kwargs], TAIL)
 
 
 # --- encode_calls ---------------------------------------------------------------------------
 
 
 @SETTINGS
-@given(st.lists(st.tuples(JOB_ID, CALL), max_size=12), SHARED, st.integers(0, 3))
-def test_encode_calls(pairs: list[tuple[str, Any]], shared: dict[str, Any], extra: int) -> None:
-    tail = ref_codec.envelope_tail(shared)
-    ids = [job_id for job_id, _ in pairs] + ["spare"] * extra
-    calls = [call for _, call in pairs]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, tail)
+@given(st.lists(CALL, max_size=12), SHARED)
+def test_encode_calls(calls: list[Any], shared: dict[str, Any]) -> None:
+    tail = ref_codec.envelope_tail("tasks.add", 1700000000250, shared)
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, tail)
     assert ref[0] == "ok"
     assert len(ref[1]) == len(calls)
     # the same again through the other container types and a one-shot iterable
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, tuple(ids), tuple(calls), tail)
-    assert native_codec.encode_calls(ids, iter(calls), tail) == ref[1]
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, tuple(calls), tail)
+    assert native_codec.encode_calls(iter(calls), tail) == ref[1]
+    # one call at a time gives the same bytes as the blast
+    one = [ref_codec.encode_envelope(*((c, None) if isinstance(c, (list, tuple)) else (None, c)),
+                                     tail) for c in calls]  # fmt: skip
+    assert one == ref[1]
 
 
 @SETTINGS
@@ -205,18 +221,15 @@ def test_encode_calls(pairs: list[tuple[str, Any]], shared: dict[str, Any], extr
 )
 def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad: Any) -> None:
     calls = list(calls)
-    ids = [f"id-{i}" for i in range(len(calls))]
-    where = data.draw(st.sampled_from(["args", "kwargs", "nested", "id"]))
+    where = data.draw(st.sampled_from(["args", "kwargs", "nested"]))
     i = data.draw(st.integers(0, len(calls) - 1))
     if where == "args":
         calls[i] = [*(calls[i] if isinstance(calls[i], (list, tuple)) else []), bad]
     elif where == "kwargs":
         calls[i] = {"bad": bad}
-    elif where == "nested":
-        calls[i] = [[{"deep": [bad]}]]
     else:
-        ids[i] = bad
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+        calls[i] = [[{"deep": [bad]}]]
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
     assert ref[0] == "raised" and ref[1] is TypeError
     assert ref[2].startswith(f"call {i}: ")
 
@@ -226,13 +239,12 @@ def test_encode_calls_unserializable(calls: list[Any], data: st.DataObject, bad:
 def test_encode_calls_wrong_call_type(call: Any, position: int) -> None:
     calls: list[Any] = [("a", "b"), {"k": 1}, ["c"]]
     calls.insert(position, call)
-    ids = ["i0", "i1", "i2", "i3"]
-    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, b"}")
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
     assert ref[0] == "raised" and ref[1] is TypeError
     assert ref[2].startswith(f"call {position}: each call must be")
     # the message carries exception context suppression like the reference
     with pytest.raises(TypeError) as info:
-        native_codec.encode_calls(ids, calls, b"}")
+        native_codec.encode_calls(calls, TAIL)
     assert info.value.__suppress_context__
 
 
@@ -248,41 +260,29 @@ class _DictSub(dict):  # type: ignore[type-arg]
     pass
 
 
-class _Ids:
-    """A sequence that is neither list nor tuple."""
-
-    def __init__(self, items: list[Any]) -> None:
-        self.items = items
-
-    def __getitem__(self, i: int) -> Any:
-        return self.items[i]
-
-
 @pytest.mark.parametrize(
-    "ids, calls, tail",
+    "calls, tail",
     [
-        (["a", "b"], [(1,), (2,)], b"}"),
-        (["a"], [(1,), (2,)], b"}"),  # ids too short: IndexError, not wrapped
-        ([], [], b"}"),
-        ("ab", [(1,), {"x": 1}], b"}"),  # a str is a sequence too
-        (_Ids(["a", "b", "c"]), [["x"], {"y": [1]}, ()], b"}"),
-        (_Ids(["a"]), [["x"], ["y"]], b"}"),
-        (5, [(1,)], b"}"),  # ids not subscriptable: TypeError, wrapped
-        (["a", "b"], 5, b"}"),  # calls not iterable: TypeError, not wrapped
-        (["a", "b"], [(1,), (2,)], "}"),  # str tail: join fails, wrapped
-        (["a", "b"], [(1,), (2,)], bytearray(b"}")),
-        (["a", "b", "c"], [_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], b"}"),
-        (["a", "b"], [_ListSub(), _DictSub()], b"}"),
-        (["a", "b"], [_TupleSub((1, 2)), [1]], b"}"),  # orjson refuses tuple subclasses
-        (["a", "b", "c"], [[], {}, ()], b"}"),
-        (["a", "b"], [[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], b"}"),
-        ([1, None], [[1], [2]], b"}"),  # ids need not be str
-        ([2**64, "b"], [[1], [2]], b"}"),
-        (["\ud800", "b"], [[1], [2]], b"}"),
+        ([(1,), (2,)], TAIL),
+        ([], TAIL),
+        ([], b"}"),  # no call, no check of the tail
+        ([(1,)], TAIL),
+        ([(1,), {"x": 1}], ref_codec.envelope_tail("x", 1, {"p": 2})),
+        ([["x"], {"y": [1]}, ()], TAIL),
+        (5, TAIL),  # calls not iterable: TypeError, not wrapped
+        ([(1,), (2,)], b"}"),  # not a tail: TypeError, wrapped
+        ([(1,), (2,)], (*TAIL[:3], "}]")),  # str in the tail: join fails, wrapped
+        ([(1,), (2,)], (bytearray(b'["x",'), *TAIL[1:])),
+        ([_ListSub([1]), _TupleSub((2,)), _DictSub(k=3)], TAIL),
+        ([_ListSub(), _DictSub()], TAIL),
+        ([_TupleSub((1, 2)), [1]], TAIL),  # orjson refuses tuple subclasses
+        ([[], {}, ()], TAIL),  # empty kwargs are left out, as empty args are not
+        ([{}, {"a": 1}, {}], ref_codec.envelope_tail("x", 1, {"p": 2})),
+        ([[True, None, 1.5, -(2**63), 2**64 - 1], {"é": '\u2028\x00"\\'}], TAIL),
     ],
 )
-def test_encode_calls_edge_cases(ids: Any, calls: Any, tail: Any) -> None:
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, ids, calls, tail)
+def test_encode_calls_edge_cases(calls: Any, tail: Any) -> None:
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, tail)
 
 
 def _nested(depth: int) -> Any:
@@ -295,7 +295,7 @@ def _nested(depth: int) -> Any:
 @pytest.mark.parametrize("depth", [250, 252, 253, 254, 255, 256])
 def test_encode_calls_near_orjson_recursion_limit(depth: int) -> None:
     calls = [["x"], _nested(depth), {"k": _nested(depth - 1)}]
-    assert_same(ref_codec.encode_calls, native_codec.encode_calls, ["a", "b", "c"], calls, b"}")
+    assert_same(ref_codec.encode_calls, native_codec.encode_calls, calls, TAIL)
 
 
 # --- decode_claim ---------------------------------------------------------------------------
@@ -325,36 +325,72 @@ def envelopes(draw: st.DrawFn) -> Any:
             ]
         )
     )
-    env: dict[str, Any] = {
-        "id": draw(JOB_ID),
-        "args": draw(ARGS_LIST),
-        "kwargs": draw(KWARGS),
-        "name": draw(NAMES),
-        "queue": "default",
-        "enqueued_at": 1.5,
-    }
+    # the current format, or the one before (jobs queued across an upgrade)
+    if draw(st.booleans()):
+        env: dict[str, Any] = {
+            "id": draw(JOB_ID),
+            "args": draw(ARGS_LIST),
+            "kwargs": draw(KWARGS),
+            "name": draw(NAMES),
+            "queue": "default",
+            "enqueued_at": 1.5,
+        }
+        old = True
+    else:
+        kwargs = draw(KWARGS)
+        arr: list[Any] = [draw(NAMES), draw(ARGS_LIST), 1500]
+        if kwargs or draw(st.booleans()):
+            arr.append({"k": kwargs} if kwargs else {})
+        old = False
     if kind == "invalid":
         return draw(
             st.binary(max_size=20)
             | st.sampled_from([b"", b"{", b'{"name":', b"[1,]", b"\xff\xfe", b"nul", b"{} {}"])
         )
     if kind == "non_object":
-        return orjson.dumps(draw(JSON.filter(lambda v: not isinstance(v, dict))))
-    if kind == "bad_name":
-        env["name"] = draw(JSON)
-    elif kind == "bad_args":
-        env["args"] = draw(JSON.filter(lambda v: not isinstance(v, list)))
-    elif kind == "bad_kwargs":
-        env["kwargs"] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
-    elif kind == "missing_fields":
-        for field in draw(st.lists(st.sampled_from(["args", "kwargs", "name"]), max_size=3)):
-            env.pop(field, None)
-    payload = orjson.dumps(env)
+        return orjson.dumps(draw(JSON.filter(lambda v: not isinstance(v, (dict, list)))))
+    if old:
+        if kind == "bad_name":
+            env["name"] = draw(JSON)
+        elif kind == "bad_args":
+            env["args"] = draw(JSON.filter(lambda v: not isinstance(v, list)))
+        elif kind == "bad_kwargs":
+            env["kwargs"] = draw(JSON.filter(lambda v: not isinstance(v, dict)))
+        elif kind == "missing_fields":
+            for field in draw(st.lists(st.sampled_from(["args", "kwargs", "name"]), max_size=3)):
+                env.pop(field, None)
+        payload = orjson.dumps(env)
+    else:
+        if kind == "bad_name":
+            arr[0] = draw(JSON)
+        elif kind == "bad_args":
+            arr[1] = draw(JSON.filter(lambda v: not isinstance(v, list)))
+        elif kind == "bad_kwargs":
+            if draw(st.booleans()):
+                arr[3:] = [{"k": draw(JSON.filter(lambda v: not isinstance(v, dict)))}]
+            else:  # the fourth item is not an object
+                arr[3:] = [draw(JSON.filter(lambda v: not isinstance(v, dict)))]
+        elif kind == "missing_fields":  # too few items, or too many
+            arr = arr[: draw(st.integers(0, 2))] if draw(st.booleans()) else [*arr, {}, 1][:5]
+        payload = orjson.dumps(arr)
     if kind == "str_payload":
         return payload.decode()
     if kind == "odd_payload":
         return draw(st.sampled_from([bytearray(payload), memoryview(payload), None, 7]))
     return payload
+
+
+def with_attempts(env: bytes, attempts: Any) -> bytes:
+    """The envelope as a failure rewrites it: ``attempts`` in its object (added)."""
+    value = orjson.dumps(attempts, default=repr)
+    if env.startswith(b'{"id"'):  # the format before
+        return env[:-1] + b',"attempts":' + value + b"}"
+    if env.startswith(b"[") and env.endswith(b"}]"):
+        body = b"" if env.endswith(b"{}]") else b","
+        return env[:-2] + body + b'"attempts":' + value + b"}]"
+    if env.startswith(b"[") and env.endswith(b"]"):
+        return env[:-1] + b',{"attempts":' + value + b"}]"
+    return env
 
 
 ATTEMPTS = st.none() | st.integers(-3, 2**40) | st.sampled_from([True, b"3", "4", 2.5, None])
@@ -367,9 +403,9 @@ def replies(draw: st.DrawFn) -> tuple[list[Any], int, bool]:
     jobs = draw(st.lists(st.tuples(JOB_KEY, envelopes(), ATTEMPTS), max_size=10))
     reply: list[Any] = list(prefix)
     for job_key, env, attempts in jobs:
-        if attempts is not None and isinstance(env, bytes) and env.startswith(b'{"id"'):
+        if attempts is not None and isinstance(env, bytes):
             # the failed attempts an envelope records, of any JSON type
-            env = env[:-1] + b',"attempts":' + orjson.dumps(attempts, default=repr) + b"}"
+            env = with_attempts(env, attempts)
         reply += [job_key, env]
     reply.extend(draw(st.lists(st.binary(max_size=3), max_size=1)))  # ragged end
     start = draw(st.just(len(prefix)) | st.integers(0, len(reply) + 2))
@@ -405,20 +441,23 @@ def test_decode_claim_negative_start(drawn: tuple[list[Any], int, bool], start: 
 
 
 def test_decode_claim_good_batch_is_runnable() -> None:
-    tail = ref_codec.envelope_tail({"name": "tasks.add", "queue": "q", "enqueued_at": 1.0})
+    tail = ref_codec.envelope_tail("tasks.add", 1000, {})
     ids = [f"job-{i}" for i in range(50)]
     calls: list[Any] = [(i, "x") if i % 2 else {"n": i} for i in range(50)]
-    envs = native_codec.encode_calls(ids, calls, tail)
+    envs = native_codec.encode_calls(calls, tail)
     reply: list[Any] = [b"cursor"]
     for i, env in enumerate(envs):
         if i % 3 == 0:  # a retried job: its envelope records the failed attempts
-            env = env[:-1] + b',"attempts":%d}' % i
+            env = with_attempts(env, i)
         reply += [ids[i].encode(), env]
     runnable, broken = native_codec.decode_claim(reply, 1, REGISTRY)
     assert broken == []
     assert (runnable, broken) == ref_codec.decode_claim(reply, 1, REGISTRY)
     assert [job[4] for job in runnable] == [i + 1 if i % 3 == 0 else 1 for i in range(50)]
     assert all(job[1] is len for job in runnable)
+    assert [(job[2], job[3]) for job in runnable] == [
+        ([i, "x"], {}) if i % 2 else ([], {"n": i}) for i in range(50)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -434,6 +473,17 @@ def test_decode_claim_good_batch_is_runnable() -> None:
         ([b"a", b'{"name":"tasks.add","attempts":-1}'], 0, REGISTRY),
         ([b"a", b'{"name":"tasks.add","attempts":"2"}'], 0, REGISTRY),
         ([b"a", b'{"name":"tasks.add","attempts":2}', b"ragged"], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[1],5]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[1],5,{}]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[1],5,{"k":{"x":1},"attempts":3,"p":2}]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",null,5]'], 0, REGISTRY),  # broken, not args []
+        ([b"a", b'["tasks.add",[],5,{"k":null}]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[],5,[]]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[]]'], 0, REGISTRY),
+        ([b"a", b'["tasks.add",[],5,{},6]'], 0, REGISTRY),
+        ([b"a", b"[]"], 0, REGISTRY),
+        ([b"a", b"[null,[],5]"], 0, REGISTRY),
+        ([b"a", b'{"n":"tasks.add","a":[1]}'], 0, REGISTRY),  # an object reads the names before
     ],
 )
 def test_decode_claim_edge_cases(reply: Any, start: Any, registry: Any) -> None:

@@ -66,8 +66,14 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
             if env then
                 local priority = 0
                 local ok, decoded = pcall(cjson.decode, env)
-                if ok and type(decoded) == 'table' and tonumber(decoded['priority']) then
-                    priority = math.floor(tonumber(decoded['priority']))
+                if ok and type(decoded) == 'table' then
+                    -- [name, args, t, {fields}]: 'p' in the fields, absent when 0; the
+                    -- object of the format before: 'priority'
+                    local fields = decoded[1] == nil and decoded or decoded[4]
+                    local p = type(fields) == 'table' and tonumber(fields['p'] or fields['priority'])
+                    if p then
+                        priority = math.floor(p)
+                    end
                 end
                 if priority ~= 0 then
                     local seq = redis.call('HINCRBY', stats, 'seq', 1)
