@@ -457,7 +457,8 @@ def test_bad_per_key_limits_are_refused_at_registration(
 def test_a_reserved_slot_is_spent_by_its_run_a_retry_takes_a_new_token(
     app: fastq.App, r: redis.Redis
 ) -> None:
-    @app.job(queue="mail", rate_key="smtp:{account}", rate=1, per_s=3600, burst=1, backoff_s=0.01)
+    # backoff 30 s: no retry comes due within a drain however slow the box
+    @app.job(queue="mail", rate_key="smtp:{account}", rate=1, per_s=3600, burst=1, backoff_s=30)
     def flaky(account: str) -> None:
         raise RuntimeError("relay said 451")
 
