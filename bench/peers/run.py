@@ -161,6 +161,20 @@ PEERS: dict[str, Peer] = {
 }  # fmt: skip
 
 
+# how each producer enqueues in bulk (drivers/*_tasks.py, bullmq/bench.mjs)
+PRODUCERS = {
+    "fastq": "job.enqueue_many",
+    "rq": "Queue.enqueue_many, 1,000 a call",
+    "dramatiq": "actor.send() in a loop (no bulk API)",
+    "huey": "task() in a loop (no bulk API)",
+    "celery": "apply_async in a loop, one producer",
+    "arq": "enqueue_job, 1,000 gathered",
+    "saq": "Queue.enqueue, 1,000 gathered",
+    "taskiq": "task.kiq, 1,000 gathered",
+    "bullmq": "Queue.addBulk, 1,000 a call",
+}
+
+
 # -- installing -------------------------------------------------------------------
 
 
@@ -240,7 +254,9 @@ def produce(peer: Peer, url: str, n: int) -> float:
         timeout=600,
     )
     if proc.returncode:
-        raise BenchFailure(f"{peer.name} producer failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
+        raise BenchFailure(
+            f"{peer.name} producer failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+        )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if result["jobs"] != n:
         raise BenchFailure(f"{peer.name} producer enqueued {result['jobs']} of {n}")
@@ -315,11 +331,14 @@ def drain(peer: Peer, client: redis.Redis, url: str, n: int, log_dir: Path) -> d
     t0 = time.perf_counter()
     workers.start()
     elapsed: Optional[float] = None
+    first: Optional[float] = None  # when the first run showed: start-up is over
     last, last_change = 0, time.monotonic()
     try:
         while True:
             runs, _ = counts(client)
             now = time.monotonic()
+            if runs and first is None:
+                first = time.perf_counter() - t0
             if runs >= n:
                 elapsed = time.perf_counter() - t0
                 break
@@ -342,7 +361,9 @@ def drain(peer: Peer, client: redis.Redis, url: str, n: int, log_dir: Path) -> d
         "ok": runs == distinct == n,
     }
     if elapsed is not None:
-        result.update(wall_s=elapsed, jobs_s=n / elapsed)
+        result.update(wall_s=elapsed, jobs_s=n / elapsed, first_run_s=first)
+        if first is not None and elapsed > first:  # the rate once the workers are up
+            result["steady_jobs_s"] = (n - 1) / (elapsed - first)
     if not result["ok"]:
         result["log_tail"] = workers.log_tail()
     return result
@@ -360,7 +381,8 @@ def run_workload(
         else:  # blast: the producer's figure; the drain only checks the count
             seconds = produce(peer, server.url, n)
             result = drain(peer, client, server.url, n, log_dir)
-            result.pop("wall_s", None)
+            for key in ("wall_s", "first_run_s", "steady_jobs_s"):
+                result.pop(key, None)
             result["drain_jobs_s"] = result.pop("jobs_s", None)
             result.update(wall_s=seconds, jobs_s=n / seconds)
         if peer.name == "fastq" and result["ok"]:  # fastq's own books must agree
@@ -384,13 +406,17 @@ def print_table(results: dict[str, dict[str, Any]], sizes: dict[str, int]) -> di
         if not rows:
             continue
         print(f"\n{workload} ({sizes[workload]:,} jobs)")
-        print(f"  {'peer':<10}{'jobs/s':>10}{'runs':>9}{'dup':>6}{'lost':>6}  how")
+        how = PRODUCERS if workload == "blast" else {n: p.how for n, p in PEERS.items()}
+        print(
+            f"  {'peer':<10}{'jobs/s':>10}{'steady/s':>10}{'jobs':>9}{'runs':>9}{'dup':>6}{'lost':>6}  how"
+        )
         for name, r in sorted(rows, key=lambda x: -(x[1].get("jobs_s") or 0)):
             speed = f"{r['jobs_s']:,.0f}" if r.get("jobs_s") else "—"
+            steady = f"{r['steady_jobs_s']:,.0f}" if r.get("steady_jobs_s") else "—"
             flag = "" if r.get("ok") else "  FAILED: " + r.get("error", "count is not exactly N")
             print(
-                f"  {name:<10}{speed:>10}{r.get('runs', 0):>9,}{r.get('duplicates', 0):>6}"
-                f"{r.get('lost', 0):>6}  {PEERS[name].how}{flag}"
+                f"  {name:<10}{speed:>10}{steady:>10}{r.get('jobs', 0):>9,}{r.get('runs', 0):>9,}{r.get('duplicates', 0):>6}"
+                f"{r.get('lost', 0):>6}  {how[name]}{flag}"
             )
         peers_ok = [(n, r["jobs_s"]) for n, r in rows if n != "fastq" and r.get("ok")]
         fastq = results.get("fastq", {}).get(workload)
@@ -441,6 +467,12 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--drain-jobs", type=int)
     parser.add_argument("--blast-jobs", type=int)
+    parser.add_argument(
+        "--cap",
+        default="",
+        help="at most this many jobs per workload for some peers, e.g. rq=3000 (a slow "
+        "peer; the table shows each run's size)",
+    )
     parser.add_argument("--json", help="where to write the JSON (default: bench/results/)")
     parser.add_argument("--no-chart", action="store_true")
     args = parser.parse_args(argv)
@@ -451,6 +483,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     args.workloads = args.workloads.split(",")
     if set(args.workloads) - set(WORKLOADS):
         parser.error(f"workloads are {', '.join(WORKLOADS)}")
+    args.caps = {k: int(v) for k, v in (c.split("=") for c in args.cap.split(",") if c)}
     args.drain_jobs = args.drain_jobs or (1_000 if args.quick else 20_000)
     args.blast_jobs = args.blast_jobs or (1_000 if args.quick else 30_000)
     return args
@@ -485,10 +518,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             continue
         results[name] = {}
         for workload in args.workloads:
+            n = min(sizes[workload], args.caps.get(name, sizes[workload]))
             try:
-                r = run_workload(peer, workload, sizes[workload], log_dir, fastq_tasks.app)
+                r = run_workload(peer, workload, n, log_dir, fastq_tasks.app)
             except (BenchFailure, subprocess.SubprocessError, OSError, ValueError) as exc:
-                r = {"ok": False, "error": str(exc).splitlines()[0][:200], "detail": str(exc)}
+                r = {"ok": False, "jobs": n, "error": str(exc).splitlines()[0][:200],
+                 "detail": str(exc)}  # fmt: skip
             results[name][workload] = r
             failed |= not r["ok"]
             speed = f"{r['jobs_s']:,.0f} jobs/s" if r.get("jobs_s") else "no figure"
@@ -501,11 +536,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     report = {
         "date": date,
         "machine": machine,
-        "options": {"quick": args.quick, "peers": args.peers, "workloads": args.workloads,
-                    "drain_jobs": args.drain_jobs, "blast_jobs": args.blast_jobs,
-                    "workers": WORKERS},  # fmt: skip
+        "options": {
+            "quick": args.quick,
+            "peers": args.peers,
+            "workloads": args.workloads,
+            "caps": args.caps,
+            "drain_jobs": args.drain_jobs,
+            "blast_jobs": args.blast_jobs,
+            "workers": WORKERS,
+        },  # fmt: skip
         "versions": versions,
         "how": {name: PEERS[name].how for name in args.peers},
+        "producers": {name: PRODUCERS[name] for name in args.peers},
         "results": results,
         "fastq_vs_fastest_peer": ratios,
         "run_s": run_s,

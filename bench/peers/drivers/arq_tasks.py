@@ -29,7 +29,9 @@ async def _enqueue(n: int) -> float:
     pool = await create_pool(WorkerSettings.redis_settings, default_queue_name="noop")
     t0 = time.perf_counter()
     for start in range(0, n, CHUNK):  # no bulk API: enqueue_job calls, gathered
-        await asyncio.gather(*(pool.enqueue_job("noop", i) for i in range(start, min(n, start + CHUNK))))
+        await asyncio.gather(
+            *(pool.enqueue_job("noop", i) for i in range(start, min(n, start + CHUNK)))
+        )
     elapsed = time.perf_counter() - t0
     await pool.aclose()
     return elapsed

@@ -24,4 +24,3 @@ def enqueue(n: int) -> None:
         for i in range(n):
             noop.apply_async((i,), producer=producer)
     report(time.perf_counter() - t0, n)
-

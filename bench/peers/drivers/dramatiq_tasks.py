@@ -21,4 +21,3 @@ def enqueue(n: int) -> None:
     for i in range(n):  # no bulk API: send() in a loop
         noop.send(i)
     report(time.perf_counter() - t0, n)
-

@@ -21,4 +21,3 @@ def enqueue(n: int) -> None:
     t0 = time.perf_counter()
     noop.enqueue_many([(i,) for i in range(n)])
     report(time.perf_counter() - t0, n)
-

@@ -20,4 +20,3 @@ def enqueue(n: int) -> None:
     for i in range(n):  # no bulk API: call the task in a loop
         noop(i)
     report(time.perf_counter() - t0, n)
-

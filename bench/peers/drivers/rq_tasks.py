@@ -18,9 +18,7 @@ def enqueue(n: int) -> None:
     t0 = time.perf_counter()
     for start in range(0, n, 1000):  # enqueue_many pipelines each call; 1,000 a call
         jobs = [
-            Queue.prepare_data(noop, (i,), result_ttl=0)
-            for i in range(start, min(n, start + 1000))
+            Queue.prepare_data(noop, (i,), result_ttl=0) for i in range(start, min(n, start + 1000))
         ]
         queue.enqueue_many(jobs)
     report(time.perf_counter() - t0, n)
-

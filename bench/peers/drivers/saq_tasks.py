@@ -26,7 +26,9 @@ async def _enqueue(n: int) -> float:
     await queue.connect()
     t0 = time.perf_counter()
     for start in range(0, n, CHUNK):  # no bulk API: enqueue calls, gathered
-        await asyncio.gather(*(queue.enqueue("noop", i=i) for i in range(start, min(n, start + CHUNK))))
+        await asyncio.gather(
+            *(queue.enqueue("noop", i=i) for i in range(start, min(n, start + CHUNK)))
+        )
     elapsed = time.perf_counter() - t0
     await queue.disconnect()
     return elapsed
