@@ -407,15 +407,15 @@ def print_table(results: dict[str, dict[str, Any]], sizes: dict[str, int]) -> di
             continue
         print(f"\n{workload} ({sizes[workload]:,} jobs)")
         how = PRODUCERS if workload == "blast" else {n: p.how for n, p in PEERS.items()}
-        print(
-            f"  {'peer':<10}{'jobs/s':>10}{'steady/s':>10}{'jobs':>9}{'runs':>9}{'dup':>6}{'lost':>6}  how"
-        )
+        head = ("peer", "jobs/s", "steady/s", "jobs", "runs", "dup", "lost")
+        print("  {:<10}{:>10}{:>10}{:>9}{:>9}{:>6}{:>6}  how".format(*head))
         for name, r in sorted(rows, key=lambda x: -(x[1].get("jobs_s") or 0)):
             speed = f"{r['jobs_s']:,.0f}" if r.get("jobs_s") else "—"
             steady = f"{r['steady_jobs_s']:,.0f}" if r.get("steady_jobs_s") else "—"
             flag = "" if r.get("ok") else "  FAILED: " + r.get("error", "count is not exactly N")
             print(
-                f"  {name:<10}{speed:>10}{steady:>10}{r.get('jobs', 0):>9,}{r.get('runs', 0):>9,}{r.get('duplicates', 0):>6}"
+                f"  {name:<10}{speed:>10}{steady:>10}{r.get('jobs', 0):>9,}{r.get('runs', 0):>9,}"
+                f"{r.get('duplicates', 0):>6}"
                 f"{r.get('lost', 0):>6}  {how[name]}{flag}"
             )
         peers_ok = [(n, r["jobs_s"]) for n, r in rows if n != "fastq" and r.get("ok")]
@@ -528,8 +528,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             failed |= not r["ok"]
             speed = f"{r['jobs_s']:,.0f} jobs/s" if r.get("jobs_s") else "no figure"
             status = "ok" if r["ok"] else f"FAILED {r.get('error') or ''} {r.get('log_tail', '')}"
-            print(f"  {workload}: {speed}; runs {r.get('runs')}, duplicates "
-                  f"{r.get('duplicates')}, lost {r.get('lost')} — {status}", flush=True)  # fmt: skip
+            counted = (
+                f"runs {r.get('runs')}, duplicates {r.get('duplicates')}, lost {r.get('lost')}"
+            )
+            print(f"  {workload}: {speed}; {counted} — {status}", flush=True)
     ratios = print_table(results, sizes)
     run_s = time.perf_counter() - started
     print(f"\n(run took {run_s:.0f} s; worker logs in {log_dir})")

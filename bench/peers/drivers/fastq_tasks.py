@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import time
 
-import fastq
 from counting import record, report, url
+
+import fastq
 
 app = fastq.App(os.environ.get("PEERBENCH_URL", "redis://127.0.0.1:1/0"), namespace="peerbench")
 
