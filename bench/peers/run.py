@@ -139,7 +139,7 @@ PEERS: dict[str, Peer] = {
             report_packages=["arq", "redis"],
         ),
         Peer(
-            "saq", ["saq[redis]==0.26.4"], "saq_tasks",
+            "saq", ["saq[redis]==0.26.4", "typing_extensions"], "saq_tasks",
             lambda b: [[str(b / "saq"), "saq_tasks.settings", "--workers", str(WORKERS)]],
             "saq --workers 2 (concurrency 10)",
             report_packages=["saq", "redis"],
@@ -150,6 +150,13 @@ PEERS: dict[str, Peer] = {
                         "--workers", str(WORKERS)]],
             "taskiq worker --workers 2 (RedisStreamBroker)",
             report_packages=["taskiq", "taskiq-redis", "redis"],
+        ),
+        Peer(
+            "streaq", ["streaq==7.2.0", "redis"], "streaq_tasks",
+            lambda b: [[str(b / "streaq"), "run", "streaq_tasks:worker",
+                        "--workers", str(WORKERS)]],
+            "streaq run --workers 2 (concurrency 16)",
+            report_packages=["streaq", "coredis", "redis"],
         ),
         Peer(
             "bullmq", [], "bench.mjs",
@@ -171,6 +178,7 @@ PRODUCERS = {
     "arq": "enqueue_job, 1,000 gathered",
     "saq": "Queue.enqueue, 1,000 gathered",
     "taskiq": "task.kiq, 1,000 gathered",
+    "streaq": "Worker.enqueue_many, 1,000 a call",
     "bullmq": "Queue.addBulk, 1,000 a call",
 }
 
@@ -254,8 +262,9 @@ def produce(peer: Peer, url: str, n: int) -> float:
         timeout=600,
     )
     if proc.returncode:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
         raise BenchFailure(
-            f"{peer.name} producer failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+            f"{peer.name} producer failed: {last}\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}"
         )
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     if result["jobs"] != n:
