@@ -16,6 +16,11 @@ Workloads:
           peer's documentation recommends; timed from the launch to the last job
   blast   N jobs enqueued by the peer's recommended producer API for bulk,
           timed by the producer; then drained (untimed) to check the count
+  memory  N ``send_email("user123@example.com", "Your weekly digest", 42)`` jobs
+          enqueued the same way: Redis ``used_memory`` after minus before, per job;
+          then drained (untimed) to check the count (runs only: the jobs carry no
+          index, so a duplicate and a loss could cancel out; the other two
+          workloads tell them apart)
 
     python bench/peers/run.py                      # every peer, full sizes
     python bench/peers/run.py --quick --only fastq  # the CI smoke: fastq alone
@@ -63,7 +68,7 @@ POLL_S = 0.01  # how often a drain polls the counter
 SETTLE_S = 1.0  # after the count reaches N: how long to watch for duplicates
 STALL_S = 60.0  # no progress for this long: the drain failed
 STOP_S = 20.0  # a worker's grace after SIGTERM before SIGKILL
-WORKLOADS = ("drain", "blast")
+WORKLOADS = ("drain", "blast", "memory")
 
 
 @dataclass
@@ -229,7 +234,7 @@ def _check_call(argv: list[str], cwd: Optional[Path] = None) -> None:
 def _commit() -> str:
     try:
         return subprocess.check_output(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True, stderr=subprocess.DEVNULL
         ).strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
@@ -247,12 +252,13 @@ def peer_env(peer: Peer, url: str) -> dict[str, str]:
     return env
 
 
-def produce(peer: Peer, url: str, n: int) -> float:
-    """The peer's producer enqueues ``n`` jobs; returns its own timing in seconds."""
+def produce(peer: Peer, url: str, n: int, kind: str = "noop") -> float:
+    """The peer's producer enqueues ``n`` jobs of ``kind`` (noop or mail); returns
+    its own timing in seconds."""
     if peer.node:
-        argv = ["node", str(BULLMQ / "bench.mjs"), "enqueue", str(n)]
+        argv = ["node", str(BULLMQ / "bench.mjs"), "enqueue", str(n), kind]
     else:
-        argv = [peer.python(), str(DRIVERS / "produce.py"), peer.module, str(n)]
+        argv = [peer.python(), str(DRIVERS / "produce.py"), peer.module, str(n), kind]
     proc = subprocess.run(
         argv,
         cwd=BULLMQ if peer.node else DRIVERS,
@@ -331,9 +337,12 @@ def counts(client: redis.Redis) -> tuple[int, int]:
     return int(runs or 0), int(distinct)
 
 
-def drain(peer: Peer, client: redis.Redis, url: str, n: int, log_dir: Path) -> dict[str, Any]:
+def drain(
+    peer: Peer, client: redis.Redis, url: str, n: int, log_dir: Path, indexed: bool = True
+) -> dict[str, Any]:
     """Launch the workers on ``n`` queued jobs; time until the counter reaches ``n``,
-    watch ``SETTLE_S`` more for duplicates, stop them; check the counts."""
+    watch ``SETTLE_S`` more for duplicates, stop them; check the counts (``indexed``:
+    the jobs set their bit, so duplicates and losses are told apart)."""
     if counts(client) != (0, 0):
         raise BenchFailure(f"{peer.name}: a job ran before the workers started")
     workers = Workers(peer, url, log_dir)
@@ -361,6 +370,8 @@ def drain(peer: Peer, client: redis.Redis, url: str, n: int, log_dir: Path) -> d
     finally:
         workers.stop()
     runs, distinct = counts(client)
+    if not indexed:  # runs only: at least this many duplicates or losses
+        distinct = min(runs, n)
     result = {
         "jobs": n,
         "runs": runs,
@@ -387,6 +398,19 @@ def run_workload(
         if workload == "drain":
             produce(peer, server.url, n)
             result = drain(peer, client, server.url, n, log_dir)
+        elif workload == "memory":
+            before = client.info("memory")["used_memory"]
+            produce(peer, server.url, n, "mail")
+            after = client.info("memory")["used_memory"]
+            result = drain(peer, client, server.url, n, log_dir, indexed=False)
+            for key in ("wall_s", "first_run_s", "steady_jobs_s"):
+                result.pop(key, None)
+            result["drain_jobs_s"] = result.pop("jobs_s", None)
+            result.update(
+                used_memory_before=before,
+                used_memory_after=after,
+                bytes_per_job=(after - before) / n,
+            )
         else:  # blast: the producer's figure; the drain only checks the count
             seconds = produce(peer, server.url, n)
             result = drain(peer, client, server.url, n, log_dir)
@@ -415,11 +439,13 @@ def print_table(results: dict[str, dict[str, Any]], sizes: dict[str, int]) -> di
         if not rows:
             continue
         print(f"\n{workload} ({sizes[workload]:,} jobs)")
-        how = PRODUCERS if workload == "blast" else {n: p.how for n, p in PEERS.items()}
-        head = ("peer", "jobs/s", "steady/s", "jobs", "runs", "dup", "lost")
-        print("  {:<10}{:>10}{:>10}{:>9}{:>9}{:>6}{:>6}  how".format(*head))
-        for name, r in sorted(rows, key=lambda x: -(x[1].get("jobs_s") or 0)):
-            speed = f"{r['jobs_s']:,.0f}" if r.get("jobs_s") else "—"
+        how = PRODUCERS if workload != "drain" else {n: p.how for n, p in PEERS.items()}
+        memory = workload == "memory"
+        head = ("peer", "bytes/job" if memory else "jobs/s", "steady/s", "jobs", "runs", "dup")
+        print("  {:<10}{:>10}{:>10}{:>9}{:>9}{:>6}  lost  how".format(*head))
+        for name, r in sorted(rows, key=lambda x: _sort_key(workload, x[1])):
+            figure = r.get("bytes_per_job" if memory else "jobs_s")
+            speed = f"{figure:,.0f}" if figure else "—"
             steady = f"{r['steady_jobs_s']:,.0f}" if r.get("steady_jobs_s") else "—"
             flag = "" if r.get("ok") else "  FAILED: " + r.get("error", "count is not exactly N")
             print(
@@ -427,14 +453,24 @@ def print_table(results: dict[str, dict[str, Any]], sizes: dict[str, int]) -> di
                 f"{r.get('duplicates', 0):>6}"
                 f"{r.get('lost', 0):>6}  {how[name]}{flag}"
             )
-        peers_ok = [(n, r["jobs_s"]) for n, r in rows if n != "fastq" and r.get("ok")]
+        key = "bytes_per_job" if memory else "jobs_s"
+        peers_ok = [(n, r[key]) for n, r in rows if n != "fastq" and r.get("ok")]
         fastq = results.get("fastq", {}).get(workload)
         if fastq and fastq.get("ok") and peers_ok:
-            best_name, best = max(peers_ok, key=lambda x: x[1])
-            ratio = fastq["jobs_s"] / best
-            ratios[workload] = {"fastest_peer": best_name, "ratio": ratio}
-            print(f"  fastq / fastest peer ({best_name}): {ratio:.2f}")
+            pick = min if memory else max  # the best peer: the smallest, or the fastest
+            best_name, best = pick(peers_ok, key=lambda x: x[1])
+            ratio = fastq[key] / best
+            ratios[workload] = {"best_peer": best_name, "ratio": ratio}
+            word = "smallest" if memory else "fastest"
+            print(f"  fastq / {word} peer ({best_name}): {ratio:.2f}")
     return ratios
+
+
+def _sort_key(workload: str, r: dict[str, Any]) -> float:
+    """Best first: the fewest bytes per job, or the most jobs per second."""
+    if workload == "memory":
+        return r.get("bytes_per_job") or float("inf")
+    return -(r.get("jobs_s") or 0)
 
 
 def draw_chart(report: dict[str, Any], path: Path) -> Optional[str]:
@@ -449,16 +485,19 @@ def draw_chart(report: dict[str, Any], path: Path) -> Optional[str]:
     workloads = [w for w in WORKLOADS if any(w in r for r in report["results"].values())]
     fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.5), squeeze=False)
     for ax, workload in zip(axes[0], workloads):
+        memory = workload == "memory"
+        key = "bytes_per_job" if memory else "jobs_s"
         rows = sorted(
-            ((n, r[workload].get("jobs_s") or 0, r[workload].get("ok"))
+            ((n, r[workload].get(key) or 0, r[workload].get("ok"))
              for n, r in report["results"].items() if workload in r),
-            key=lambda x: x[1],
+            key=lambda x: -x[1] if memory else x[1],
         )  # fmt: skip
         names = [n if ok else f"{n} (FAILED)" for n, _, ok in rows]
         colors = ["tab:red" if n == "fastq" else "tab:gray" for n, _, _ in rows]
         ax.barh(names, [v for _, v, _ in rows], color=colors)
         ax.set_title(f"{workload}: {report['options'][workload + '_jobs']:,} jobs")
-        ax.set_xlabel("jobs/s (higher is better)")
+        ax.set_xlabel("Redis bytes per queued job (lower is better)" if memory
+                      else "jobs/s (higher is better)")  # fmt: skip
     fig.suptitle(f"fastq and peers — {report['date']}, {report['machine']['cpus']} CPUs")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
@@ -476,6 +515,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--workloads", default=",".join(WORKLOADS))
     parser.add_argument("--drain-jobs", type=int)
     parser.add_argument("--blast-jobs", type=int)
+    parser.add_argument("--memory-jobs", type=int)
     parser.add_argument(
         "--cap",
         default="",
@@ -495,12 +535,13 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     args.caps = {k: int(v) for k, v in (c.split("=") for c in args.cap.split(",") if c)}
     args.drain_jobs = args.drain_jobs or (1_000 if args.quick else 20_000)
     args.blast_jobs = args.blast_jobs or (1_000 if args.quick else 30_000)
+    args.memory_jobs = args.memory_jobs or (1_000 if args.quick else 100_000)
     return args
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
-    sizes = {"drain": args.drain_jobs, "blast": args.blast_jobs}
+    sizes = {"drain": args.drain_jobs, "blast": args.blast_jobs, "memory": args.memory_jobs}
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with RedisServer() as server:
@@ -536,6 +577,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             results[name][workload] = r
             failed |= not r["ok"]
             speed = f"{r['jobs_s']:,.0f} jobs/s" if r.get("jobs_s") else "no figure"
+            if r.get("bytes_per_job"):
+                speed = f"{r['bytes_per_job']:,.0f} bytes/job"
             status = "ok" if r["ok"] else f"FAILED {r.get('error') or ''} {r.get('log_tail', '')}"
             counted = (
                 f"runs {r.get('runs')}, duplicates {r.get('duplicates')}, lost {r.get('lost')}"
@@ -560,7 +603,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "how": {name: PEERS[name].how for name in args.peers},
         "producers": {name: PRODUCERS[name] for name in args.peers},
         "results": results,
-        "fastq_vs_fastest_peer": ratios,
+        "fastq_vs_best_peer": ratios,
         "run_s": run_s,
     }
     stem = "peers-" + date.replace(":", "")

@@ -31,5 +31,5 @@ def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
         r = report["results"]["fastq"][workload]
         assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, 1000, 0, 0), r
         assert r["jobs_s"] > 0
-    assert report["fastq_vs_fastest_peer"] == {}  # no peer to compare with
+    assert report["fastq_vs_best_peer"] == {}  # no peer to compare with
     assert "fastq pool -c 2" in proc.stdout

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from celery import Celery
-from counting import record, report, url
+from counting import MAIL, count, record, report, url
 
 app = Celery("peerbench", broker=url())
 app.conf.task_ignore_result = True
@@ -18,9 +18,17 @@ def noop(i: int) -> None:
     record(i)
 
 
-def enqueue(n: int) -> None:
+@app.task(name="send_email", queue="noop")
+def send_email(to: str, subject: str, n: int) -> None:
+    count()
+
+
+def enqueue(n: int, kind: str = "noop") -> None:
     t0 = time.perf_counter()
     with app.producer_or_acquire() as producer:  # one connection for the whole loop
         for i in range(n):
-            noop.apply_async((i,), producer=producer)
+            if kind == "noop":
+                noop.apply_async((i,), producer=producer)
+            else:
+                send_email.apply_async(MAIL, producer=producer)
     report(time.perf_counter() - t0, n)

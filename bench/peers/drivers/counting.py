@@ -15,6 +15,9 @@ import redis
 
 COUNT_KEY = "peerbench:count"  # one INCR per run of any job: duplicates show here
 SEEN_KEY = "peerbench:seen"  # bit i set by job i: BITCOUNT is the distinct jobs run
+# the memory workload's job, the same for every peer: send_email(*MAIL); its jobs
+# carry no index, so they count runs only (INCR)
+MAIL = ("user123@example.com", "Your weekly digest", 42)
 
 _client: Optional[redis.Redis] = None
 _async_client: Any = None
@@ -39,14 +42,26 @@ def record(i: int) -> None:
     pipe.execute()
 
 
-async def arecord(i: int) -> None:
-    """``record`` for asyncio peers, on a redis.asyncio client of this process."""
+def count() -> None:
+    _sync_client().incr(COUNT_KEY)
+
+
+def _aclient() -> Any:
     global _async_client
     if _async_client is None:
         import redis.asyncio
 
         _async_client = redis.asyncio.Redis.from_url(url())
-    pipe = _async_client.pipeline(transaction=False)
+    return _async_client
+
+
+async def acount() -> None:
+    await _aclient().incr(COUNT_KEY)
+
+
+async def arecord(i: int) -> None:
+    """``record`` for asyncio peers, on a redis.asyncio client of this process."""
+    pipe = _aclient().pipeline(transaction=False)
     pipe.setbit(SEEN_KEY, i, 1)
     pipe.incr(COUNT_KEY)
     await pipe.execute()

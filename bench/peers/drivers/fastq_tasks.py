@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import time
 
-from counting import record, report, url
+from counting import MAIL, count, record, report, url
 
 import fastq
 
@@ -17,8 +17,14 @@ def noop(i: int) -> None:
     record(i)
 
 
-def enqueue(n: int) -> None:
+@app.job(queue="noop")
+def send_email(to: str, subject: str, n: int) -> None:
+    count()
+
+
+def enqueue(n: int, kind: str = "noop") -> None:
     app.configure(redis_url=url())
+    job, args = (noop, [(i,) for i in range(n)]) if kind == "noop" else (send_email, [MAIL] * n)
     t0 = time.perf_counter()
-    noop.enqueue_many([(i,) for i in range(n)])
+    job.enqueue_many(args)
     report(time.perf_counter() - t0, n)

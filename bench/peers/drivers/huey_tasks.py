@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from counting import record, report, url
+from counting import MAIL, count, record, report, url
 from huey import RedisHuey
 
 huey = RedisHuey("peerbench", url=url(), results=False)
@@ -15,8 +15,16 @@ def noop(i: int) -> None:
     record(i)
 
 
-def enqueue(n: int) -> None:
+@huey.task()
+def send_email(to: str, subject: str, n: int) -> None:
+    count()
+
+
+def enqueue(n: int, kind: str = "noop") -> None:
     t0 = time.perf_counter()
     for i in range(n):  # no bulk API: call the task in a loop
-        noop(i)
+        if kind == "noop":
+            noop(i)
+        else:
+            send_email(*MAIL)
     report(time.perf_counter() - t0, n)

@@ -5,20 +5,29 @@ from __future__ import annotations
 import time
 
 import redis
-from counting import record, report, url
+from counting import MAIL, count, record, report, url
 from rq import Queue
+
+CHUNK = 1000  # jobs per enqueue_many call (one pipeline each)
 
 
 def noop(i: int) -> None:
     record(i)
 
 
-def enqueue(n: int) -> None:
+def send_email(to: str, subject: str, n: int) -> None:
+    count()
+
+
+def enqueue(n: int, kind: str = "noop") -> None:
     queue = Queue("noop", connection=redis.Redis.from_url(url()))
     t0 = time.perf_counter()
-    for start in range(0, n, 1000):  # enqueue_many pipelines each call; 1,000 a call
+    for start in range(0, n, CHUNK):
         jobs = [
-            Queue.prepare_data(noop, (i,), result_ttl=0) for i in range(start, min(n, start + 1000))
+            Queue.prepare_data(noop, (i,), result_ttl=0)
+            if kind == "noop"
+            else Queue.prepare_data(send_email, MAIL, result_ttl=0)
+            for i in range(start, min(n, start + CHUNK))
         ]
         queue.enqueue_many(jobs)
     report(time.perf_counter() - t0, n)

@@ -7,7 +7,7 @@ import asyncio
 import time
 from typing import Any
 
-from counting import arecord, report, url
+from counting import MAIL, acount, arecord, report, url
 from saq import Queue
 
 CHUNK = 1000  # enqueue calls in flight at once
@@ -19,20 +19,30 @@ async def noop(ctx: dict[str, Any], *, i: int) -> None:
     await arecord(i)
 
 
-settings = {"queue": queue, "functions": [noop], "concurrency": 10}
+async def send_email(ctx: dict[str, Any], *, to: str, subject: str, n: int) -> None:
+    await acount()
 
 
-async def _enqueue(n: int) -> float:
+settings = {"queue": queue, "functions": [noop, send_email], "concurrency": 10}
+
+
+async def _enqueue(n: int, kind: str) -> float:
     await queue.connect()
+    to, subject, number = MAIL
     t0 = time.perf_counter()
     for start in range(0, n, CHUNK):  # no bulk API: enqueue calls, gathered
         await asyncio.gather(
-            *(queue.enqueue("noop", i=i) for i in range(start, min(n, start + CHUNK)))
+            *(
+                queue.enqueue("noop", i=i)
+                if kind == "noop"
+                else queue.enqueue("send_email", to=to, subject=subject, n=number)
+                for i in range(start, min(n, start + CHUNK))
+            )
         )
     elapsed = time.perf_counter() - t0
     await queue.disconnect()
     return elapsed
 
 
-def enqueue(n: int) -> None:
-    report(asyncio.run(_enqueue(n)), n)
+def enqueue(n: int, kind: str = "noop") -> None:
+    report(asyncio.run(_enqueue(n, kind)), n)

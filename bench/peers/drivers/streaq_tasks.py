@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import anyio
-from counting import arecord, report, url
+from counting import MAIL, acount, arecord, report, url
 from streaq import Worker
 
 CHUNK = 1000  # tasks per enqueue_many (one pipeline)
@@ -19,15 +19,23 @@ async def noop(i: int) -> None:
     await arecord(i)
 
 
-async def _enqueue(n: int) -> float:
+@worker.task
+async def send_email(to: str, subject: str, n: int) -> None:
+    await acount()
+
+
+async def _enqueue(n: int, kind: str) -> float:
     async with worker:
         t0 = time.perf_counter()
         for start in range(0, n, CHUNK):  # not awaited: enqueue_many sends them pipelined
             await worker.enqueue_many(
-                [noop.enqueue(i) for i in range(start, min(n, start + CHUNK))]
+                [
+                    noop.enqueue(i) if kind == "noop" else send_email.enqueue(*MAIL)
+                    for i in range(start, min(n, start + CHUNK))
+                ]
             )
         return time.perf_counter() - t0
 
 
-def enqueue(n: int) -> None:
-    report(anyio.run(_enqueue, n), n)
+def enqueue(n: int, kind: str = "noop") -> None:
+    report(anyio.run(_enqueue, n, kind), n)

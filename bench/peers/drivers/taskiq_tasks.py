@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from counting import arecord, report, url
+from counting import MAIL, acount, arecord, report, url
 from taskiq_redis import RedisStreamBroker
 
 CHUNK = 1000  # kiq calls in flight at once
@@ -20,15 +20,25 @@ async def noop(i: int) -> None:
     await arecord(i)
 
 
-async def _enqueue(n: int) -> float:
+@broker.task(task_name="send_email")
+async def send_email(to: str, subject: str, n: int) -> None:
+    await acount()
+
+
+async def _enqueue(n: int, kind: str) -> float:
     await broker.startup()
     t0 = time.perf_counter()
     for start in range(0, n, CHUNK):  # no bulk API: kiq calls, gathered
-        await asyncio.gather(*(noop.kiq(i) for i in range(start, min(n, start + CHUNK))))
+        await asyncio.gather(
+            *(
+                noop.kiq(i) if kind == "noop" else send_email.kiq(*MAIL)
+                for i in range(start, min(n, start + CHUNK))
+            )
+        )
     elapsed = time.perf_counter() - t0
     await broker.shutdown()
     return elapsed
 
 
-def enqueue(n: int) -> None:
-    report(asyncio.run(_enqueue(n)), n)
+def enqueue(n: int, kind: str = "noop") -> None:
+    report(asyncio.run(_enqueue(n, kind)), n)
