@@ -367,6 +367,7 @@ def drain(
             time.sleep(POLL_S)
         if elapsed is not None:
             time.sleep(SETTLE_S)
+        before_stop = counts(client)[0]
     finally:
         workers.stop()
     runs, distinct = counts(client)
@@ -379,6 +380,7 @@ def drain(
         "duplicates": runs - distinct,
         "lost": n - distinct,
         "ok": runs == distinct == n,
+        "runs_before_stop": before_stop,  # the rest ran while the workers stopped
     }
     if elapsed is not None:
         result.update(wall_s=elapsed, jobs_s=n / elapsed, first_run_s=first)
