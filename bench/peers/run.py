@@ -54,8 +54,10 @@ RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(DRIVERS))
+sys.path.insert(0, str(HERE))
 
 import redis  # noqa: E402
+from chart import draw_chart  # noqa: E402
 from e2e_core import BenchFailure, machine_info  # noqa: E402
 from e2e_pool import check_queue  # noqa: E402
 
@@ -473,38 +475,6 @@ def _sort_key(workload: str, r: dict[str, Any]) -> float:
     if workload == "memory":
         return r.get("bytes_per_job") or float("inf")
     return -(r.get("jobs_s") or 0)
-
-
-def draw_chart(report: dict[str, Any], path: Path) -> Optional[str]:
-    """A bar chart per workload; returns why it was skipped, or None."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed (pip install -e '.[bench]'): no chart drawn"
-    workloads = [w for w in WORKLOADS if any(w in r for r in report["results"].values())]
-    fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.5), squeeze=False)
-    for ax, workload in zip(axes[0], workloads):
-        memory = workload == "memory"
-        key = "bytes_per_job" if memory else "jobs_s"
-        rows = sorted(
-            ((n, r[workload].get(key) or 0, r[workload].get("ok"))
-             for n, r in report["results"].items() if workload in r),
-            key=lambda x: -x[1] if memory else x[1],
-        )  # fmt: skip
-        names = [n if ok else f"{n} (FAILED)" for n, _, ok in rows]
-        colors = ["tab:red" if n == "fastq" else "tab:gray" for n, _, _ in rows]
-        ax.barh(names, [v for _, v, _ in rows], color=colors)
-        ax.set_title(f"{workload}: {report['options'][workload + '_jobs']:,} jobs")
-        ax.set_xlabel("Redis bytes per queued job (lower is better)" if memory
-                      else "jobs/s (higher is better)")  # fmt: skip
-    fig.suptitle(f"fastq and peers — {report['date']}, {report['machine']['cpus']} CPUs")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return None
 
 
 # -- main -------------------------------------------------------------------------
