@@ -558,7 +558,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"  {workload}: {speed}; {counted} — {status}", flush=True)
     ratios = print_table(results, sizes)
     run_s = time.perf_counter() - started
-    print(f"\n(run took {run_s:.0f} s; worker logs in {log_dir})")
+    if failed:
+        print(f"\n(run took {run_s:.0f} s; worker logs in {log_dir})")
+    else:
+        shutil.rmtree(log_dir, ignore_errors=True)
+        print(f"\n(run took {run_s:.0f} s)")
     report = {
         "date": date,
         "machine": machine,

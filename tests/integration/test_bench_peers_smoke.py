@@ -27,9 +27,11 @@ def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["options"]["peers"] == ["fastq"]
     assert list(report["versions"]) == ["fastq"]  # nothing else installed or run
-    for workload in ("drain", "blast"):
+    for workload in ("drain", "blast", "memory"):
         r = report["results"]["fastq"][workload]
         assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, 1000, 0, 0), r
-        assert r["jobs_s"] > 0
+    assert report["results"]["fastq"]["drain"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["blast"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["memory"]["bytes_per_job"] > 0
     assert report["fastq_vs_best_peer"] == {}  # no peer to compare with
     assert "fastq pool -c 2" in proc.stdout
