@@ -1,0 +1,50 @@
+"""arq's side: ``arq arq_tasks.WorkerSettings`` x2 runs it (one asyncio worker per
+process, ``max_jobs`` 10 by default)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from arq import create_pool
+from arq.connections import RedisSettings
+from counting import MAIL, acount, arecord, report, url
+
+CHUNK = 1000  # enqueue_job calls in flight at once
+
+
+async def noop(ctx: dict[str, Any], i: int) -> None:
+    await arecord(i)
+
+
+async def send_email(ctx: dict[str, Any], to: str, subject: str, n: int) -> None:
+    await acount()
+
+
+class WorkerSettings:
+    functions = [noop, send_email]
+    redis_settings = RedisSettings.from_dsn(url())
+    queue_name = "noop"
+    keep_result = 0  # no result kept, as every peer here is set up
+
+
+async def _enqueue(n: int, kind: str) -> float:
+    pool = await create_pool(WorkerSettings.redis_settings, default_queue_name="noop")
+    t0 = time.perf_counter()
+    for start in range(0, n, CHUNK):  # no bulk API: enqueue_job calls, gathered
+        await asyncio.gather(
+            *(
+                pool.enqueue_job("noop", i)
+                if kind == "noop"
+                else pool.enqueue_job("send_email", *MAIL)
+                for i in range(start, min(n, start + CHUNK))
+            )
+        )
+    elapsed = time.perf_counter() - t0
+    await pool.aclose()
+    return elapsed
+
+
+def enqueue(n: int, kind: str = "noop") -> None:
+    report(asyncio.run(_enqueue(n, kind)), n)

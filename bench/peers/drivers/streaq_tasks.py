@@ -1,0 +1,41 @@
+"""streaq's side: ``streaq run streaq_tasks:worker --workers 2`` runs it (``concurrency``
+16 per worker process, streaq's default)."""
+
+from __future__ import annotations
+
+import time
+
+import anyio
+from counting import MAIL, acount, arecord, report, url
+from streaq import Worker
+
+CHUNK = 1000  # tasks per enqueue_many (one pipeline)
+
+worker = Worker(redis_url=url(), queue_name="noop")
+
+
+@worker.task
+async def noop(i: int) -> None:
+    await arecord(i)
+
+
+@worker.task
+async def send_email(to: str, subject: str, n: int) -> None:
+    await acount()
+
+
+async def _enqueue(n: int, kind: str) -> float:
+    async with worker:
+        t0 = time.perf_counter()
+        for start in range(0, n, CHUNK):  # not awaited: enqueue_many sends them pipelined
+            await worker.enqueue_many(
+                [
+                    noop.enqueue(i) if kind == "noop" else send_email.enqueue(*MAIL)
+                    for i in range(start, min(n, start + CHUNK))
+                ]
+            )
+        return time.perf_counter() - t0
+
+
+def enqueue(n: int, kind: str = "noop") -> None:
+    report(anyio.run(_enqueue, n, kind), n)

@@ -1,0 +1,37 @@
+"""Smoke test of the peer harness with fastq alone (no peer installed): the pool
+drains, the blast enqueues, both counted exactly, and the JSON report says so."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@pytest.mark.slow
+def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
+    out = tmp_path / "peers.json"
+    proc = subprocess.run(
+        [sys.executable, "bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    report = json.loads(out.read_text())
+    assert report["options"]["peers"] == ["fastq"]
+    assert list(report["versions"]) == ["fastq"]  # nothing else installed or run
+    for workload in ("drain", "blast", "memory"):
+        r = report["results"]["fastq"][workload]
+        assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, 1000, 0, 0), r
+    assert report["results"]["fastq"]["drain"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["blast"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["memory"]["bytes_per_job"] > 0
+    assert report["fastq_vs_best_peer"] == {}  # no peer to compare with
+    assert "fastq pool -c 2" in proc.stdout
