@@ -157,7 +157,10 @@ def test_redis_unreachable_at_start(tmp_path: Path) -> None:
         pool_log = logs["pool"].read_text()
         assert pool_log.count("spawned reaper") == 1, pool_log  # no crash loop
         assert pool_log.count("spawned worker") == 2, pool_log
-        assert _stops_within(pool, 3) == 0
+        # at most the children's flush patience (1.5 s) and then the master's hand-back
+        # patience (1.5 s) while Redis is away, plus the exits: 3 s was too tight on a
+        # busy box (it took 3.8 s once), and 5 s is what the late pool below gets
+        assert _stops_within(pool, 5) == 0
         assert _stops_within(reaper, 3) == 0
         for name in ("pool", "reaper", "burst"):
             assert "Traceback" not in logs[name].read_text(), logs[name].read_text()
