@@ -635,3 +635,39 @@ def test_listed_sequences(delays_ms: tuple[int, ...]) -> None:
 
 def test_listed_empty_refused_alike() -> None:
     assert_same(ref_backoff.listed_ms, native_backoff.listed_ms, 1, ())
+
+
+# --- decode_claim's fast path: compact envelopes of flat args, parsed without orjson -------
+
+FLAT_ITEM = (
+    INT64
+    | st.text(max_size=6)
+    | st.booleans()
+    | st.none()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+# pieces spliced into an envelope's args: what the fast path must leave to orjson
+ODD_PIECES = st.sampled_from(
+    [b"01", b"-", b"-0", b"1.0", b"1e3", b"2E1", b"9" * 19, b"9" * 18, b"9" * 21, b'"a\\nb"', b'"\x01"',
+     b'"\xff"', b'"\xed\xa0\x80"', b" 1", b"tru", b"nul", b"falsey", b"[]", b"{}", b"", b'"\\u00e9"',
+     b'"\xc3\xa9"', b"-" + b"9" * 18]
+)  # fmt: skip
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(NAMES, st.lists(FLAT_ITEM, max_size=4), st.integers(0, 2**45)), max_size=6),
+    st.lists(st.tuples(st.integers(0, 5), ODD_PIECES), max_size=3),
+)
+def test_decode_claim_fast_path(jobs: list[Any], odd: list[tuple[int, bytes]]) -> None:
+    reply: list[Any] = [b"cursor"]
+    for i, (name, args, t) in enumerate(jobs):
+        env = orjson.dumps([name, args, t])
+        reply += [b"id-%d" % i, env]
+    for at, piece in odd:  # a raw piece as an argument of a job
+        name = jobs[at % len(jobs)][0] if jobs else "tasks.add"
+        reply += [b"odd", b'["' + name.encode() + b'",[1,' + piece + b"],5]"]
+        reply += [b"odd-name", b'["' + piece.strip(b'"') + b'",[],5]']
+        reply += [b"odd-time", b'["tasks.add",[],' + piece + b"]"]
+    ref = assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, 1, REGISTRY)
+    assert ref[0] == "ok"
