@@ -305,6 +305,12 @@ class ArgChecker:
         required = sum(1 for p in params if p.default is p.empty)
         self._counts = (required, len(params)) if simple else None
 
+    @property
+    def counts(self) -> Optional[tuple[int, int]]:
+        """``(required, all)`` positional parameters when a call binds by its count of
+        positional arguments alone (no ``*args``, keyword-only or ``**kwargs``)."""
+        return self._counts
+
     def check(self, args: Sequence[Any], kwargs: Optional[dict[str, Any]]) -> None:
         """Raise TypeError naming the function when the arguments do not bind."""
         if self._signature is None:

@@ -24,7 +24,7 @@ from cpython.list cimport (
 from cpython.long cimport PyLong_CheckExact, PyLong_FromSsize_t
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_CheckExact
 from libc.string cimport memcmp, memcpy
 
@@ -612,3 +612,27 @@ def update_envelope(env, fields):
     if more:
         return _dumps([env[_K_NAME], env.get(_K_ARGS, []), env.get(_K_TIME), more])
     return _dumps([env[_K_NAME], env.get(_K_ARGS, []), env.get(_K_TIME)])
+
+
+def first_misfit(calls, Py_ssize_t low, Py_ssize_t high, Py_ssize_t start):
+    """Index of the first call from ``start`` on that is not a tuple or list (exactly)
+    of ``low`` to ``high`` positional arguments: the next one a producer checks
+    against the job's signature. ``len(calls)`` if none."""
+    cdef Py_ssize_t i, n, size
+    cdef object call
+    if not PyList_CheckExact(calls):
+        calls = list(calls)
+    n = PyList_GET_SIZE(calls)
+    if start < 0:
+        start = 0
+    for i in range(start, n):
+        call = <object>PyList_GET_ITEM(calls, i)
+        if PyTuple_CheckExact(call):
+            size = PyTuple_GET_SIZE(call)
+        elif PyList_CheckExact(call):
+            size = PyList_GET_SIZE(call)
+        else:
+            return i
+        if size < low or size > high:
+            return i
+    return n

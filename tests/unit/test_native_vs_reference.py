@@ -648,9 +648,9 @@ FLAT_ITEM = (
 )
 # pieces spliced into an envelope's args: what the fast path must leave to orjson
 ODD_PIECES = st.sampled_from(
-    [b"01", b"-", b"-0", b"1.0", b"1e3", b"2E1", b"9" * 19, b"9" * 18, b"9" * 21, b'"a\\nb"', b'"\x01"',
-     b'"\xff"', b'"\xed\xa0\x80"', b" 1", b"tru", b"nul", b"falsey", b"[]", b"{}", b"", b'"\\u00e9"',
-     b'"\xc3\xa9"', b"-" + b"9" * 18]
+    [b"01", b"-", b"-0", b"1.0", b"1e3", b"2E1", b"9" * 19, b"9" * 18, b"9" * 21,
+     b'"a\\nb"', b'"\x01"', b'"\xff"', b'"\xed\xa0\x80"', b" 1", b"tru", b"nul",
+     b"falsey", b"[]", b"{}", b"", b'"\\u00e9"', b'"\xc3\xa9"', b"-" + b"9" * 18]
 )  # fmt: skip
 
 
@@ -671,3 +671,28 @@ def test_decode_claim_fast_path(jobs: list[Any], odd: list[tuple[int, bytes]]) -
         reply += [b"odd-time", b'["tasks.add",[],' + piece + b"]"]
     ref = assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, 1, REGISTRY)
     assert ref[0] == "ok"
+
+
+# --- first_misfit: the producer's pass over calls that fit by their count ------------------
+
+
+class _TupleSub(tuple):  # type: ignore[type-arg]
+    pass
+
+
+CALLS = st.lists(
+    st.lists(st.integers(), max_size=4).map(tuple)
+    | st.lists(st.integers(), max_size=4)
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)
+    | st.lists(st.integers(), max_size=4).map(_TupleSub)
+    | st.none(),
+    max_size=8,
+)
+
+
+@SETTINGS
+@given(CALLS, st.integers(-1, 4), st.integers(-1, 5), st.integers(-2, 9))
+def test_first_misfit(calls: list[Any], low: int, high: int, start: int) -> None:
+    ref = assert_same(ref_codec.first_misfit, native_codec.first_misfit, calls, low, high, start)
+    assert ref[0] == "ok"
+    assert_same(ref_codec.first_misfit, native_codec.first_misfit, tuple(calls), low, high, start)
