@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 
 from fastq._pyimpl import backoff as ref_backoff
 from fastq._pyimpl import codec as ref_codec
+from fastq._pyimpl import ids as ref_ids
 from fastq_ext import backoff as native_backoff
 from fastq_ext import codec as native_codec
+from fastq_ext import ids as native_ids
 
 SETTINGS = settings(
     max_examples=150,
@@ -696,3 +698,24 @@ def test_first_misfit(calls: list[Any], low: int, high: int, start: int) -> None
     ref = assert_same(ref_codec.first_misfit, native_codec.first_misfit, calls, low, high, start)
     assert ref[0] == "ok"
     assert_same(ref_codec.first_misfit, native_codec.first_misfit, tuple(calls), low, high, start)
+
+
+# --- counter_ids: the job ids of a blast --------------------------------------------------
+
+ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+@SETTINGS
+@given(
+    st.text(alphabet=ID_ALPHABET, max_size=10) | st.text(max_size=3),
+    st.integers(-2, 62**4 + 2),
+    st.integers(0, 70),
+    st.sampled_from([ID_ALPHABET, "01", "ab", "é0", "x"]),
+)
+def test_counter_ids(prefix: str, lo: int, count: int, alphabet: str) -> None:
+    hi = lo + count
+    ref = assert_same(ref_ids.counter_ids, native_ids.counter_ids, prefix, lo, hi, alphabet)
+    if ref[0] == "ok" and alphabet == ID_ALPHABET and lo < hi:
+        assert ref[1][-1] == prefix + "".join(
+            ID_ALPHABET[(hi - 1) // 62**k % 62] for k in (3, 2, 1, 0)
+        )
