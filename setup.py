@@ -11,7 +11,7 @@ macros = [("CYTHON_TRACE_NOGIL", "1")] if trace else []
 
 extensions = [
     Extension(f"fastq_ext.{name}", [f"fastq_ext/{name}.pyx"], define_macros=macros)
-    for name in ("codec", "backoff")
+    for name in ("codec", "backoff", "runner", "ids")
 ]
 
 setup(

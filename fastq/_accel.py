@@ -10,7 +10,7 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["ACCELERATED", "backoff", "codec"]
+__all__ = ["ACCELERATED", "backoff", "codec", "ids", "runner"]
 
 ACCELERATED: bool = os.environ.get("FASTQ_NO_EXTENSIONS", "") in ("", "0")
 _package = "fastq_ext" if ACCELERATED else "fastq._pyimpl"
@@ -18,6 +18,8 @@ _package = "fastq_ext" if ACCELERATED else "fastq._pyimpl"
 try:
     codec: ModuleType = importlib.import_module(f"{_package}.codec")
     backoff: ModuleType = importlib.import_module(f"{_package}.backoff")
+    runner: ModuleType = importlib.import_module(f"{_package}.runner")
+    ids: ModuleType = importlib.import_module(f"{_package}.ids")
 except ImportError as exc:  # pragma: no cover - depends on the build
     if not ACCELERATED:
         raise

@@ -129,9 +129,13 @@ class _Enqueue(Contract[EnqueueReply]):
         extras name a unique mode."""
         argv: list[Any] = [priority, due, extras]
         if unique_keys is None:
-            for job_id, env in zip(ids, envs):
-                argv.append(job_id)
-                argv.append(env)
+            # id, envelope, id, ...: by two slice stores, not two appends per job
+            ids, envs = list(ids), list(envs)
+            n = min(len(ids), len(envs))
+            pairs: list[Any] = [None] * (2 * n)
+            pairs[0::2] = ids[:n]
+            pairs[1::2] = envs[:n]
+            argv += pairs
         else:
             for job_id, env, ukey in zip(ids, envs, unique_keys):
                 argv += (job_id, env, ukey)

@@ -366,7 +366,12 @@ class Enqueuer:
 
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
-        for i, call in enumerate(calls):
+        # calls of a count of positional arguments the function takes fit without a
+        # bind: skipped by one native pass; only the others are checked one by one
+        low, high = checker.counts or (-1, -1)
+        i = codec.first_misfit(calls, low, high, 0)
+        while i < len(calls):
+            call = calls[i]
             try:
                 if isinstance(call, (tuple, list)):
                     checker.check(call, None)
@@ -374,3 +379,4 @@ class Enqueuer:
                     checker.check((), call)
             except TypeError as exc:
                 raise TypeError(f"call {i}: {exc}") from None
+            i = codec.first_misfit(calls, low, high, i + 1)

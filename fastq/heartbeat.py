@@ -29,7 +29,8 @@ from fastq.redis_faults import REDIS_ERRORS, Outage
 log = logging.getLogger("fastq.worker")
 
 # last_beat, job_started (0 = idle), job_deadline (0 = none), queue index, id length,
-# waiting_since (0 = not waiting for work)
+# waiting_since (0 = not waiting for work). fastq_ext/runner.pyx writes start_job's
+# fields at these same offsets (its plain jobs): change both together.
 _HEADER = struct.Struct("dddIId")
 _WAITING_AT = struct.calcsize("dddII")  # waiting_since's offset in the slot
 SLOT_SIZE = 256

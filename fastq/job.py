@@ -30,6 +30,7 @@ from typing import (
 
 import orjson
 
+from fastq._accel import ids
 from fastq.limits import (
     check_at,
     check_delay_s,
@@ -305,6 +306,12 @@ class ArgChecker:
         required = sum(1 for p in params if p.default is p.empty)
         self._counts = (required, len(params)) if simple else None
 
+    @property
+    def counts(self) -> Optional[tuple[int, int]]:
+        """``(required, all)`` positional parameters when a call binds by its count of
+        positional arguments alone (no ``*args``, keyword-only or ``**kwargs``)."""
+        return self._counts
+
     def check(self, args: Sequence[Any], kwargs: Optional[dict[str, Any]]) -> None:
         """Raise TypeError naming the function when the arguments do not bind."""
         if self._signature is None:
@@ -545,9 +552,7 @@ class EnqueueCall:
 # is held twice per queued job (the jobs hash's field, the ready list's element).
 ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 ID_PREFIX_CHARS = 10  # 62**10, about 2**59.5, random per process
-_ID_PAIRS = [a + b for a in ID_ALPHABET for b in ID_ALPHABET]  # the counter, 2 digits at a time
-_ID_BASE2 = len(_ID_PAIRS)  # 3,844
-ID_COUNTER_SPAN = _ID_BASE2 * _ID_BASE2  # ids per prefix: 14,776,336
+ID_COUNTER_SPAN = len(ID_ALPHABET) ** 4  # ids per prefix (4 counter digits): 14,776,336
 
 
 class IdGenerator:
@@ -584,8 +589,5 @@ class IdGenerator:
             lo = self._next
             hi = min(ID_COUNTER_SPAN, lo + n - len(out))
             self._next = hi
-            prefix, pairs = self._prefix, _ID_PAIRS
-            out.extend(
-                [f"{prefix}{pairs[c // _ID_BASE2]}{pairs[c % _ID_BASE2]}" for c in range(lo, hi)]
-            )
+            out.extend(ids.counter_ids(self._prefix, lo, hi, ID_ALPHABET))
         return out

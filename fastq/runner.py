@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from fastq import context
 from fastq._accel import codec
+from fastq._accel import runner as _loop
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.heartbeat import HeartbeatSlot
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 Runnable = tuple[bytes, "JobDef[Any]", list[Any], dict[str, Any], int, dict[str, Any]]
 
 _OUTCOME_TYPES = (Retry, Fail)
+_FAILURES = (Exception, JobTimeout)  # what a job raises that its policy settles
 
 
 class HardStop(BaseException):
@@ -64,6 +66,8 @@ class SyncRunner:
         self.alarms = False
         # reserves the tokens of per-key rate limits (set once connected)
         self.gate: Optional[KeyGate] = None
+        # is a job definition plain (run by the native loop itself)? decided once
+        self._plain: dict[JobDef[Any], bool] = {}
         self._in_job = False
         self._timeout_s = 0.0
 
@@ -84,60 +88,75 @@ class SyncRunner:
                 recorded as interrupted (stalled for anything but a HardStop) and
                 the rest as unstarted before it propagates.
         """
-        done = out.done.append
-        slot = self.slot
-        alarms = self.alarms
-        owner = self.owner
         # the job context: set once per batch, moved per job by one attribute store
+        # (run_jobs leaves it on the job in hand, which is how a stop is placed)
         cursor = context.BatchCursor(queue, runnable, self.progress)
         token = context.enter_batch(cursor)
         i = 0
         try:
-            for i, (job_id, target, args, kwargs, attempt, env) in enumerate(runnable):  # noqa: B007
-                cursor.index = i
-                if owner.stopping:
-                    out.unstarted.extend(job[0] for job in runnable[i:])
-                    return i
-                rate_key = target.rate_key
-                if rate_key is not None and self._waits(out, queue, rate_key, runnable[i]):
-                    continue
-                timeout_s = target.policy.timeout_s
-                if slot is not None:
-                    slot.start_job(queue_index, job_id, timeout_s)
-                try:
-                    if timeout_s is not None and alarms:
-                        result = self._run_with_timeout(target, args, kwargs, timeout_s)
-                    else:
-                        result = target.fn(*args, **kwargs)
-                except (Exception, JobTimeout) as exc:
-                    settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
-                else:
-                    if result is None or not isinstance(result, _OUTCOME_TYPES):
-                        if target.result_ttl_ms is None:  # the hot path: nothing more
-                            done(job_id)
-                        else:
-                            self._keep(out, runnable[i], result, target.result_ttl_ms)
-                    else:
-                        settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
+            reached: int = _loop.run_jobs(
+                runnable, out, self.owner, cursor, self.slot, queue, queue_index,
+                self._plain, self._is_plain, self._run_one, settle_failure,
+                _FAILURES, _OUTCOME_TYPES,
+            )  # fmt: skip
+            i = max(cursor.index, 0)
+            if reached < len(runnable):
+                out.unstarted.extend(job[0] for job in runnable[reached:])
+                return reached
         except HardStop:
             # the operator's: the job is not at fault, and is not counted a stall
+            i = max(cursor.index, 0)
             out.interrupted.append(runnable[i][0])
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             raise
         except BaseException:
             # interrupted mid-job (SystemExit, a KeyboardInterrupt of a job's own)
+            i = max(cursor.index, 0)
             out.stalled.append(runnable[i][0])
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             raise
         finally:
             cursor.index = -1  # a context kept past its job refuses reports
             context.leave(token)
-            if slot is not None:
-                slot.idle()
+            if self.slot is not None:
+                self.slot.idle()
             progress = self.progress
             if progress is not None and progress.reported:  # a job of it reported
                 out.progress_ended += progress.ended(queue, [job[0] for job in runnable[: i + 1]])
         return len(runnable)
+
+    @staticmethod
+    def _is_plain(target: JobDef[Any]) -> bool:
+        """A job run by the loop itself: no rate key, no timeout, no result kept."""
+        return (
+            target.rate_key is None
+            and target.policy.timeout_s is None
+            and target.result_ttl_ms is None
+        )
+
+    def _run_one(self, out: Outcomes, queue: str, queue_index: int, job: Runnable) -> None:
+        """Run a job that is not plain: its rate key's token, its timeout, its result."""
+        job_id, target, args, kwargs, attempt, env = job
+        rate_key = target.rate_key
+        if rate_key is not None and self._waits(out, queue, rate_key, job):
+            return
+        timeout_s = target.policy.timeout_s
+        if self.slot is not None:
+            self.slot.start_job(queue_index, job_id, timeout_s)
+        try:
+            if timeout_s is not None and self.alarms:
+                result = self._run_with_timeout(target, args, kwargs, timeout_s)
+            else:
+                result = target.fn(*args, **kwargs)
+        except _FAILURES as exc:
+            settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
+            return
+        if result is not None and isinstance(result, _OUTCOME_TYPES):
+            settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
+        elif target.result_ttl_ms is None:
+            out.done.append(job_id)
+        else:
+            self._keep(out, job, result, target.result_ttl_ms)
 
     def _waits(self, out: Outcomes, queue: str, rate_key: RateKey, job: Runnable) -> bool:
         """Reserve the token of the job's rate key. True: it is due later, and the job

@@ -24,9 +24,9 @@ from cpython.list cimport (
 from cpython.long cimport PyLong_CheckExact, PyLong_FromSsize_t
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM
+from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_CheckExact
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 import builtins
 import dataclasses
@@ -350,6 +350,133 @@ cdef inline object _item(list reply, Py_ssize_t i):
     raise IndexError("list index out of range")
 
 
+
+# -- the claim's fast path: a compact 3-item envelope of flat args, parsed here ---------
+
+cdef enum:
+    _MAX_INT_DIGITS = 18  # always fits a long long; longer: orjson's
+
+
+cdef inline Py_ssize_t _string_end(const unsigned char* b, Py_ssize_t pos, Py_ssize_t size) noexcept nogil:
+    """End (the closing quote) of the JSON string whose opening quote is ``b[pos - 1]``,
+    or -1 for anything this path leaves to orjson (an escape, a control character)."""
+    cdef unsigned char c
+    while pos < size:
+        c = b[pos]
+        if c == b'"':
+            return pos
+        if c == b'\\' or c < 0x20:
+            return -1
+        pos += 1
+    return -1
+
+
+cdef inline Py_ssize_t _int_end(const unsigned char* b, Py_ssize_t pos, Py_ssize_t size) noexcept nogil:
+    """End of the JSON integer at ``b[pos]`` (an optional minus, digits, no leading zero),
+    or -1 for anything else (a float, an exponent, too many digits)."""
+    cdef Py_ssize_t start
+    if pos < size and b[pos] == b'-':
+        pos += 1
+    start = pos
+    while pos < size and b'0' <= b[pos] <= b'9':
+        pos += 1
+    if pos == start or pos - start > _MAX_INT_DIGITS:
+        return -1
+    if b[start] == b'0' and pos - start > 1:
+        return -1
+    if pos < size and (b[pos] == b'.' or b[pos] == b'e' or b[pos] == b'E'):
+        return -1
+    return pos
+
+
+cdef inline long long _int_at(const unsigned char* b, Py_ssize_t pos, Py_ssize_t end):
+    cdef long long value = 0
+    cdef bint negative = b[pos] == b'-'
+    if negative:
+        pos += 1
+    while pos < end:
+        value = value * 10 + (b[pos] - 48)
+        pos += 1
+    return -value if negative else value
+
+
+cdef object _fast_args(const unsigned char* b, Py_ssize_t size, Py_ssize_t* name_end,
+                       long long* t):
+    """The args of a compact envelope ``["name",[...],t]`` whose args are a flat array
+    of integers, plain strings, booleans and nulls (what most jobs carry), parsed
+    without orjson; the name is ``b[2:name_end]`` and the enqueue time ``t``. None
+    when the envelope is anything else: orjson's then, so that results and errors
+    stay the reference's."""
+    cdef Py_ssize_t pos, end
+    cdef object item
+    cdef list args
+    if size < 8 or b[0] != b'[' or b[1] != b'"' or b[size - 1] != b']':
+        return None
+    end = _string_end(b, 2, size)
+    if end < 0 or end + 2 >= size or b[end + 1] != b',' or b[end + 2] != b'[':
+        return None
+    name_end[0] = end
+    pos = end + 3
+    args = []
+    if pos < size and b[pos] == b']':
+        pos += 1
+    else:
+        while True:
+            if pos >= size:
+                return None
+            if b[pos] == b'"':
+                end = _string_end(b, pos + 1, size)
+                if end < 0:
+                    return None
+                try:
+                    item = (<char*>b + pos + 1)[:end - pos - 1].decode("utf-8")
+                except UnicodeDecodeError:
+                    return None
+                pos = end + 1
+            elif b[pos] == b'-' or b'0' <= b[pos] <= b'9':
+                end = _int_end(b, pos, size)
+                if end < 0:
+                    return None
+                item = _int_at(b, pos, end)
+                pos = end
+            elif size - pos >= 4 and memcmp(b + pos, b"true", 4) == 0:
+                item = True
+                pos += 4
+            elif size - pos >= 5 and memcmp(b + pos, b"false", 5) == 0:
+                item = False
+                pos += 5
+            elif size - pos >= 4 and memcmp(b + pos, b"null", 4) == 0:
+                item = None
+                pos += 4
+            else:
+                return None
+            args.append(item)
+            if pos >= size:
+                return None
+            if b[pos] == b']':
+                pos += 1
+                break
+            if b[pos] != b',':
+                return None
+            pos += 1
+    # then ,<t>] to the end: the envelope's enqueue time, an integer
+    if pos >= size or b[pos] != b',':
+        return None
+    end = _int_end(b, pos + 1, size)
+    if end != size - 1:
+        return None
+    t[0] = _int_at(b, pos + 1, end)
+    return args
+
+
+cdef inline object _lookup(object registry, bint reg_is_dict, str name):
+    cdef PyObject* found
+    if reg_is_dict:
+        found = PyDict_GetItemWithError(registry, name)
+        return <object>found if found is not NULL else None
+    return registry.get(name)
+
+
 cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     cdef list runnable = []
     cdef list broken = []
@@ -359,12 +486,42 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     cdef bint reg_is_dict = PyDict_CheckExact(registry)
     cdef bint is_array
     cdef PyObject* found
-    cdef object job_id, env, name, target, args, kwargs, failed, more
+    cdef object job_id, raw, env, name, target, args, kwargs, failed, more
+    cdef const unsigned char* rb
+    cdef const unsigned char* last_at = NULL
+    cdef Py_ssize_t name_end = 0, last_len = -1
+    cdef long long t = 0
+    cdef object last_name = None, last_target = None, last_raw = None
     cdef dict fields
     while i < stop:
         job_id = _item(reply, i)
+        raw = _item(reply, i + 1)
+        if PyBytes_CheckExact(raw):
+            rb = <const unsigned char*>PyBytes_AS_STRING(raw)
+            args = _fast_args(rb, PyBytes_GET_SIZE(raw), &name_end, &t)
+            if args is not None:
+                i += 2
+                # a batch is mostly one job: its name decoded and looked up once
+                if name_end - 2 != last_len or memcmp(rb + 2, last_at, last_len) != 0:
+                    try:
+                        name = (<char*>rb + 2)[:name_end - 2].decode("utf-8")
+                    except UnicodeDecodeError:
+                        name = None
+                    if name is None:
+                        last_len = -1
+                    else:
+                        last_name, last_target = name, _lookup(registry, reg_is_dict, name)
+                        last_raw, last_at, last_len = raw, rb + 2, name_end - 2
+                if last_len >= 0:
+                    if last_target is None:
+                        broken.append((job_id, f"unknown job name {last_name!r}"))
+                    else:
+                        runnable.append((job_id, last_target, args, {},  1,
+                                         {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}))
+                    continue
+                i -= 2  # a name that is not UTF-8: orjson's error
         try:
-            env = _loads(_item(reply, i + 1))
+            env = _loads(raw)
         except _JSONDecodeError as exc:
             broken.append((job_id, f"invalid JSON: {exc}"))
             i += 2
@@ -400,14 +557,7 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
                 (job_id, f"envelope is a JSON {type(env).__name__}, not an array or object")
             )
             continue
-        if PyUnicode_CheckExact(name):
-            if reg_is_dict:
-                found = PyDict_GetItemWithError(registry, name)
-                target = <object>found if found is not NULL else None
-            else:
-                target = registry.get(name)
-        else:
-            target = None
+        target = _lookup(registry, reg_is_dict, name) if PyUnicode_CheckExact(name) else None
         if target is None:
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
@@ -462,3 +612,27 @@ def update_envelope(env, fields):
     if more:
         return _dumps([env[_K_NAME], env.get(_K_ARGS, []), env.get(_K_TIME), more])
     return _dumps([env[_K_NAME], env.get(_K_ARGS, []), env.get(_K_TIME)])
+
+
+def first_misfit(calls, Py_ssize_t low, Py_ssize_t high, Py_ssize_t start):
+    """Index of the first call from ``start`` on that is not a tuple or list (exactly)
+    of ``low`` to ``high`` positional arguments: the next one a producer checks
+    against the job's signature. ``len(calls)`` if none."""
+    cdef Py_ssize_t i, n, size
+    cdef object call
+    if not PyList_CheckExact(calls):
+        calls = list(calls)
+    n = PyList_GET_SIZE(calls)
+    if start < 0:
+        start = 0
+    for i in range(start, n):
+        call = <object>PyList_GET_ITEM(calls, i)
+        if PyTuple_CheckExact(call):
+            size = PyTuple_GET_SIZE(call)
+        elif PyList_CheckExact(call):
+            size = PyList_GET_SIZE(call)
+        else:
+            return i
+        if size < low or size > high:
+            return i
+    return n

@@ -217,3 +217,17 @@ def update_envelope(env: dict[str, Any], fields: Mapping[str, Any]) -> bytes:
     if more:
         return orjson.dumps([env["n"], env.get("a", []), env.get("t"), more])
     return orjson.dumps([env["n"], env.get("a", []), env.get("t")])
+
+
+def first_misfit(calls: Sequence[Any], low: int, high: int, start: int) -> int:
+    """Index of the first call from ``start`` on that is not a tuple or list (exactly)
+    of ``low`` to ``high`` positional arguments: the next one a producer checks
+    against the job's signature. ``len(calls)`` if none."""
+    calls = calls if type(calls) is list else list(calls)
+    for i in range(max(start, 0), len(calls)):
+        call = calls[i]
+        if type(call) is not tuple and type(call) is not list:
+            return i
+        if not low <= len(call) <= high:
+            return i
+    return len(calls)

@@ -18,8 +18,10 @@ from hypothesis import strategies as st
 
 from fastq._pyimpl import backoff as ref_backoff
 from fastq._pyimpl import codec as ref_codec
+from fastq._pyimpl import ids as ref_ids
 from fastq_ext import backoff as native_backoff
 from fastq_ext import codec as native_codec
+from fastq_ext import ids as native_ids
 
 SETTINGS = settings(
     max_examples=150,
@@ -635,3 +637,85 @@ def test_listed_sequences(delays_ms: tuple[int, ...]) -> None:
 
 def test_listed_empty_refused_alike() -> None:
     assert_same(ref_backoff.listed_ms, native_backoff.listed_ms, 1, ())
+
+
+# --- decode_claim's fast path: compact envelopes of flat args, parsed without orjson -------
+
+FLAT_ITEM = (
+    INT64
+    | st.text(max_size=6)
+    | st.booleans()
+    | st.none()
+    | st.floats(allow_nan=False, allow_infinity=False)
+)
+# pieces spliced into an envelope's args: what the fast path must leave to orjson
+ODD_PIECES = st.sampled_from(
+    [b"01", b"-", b"-0", b"1.0", b"1e3", b"2E1", b"9" * 19, b"9" * 18, b"9" * 21,
+     b'"a\\nb"', b'"\x01"', b'"\xff"', b'"\xed\xa0\x80"', b" 1", b"tru", b"nul",
+     b"falsey", b"[]", b"{}", b"", b'"\\u00e9"', b'"\xc3\xa9"', b"-" + b"9" * 18]
+)  # fmt: skip
+
+
+@SETTINGS
+@given(
+    st.lists(st.tuples(NAMES, st.lists(FLAT_ITEM, max_size=4), st.integers(0, 2**45)), max_size=6),
+    st.lists(st.tuples(st.integers(0, 5), ODD_PIECES), max_size=3),
+)
+def test_decode_claim_fast_path(jobs: list[Any], odd: list[tuple[int, bytes]]) -> None:
+    reply: list[Any] = [b"cursor"]
+    for i, (name, args, t) in enumerate(jobs):
+        env = orjson.dumps([name, args, t])
+        reply += [b"id-%d" % i, env]
+    for at, piece in odd:  # a raw piece as an argument of a job
+        name = jobs[at % len(jobs)][0] if jobs else "tasks.add"
+        reply += [b"odd", b'["' + name.encode() + b'",[1,' + piece + b"],5]"]
+        reply += [b"odd-name", b'["' + piece.strip(b'"') + b'",[],5]']
+        reply += [b"odd-time", b'["tasks.add",[],' + piece + b"]"]
+    ref = assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, 1, REGISTRY)
+    assert ref[0] == "ok"
+
+
+# --- first_misfit: the producer's pass over calls that fit by their count ------------------
+
+
+class _TupleSub(tuple):  # type: ignore[type-arg]
+    pass
+
+
+CALLS = st.lists(
+    st.lists(st.integers(), max_size=4).map(tuple)
+    | st.lists(st.integers(), max_size=4)
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)
+    | st.lists(st.integers(), max_size=4).map(_TupleSub)
+    | st.none(),
+    max_size=8,
+)
+
+
+@SETTINGS
+@given(CALLS, st.integers(-1, 4), st.integers(-1, 5), st.integers(-2, 9))
+def test_first_misfit(calls: list[Any], low: int, high: int, start: int) -> None:
+    ref = assert_same(ref_codec.first_misfit, native_codec.first_misfit, calls, low, high, start)
+    assert ref[0] == "ok"
+    assert_same(ref_codec.first_misfit, native_codec.first_misfit, tuple(calls), low, high, start)
+
+
+# --- counter_ids: the job ids of a blast --------------------------------------------------
+
+ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+
+@SETTINGS
+@given(
+    st.text(alphabet=ID_ALPHABET, max_size=10) | st.text(max_size=3),
+    st.integers(-2, 62**4 + 2),
+    st.integers(0, 70),
+    st.sampled_from([ID_ALPHABET, "01", "ab", "é0", "x"]),
+)
+def test_counter_ids(prefix: str, lo: int, count: int, alphabet: str) -> None:
+    hi = lo + count
+    ref = assert_same(ref_ids.counter_ids, native_ids.counter_ids, prefix, lo, hi, alphabet)
+    if ref[0] == "ok" and alphabet == ID_ALPHABET and lo < hi:
+        assert ref[1][-1] == prefix + "".join(
+            ID_ALPHABET[(hi - 1) // 62**k % 62] for k in (3, 2, 1, 0)
+        )

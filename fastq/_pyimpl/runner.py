@@ -1,0 +1,70 @@
+"""The per-job loop of the sync runner: the reference of ``fastq_ext.runner``.
+
+:func:`run_jobs` runs the plain jobs of a batch itself (no rate key, no timeout,
+no result kept: the common case) and hands every other job to ``run_other``, the
+runner's general path. It records what it can in ``out`` and leaves the batch's
+setup and teardown (the job context, the heartbeat slot's idle, what a stop or a
+job's BaseException leaves) to :meth:`fastq.runner.SyncRunner.run`, which reads
+``cursor.index`` to know which job was in hand.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+
+def run_jobs(
+    runnable: list[Any],
+    out: Any,
+    owner: Any,
+    cursor: Any,
+    slot: Any,
+    queue: str,
+    queue_index: int,
+    plain: dict[Any, bool],
+    plain_of: Callable[[Any], bool],
+    run_other: Callable[[Any, str, int, Any], None],
+    settle: Callable[..., None],
+    failures: tuple[type[BaseException], ...],
+    outcomes: tuple[type[BaseException], ...],
+) -> int:
+    """Run ``runnable`` in order; returns how many were reached: ``len(runnable)``,
+    or the index of the first job left unstarted because ``owner.stopping`` was
+    set before it.
+
+    Before each job ``cursor.index`` is set to it. A plain job (``plain_of(job)``,
+    cached in ``plain`` per job definition) is noted in the heartbeat ``slot`` and
+    run: returning anything but one of ``outcomes`` appends its id to ``out.done``;
+    returning an outcome, or raising one of ``failures``, goes to
+    ``settle(out, id, job, args, kwargs, attempt, env, exc)``. Anything else a
+    job raises propagates, with ``cursor.index`` on that job.
+    """
+    done = out.done.append
+    last: Optional[Any] = None
+    last_plain = False
+    i = 0
+    for i, job in enumerate(runnable):  # noqa: B007
+        cursor.index = i
+        if owner.stopping:
+            return i
+        job_id, target, args, kwargs, attempt, env = job
+        if target is not last:
+            known = plain.get(target)
+            if known is None:
+                known = plain[target] = plain_of(target)
+            last, last_plain = target, known
+        if not last_plain:
+            run_other(out, queue, queue_index, job)
+            continue
+        if slot is not None:
+            slot.start_job(queue_index, job_id, None)
+        try:
+            result = target.fn(*args, **kwargs)
+        except failures as exc:
+            settle(out, job_id, target, args, kwargs, attempt, env, exc)
+            continue
+        if result is None or not isinstance(result, outcomes):
+            done(job_id)
+        else:
+            settle(out, job_id, target, args, kwargs, attempt, env, result)
+    return len(runnable)

@@ -1,0 +1,3 @@
+"""Typed stub of the native id kernel (same API as ``fastq._pyimpl.ids``)."""
+
+def counter_ids(prefix: str, lo: int, hi: int, alphabet: str) -> list[str]: ...
