@@ -13,7 +13,11 @@ round trip, and the earlier queues are looked at again at every batch boundary
 in an earlier queue, the next round claims every queue up to ``queues[k]`` in order,
 and replies are taken in that order: the earlier queue's batch runs first, a batch
 the later queue's claim took in the same round runs after it (a batch is never
-handed back for priority), and the round after stops at the earlier queue.
+handed back for priority), and the round after stops at the earlier queue. So
+work arriving in an earlier queue starts after at most the rest of the batch in
+hand, the batch claimed ahead while it ran (quick jobs only) and the one claimed in
+the round trip whose peek found it; a batch holds at most ``--batch`` jobs or,
+grown past it (:mod:`fastq.sizer`), 10 ms of quick work: a wait bounded by time.
 
 An empty claim outside such a round moves on to the next queue, one round trip
 each. Once every queue came back empty in a row, the worker stops (stopping, or a

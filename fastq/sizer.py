@@ -10,9 +10,13 @@ A Redis far away: while a quick batch runs, the next claim is in flight (see
 waiting on the network. So a quick batch also holds enough work to cover the
 measured round trip, past ``max_n`` if need be, up to ``COVER_MAX_N`` jobs and
 ``COVER_MAX_BATCH_S`` of work: only quick batches grow, slow jobs are still shared
-out among siblings. Not past ``max_n`` on a worker of several queues: strict
-priority is kept at batch boundaries, so there ``max_n`` bounds how long work
-arriving in an earlier queue waits.
+out among siblings.
+
+On a worker of several queues too: strict priority is kept at batch boundaries
+(:mod:`fastq.decide`), so work arriving in an earlier queue waits for at most the
+batch in hand and two claimed after it (one without a claim written ahead), and
+a batch holds at most ``max_n`` jobs or, grown, ``COVER_MAX_BATCH_S`` of quick work:
+that wait is bounded by time, not by ``max_n``.
 """
 
 from __future__ import annotations
@@ -38,12 +42,9 @@ class BatchSizer:
 
     __slots__ = ("max_n", "cover_max_n", "target_batch_s", "n", "job_s")
 
-    def __init__(self, max_n: int, target_batch_s: float, may_grow: bool = True) -> None:
-        """``may_grow``: may a quick batch grow past max_n to cover a round trip?"""
+    def __init__(self, max_n: int, target_batch_s: float) -> None:
         self.max_n = max_n
         self.cover_max_n = max(max_n, min(COVER_MAX_N, COVER_MAX_FACTOR * max_n))
-        if not may_grow:
-            self.cover_max_n = max_n
         self.target_batch_s = target_batch_s
         self.n = 1  # doubles, up to what job durations allow
         self.job_s = 0.0  # a moving average; 0: not measured

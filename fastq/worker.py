@@ -142,11 +142,7 @@ class Worker:
             redis_patience_s = 30.0
         self.redis_patience_s = redis_patience_s
         # a batch holds ~target_batch_s of work, and well under a lease
-        # past batch_size to cover a round trip only on one queue: with several,
-        # batch_size bounds how long work arriving in an earlier queue waits
-        self.sizer = BatchSizer(
-            batch_size, min(target_batch_s, lease_s / 4), may_grow=len(self.queues) == 1
-        )
+        self.sizer = BatchSizer(batch_size, min(target_batch_s, lease_s / 4))
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
         self.runner = SyncRunner(self, slot, self.progress)

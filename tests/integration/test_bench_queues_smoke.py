@@ -30,6 +30,7 @@ def test_queues_bench_quick_run(tmp_path: Path) -> None:
     assert one["queues"] == "d" and last["queues"] == "a,b,c,d"
     assert one["jobs"] == last["jobs"] == spread["jobs"] == 2000
     assert report["targets"]["last_vs_one"]["value"] > 0
+    assert report["targets"]["last_vs_one"]["paired"] > 0  # the median of the rounds'
     assert set(spread["served"]) == {"a", "b", "c", "d"}
     assert report["targets"]["served_in_order"]["value"] == ["a", "b", "c", "d"]
     assert "fastq.ACCELERATED" in proc.stdout

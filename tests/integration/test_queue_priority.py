@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from typing import Any
 
 from conftest import drain
 
 import fastq
+from fastq.sizer import BatchSizer
+from fastq.worker import Worker
 
 
 def test_a_worker_serves_its_first_queue_first_and_drains_the_second(app: fastq.App) -> None:
@@ -31,13 +34,51 @@ def test_a_worker_serves_its_first_queue_first_and_drains_the_second(app: fastq.
     assert app.stats("b")["ready"] == app.stats("b")["inflight"] == 0
 
 
-def test_work_arriving_in_the_first_queue_overtakes_the_second_within_three_batches(
+class BatchLog(BatchSizer):
+    """The worker's sizer, noting how many jobs each batch that ran held, in order."""
+
+    def __init__(self, max_n: int, target_batch_s: float) -> None:
+        super().__init__(max_n, target_batch_s)
+        self.sizes: list[int] = []
+
+    def ran(self, batch_s: float, jobs: int, rtt_s: float = 0.0) -> None:
+        self.sizes.append(jobs)
+        super().ran(batch_s, jobs, rtt_s)
+
+
+def drain_logging_batches(
+    app: fastq.App, queues: list[str], batch_size: int, order: list[Any]
+) -> list[list[Any]]:
+    """Drain ``queues`` with a burst worker whose jobs append to ``order`` (an item
+    per job, its queue first); returns ``order`` cut into the batches that ran,
+    each of one queue and at most what the sizer allows."""
+    worker = Worker(app, queues, batch_size=batch_size, burst=True, handle_signals=False)
+    log = worker.sizer = BatchLog(worker.sizer.max_n, worker.sizer.target_batch_s)
+    worker.run()
+    assert sum(log.sizes) == len(order)
+    batches, at = [], 0
+    for size in log.sizes:
+        batches.append(order[at : at + size])
+        at += size
+    for batch in batches:
+        assert len({job[0] for job in batch}) == 1, batch  # one queue's
+        assert len(batch) <= log.cover_max_n  # at most 10 x batch_size, 1,000 jobs
+    return batches
+
+
+def batch_of(batches: list[list[Any]], job: Any) -> int:
+    return next(i for i, batch in enumerate(batches) if job in batch)
+
+
+def test_work_arriving_in_the_first_queue_starts_after_at_most_two_more_batches(
     app: fastq.App,
 ) -> None:
-    """Quick jobs, so the worker prefetches: a job of ``b`` queues work in ``a``;
-    what ``b`` still runs before it is at most the rest of its batch, the batch
-    prefetched before the work came, and the one claimed in the round trip whose
-    peek found it."""
+    """Quick jobs, so the worker claims ahead: a job of ``b`` queues work in ``a``;
+    what ``b`` still runs before it is at most the rest of the batch in hand, the
+    batch claimed ahead while it ran (before the work came), and the one claimed in
+    the round trip whose peek found it. A batch holds at most ``batch_size`` jobs,
+    or past it at most 10 ms of quick work (tests/unit/test_sizer.py): that bounds
+    the wait by time."""
     batch = 20
     order: list[tuple[str, int]] = []
 
@@ -48,22 +89,22 @@ def test_work_arriving_in_the_first_queue_overtakes_the_second_within_three_batc
     @app.job(queue="b")
     def job_b(i: int) -> None:
         order.append(("b", i))
-        if i in (300, 900):  # twice: once prefetching, once in the steady state after
+        if i in (300, 900):  # twice: once while batches grow, once in the steady state
             job_a.enqueue_many([(i * 10 + k,) for k in range(30)])
 
     job_b.enqueue_many([(i,) for i in range(1500)])
-    drain(app, ["a", "b"], batch_size=batch)
+    batches = drain_logging_batches(app, ["a", "b"], batch, order)
     for trigger in (300, 900):
-        at = order.index(("b", trigger))
-        first_a = order.index(("a", trigger * 10))
-        assert 0 < first_a - at <= 3 * batch, (trigger, order[at : first_a + 1])
-        # a's 30 jobs, in order, before b goes on (a batch b claimed in the round
-        # that found a's first jobs may run between two of a's batches)
-        a_jobs = [job for job in order[first_a:] if job[0] == "a"][:30]
+        at = batch_of(batches, ("b", trigger))
+        first_a = batch_of(batches, ("a", trigger * 10))
+        assert at < first_a <= at + 3, (trigger, batches[at : first_a + 1])
+        # a's 30 jobs, in order, before b goes on (the batch b claimed in the round
+        # that claimed a's first jobs may run between two of a's batches)
+        a_jobs = [job for job in order if job[0] == "a" and 0 <= job[1] - trigger * 10 < 30]
         assert a_jobs == [("a", trigger * 10 + k) for k in range(30)]
-        last_a = order.index(("a", trigger * 10 + 29))
-        b_between = [job for job in order[first_a:last_a] if job[0] == "b"]
-        assert len(b_between) <= batch
+        last_a = batch_of(batches, ("a", trigger * 10 + 29))
+        b_between = [b for b in batches[first_a:last_a] if b[0][0] == "b"]
+        assert len(b_between) <= 1, b_between
     runs = Counter(order)
     assert set(runs.values()) == {1}  # each job once
     assert sorted(i for q, i in runs if q == "b") == list(range(1500))  # b drained fully
@@ -74,12 +115,12 @@ def test_work_arriving_in_the_first_queue_overtakes_the_second_within_three_batc
 def test_work_in_the_last_of_four_queues_is_drained_and_earlier_work_runs_first(
     app: fastq.App,
 ) -> None:
-    order: list[str] = []
+    order: list[tuple[str, int]] = []
 
     def make(queue: str) -> fastq.job.JobDef[None]:
         @app.job(queue=queue, name=f"job_{queue}")
         def job(i: int) -> None:
-            order.append(queue)
+            order.append((queue, i))
             if queue == "d" and i == 500:
                 jobs["c"].enqueue_many([(k,) for k in range(10)])
 
@@ -87,13 +128,15 @@ def test_work_in_the_last_of_four_queues_is_drained_and_earlier_work_runs_first(
 
     jobs = {q: make(q) for q in "abcd"}
     jobs["d"].enqueue_many([(i,) for i in range(2000)])
-    drain(app, ["a", "b", "c", "d"], batch_size=100)
-    assert order.count("d") == 2000 and order.count("c") == 10
+    batches = drain_logging_batches(app, ["a", "b", "c", "d"], 100, order)
+    queues = [job[0] for job in order]
+    assert queues.count("d") == 2000 and queues.count("c") == 10
     assert app.stats("d")["processed"] == 2000 and app.stats("d")["ready"] == 0
-    first_c = order.index("c")
-    last_c = len(order) - 1 - order[::-1].index("c")
-    assert first_c <= 501 + 3 * 100  # within three batches of d after the trigger
-    assert order[first_c:last_c].count("d") <= 100  # at most the batch of d's round
+    at = batch_of(batches, ("d", 500))
+    first_c = batch_of(batches, ("c", 0))
+    assert at < first_c <= at + 3  # after at most two more batches of d
+    last_c = batch_of(batches, ("c", 9))
+    assert last_c - first_c <= 2  # at most the batch of d claimed in c's round between
 
 
 def test_a_job_falling_due_in_the_first_queue_is_run_before_the_second_is_drained(

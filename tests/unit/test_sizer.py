@@ -103,7 +103,13 @@ def test_a_long_idle_spell_keeps_the_round_trip_but_measures_the_jobs_afresh() -
     assert settle(sizer, job_s=0.02, rtt_s=0.001, batches=3) == [2, 4, 5]  # slow now: small
 
 
-def test_a_sizer_that_may_not_grow_keeps_max_n() -> None:
-    sizer = BatchSizer(max_n=100, target_batch_s=0.1, may_grow=False)  # several queues
-    settle(sizer, job_s=1e-5, rtt_s=0.005)
-    assert sizer.n == 100
+def test_a_batch_past_max_n_never_holds_more_than_the_cap_of_work() -> None:
+    """What bounds the wait of work arriving in an earlier queue (fastq.decide): a
+    batch holds at most max_n jobs, or past it at most COVER_MAX_BATCH_S of work,
+    whatever the jobs and the round trip."""
+    for job_s in (1e-7, 1e-6, 1e-5, 5e-5, 1e-4, 1e-3, 0.02):
+        for rtt_s in (0.0, 1e-4, 0.001, 0.005, 0.05, 1.0):
+            sizer = BatchSizer(max_n=100, target_batch_s=0.1)
+            for n in settle(sizer, job_s, rtt_s, batches=30):
+                assert n <= sizer.max_n or n * job_s <= COVER_MAX_BATCH_S, (job_s, rtt_s, n)
+                assert n <= COVER_MAX_N
