@@ -81,6 +81,9 @@ STALL_S = 60.0  # no progress for this long: the drain failed
 STOP_S = 20.0  # a worker's grace after SIGTERM before SIGKILL
 WORKLOADS = ("drain", "io", "rtt", "blast", "memory")
 KINDS = {"drain": "noop", "io": "io", "rtt": "noop", "blast": "noop", "memory": "mail"}
+# RQ's documented production worker forks per job (~30 jobs/s on 2 cores): its full
+# sizes alone would take most of an hour
+DEFAULT_CAP = "rq=1000"
 FASTQ_CONCURRENCY = 10  # async io jobs per fastq child (arq, SAQ and BullMQ's default)
 
 
@@ -641,9 +644,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cap",
-        default="",
+        default=DEFAULT_CAP,
         help="at most this many jobs per workload for some peers, e.g. rq=3000 (a slow "
-        "peer; the table shows each run's size)",
+        f"peer; the table shows each run's size; default {DEFAULT_CAP}: RQ forks per job, "
+        "'' for none)",
     )
     parser.add_argument("--json", help="where to write the JSON (default: bench/results/)")
     parser.add_argument("--no-chart", action="store_true")
@@ -660,7 +664,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     args.io_jobs = args.io_jobs or (200 if args.quick else 2_000)
     args.rtt_jobs = args.rtt_jobs or args.drain_jobs
     args.blast_jobs = args.blast_jobs or (1_000 if args.quick else 30_000)
-    args.memory_jobs = args.memory_jobs or (1_000 if args.quick else 100_000)
+    args.memory_jobs = args.memory_jobs or (1_000 if args.quick else 20_000)
     return args
 
 

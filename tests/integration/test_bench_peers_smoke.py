@@ -1,5 +1,6 @@
 """Smoke test of the peer harness with fastq alone (no peer installed): the pool
-drains, the blast enqueues, both counted exactly, and the JSON report says so."""
+drains (straight and through the 1 ms RTT proxy), runs the 5 ms I/O jobs, the
+blast enqueues, each counted exactly, and the JSON report says so."""
 
 from __future__ import annotations
 
@@ -27,10 +28,14 @@ def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["options"]["peers"] == ["fastq"]
     assert list(report["versions"]) == ["fastq"]  # nothing else installed or run
-    for workload in ("drain", "blast", "memory"):
+    sizes = {"drain": 1000, "io": 200, "rtt": 1000, "blast": 1000, "memory": 1000}
+    for workload, n in sizes.items():
         r = report["results"]["fastq"][workload]
-        assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, 1000, 0, 0), r
+        assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, n, 0, 0), r
     assert report["results"]["fastq"]["drain"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["io"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["rtt"]["vs_drain"] > 0
+    assert report["results"]["fastq"]["rtt"]["proxy_hold"]["chunks"] > 0  # it went through
     assert report["results"]["fastq"]["blast"]["jobs_s"] > 0
     assert report["results"]["fastq"]["memory"]["bytes_per_job"] > 0
     assert report["fastq_vs_best_peer"] == {}  # no peer to compare with

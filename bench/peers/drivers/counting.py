@@ -32,8 +32,10 @@ SEEN_KEY = "peerbench:seen"  # bit i set by job i: BITCOUNT is the distinct jobs
 # the memory workload's job, the same for every peer: send_email(*MAIL); its jobs
 # carry no index, so they count runs only
 MAIL = ("user123@example.com", "Your weekly digest", 42)
-FLUSH_JOBS = 100  # runs buffered before the flusher sends them
-FLUSH_MS = 20.0  # or this long after the first buffered run
+# runs buffered before the flusher sends them, or how long after the first buffered
+# run (the environment can change them: a huge pair leaves only the flush at exit)
+FLUSH_JOBS = int(os.environ.get("PEERBENCH_FLUSH_JOBS", "100"))
+FLUSH_MS = float(os.environ.get("PEERBENCH_FLUSH_MS", "20"))
 EXIT_WAIT_S = 2.0  # how long an exiting process waits for a flush in progress
 
 
