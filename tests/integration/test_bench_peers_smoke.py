@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
     proc = subprocess.run(
-        [sys.executable, "bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)],
+        [
+            sys.executable,
+            *("bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)),
+            *("--workloads", "drain,io,rtt,blast,memory"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

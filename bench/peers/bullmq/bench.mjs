@@ -9,8 +9,8 @@ import IORedis from "ioredis";
 const COUNT_KEY = "peerbench:count";
 const SEEN_KEY = "peerbench:seen";
 const CHUNK = 1000; // jobs per addBulk call
-const FLUSH_JOBS = 100;
-const FLUSH_MS = 20;
+const FLUSH_JOBS = Number(process.env.PEERBENCH_FLUSH_JOBS ?? "100");
+const FLUSH_MS = Math.min(Number(process.env.PEERBENCH_FLUSH_MS ?? "20"), 2 ** 31 - 1);
 const IO_MS = Number(process.env.PEERBENCH_IO_MS ?? "5"); // the io job's sleep
 // the memory workload's job, the same for every peer (drivers/counting.py MAIL)
 const MAIL = { to: "user123@example.com", subject: "Your weekly digest", n: 42 };
