@@ -151,6 +151,9 @@ class Proxy:
                     timeout = wait if timeout is None else min(timeout, wait)
             if timeout is not None:
                 timeout = max(timeout, 0.0)
+            # a failed write closes both sockets of a pair, one maybe listed already
+            readers = [sock for sock in readers if sock.fileno() >= 0]
+            writers = [sock for sock in writers if sock.fileno() >= 0]
             readable, writable, _ = select.select(readers, writers, [], timeout)
             for sock in readable:
                 if sock is self.listener:

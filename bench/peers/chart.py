@@ -15,7 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-WORKLOADS = ("drain", "blast", "memory")  # run.py's, in its order
+WORKLOADS = ("drain", "io", "rtt", "blast", "memory")  # run.py's, in its order
+TITLES = {"io": "io (5 ms jobs)", "rtt": "rtt (drain, 1 ms RTT)"}
+COLUMNS = 3
 
 
 def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,8 +40,12 @@ def draw_chart(report: dict[str, Any], path: Path) -> Optional[str]:
     except ImportError:
         return "matplotlib is not installed (pip install -e '.[bench]'): no chart drawn"
     workloads = [w for w in WORKLOADS if any(w in r for r in report["results"].values())]
-    fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 4.5), squeeze=False)
-    for ax, workload in zip(axes[0], workloads):
+    cols = min(COLUMNS, len(workloads))
+    rows_n = -(-len(workloads) // cols)
+    fig, axes = plt.subplots(rows_n, cols, figsize=(6 * cols, 4.5 * rows_n), squeeze=False)
+    for ax in axes.flat[len(workloads) :]:
+        ax.set_visible(False)
+    for ax, workload in zip(axes.flat, workloads):
         memory = workload == "memory"
         key = "bytes_per_job" if memory else "jobs_s"
         rows = []
@@ -63,7 +69,10 @@ def draw_chart(report: dict[str, Any], path: Path) -> Optional[str]:
         if shown and max(shown) / min(shown) > 20:  # one bar would flatten the others
             ax.set_xscale("log")
         ax.margins(x=0.15)
-        ax.set_title(f"{workload}: {_size(report, workload):,} jobs")
+        title = TITLES.get(workload, workload)
+        if workload == "io" and report["options"].get("io_ms"):
+            title = f"io ({report['options']['io_ms']:g} ms jobs)"
+        ax.set_title(f"{title}: {_size(report, workload):,} jobs")
         log = ", log scale" if ax.get_xscale() == "log" else ""
         unit = "Redis bytes per queued job (lower" if memory else "jobs/s (higher"
         ax.set_xlabel(f"{unit} is better{log})")

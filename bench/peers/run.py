@@ -5,15 +5,21 @@ BullMQ, ``bench/peers/bullmq/node_modules``), installed by this script at pinned
 versions the first time and reused afterwards. Each workload of each peer gets a
 throwaway ``redis-server`` of its own (never the Redis on port 6379).
 
-Every job of every peer does the same work: one pipelined round trip that sets
-bit ``i`` of a bitmap and increments a counter (``drivers/counting.py``). A run
-counts as correct only when the counter and the bitmap both say exactly N: a
-counter above the bitmap is duplicates, a bitmap below N is losses.
+Every job of every peer does the same work: it marks job ``i`` as run in a
+buffer of its process, which a flusher sends in one pipeline per ~100 jobs (or
+20 ms): ``SETBIT`` of bit ``i`` of a bitmap per job and ``INCRBY`` of a counter
+(``drivers/counting.py``). A run counts as correct only when the counter and the
+bitmap both say exactly N: a counter above the bitmap is duplicates, a bitmap
+below N is losses.
 
 Workloads:
 
   drain   N no-op jobs enqueued first, then 2 worker processes launched as the
           peer's documentation recommends; timed from the launch to the last job
+  io      N jobs that each sleep 5 ms (``time.sleep`` in sync peers, ``asyncio.sleep``
+          in async ones), drained as the drain, at each peer's own concurrency
+  rtt     the drain, every worker and the producer connecting through
+          ``bench/rtt_proxy.py`` holding each chunk 0.5 ms each way (1 ms RTT)
   blast   N jobs enqueued by the peer's recommended producer API for bulk,
           timed by the producer; then drained (untimed) to check the count
   memory  N ``send_email("user123@example.com", "Your weekly digest", 42)`` jobs
@@ -22,8 +28,10 @@ Workloads:
           index, so a duplicate and a loss could cancel out; the other two
           workloads tell them apart)
 
-    python bench/peers/run.py                      # every peer, full sizes
-    python bench/peers/run.py --quick --only fastq  # the CI smoke: fastq alone
+    python bench/peers/run.py                      # every peer: drain, io, rtt, blast
+    python bench/peers/run.py --workloads memory   # the memory workload on its own
+    python bench/peers/run.py --quick               # every peer, small sizes
+    python bench/peers/run.py --quick --only fastq  # fastq alone, small sizes
     python bench/peers/run.py --only fastq,rq,dramatiq --drain-jobs 5000
 """
 
@@ -36,6 +44,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -60,6 +69,7 @@ import redis  # noqa: E402
 from chart import draw_chart  # noqa: E402
 from e2e_core import BenchFailure, machine_info  # noqa: E402
 from e2e_pool import check_queue  # noqa: E402
+from e2e_rtt import Proxy  # noqa: E402
 
 from fastq.redis_server import RedisServer  # noqa: E402
 
@@ -69,8 +79,14 @@ WORKERS = 2  # worker processes per peer
 POLL_S = 0.01  # how often a drain polls the counter
 SETTLE_S = 1.0  # after the count reaches N: how long to watch for duplicates
 STALL_S = 60.0  # no progress for this long: the drain failed
-STOP_S = 20.0  # a worker's grace after SIGTERM before SIGKILL
-WORKLOADS = ("drain", "blast", "memory")
+STOP_S = 10.0  # a worker's grace after SIGTERM before SIGKILL (the clean stops took <= 2.4 s)
+WORKLOADS = ("drain", "io", "rtt", "blast", "memory")
+DEFAULT_WORKLOADS = ("drain", "io", "rtt", "blast")  # issue 12's; memory on request
+KINDS = {"drain": "noop", "io": "io", "rtt": "noop", "blast": "noop", "memory": "mail"}
+# RQ's documented production worker forks per job (~30 jobs/s on 2 cores): its full
+# sizes alone would take most of an hour
+DEFAULT_CAP = "rq=1000"
+FASTQ_CONCURRENCY = 10  # async io jobs per fastq child (arq, SAQ and BullMQ's default)
 
 
 @dataclass
@@ -82,6 +98,7 @@ class Peer:
     module: str  # the driver module in drivers/ (or bench.mjs for node)
     workers: Callable[[Path], list[list[str]]]  # venv bin dir -> one argv per process
     how: str  # the worker setting, shown in the table
+    io_how: str = ""  # jobs at a time in the io workload, over both processes
     node: bool = False
     report_packages: list[str] = field(default_factory=list)
 
@@ -109,12 +126,14 @@ PEERS: dict[str, Peer] = {
                         "-c", str(WORKERS), "--app", "fastq_tasks", "--namespace", "peerbench",
                         "-q", "noop"]],
             "fastq pool -c 2",
+            "2 (sync jobs: one per child)",
         ),
         Peer(
             "rq", ["rq==3.0.0"], "rq_tasks",
             lambda b: _two([str(b / "rq"), "worker", "--burst", "--quiet", "--url",
                             os.environ["PEERBENCH_URL"], "noop"]),
             "rq worker --burst x2",
+            "2 (one work horse per worker)",
             report_packages=["rq", "redis"],
         ),
         Peer(
@@ -122,6 +141,7 @@ PEERS: dict[str, Peer] = {
             lambda b: [[str(b / "dramatiq"), "dramatiq_tasks", "-p", str(WORKERS), "-t", "1",
                         "-Q", "noop"]],
             "dramatiq -p 2 -t 1",
+            "2 (one thread per process)",
             report_packages=["dramatiq", "redis"],
         ),
         Peer(
@@ -129,6 +149,7 @@ PEERS: dict[str, Peer] = {
             lambda b: [[str(b / "huey_consumer"), "huey_tasks.huey", "-w", str(WORKERS),
                         "-k", "process", "-q"]],
             "huey_consumer -w 2 -k process",
+            "2 (one per worker process)",
             report_packages=["huey", "redis"],
         ),
         Peer(
@@ -137,18 +158,21 @@ PEERS: dict[str, Peer] = {
                         "-P", "prefork", "--prefetch-multiplier", "16", "-Q", "noop",
                         "--without-gossip", "--without-mingle", "--loglevel", "WARNING"]],
             "celery worker -c 2 --prefetch-multiplier 16",
+            "2 (prefork -c 2)",
             report_packages=["celery", "kombu", "redis"],
         ),
         Peer(
             "arq", ["arq==0.28.0"], "arq_tasks",
             lambda b: _two([str(b / "arq"), "arq_tasks.WorkerSettings"]),
             "arq x2 (max_jobs 10)",
+            "20 (max_jobs 10 x2, asyncio.sleep)",
             report_packages=["arq", "redis"],
         ),
         Peer(
             "saq", ["saq[redis]==0.26.4", "typing_extensions"], "saq_tasks",
             lambda b: [[str(b / "saq"), "saq_tasks.settings", "--workers", str(WORKERS)]],
             "saq --workers 2 (concurrency 10)",
+            "20 (concurrency 10 x2, asyncio.sleep)",
             report_packages=["saq", "redis"],
         ),
         Peer(
@@ -156,6 +180,7 @@ PEERS: dict[str, Peer] = {
             lambda b: [[str(b / "taskiq"), "worker", "taskiq_tasks:broker",
                         "--workers", str(WORKERS)]],
             "taskiq worker --workers 2 (RedisStreamBroker)",
+            "200 (max-async-tasks 100 x2, asyncio.sleep)",
             report_packages=["taskiq", "taskiq-redis", "redis"],
         ),
         Peer(
@@ -163,12 +188,14 @@ PEERS: dict[str, Peer] = {
             lambda b: [[str(b / "streaq"), "run", "streaq_tasks:worker",
                         "--workers", str(WORKERS)]],
             "streaq run --workers 2 (concurrency 16)",
+            "32 (concurrency 16 x2, anyio.sleep)",
             report_packages=["streaq", "coredis", "redis"],
         ),
         Peer(
             "bullmq", [], "bench.mjs",
             lambda b: _two(["node", str(BULLMQ / "bench.mjs"), "worker", "10"]),
             "node Worker x2 (concurrency 10)",
+            "20 (concurrency 10 x2, setTimeout)",
             node=True,
         ),
     )
@@ -200,7 +227,11 @@ def ensure_installed(peer: Peer) -> dict[str, str]:
             if shutil.which("npm") is None:
                 raise BenchFailure("bullmq: npm not found")
             print("  installing bullmq (npm ci) ...", flush=True)
-            _check_call(["npm", "ci", "--no-audit", "--no-fund"], cwd=BULLMQ)
+            try:
+                _check_call(["npm", "ci", "--no-audit", "--no-fund"], cwd=BULLMQ)
+            except BenchFailure:  # npm 11 refuses this lock (other platforms' optional
+                # packages of msgpackr-extract); install keeps the locked versions
+                _check_call(["npm", "install", "--no-audit", "--no-fund", "--no-save"], cwd=BULLMQ)
         versions = {}
         for pkg in ("bullmq", "ioredis"):
             meta = json.loads((BULLMQ / "node_modules" / pkg / "package.json").read_text())
@@ -245,18 +276,63 @@ def _commit() -> str:
 # -- running ----------------------------------------------------------------------
 
 
-def peer_env(peer: Peer, url: str) -> dict[str, str]:
+@dataclass
+class Setup:
+    """How the workloads run, beyond their sizes (the command line's options)."""
+
+    io_ms: float = 5.0  # the io job's sleep
+    rtt_hold_ms: float = 0.5  # the rtt workload's proxy hold, each way
+    fastq_concurrency: int = 0  # >0: fastq's io jobs are async, this many per child
+    fastq_async_flag: str = ""  # the pool option that sets it ("": fastq's default)
+
+
+def fastq_async_support() -> tuple[bool, str]:
+    """Whether this checkout's fastq takes ``async def`` jobs, and the ``fastq pool``
+    option for how many run at once in a child: the one whose help speaks of async
+    (``-c/--concurrency`` is the number of children), or "" when there is none."""
+    import fastq
+
+    try:
+        fastq.App("redis://127.0.0.1:1/0", namespace="probe").job(queue="probe")(_probe)
+    except TypeError:  # "is a coroutine function": no async jobs in this fastq
+        return False, ""
+    out = subprocess.run(
+        [sys.executable, "-m", "fastq", "pool", "--help"],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+    ).stdout
+    options = re.split(r"\n  (?=-)", out.split("options:", 1)[-1])
+    for option in options:
+        names = re.findall(r"--[\w-]+", option.split("  ")[0])
+        if names and names[-1] != "--concurrency" and re.search(r"async|coroutine", option):
+            return True, names[-1]
+    return True, ""
+
+
+async def _probe() -> None:
+    """An ``async def`` job, for ``fastq_async_support``."""
+
+
+def peer_env(peer: Peer, url: str, setup: Optional[Setup] = None) -> dict[str, str]:
+    setup = setup or Setup()
     paths = [str(DRIVERS)] + ([str(ROOT)] if not peer.requirements and not peer.node else [])
     env = {k: v for k, v in os.environ.items() if not k.startswith("VIRTUAL_ENV")}
     env.update(PEERBENCH_URL=url, PYTHONPATH=os.pathsep.join(paths), FASTQ_REDIS_URL=url)
+    env["PEERBENCH_IO_MS"] = str(setup.io_ms)
+    if setup.fastq_concurrency:  # fastq_tasks.io is then an async def job
+        env["PEERBENCH_FASTQ_ASYNC"] = "1"
     if peer.requirements:  # the venv's console scripts and python first
         env["PATH"] = os.pathsep.join([str(peer.bin()), env.get("PATH", "")])
     return env
 
 
-def produce(peer: Peer, url: str, n: int, kind: str = "noop") -> float:
-    """The peer's producer enqueues ``n`` jobs of ``kind`` (noop or mail); returns
-    its own timing in seconds."""
+def produce(
+    peer: Peer, url: str, n: int, kind: str = "noop", setup: Optional[Setup] = None
+) -> float:
+    """The peer's producer enqueues ``n`` jobs of ``kind`` (noop, io or mail);
+    returns its own timing in seconds."""
     if peer.node:
         argv = ["node", str(BULLMQ / "bench.mjs"), "enqueue", str(n), kind]
     else:
@@ -264,7 +340,7 @@ def produce(peer: Peer, url: str, n: int, kind: str = "noop") -> float:
     proc = subprocess.run(
         argv,
         cwd=BULLMQ if peer.node else DRIVERS,
-        env=peer_env(peer, url),
+        env=peer_env(peer, url, setup),
         capture_output=True,
         text=True,
         timeout=600,
@@ -284,19 +360,22 @@ class Workers:
     """The peer's worker processes, each in its own session so that a stop reaches
     the children it forked."""
 
-    def __init__(self, peer: Peer, url: str, log_dir: Path) -> None:
-        self.peer, self.url = peer, url
+    def __init__(self, peer: Peer, url: str, log_dir: Path, setup: Optional[Setup] = None) -> None:
+        self.peer, self.url, self.setup = peer, url, setup or Setup()
         self.log_path = log_dir / f"{peer.name}-workers.log"
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def start(self) -> None:
         os.environ["PEERBENCH_URL"] = self.url  # read by the argv builders
-        env = peer_env(self.peer, self.url)
+        env = peer_env(self.peer, self.url, self.setup)
+        extra = []
+        if self.peer.name == "fastq" and self.setup.fastq_async_flag:
+            extra = [self.setup.fastq_async_flag, str(self.setup.fastq_concurrency)]
         with open(self.log_path, "ab") as log:
             for argv in self.peer.workers(self.peer.bin()):
                 self.procs.append(
                     subprocess.Popen(
-                        argv,
+                        argv + extra,
                         cwd=BULLMQ if self.peer.node else DRIVERS,
                         env=env,
                         stdout=log,
@@ -340,14 +419,21 @@ def counts(client: redis.Redis) -> tuple[int, int]:
 
 
 def drain(
-    peer: Peer, client: redis.Redis, url: str, n: int, log_dir: Path, indexed: bool = True
+    peer: Peer,
+    client: redis.Redis,
+    url: str,
+    n: int,
+    log_dir: Path,
+    indexed: bool = True,
+    setup: Optional[Setup] = None,
 ) -> dict[str, Any]:
-    """Launch the workers on ``n`` queued jobs; time until the counter reaches ``n``,
-    watch ``SETTLE_S`` more for duplicates, stop them; check the counts (``indexed``:
-    the jobs set their bit, so duplicates and losses are told apart)."""
+    """Launch the workers (on ``url``) on ``n`` queued jobs; time until the counter
+    (read by ``client``) reaches ``n``, watch ``SETTLE_S`` more for duplicates, stop
+    them; check the counts (``indexed``: the jobs set their bit, so duplicates and
+    losses are told apart)."""
     if counts(client) != (0, 0):
         raise BenchFailure(f"{peer.name}: a job ran before the workers started")
-    workers = Workers(peer, url, log_dir)
+    workers = Workers(peer, url, log_dir, setup)
     t0 = time.perf_counter()
     workers.start()
     elapsed: Optional[float] = None
@@ -394,14 +480,30 @@ def drain(
 
 
 def run_workload(
-    peer: Peer, workload: str, n: int, log_dir: Path, fastq_app: Any = None
+    peer: Peer,
+    workload: str,
+    n: int,
+    log_dir: Path,
+    fastq_app: Any = None,
+    setup: Optional[Setup] = None,
 ) -> dict[str, Any]:
+    setup = setup or Setup()
+    if workload != "io" or peer.name != "fastq":  # async jobs are the io workload's only
+        setup = Setup(setup.io_ms, setup.rtt_hold_ms)  # sync jobs, no pool option
     server = RedisServer().start()
     client = redis.Redis.from_url(server.url)
     try:
-        if workload == "drain":
-            produce(peer, server.url, n)
-            result = drain(peer, client, server.url, n, log_dir)
+        if workload in ("drain", "io"):
+            produce(peer, server.url, n, KINDS[workload], setup)
+            result = drain(peer, client, server.url, n, log_dir, setup=setup)
+        elif workload == "rtt":  # the peer's every connection through the proxy
+            proxy = Proxy(server.port, setup.rtt_hold_ms)
+            try:
+                produce(peer, proxy.url(), n, "noop", setup)
+                result = drain(peer, client, proxy.url(), n, log_dir, setup=setup)
+            finally:
+                hold = proxy.stop()
+            result["proxy_hold"] = hold
         elif workload == "memory":
             before = client.info("memory")["used_memory"]
             produce(peer, server.url, n, "mail")
@@ -435,15 +537,47 @@ def run_workload(
 # -- reporting --------------------------------------------------------------------
 
 
-def print_table(results: dict[str, dict[str, Any]], sizes: dict[str, int]) -> dict[str, Any]:
+def describe(workload: str, name: str, setup: Setup) -> str:
+    """The table's "how" of a peer in a workload."""
+    if workload in ("blast", "memory"):
+        return PRODUCERS[name]
+    if workload == "io":
+        if name == "fastq" and setup.fastq_concurrency:
+            c, flag = setup.fastq_concurrency, setup.fastq_async_flag
+            if not flag:
+                return f"async def jobs, pool -c {WORKERS} (fastq's own concurrency per child)"
+            return f"{WORKERS * c} (async def jobs, pool -c {WORKERS} {flag} {c})"
+        return PEERS[name].io_how
+    return PEERS[name].how
+
+
+def rtt_over_drain(results: dict[str, dict[str, Any]]) -> None:
+    """Each peer's rtt rate over its drain rate, in its rtt result (``vs_drain``)."""
+    for r in results.values():
+        drain_r, rtt_r = r.get("drain", {}), r.get("rtt", {})
+        if drain_r.get("ok") and rtt_r.get("ok"):
+            rtt_r["vs_drain"] = rtt_r["jobs_s"] / drain_r["jobs_s"]
+
+
+def print_table(
+    results: dict[str, dict[str, Any]], sizes: dict[str, int], setup: Setup
+) -> dict[str, Any]:
     """One block per workload; returns fastq's ratio to the fastest peer per workload."""
     ratios: dict[str, Any] = {}
+    titles = {
+        "io": f"io, {setup.io_ms:g} ms per job",
+        "rtt": f"rtt, {2 * setup.rtt_hold_ms:g} ms RTT through the proxy",
+    }
     for workload in WORKLOADS:
         rows = [(name, r[workload]) for name, r in results.items() if workload in r]
         if not rows:
             continue
-        print(f"\n{workload} ({sizes[workload]:,} jobs)")
-        how = PRODUCERS if workload != "drain" else {n: p.how for n, p in PEERS.items()}
+        print(f"\n{titles.get(workload, workload)} ({sizes[workload]:,} jobs)")
+        how = {name: describe(workload, name, setup) for name, _ in rows}
+        if workload == "rtt":
+            for name, r in rows:
+                if r.get("vs_drain"):
+                    how[name] = f"rtt/drain {r['vs_drain']:.2f}"
         memory = workload == "memory"
         head = ("peer", "bytes/job" if memory else "jobs/s", "steady/s", "jobs", "runs", "dup")
         print("  {:<10}{:>10}{:>10}{:>9}{:>9}{:>6}  lost  how".format(*head))
@@ -484,15 +618,43 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--only", help=f"comma-separated peers, of: {','.join(PEERS)}")
-    parser.add_argument("--workloads", default=",".join(WORKLOADS))
+    parser.add_argument(
+        "--workloads",
+        default=",".join(DEFAULT_WORKLOADS),
+        help=f"comma-separated, of: {','.join(WORKLOADS)} (default: all but memory, "
+        "which drains 20,000 more jobs per peer: run it on its own)",
+    )
     parser.add_argument("--drain-jobs", type=int)
+    parser.add_argument("--io-jobs", type=int)
+    parser.add_argument("--io-ms", type=float, default=5.0, help="the io job's sleep")
+    parser.add_argument("--rtt-jobs", type=int, help="default: the drain's")
+    parser.add_argument("--rtt-hold-ms", type=float, default=0.5, help="proxy hold, each way")
     parser.add_argument("--blast-jobs", type=int)
     parser.add_argument("--memory-jobs", type=int)
     parser.add_argument(
+        "--fastq-async",
+        choices=("auto", "on", "off"),
+        default="auto",
+        help="fastq's io jobs as async def (auto: when this fastq accepts async def "
+        "jobs; off: sync jobs, one per child, 2 at a time)",
+    )
+    parser.add_argument(
+        "--fastq-concurrency",
+        type=int,
+        default=FASTQ_CONCURRENCY,
+        help="async io jobs per fastq child (passed to the pool option whose help "
+        "speaks of async, found in `fastq pool --help`)",
+    )
+    parser.add_argument(
+        "--fastq-async-flag",
+        help="the fastq pool option for async jobs per child (default: found in its --help)",
+    )
+    parser.add_argument(
         "--cap",
-        default="",
+        default=DEFAULT_CAP,
         help="at most this many jobs per workload for some peers, e.g. rq=3000 (a slow "
-        "peer; the table shows each run's size)",
+        f"peer; the table shows each run's size; default {DEFAULT_CAP}: RQ forks per job, "
+        "'' for none)",
     )
     parser.add_argument("--json", help="where to write the JSON (default: bench/results/)")
     parser.add_argument("--no-chart", action="store_true")
@@ -506,14 +668,29 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
         parser.error(f"workloads are {', '.join(WORKLOADS)}")
     args.caps = {k: int(v) for k, v in (c.split("=") for c in args.cap.split(",") if c)}
     args.drain_jobs = args.drain_jobs or (1_000 if args.quick else 20_000)
+    args.io_jobs = args.io_jobs or (200 if args.quick else 2_000)
+    args.rtt_jobs = args.rtt_jobs or args.drain_jobs
     args.blast_jobs = args.blast_jobs or (1_000 if args.quick else 30_000)
-    args.memory_jobs = args.memory_jobs or (1_000 if args.quick else 100_000)
+    args.memory_jobs = args.memory_jobs or (1_000 if args.quick else 20_000)
     return args
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
-    sizes = {"drain": args.drain_jobs, "blast": args.blast_jobs, "memory": args.memory_jobs}
+    sizes = {
+        "drain": args.drain_jobs,
+        "io": args.io_jobs,
+        "rtt": args.rtt_jobs,
+        "blast": args.blast_jobs,
+        "memory": args.memory_jobs,
+    }
+    fastq_async, flag = False, ""
+    if args.fastq_async != "off" and "io" in args.workloads and "fastq" in args.peers:
+        fastq_async, flag = fastq_async_support()
+        if args.fastq_async == "on" and not fastq_async:
+            print("fastq takes no async def jobs here: the io workload runs sync jobs")
+    flag = args.fastq_async_flag or flag
+    setup = Setup(args.io_ms, args.rtt_hold_ms, args.fastq_concurrency if fastq_async else 0, flag)
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with RedisServer() as server:
@@ -541,11 +718,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         results[name] = {}
         for workload in args.workloads:
             n = min(sizes[workload], args.caps.get(name, sizes[workload]))
+            t_run = time.perf_counter()
             try:
-                r = run_workload(peer, workload, n, log_dir, fastq_tasks.app)
+                r = run_workload(peer, workload, n, log_dir, fastq_tasks.app, setup)
             except (BenchFailure, subprocess.SubprocessError, OSError, ValueError) as exc:
                 r = {"ok": False, "jobs": n, "error": str(exc).splitlines()[0][:200],
                  "detail": str(exc)}  # fmt: skip
+            r["took_s"] = time.perf_counter() - t_run  # enqueue, drain, watch and stop
             results[name][workload] = r
             failed |= not r["ok"]
             speed = f"{r['jobs_s']:,.0f} jobs/s" if r.get("jobs_s") else "no figure"
@@ -555,8 +734,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             counted = (
                 f"runs {r.get('runs')}, duplicates {r.get('duplicates')}, lost {r.get('lost')}"
             )
-            print(f"  {workload}: {speed}; {counted} — {status}", flush=True)
-    ratios = print_table(results, sizes)
+            took = f"{r['took_s']:.0f} s"
+            print(f"  {workload}: {speed}; {counted} ({took}) — {status}", flush=True)
+    rtt_over_drain(results)
+    ratios = print_table(results, sizes, setup)
     run_s = time.perf_counter() - started
     if failed:
         print(f"\n(run took {run_s:.0f} s; worker logs in {log_dir})")
@@ -572,11 +753,20 @@ def main(argv: Optional[list[str]] = None) -> int:
             "workloads": args.workloads,
             "caps": args.caps,
             "drain_jobs": args.drain_jobs,
+            "io_jobs": args.io_jobs,
+            "io_ms": args.io_ms,
+            "rtt_jobs": args.rtt_jobs,
+            "rtt_hold_ms": args.rtt_hold_ms,
+            "fastq_async_io": fastq_async,
+            "fastq_concurrency": setup.fastq_concurrency or None,
+            "fastq_async_flag": setup.fastq_async_flag or None,
             "blast_jobs": args.blast_jobs,
+            "memory_jobs": args.memory_jobs,
             "workers": WORKERS,
         },  # fmt: skip
         "versions": versions,
         "how": {name: PEERS[name].how for name in args.peers},
+        "io_how": {name: describe("io", name, setup) for name in args.peers},
         "producers": {name: PRODUCERS[name] for name in args.peers},
         "results": results,
         "fastq_vs_best_peer": ratios,

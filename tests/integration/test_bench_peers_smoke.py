@@ -1,5 +1,6 @@
 """Smoke test of the peer harness with fastq alone (no peer installed): the pool
-drains, the blast enqueues, both counted exactly, and the JSON report says so."""
+drains (straight and through the 1 ms RTT proxy), runs the 5 ms I/O jobs, the
+blast enqueues, each counted exactly, and the JSON report says so."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
     out = tmp_path / "peers.json"
     proc = subprocess.run(
-        [sys.executable, "bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)],
+        [
+            sys.executable,
+            *("bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)),
+            *("--workloads", "drain,io,rtt,blast,memory"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -27,10 +32,14 @@ def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
     report = json.loads(out.read_text())
     assert report["options"]["peers"] == ["fastq"]
     assert list(report["versions"]) == ["fastq"]  # nothing else installed or run
-    for workload in ("drain", "blast", "memory"):
+    sizes = {"drain": 1000, "io": 200, "rtt": 1000, "blast": 1000, "memory": 1000}
+    for workload, n in sizes.items():
         r = report["results"]["fastq"][workload]
-        assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, 1000, 0, 0), r
+        assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, n, 0, 0), r
     assert report["results"]["fastq"]["drain"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["io"]["jobs_s"] > 0
+    assert report["results"]["fastq"]["rtt"]["vs_drain"] > 0
+    assert report["results"]["fastq"]["rtt"]["proxy_hold"]["chunks"] > 0  # it went through
     assert report["results"]["fastq"]["blast"]["jobs_s"] > 0
     assert report["results"]["fastq"]["memory"]["bytes_per_job"] > 0
     assert report["fastq_vs_best_peer"] == {}  # no peer to compare with

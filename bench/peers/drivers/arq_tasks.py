@@ -9,7 +9,7 @@ from typing import Any
 
 from arq import create_pool
 from arq.connections import RedisSettings
-from counting import MAIL, acount, arecord, report, url
+from counting import acount, arecord, jobs, report, url
 
 CHUNK = 1000  # enqueue_job calls in flight at once
 
@@ -18,12 +18,17 @@ async def noop(ctx: dict[str, Any], i: int) -> None:
     await arecord(i)
 
 
+async def io(ctx: dict[str, Any], i: int, ms: float) -> None:
+    await asyncio.sleep(ms / 1000)
+    await arecord(i)
+
+
 async def send_email(ctx: dict[str, Any], to: str, subject: str, n: int) -> None:
     await acount()
 
 
 class WorkerSettings:
-    functions = [noop, send_email]
+    functions = [noop, io, send_email]
     redis_settings = RedisSettings.from_dsn(url())
     queue_name = "noop"
     keep_result = 0  # no result kept, as every peer here is set up
@@ -35,10 +40,8 @@ async def _enqueue(n: int, kind: str) -> float:
     for start in range(0, n, CHUNK):  # no bulk API: enqueue_job calls, gathered
         await asyncio.gather(
             *(
-                pool.enqueue_job("noop", i)
-                if kind == "noop"
-                else pool.enqueue_job("send_email", *MAIL)
-                for i in range(start, min(n, start + CHUNK))
+                pool.enqueue_job(name, *args)
+                for name, args in jobs(kind, start, min(n, start + CHUNK))
             )
         )
     elapsed = time.perf_counter() - t0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from celery import Celery
-from counting import MAIL, count, record, report, url
+from counting import count, jobs, record, report, url
 
 app = Celery("peerbench", broker=url())
 app.conf.task_ignore_result = True
@@ -18,17 +18,22 @@ def noop(i: int) -> None:
     record(i)
 
 
+@app.task(name="io", queue="noop")
+def io(i: int, ms: float) -> None:
+    time.sleep(ms / 1000)
+    record(i)
+
+
 @app.task(name="send_email", queue="noop")
 def send_email(to: str, subject: str, n: int) -> None:
     count()
 
 
 def enqueue(n: int, kind: str = "noop") -> None:
+    tasks = {"noop": noop, "io": io, "send_email": send_email}
+    todo = jobs(kind, 0, n)
     t0 = time.perf_counter()
     with app.producer_or_acquire() as producer:  # one connection for the whole loop
-        for i in range(n):
-            if kind == "noop":
-                noop.apply_async((i,), producer=producer)
-            else:
-                send_email.apply_async(MAIL, producer=producer)
+        for name, args in todo:
+            tasks[name].apply_async(args, producer=producer)
     report(time.perf_counter() - t0, n)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from counting import MAIL, count, record, report, url
+from counting import count, jobs, record, report, url
 from huey import RedisHuey
 
 huey = RedisHuey("peerbench", url=url(), results=False)
@@ -16,15 +16,20 @@ def noop(i: int) -> None:
 
 
 @huey.task()
+def io(i: int, ms: float) -> None:
+    time.sleep(ms / 1000)
+    record(i)
+
+
+@huey.task()
 def send_email(to: str, subject: str, n: int) -> None:
     count()
 
 
 def enqueue(n: int, kind: str = "noop") -> None:
+    tasks = {"noop": noop, "io": io, "send_email": send_email}
+    todo = jobs(kind, 0, n)
     t0 = time.perf_counter()
-    for i in range(n):  # no bulk API: call the task in a loop
-        if kind == "noop":
-            noop(i)
-        else:
-            send_email(*MAIL)
+    for name, args in todo:  # no bulk API: call the task in a loop
+        tasks[name](*args)
     report(time.perf_counter() - t0, n)

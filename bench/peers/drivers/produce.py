@@ -1,7 +1,7 @@
-"""``python produce.py <tasks module> <n> [noop|mail]``: the peer's producer enqueues
-``n`` no-op jobs (or ``send_email(*MAIL)`` jobs) with its bulk API and prints how
-long it took (the module is imported under its own name, so the worker finds the
-same job by the same name)."""
+"""``python produce.py <tasks module> <n> [noop|io|mail]``: the peer's producer
+enqueues ``n`` jobs of that kind (``counting.jobs``) with its bulk API and prints
+how long it took (the module is imported under its own name, so the worker finds
+the same job by the same name)."""
 
 from __future__ import annotations
 

@@ -7,10 +7,12 @@ import asyncio
 import time
 from typing import Any
 
-from counting import MAIL, acount, arecord, report, url
+from counting import acount, arecord, jobs, report, url
 from saq import Queue
 
 CHUNK = 1000  # enqueue calls in flight at once
+# SAQ passes a job's arguments by keyword
+PARAMS = {"noop": ("i",), "io": ("i", "ms"), "send_email": ("to", "subject", "n")}
 
 queue = Queue.from_url(url(), name="noop")
 
@@ -19,24 +21,26 @@ async def noop(ctx: dict[str, Any], *, i: int) -> None:
     await arecord(i)
 
 
+async def io(ctx: dict[str, Any], *, i: int, ms: float) -> None:
+    await asyncio.sleep(ms / 1000)
+    await arecord(i)
+
+
 async def send_email(ctx: dict[str, Any], *, to: str, subject: str, n: int) -> None:
     await acount()
 
 
-settings = {"queue": queue, "functions": [noop, send_email], "concurrency": 10}
+settings = {"queue": queue, "functions": [noop, io, send_email], "concurrency": 10}
 
 
 async def _enqueue(n: int, kind: str) -> float:
     await queue.connect()
-    to, subject, number = MAIL
     t0 = time.perf_counter()
     for start in range(0, n, CHUNK):  # no bulk API: enqueue calls, gathered
         await asyncio.gather(
             *(
-                queue.enqueue("noop", i=i)
-                if kind == "noop"
-                else queue.enqueue("send_email", to=to, subject=subject, n=number)
-                for i in range(start, min(n, start + CHUNK))
+                queue.enqueue(name, **dict(zip(PARAMS[name], args)))
+                for name, args in jobs(kind, start, min(n, start + CHUNK))
             )
         )
     elapsed = time.perf_counter() - t0

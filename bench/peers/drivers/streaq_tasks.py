@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import anyio
-from counting import MAIL, acount, arecord, report, url
+from counting import acount, arecord, jobs, report, url
 from streaq import Worker
 
 CHUNK = 1000  # tasks per enqueue_many (one pipeline)
@@ -20,18 +20,25 @@ async def noop(i: int) -> None:
 
 
 @worker.task
+async def io(i: int, ms: float) -> None:
+    await anyio.sleep(ms / 1000)
+    await arecord(i)
+
+
+@worker.task
 async def send_email(to: str, subject: str, n: int) -> None:
     await acount()
 
 
 async def _enqueue(n: int, kind: str) -> float:
+    tasks = {"noop": noop, "io": io, "send_email": send_email}
     async with worker:
         t0 = time.perf_counter()
         for start in range(0, n, CHUNK):  # not awaited: enqueue_many sends them pipelined
             await worker.enqueue_many(
                 [
-                    noop.enqueue(i) if kind == "noop" else send_email.enqueue(*MAIL)
-                    for i in range(start, min(n, start + CHUNK))
+                    tasks[name].enqueue(*args)
+                    for name, args in jobs(kind, start, min(n, start + CHUNK))
                 ]
             )
         return time.perf_counter() - t0
