@@ -253,6 +253,9 @@ class AsyncRunner:
         task = asyncio.current_task(loop)
         flight = self._flights.get(task) if task is not None else None
         what = _name(flight) if flight is not None else "no job (the loop itself)"
+        if flight is not None and 0 <= flight.record < self._records:
+            assert self.slot is not None
+            self.slot.blame(flight.record)  # if the master kills us, this one stalled
         log.warning(
             "worker %s: its event loop has been blocked for %.1f s by %s; a blocking "
             "call in an async def job? The master replaces a child silent past its "

@@ -40,10 +40,12 @@ _WAITING_AT = struct.calcsize("dddII")  # waiting_since's offset in the slot
 SLOT_SIZE = 256
 MAX_ID_BYTES = SLOT_SIZE - _HEADER.size
 UNKNOWN_ID = 0xFFFFFFFF  # the running job's id was too long to note
-# An in-flight record: queue index, id length (0: free), id. An id longer than a
-# record holds is noted as unknown: its job comes back with the other leases,
-# not counted a stall (no innocent job is guessed at).
-_RECORD = struct.Struct("HH")
+# An in-flight record: queue index, id length (0: free), blamed (the job blocks
+# the loop), id. An id longer than a record holds is noted as unknown: its job
+# comes back with the other leases, not counted a stall (no innocent job is
+# guessed at).
+_RECORD = struct.Struct("HHB3x")
+_BLAMED_AT = 4
 RECORD_SIZE = 64
 MAX_RECORD_ID_BYTES = RECORD_SIZE - _RECORD.size
 UNKNOWN_RECORD_ID = 0xFFFF
@@ -73,11 +75,16 @@ class HeartbeatSlot:
             n = UNKNOWN_RECORD_ID
         else:
             self._buf[at + _RECORD.size : at + _RECORD.size + n] = job_id
-        _RECORD.pack_into(self._buf, at, queue_index, n)
+        _RECORD.pack_into(self._buf, at, queue_index, n, 0)
+
+    def blame(self, record: int) -> None:
+        """The job of record ``record`` blocks the child's loop: if the child dies
+        now, that job alone counts a stall."""
+        self._buf[self._offset + SLOT_SIZE + record * RECORD_SIZE + _BLAMED_AT] = 1
 
     def let_go(self, record: int) -> None:
         """The job of record ``record`` ended (its outcome is the worker's to send)."""
-        _RECORD.pack_into(self._buf, self._offset + SLOT_SIZE + record * RECORD_SIZE, 0, 0)
+        _RECORD.pack_into(self._buf, self._offset + SLOT_SIZE + record * RECORD_SIZE, 0, 0, 0)
 
     def beat(self) -> None:
         struct.pack_into("d", self._buf, self._offset, time.monotonic())
@@ -125,15 +132,18 @@ class HeartbeatSlot:
 
     def held(self) -> list[tuple[int, bytes]]:
         """``(queue_index, job_id)`` of each job the child holds in flight (those
-        whose id was too long to note left out)."""
-        held = []
+        whose id was too long to note left out); only those blamed for blocking
+        its loop if any is."""
+        held: list[tuple[int, bytes]] = []
+        blamed: list[tuple[int, bytes]] = []
         buf, at = self._buf, self._offset + SLOT_SIZE
         for _ in range(self.records):
-            queue_index, n = _RECORD.unpack_from(buf, at)
+            queue_index, n, blame = _RECORD.unpack_from(buf, at)
             if n and n != UNKNOWN_RECORD_ID:
-                held.append((queue_index, bytes(buf[at + _RECORD.size : at + _RECORD.size + n])))
+                job = (queue_index, bytes(buf[at + _RECORD.size : at + _RECORD.size + n]))
+                (blamed if blame else held).append(job)
             at += RECORD_SIZE
-        return held
+        return blamed or held
 
 
 class HeartbeatBoard:

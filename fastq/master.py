@@ -477,7 +477,8 @@ class Master:
         sent by the hand-back thread, never waited on here). The job it was running
         counts a stall (poison jobs go dead), unless the operator hard-stopped the
         pool: then it was interrupted, not at fault; so do the jobs it held in
-        flight. The others are orphaned."""
+        flight (only the one that blocked its event loop, when that is known). The
+        others are orphaned."""
         slot = self.board.slot(child.slot)
         running = slot.running()
         self.hand_backs.put(

@@ -8,9 +8,9 @@ import time
 from collections import Counter
 from typing import Any
 
-import fastq
 from conftest import drain
 
+import fastq
 from fastq.worker import Worker
 
 

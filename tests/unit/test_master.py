@@ -88,7 +88,7 @@ def started(master: Master) -> dict[str, list[Child]]:
 
 
 def set_last_beat(master: Master, child: Child, when: float) -> None:
-    struct.pack_into("d", master.board._buf, child.slot * 256, when)
+    struct.pack_into("d", master.board._buf, child.slot * master.board.slot_size, when)
 
 
 def test_it_spawns_the_workers_and_one_reaper_each_with_a_slot_of_its_own(
@@ -237,7 +237,8 @@ def test_a_starting_pool_forks_the_first_wave_and_waits(big: Master) -> None:
 
 def start_job_ago(master: Master, child: Child, ago_s: float) -> None:
     master.board.slot(child.slot).start_job(0, b"job-1", None)
-    struct.pack_into("d", master.board._buf, child.slot * 256 + 8, time.monotonic() - ago_s)
+    at = child.slot * master.board.slot_size + 8
+    struct.pack_into("d", master.board._buf, at, time.monotonic() - ago_s)
 
 
 @pytest.mark.parametrize("signal_", ["waits for work", "sleeps in a job"])
