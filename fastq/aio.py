@@ -23,6 +23,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from typing import Any, Callable, Optional
 
 from fastq import context
@@ -40,7 +41,7 @@ BEAT_S = 0.2
 LAG_WARN_S = 0.5
 # Once some slots are free, the loop waits this long at most for more to free
 # before it claims: one round trip then settles many jobs.
-ACK_LINGER_S = 0.005
+ACK_LINGER_S = 0.002
 # A stop cancels the jobs still in flight, and waits this long for them to end.
 CANCEL_PATIENCE_S = 2.0
 # The longest wait between two looks at the worker's stop flag.
@@ -108,13 +109,15 @@ class AsyncRunner:
         self.concurrency = concurrency
         self.max_claim = max_claim
         # claim once this many slots are free (or ACK_LINGER_S after the first)
-        self._enough = max(1, min(max_claim, concurrency) // 2)
+        self._enough = max(1, min(max_claim, concurrency) // 4)
         self._cond = threading.Condition(threading.Lock())
         self._in_flight = 0  # under _cond: raised by the worker's thread, lowered by the loop's
         self._free_records = list(range(concurrency - 1, -1, -1))  # under _cond
         self._finished: dict[str, Outcomes] = {}  # under _cond
         self._finished_n = 0  # under _cond
         self._flights: dict[asyncio.Task[None], _Flight] = {}  # the loop's thread only
+        # handed over, waiting for a slot (one slot only: see claim_n); the loop's thread
+        self._waiting: deque[tuple[_Flight, int]] = deque()
         self._cancelling = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
@@ -149,11 +152,14 @@ class AsyncRunner:
         ready.wait()
 
     def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
+        """At most the free slots, once enough are free. With one slot, the batch
+        sizer's figure once the slot is free: the sync jobs of a batch run in the
+        worker's thread, and its async jobs one after another."""
         cond = self._cond
         with cond:
             linger_until = 0.0
             while True:
-                free = self.concurrency - self._in_flight
+                free = max(0, self.concurrency - self._in_flight)
                 if free >= self._enough or (free and not self._in_flight):
                     break
                 if stopping():
@@ -167,7 +173,7 @@ class AsyncRunner:
                     cond.wait(linger_until - now)
                 else:
                     cond.wait(WAIT_TICK_S)
-        return min(self.max_claim, free)
+        return sized_n if self.concurrency == 1 else min(self.max_claim, free)
 
     def launch(
         self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
@@ -186,8 +192,9 @@ class AsyncRunner:
         if flights:
             with self._cond:
                 self._in_flight += len(flights)
-                for flight in flights:
-                    flight.record = self._free_records.pop()
+                free_records = self._free_records
+                for flight in flights:  # -1: waits for a free slot (one slot only)
+                    flight.record = free_records.pop() if free_records else -1
             assert self._loop is not None
             self._loop.call_soon_threadsafe(self._start_all, flights, queue_index)
         return rest
@@ -284,15 +291,23 @@ class AsyncRunner:
             self._warned = False
 
     def _start_all(self, flights: list[_Flight], queue_index: int) -> None:
-        loop = self._loop
-        assert loop is not None
         for flight in flights:
-            task = loop.create_task(self._run(flight, queue_index))
-            flight.task = task
-            self._flights[task] = flight
+            if flight.record < 0:
+                self._waiting.append((flight, queue_index))
+            else:
+                self._start(flight, queue_index)
+
+    def _start(self, flight: _Flight, queue_index: int) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(self._run(flight, queue_index))
+        flight.task = task
+        self._flights[task] = flight
 
     def _cancel_all(self) -> None:
         self._cancelling = True
+        while self._waiting:
+            flight = self._waiting.popleft()[0]
+            self._end(flight, _unstarted(flight.job[0]))
         for task, flight in list(self._flights.items()):
             task.cancel()
             if not flight.started:  # cancelled before its first step: its body never runs
@@ -367,6 +382,7 @@ class AsyncRunner:
             assert self.slot is not None
             self.slot.let_go(flight.record)
         cond = self._cond
+        after: Optional[tuple[_Flight, int]] = None
         with cond:
             out = self._finished.get(queue)
             if out is None:
@@ -374,7 +390,11 @@ class AsyncRunner:
             settle(out)
             out.progress_ended += ended
             self._finished_n += 1
-            self._free_records.append(flight.record)
+            if self._waiting and flight.record >= 0:
+                after = self._waiting.popleft()  # the slot goes to the next waiting job
+                after[0].record = flight.record
+            elif flight.record >= 0:
+                self._free_records.append(flight.record)
             self._in_flight -= 1
             free = self.concurrency - self._in_flight
             # wake the worker's thread when it has something to do: the first job
@@ -382,6 +402,8 @@ class AsyncRunner:
             # the last job of a drain
             if self._finished_n == 1 or free == 1 or free == self._enough or not self._in_flight:
                 cond.notify()
+        if after is not None and not self._cancelling:
+            self._start(*after)
 
 
 def _name(flight: _Flight) -> str:

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from typing import Any
 
+import pytest
 from conftest import drain
 
 import fastq
@@ -105,7 +106,8 @@ def test_a_timeout_cancels_the_coroutine_and_the_job_retries(app: fastq.App) -> 
     assert "timeout_s=0.1" in (buried.last_error or "")
 
 
-def test_an_app_mixes_sync_and_async_jobs(app: fastq.App) -> None:
+@pytest.mark.parametrize("concurrency", [1, 20])
+def test_an_app_mixes_sync_and_async_jobs(app: fastq.App, concurrency: int) -> None:
     ran: Counter[str] = Counter()
     threads: set[str] = set()
 
@@ -122,7 +124,7 @@ def test_an_app_mixes_sync_and_async_jobs(app: fastq.App) -> None:
     for i in range(100):
         io.enqueue(i)
         cpu.enqueue(i)
-    drain(app, ["q"], concurrency=20)
+    drain(app, ["q"], concurrency=concurrency)
     assert ran == {"io": 100, "cpu": 100}
     assert threads == {threading.main_thread().name}  # sync jobs: in the worker's thread
 
