@@ -4,6 +4,9 @@ Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379); each pool is a real ``python -m fastq pool``
 subprocess (bench/e2e_pool.py's), stopped with SIGTERM (it must exit 0).
 
+0. bare    2 processes of 200 coroutines that only ``await asyncio.sleep(0.02)`` as
+           often (uvloop when installed, as the pool): this machine's timers and
+           loops, without a queue
 1. blast   20,000 jobs that each ``await asyncio.sleep(0.02)`` (an SMTP round
            trip), ``pool -c 2 --concurrency 200``: jobs/s from the first job
            processed to the last, against the ideal 2 x 200 / 0.02 = 20,000/s
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -41,11 +45,47 @@ from bench import inflight_jobs  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 
 APP_SPEC = "bench.inflight_jobs"
-SCENARIOS = ("blast", "anoop", "noop")
+SCENARIOS = ("bare", "blast", "anoop", "noop")
 CHILDREN = 2
 CONCURRENCY = 200
 IDEAL = CHILDREN * CONCURRENCY / inflight_jobs.SMTP_S  # 20,000 jobs/s
 TARGET_BLAST = 0.8
+
+
+BARE = """
+import asyncio, sys, time
+from fastq.aio import new_event_loop
+n, conc, job_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+left = [n]
+async def one():
+    while left[0] > 0:
+        left[0] -= 1
+        await asyncio.sleep(job_s)
+async def main():
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(conc)))
+    print(n / (time.perf_counter() - t0))
+new_event_loop().run_until_complete(main())
+"""
+
+
+def bare(n: int) -> dict[str, Any]:
+    """CHILDREN processes of CONCURRENCY coroutines sleeping SMTP_S, n jobs in all:
+    jobs/s summed over the processes, each timed from its first sleep."""
+    args = [str(n // CHILDREN), str(CONCURRENCY), str(inflight_jobs.SMTP_S)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BARE, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(CHILDREN)
+    ]
+    rates = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            raise BenchFailure(f"bare: a sleeper exited with status {proc.returncode}")
+        rates.append(float(out))
+    return {"jobs": n, "children": CHILDREN, "concurrency": CONCURRENCY, "jobs_s": sum(rates)}
 
 
 def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> dict[str, Any]:
@@ -123,7 +163,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"{args.jobs} jobs per drain, --batch {args.batch}, --repeat {args.repeat}")
         for scenario in args.scenarios:
             runs = [
-                drain(client, server.url, scenario, args.jobs, args.batch)
+                bare(args.jobs)
+                if scenario == "bare"
+                else drain(client, server.url, scenario, args.jobs, args.batch)
                 for _ in range(args.repeat)
             ]
             rates = [r["jobs_s"] for r in runs if r["jobs_s"]]
@@ -147,6 +189,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             "value": ratio, "target": TARGET_BLAST, "pass": ratio >= TARGET_BLAST,
         }  # fmt: skip
         print(f"blast vs the ideal {IDEAL:,.0f} jobs/s: {ratio:.2f} (target >= {TARGET_BLAST})")
+    if "blast" in found and "bare" in found:
+        ratio = found["blast"]["jobs_s"] / found["bare"]["jobs_s"]
+        report["targets"]["blast_vs_bare"] = {"value": ratio, "target": None, "pass": None}
+        ideal_ratio = found["bare"]["jobs_s"] / IDEAL
+        print(
+            f"blast vs bare sleepers: {ratio:.2f} (bare sleepers vs the ideal: {ideal_ratio:.2f})"
+        )
     if "anoop" in found and "noop" in found:
         ratio = found["anoop"]["jobs_s"] / found["noop"]["jobs_s"]
         report["targets"]["anoop_vs_noop"] = {"value": ratio, "target": None, "pass": None}

@@ -25,9 +25,10 @@ def test_inflight_bench_quick_run(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     report = json.loads(out.read_text())
-    assert report["options"]["scenarios"] == ["blast", "anoop", "noop"]
-    for name in ("blast", "anoop", "noop"):
+    assert report["options"]["scenarios"] == ["bare", "blast", "anoop", "noop"]
+    for name in ("bare", "blast", "anoop", "noop"):
         assert report["scenarios"][name]["jobs_s"] > 0, report["scenarios"][name]
     assert report["scenarios"]["blast"]["concurrency"] == 200
     assert report["targets"]["blast_vs_ideal"]["value"] > 0
     assert report["targets"]["anoop_vs_noop"]["value"] > 0
+    assert report["targets"]["blast_vs_bare"]["value"] > 0
