@@ -205,7 +205,11 @@ class AsyncRunner:
                 return 0
             finished, self._finished = self._finished, {}
             n, self._finished_n = self._finished_n, 0
+        progress = self.progress
         for queue, out in finished.items():
+            if out.progress_ended and progress is not None:
+                # said ended here, not on the loop: this waits for a send in flight
+                out.progress_ended = progress.ended(queue, out.progress_ended)
             pending[queue].merge(out)
         return n
 
@@ -370,12 +374,11 @@ class AsyncRunner:
         if timer is not None:
             timer.cancel()
         job_id, queue = flight.job[0], flight.queue
-        ended: list[bytes] = []
+        reported = False
         if cursor is not None:
             cursor.index = -1  # a context kept past its job refuses reports
             progress = self.progress
-            if progress is not None and progress.reported:
-                ended = progress.ended(queue, [job_id])
+            reported = progress is not None and (queue, job_id) in progress.reported
         if flight.task is not None:
             self._flights.pop(flight.task, None)
         if self._records and 0 <= flight.record < self._records:
@@ -388,7 +391,8 @@ class AsyncRunner:
             if out is None:
                 out = self._finished[queue] = Outcomes()
             settle(out)
-            out.progress_ended += ended
+            if reported:  # collect() says it ended, and its report is deleted
+                out.progress_ended.append(job_id)
             self._finished_n += 1
             if self._waiting and flight.record >= 0:
                 after = self._waiting.popleft()  # the slot goes to the next waiting job

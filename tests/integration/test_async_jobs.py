@@ -170,3 +170,25 @@ def test_a_graceful_stop_waits_for_the_jobs_in_flight(app: fastq.App) -> None:
     thread.join(10)
     assert sorted(done) == list(range(10))
     assert app.stats("q")["ready"] == 0 and app.stats("q")["inflight"] == 0
+
+
+def test_the_progress_of_async_jobs_is_sent_and_deleted_when_they_end(app: fastq.App) -> None:
+    seen: dict[int, tuple[Any, Any]] = {}
+
+    @app.job(queue="q")
+    async def reports(i: int) -> None:
+        job = fastq.current_job()
+        job.set_progress(0.25 * (i + 1), {"i": i})
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            info = app.get_job(job.id, queue="q")
+            if info is not None and info.progress is not None:
+                seen[i] = (info.progress, info.progress_meta)
+                return
+            await asyncio.sleep(0.05)  # the others report meanwhile
+
+    for i in range(4):
+        reports.enqueue(i)
+    drain(app, ["q"], concurrency=4)
+    assert seen == {i: (0.25 * (i + 1), {"i": i}) for i in range(4)}
+    assert app.redis.exists(app.keys("q").progress) == 0
