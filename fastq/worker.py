@@ -93,7 +93,8 @@ class Worker:
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
         cpu_slots: a pool's CPU slots: taken while this worker's batches are
-            CPU-bound, so an oversubscribed host does not time-slice itself.
+            CPU-bound, so an oversubscribed host does not time-slice itself (not
+            taken by a worker with an event loop: see ``concurrency``).
         redis_patience_s: give up (raise ``RedisGaveUp``) once Redis has been
             unavailable this long; None: wait for it forever. Burst workers
             default to 30 s, long-running ones to forever.
@@ -172,6 +173,9 @@ class Worker:
                 lambda: str(self.worker_id),
                 self.runner, slot, self.progress, concurrency, batch_size,
             )  # fmt: skip
+            # its batches are not run to completion, so never measured: async jobs
+            # are taken to wait, and its worker takes no CPU slot
+            self.governor = CpuGovernor(None)
         self.stopping = False
         self.quiet = False
         self.jobs_run = 0
@@ -359,9 +363,13 @@ class Worker:
                 self._run_batch(batch, pump)
                 self._check_limits()
                 continue
+            # read before collecting: none in flight then, none can finish uncollected
+            busy = slots.in_flight
+            self.jobs_run += slots.collect(pump.pending)
             if pump.has_pending:
                 # a prefetched claim came back empty before this batch's outcomes went
-                # out: settle them first (a retry may make the queue non-empty again)
+                # out, or jobs in flight finished: settle them first (a retry may make
+                # the queue non-empty again)
                 continue
             step = empty.after_empty(
                 claim.now_exact_ms,
@@ -375,7 +383,7 @@ class Worker:
             )
             if isinstance(step, ClaimFrom):
                 continue
-            if slots.in_flight:
+            if busy:
                 # jobs still run: wait for one to finish (its ack goes out with the
                 # next claim), not for new work, and look for that now and then
                 wait_s = BUSY_POLL_S if isinstance(step, Stop) else min(step.seconds, BUSY_POLL_S)

@@ -192,3 +192,22 @@ def test_the_progress_of_async_jobs_is_sent_and_deleted_when_they_end(app: fastq
     drain(app, ["q"], concurrency=4)
     assert seen == {i: (0.25 * (i + 1), {"i": i}) for i in range(4)}
     assert app.redis.exists(app.keys("q").progress) == 0
+
+
+def test_the_last_jobs_are_acknowledged_without_waiting_for_new_work(app: fastq.App) -> None:
+    @app.job(queue="q")
+    async def quick(i: int) -> None:
+        pass  # done before the empty claim that follows it comes back
+
+    quick.enqueue_many([(i,) for i in range(2000)])
+    worker = Worker(app, ["q"], concurrency=200, idle_timeout_s=8, handle_signals=False)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 6  # the worker waits 8 s for new work once idle
+        while app.stats("q")["processed"] < 2000 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert app.stats("q")["processed"] == 2000  # not held until the idle wait ends
+    finally:
+        worker.stop()
+        thread.join(20)
