@@ -22,6 +22,8 @@ from fastq.limits import RateLimit, parse_rate_limit
 
 EXIT_USAGE = 2
 EXIT_APP_LOAD = 3
+# async jobs in flight per worker process at most (each holds a record the master reads)
+MAX_CONCURRENCY = 10_000
 
 
 class CliError(Exception):
@@ -36,6 +38,17 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         # one line, not argparse's usage block
         raise CliError(f"{message} (see `{self.prog} --help`)")
+
+
+def concurrency(text: str) -> int:
+    """The type of --concurrency: an int within 1..MAX_CONCURRENCY."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise CliError(f"--concurrency must be a whole number, not {text!r}") from None
+    if not 1 <= n <= MAX_CONCURRENCY:
+        raise CliError(f"--concurrency must be within 1..{MAX_CONCURRENCY}, not {n}")
+    return n
 
 
 def batch_size(text: str) -> int:
@@ -151,6 +164,16 @@ def _add_connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", help="key prefix (default: the app's)")
 
 
+def _add_concurrency_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--concurrency",
+        type=concurrency,
+        default=1,
+        help="async def jobs in flight per worker process (default 1); sync jobs still run "
+        "one at a time in the worker's thread",
+    )
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from fastq.worker import Worker
 
@@ -162,6 +185,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         app,
         queues,
         batch_size=args.batch,
+        concurrency=args.concurrency,
         burst=args.burst,
         lease_s=args.lease,
         redis_patience_s=args.redis_patience,
@@ -176,12 +200,12 @@ def cmd_pool(args: argparse.Namespace) -> int:
 
     if args.queues is not None:
         parse_queues(args.queues)  # a bad -q is refused before the app is imported
-    if args.concurrency < 1:
-        raise CliError(f"-c must be >= 1, not {args.concurrency}")
+    if args.children < 1:
+        raise CliError(f"-c must be >= 1, not {args.children}")
     app = _configured_app(args)
     queues = _served_queues(args, app)
     config = PoolConfig(
-        concurrency=args.concurrency,
+        concurrency=args.children,
         queues=queues,
         batch_size=args.batch,
         lease_s=args.lease,
@@ -194,6 +218,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
         reaper=not args.no_reaper,
         cpu_slots=args.cpu_slots if args.cpu_slots is not None else (os.cpu_count() or 1),
         queues_from_app=args.queues is None,
+        in_flight=args.concurrency,
     )
     return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
 
@@ -502,6 +527,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --burst: seconds ahead to wait for a scheduled job (default 1)",
     )
     w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
+    _add_concurrency_option(w)
     w.add_argument(
         "--redis-patience",
         type=float,
@@ -513,8 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("pool", help="a pre-forking master with N worker children and a reaper")
     p.add_argument(
-        "-c", "--concurrency", type=int, default=os.cpu_count() or 1, help="worker children"
+        "-c", "--children", type=int, default=os.cpu_count() or 1, help="worker children"
     )
+    _add_concurrency_option(p)
     p.add_argument(
         "--app", required=True, help="module (or module:attr) whose import registers the jobs"
     )

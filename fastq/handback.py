@@ -41,14 +41,16 @@ class HandBack:
     ``running``: the queue index and id of the job it was running, if any (None
     as the id: too long to note). ``running_mode``: how that job goes back:
     STALLED (the child died or hung running it) or INTERRUPTED (the operator
-    hard-stopped the pool). ``rest_mode``: how its other leases go back:
-    ORPHANED (it crashed) or UNSTARTED.
+    hard-stopped the pool). ``held``: the queue index and id of each job it held
+    in flight (a child with ``--concurrency``), going back as ``running`` does.
+    ``rest_mode``: how its other leases go back: ORPHANED (it crashed) or UNSTARTED.
     """
 
     worker_id: str
     running: Optional[tuple[int, Optional[bytes]]]
     running_mode: ReleaseMode
     rest_mode: ReleaseMode
+    held: tuple[tuple[int, bytes], ...] = ()
 
 
 class HandBacks(threading.Thread):
@@ -152,8 +154,11 @@ class HandBacks(threading.Thread):
             keys = RELEASE.keys_for(self.app.keys(queue_name), wid)
             running = item.running
             # an id the slot could not hold is not guessed at: no innocent job counts a stall
+            ran = [job_id for i, job_id in item.held if i == index]
             if running is not None and running[0] == index and running[1] is not None:
-                argv = RELEASE.argv(wid, item.running_mode, max_stalls, [running[1]])
+                ran.append(running[1])
+            if ran:
+                argv = RELEASE.argv(wid, item.running_mode, max_stalls, ran)
                 RELEASE.call(client, keys, argv).log_buried(log, queue_name)
             moved = RELEASE.call(client, keys, RELEASE.argv(wid, item.rest_mode, max_stalls)).moved
             if moved:

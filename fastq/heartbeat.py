@@ -7,6 +7,11 @@ talks to Redis (leases are extended by another, :class:`LeaseKeeper`), and notes
 job it is running: when a child dies, the master knows which job killed it (a
 stall) and which of its leased jobs were merely waiting (handed back as they are).
 Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
+
+A child with many jobs in flight (``--concurrency N``, :mod:`fastq.aio`) has a
+table of N records after its slot, one per job slot (queue index, id): when it
+dies, every job it held in flight goes back at once, counted a stall. Its beat
+comes from its event loop, not from a thread: a loop a job blocks goes silent.
 """
 
 from __future__ import annotations
@@ -36,20 +41,51 @@ _WAITING_AT = struct.calcsize("dddII")  # waiting_since's offset in the slot
 SLOT_SIZE = 256
 MAX_ID_BYTES = SLOT_SIZE - _HEADER.size
 UNKNOWN_ID = 0xFFFFFFFF  # the running job's id was too long to note
+# An in-flight record: queue index, id length (0: free), blamed (the job blocks
+# the loop), id. An id longer than a record holds is noted as unknown: its job
+# comes back with the other leases, not counted a stall (no innocent job is
+# guessed at).
+_RECORD = struct.Struct("HHB3x")
+_BLAMED_AT = 4
+RECORD_SIZE = 64
+MAX_RECORD_ID_BYTES = RECORD_SIZE - _RECORD.size
+UNKNOWN_RECORD_ID = 0xFFFF
 
 
 class HeartbeatSlot:
     """One child's slot. Written by the child, read by the master."""
 
-    __slots__ = ("_buf", "_offset")
+    __slots__ = ("_buf", "_offset", "records")
 
-    def __init__(self, buf: mmap.mmap, offset: int) -> None:
+    def __init__(self, buf: mmap.mmap, offset: int, records: int = 0) -> None:
         self._buf = buf
         self._offset = offset
+        self.records = records  # in-flight records after the slot
 
     def reset(self) -> None:
         """A fresh child: beat now, no job."""
         _HEADER.pack_into(self._buf, self._offset, time.monotonic(), 0.0, 0.0, 0, 0, 0.0)
+        start = self._offset + SLOT_SIZE
+        self._buf[start : start + self.records * RECORD_SIZE] = bytes(self.records * RECORD_SIZE)
+
+    def hold(self, record: int, queue_index: int, job_id: bytes) -> None:
+        """Note job ``job_id`` in flight in record ``record`` (< ``records``)."""
+        at = self._offset + SLOT_SIZE + record * RECORD_SIZE
+        n = len(job_id)
+        if n > MAX_RECORD_ID_BYTES:
+            n = UNKNOWN_RECORD_ID
+        else:
+            self._buf[at + _RECORD.size : at + _RECORD.size + n] = job_id
+        _RECORD.pack_into(self._buf, at, queue_index, n, 0)
+
+    def blame(self, record: int) -> None:
+        """The job of record ``record`` blocks the child's loop: if the child dies
+        now, that job alone counts a stall."""
+        self._buf[self._offset + SLOT_SIZE + record * RECORD_SIZE + _BLAMED_AT] = 1
+
+    def let_go(self, record: int) -> None:
+        """The job of record ``record`` ended (its outcome is the worker's to send)."""
+        _RECORD.pack_into(self._buf, self._offset + SLOT_SIZE + record * RECORD_SIZE, 0, 0, 0)
 
     def beat(self) -> None:
         struct.pack_into("d", self._buf, self._offset, time.monotonic())
@@ -95,19 +131,38 @@ class HeartbeatSlot:
         start = self._offset + _HEADER.size
         return queue_index, bytes(self._buf[start : start + n]), started, deadline
 
+    def held(self) -> list[tuple[int, bytes]]:
+        """``(queue_index, job_id)`` of each job the child holds in flight (those
+        whose id was too long to note left out); only those blamed for blocking
+        its loop if any is."""
+        held: list[tuple[int, bytes]] = []
+        blamed: list[tuple[int, bytes]] = []
+        buf, at = self._buf, self._offset + SLOT_SIZE
+        for _ in range(self.records):
+            queue_index, n, blame = _RECORD.unpack_from(buf, at)
+            if n and n != UNKNOWN_RECORD_ID:
+                job = (queue_index, bytes(buf[at + _RECORD.size : at + _RECORD.size + n]))
+                (blamed if blame else held).append(job)
+            at += RECORD_SIZE
+        return blamed or held
+
 
 class HeartbeatBoard:
-    """``slots`` heartbeat slots in one shared anonymous mapping."""
+    """``slots`` heartbeat slots in one shared anonymous mapping, each with
+    ``records`` in-flight records (a child's ``--concurrency``; 0 for one job at
+    a time)."""
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, records: int = 0) -> None:
         self.slots = slots
+        self.records = records
+        self.slot_size = SLOT_SIZE + records * RECORD_SIZE
         # anonymous and MAP_SHARED (Python's default): children share it after fork
-        self._buf = mmap.mmap(-1, SLOT_SIZE * max(slots, 1))
+        self._buf = mmap.mmap(-1, self.slot_size * max(slots, 1))
 
     def slot(self, index: int) -> HeartbeatSlot:
         if not 0 <= index < self.slots:
             raise IndexError(f"no heartbeat slot {index} (board has {self.slots})")
-        return HeartbeatSlot(self._buf, index * SLOT_SIZE)
+        return HeartbeatSlot(self._buf, index * self.slot_size, self.records)
 
     def close(self) -> None:
         self._buf.close()
@@ -119,7 +174,8 @@ class Heartbeat(threading.Thread):
     Every ``beat_s`` it stamps the master's slot (if any): the stamp says the
     child's threads run, whatever Redis is doing, so a stalled Redis gets no
     healthy child killed. If the parent changes (the master died), it asks the
-    worker to stop.
+    worker to stop. ``watch``: called at every beat (a child whose event loop
+    beats itself passes no slot, and a watch that says when that loop is stuck).
     """
 
     def __init__(
@@ -128,12 +184,14 @@ class Heartbeat(threading.Thread):
         slot: Optional[HeartbeatSlot] = None,
         parent_pid: Optional[int] = None,
         beat_s: float = 1.0,
+        watch: Optional[Callable[[], None]] = None,
     ) -> None:
         super().__init__(name="fastq-heartbeat", daemon=True)
         self.on_orphaned = on_orphaned
         self.slot = slot
         self.parent_pid = parent_pid
         self.beat_s = beat_s
+        self.watch = watch
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -143,6 +201,8 @@ class Heartbeat(threading.Thread):
         while not self._stop_event.wait(self.beat_s):
             if self.slot is not None:
                 self.slot.beat()
+            if self.watch is not None:
+                self.watch()
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 self.parent_pid = None
                 self.on_orphaned()

@@ -186,17 +186,20 @@ class Producer(Protocol):
     ) -> list[str]: ...
 
 
-def check_runnable(fn: object, name: str) -> None:
-    """Refuse what a worker cannot run as it stands.
+def check_runnable(fn: object, name: str) -> bool:
+    """Refuse what a worker cannot run as it stands; say whether it is async.
 
-    A worker calls a job and takes what it returns as done: a coroutine function
-    (``async def``, also behind ``functools.partial`` or as an object's
-    ``__call__``) would return a coroutine nobody awaits, a generator function a
-    generator nobody iterates, and the job would count as processed though
-    nothing ran.
+    A worker calls a job and takes what it returns as done, or awaits it when the
+    function is a coroutine function (``async def``, also behind
+    ``functools.partial`` or as an object's ``__call__``). A generator function
+    would return a generator nobody iterates (an async one, an async generator
+    nobody iterates), and the job would count as processed though nothing ran.
+
+    Returns:
+        True for a coroutine function: a worker runs it on its event loop.
 
     Raises:
-        TypeError: ``fn`` is not callable, or is one of those.
+        TypeError: ``fn`` is not callable, or is a generator function (sync or async).
     """
     if not callable(fn):
         raise TypeError(f"cannot register job {name!r}: {fn!r} is not callable")
@@ -204,22 +207,23 @@ def check_runnable(fn: object, name: str) -> None:
     while isinstance(target, functools.partial):
         target = target.func
     call = None if inspect.isroutine(target) or inspect.isclass(target) else type(target).__call__
+    is_async = False
     for candidate in (target, call):
         if candidate is None:
             continue
-        if inspect.iscoroutinefunction(candidate):
-            kind = "a coroutine function (async def)"
-        elif inspect.isasyncgenfunction(candidate):
+        if inspect.isasyncgenfunction(candidate):
             kind = "an async generator function"
         elif inspect.isgeneratorfunction(candidate):
             kind = "a generator function"
         else:
+            is_async = is_async or inspect.iscoroutinefunction(candidate)
             continue
         raise TypeError(
             f"cannot register job {name!r}: {fn!r} is {kind}, and a worker calls a job "
             "and takes its return as done, so nothing would run; register a plain "
-            "function (async jobs are not supported yet)"
+            "function or an async def"
         )
+    return is_async
 
 
 class Delivery(str, Enum):
@@ -372,6 +376,13 @@ class JobDef(Generic[R]):
         self.arg_checker = ArgChecker(fn)
         # a per-key rate limit (fastq.ratekey); None: none, at no cost
         self.rate_key = rate_key
+        # an async def: a worker awaits it on its event loop (fastq.aio)
+        self.is_async = check_runnable(fn, name)
+        if self.is_async and self.at_most_once:
+            raise TypeError(
+                f"cannot register job {name!r}: at-most-once delivery is not supported "
+                "for async def jobs yet"
+            )
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 

@@ -90,6 +90,7 @@ class PoolConfig:
     cpu_slots: int = 0  # children running CPU-bound batches at once; 0: no limit
     queues_from_app: bool = False  # no -q: serve the app's queues, read again at a HUP
     first_wave: int = 0  # workers forked first at start-up (fastq.ramp); 0: one per CPU
+    in_flight: int = 1  # jobs in flight per child (--concurrency; fastq.aio)
 
 
 class Master:
@@ -126,7 +127,9 @@ class Master:
         self._signals: deque[int] = deque()
         self._pipe: tuple[int, int] = (-1, -1)
         self.hand_backs = HandBacks(app, config.queues)
-        self.board = HeartbeatBoard(max(2 * config.concurrency + 2, config.concurrency + 16))
+        self.board = HeartbeatBoard(
+            max(2 * config.concurrency + 2, config.concurrency + 16), records=config.in_flight
+        )
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
         self.ramp = StartRamp(min(config.concurrency, config.first_wave or cpu_count()))
 
@@ -419,6 +422,7 @@ class Master:
                 max_jobs=max_jobs,
                 max_memory_bytes=cfg.max_memory_per_child,
                 cpu_slots=self.cpu_slots,
+                concurrency=cfg.in_flight,
             )
             worker.quiet = self.quiet
             worker.init_process()
@@ -472,14 +476,18 @@ class Master:
         """Hand a dead child's leases back to the front of their queues (queued:
         sent by the hand-back thread, never waited on here). The job it was running
         counts a stall (poison jobs go dead), unless the operator hard-stopped the
-        pool: then it was interrupted, not at fault. The others are orphaned."""
-        running = self.board.slot(child.slot).running()
+        pool: then it was interrupted, not at fault; so do the jobs it held in
+        flight (only the one that blocked its event loop, when that is known). The
+        others are orphaned."""
+        slot = self.board.slot(child.slot)
+        running = slot.running()
         self.hand_backs.put(
             HandBack(
                 worker_id=child.worker_id,
                 running=None if running is None else (running[0], running[1]),
                 running_mode=ReleaseMode.INTERRUPTED if self.hard_stopping else ReleaseMode.STALLED,
                 rest_mode=ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED,
+                held=tuple(slot.held()),
             )
         )
 

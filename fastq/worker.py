@@ -5,7 +5,9 @@ The loop is assembled from parts, each in a module of its own: the pump
 the batch sizer (:mod:`fastq.sizer`) says how many jobs to claim; the CPU governor
 (:class:`fastq.cpuslots.CpuGovernor`) takes a pool's CPU slot while batches are
 CPU-bound; a pure decision (:mod:`fastq.decide`) says what follows an empty claim;
-a runner (:mod:`fastq.runner`) runs the jobs.
+a runner (:mod:`fastq.runner`) runs the jobs; job slots (:mod:`fastq.inflight`)
+say how many to claim and keep jobs in flight (:mod:`fastq.aio`: ``async def``
+jobs, up to ``concurrency`` at once) while the loop claims and settles.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from fastq.cpuslots import CpuGovernor, CpuSlots
 from fastq.decide import ClaimFrom, EmptyClaims, Round, Stop
 from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
+from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
@@ -50,6 +53,8 @@ MAX_BATCH = 1000
 FLUSH_PATIENCE_S = 1.5
 # The lease keeper's calls time out within this (and within a tenth of a lease).
 LEASE_CALL_TIMEOUT_S = 2.0
+# With jobs in flight and the queues empty, a worker looks for new work this often.
+BUSY_POLL_S = 0.1
 
 
 class RedisGaveUp(FastqError):
@@ -88,10 +93,16 @@ class Worker:
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
         cpu_slots: a pool's CPU slots: taken while this worker's batches are
-            CPU-bound, so an oversubscribed host does not time-slice itself.
+            CPU-bound, so an oversubscribed host does not time-slice itself (not
+            taken by a worker with an event loop: see ``concurrency``).
         redis_patience_s: give up (raise ``RedisGaveUp``) once Redis has been
             unavailable this long; None: wait for it forever. Burst workers
             default to 30 s, long-running ones to forever.
+        concurrency: ``async def`` jobs in flight at most (on an event loop of the
+            worker's, :mod:`fastq.aio`). Sync jobs run one at a time in the
+            worker's thread whatever it is (a sync job blocks the claims meanwhile,
+            not the async jobs in flight). A worker of an app without async jobs
+            and a concurrency of 1 runs no event loop.
     """
 
     def __init__(
@@ -113,6 +124,7 @@ class Worker:
         cpu_slots: Optional[CpuSlots] = None,
         redis_patience_s: Optional[float] = None,
         burst_horizon_s: float = 1.0,
+        concurrency: int = 1,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -146,6 +158,20 @@ class Worker:
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
         self.runner = SyncRunner(self, slot, self.progress)
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be >= 1, not {concurrency}")
+        self.concurrency = concurrency
+        self.slots: JobSlots = RunToCompletion()
+        if concurrency > 1 or any(job.is_async for job in app.registry.values()):
+            from fastq.aio import AsyncRunner  # asyncio only for workers that use it
+
+            self.slots = AsyncRunner(
+                lambda: str(self.worker_id),
+                self.runner, slot, self.progress, concurrency, batch_size,
+            )  # fmt: skip
+            # its batches are not run to completion, so never measured: async jobs
+            # are taken to wait, and its worker takes no CPU slot
+            self.governor = CpuGovernor(None)
         self.stopping = False
         self.quiet = False
         self.jobs_run = 0
@@ -225,8 +251,13 @@ class Worker:
             self.runner.alarms = True
         if self.slot is not None:
             self.slot.reset()
+        self.slots.start()
         self._heartbeat = Heartbeat(
-            on_orphaned=self._on_orphaned, slot=self.slot, parent_pid=self.parent_pid
+            on_orphaned=self._on_orphaned,
+            # an event loop beats itself: a job that blocks it leaves the master's slot unbeaten
+            slot=None if self.slots.beats_itself else self.slot,
+            parent_pid=self.parent_pid,
+            watch=self.slots.watch,
         )
         self._heartbeat.start()
         call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
@@ -256,10 +287,12 @@ class Worker:
         assert self._heartbeat is not None and self._leases is not None
         try:
             self._loop(self._pump)
+            self.jobs_run += self.slots.drain(self._pump.pending)
         except HardStop as stop:
             # the operator's second signal: the job in hand goes back, not counted a stall
             log.info("worker %s: %s again, interrupted", self.worker_id, stop)
         finally:
+            self.jobs_run += self.slots.close(self._pump.pending)
             try:
                 self._pump.flush(FLUSH_PATIENCE_S)
             except HardStop:
@@ -279,6 +312,8 @@ class Worker:
         queues = self.queues
         sizer = self.sizer
         governor = self.governor
+        slots = self.slots
+        stopping = self._is_stopping
         empty = EmptyClaims(len(queues))
         was_paused = False  # say so once when every queue is paused, not at every wake-up
         # queues whose last claim said they have a rate limit (the first claim tells)
@@ -289,13 +324,17 @@ class Worker:
                 continue
             claim_q: list[str] = []  # nothing to write: a claim is in flight or in hand
             peek_q: list[str] = []
+            n = sizer.n
             if not pump.has_ahead:
+                # at most the free slots: may wait for enough of them to free
+                n = slots.claim_n(n, stopping)
                 governor.before_claim(pump.settle, self._wait_interruptibly)
                 if self.stopping:
                     break
                 claim_q, peek_q = self._names(empty.next_round())
+            self.jobs_run += slots.collect(pump.pending)  # goes out with this claim
             try:
-                claim = pump.claim(claim_q, sizer.n, peek=peek_q)
+                claim = pump.claim(claim_q, n, peek=peek_q)
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
@@ -313,16 +352,20 @@ class Worker:
                 batch = self._open_batch(claim)
                 # strict priority: a peek at every queue before this one, and this one;
                 # never ahead on a rate-limited queue: tokens are for jobs that start now
-                if sizer.prefetch_pays() and not pump.has_ahead:
+                if sizer.prefetch_pays() and not pump.has_ahead and slots.may_claim_ahead:
                     claim_q, peek_q = self._names(empty.next_round())
                     if rate_limited.isdisjoint(claim_q):
                         pump.claim_ahead(claim_q, sizer.n, peek=peek_q)
                 self._run_batch(batch, pump)
                 self._check_limits()
                 continue
+            # read before collecting: none in flight then, none can finish uncollected
+            busy = slots.in_flight
+            self.jobs_run += slots.collect(pump.pending)
             if pump.has_pending:
                 # a prefetched claim came back empty before this batch's outcomes went
-                # out: settle them first (a retry may make the queue non-empty again)
+                # out, or jobs in flight finished: settle them first (a retry may make
+                # the queue non-empty again)
                 continue
             step = empty.after_empty(
                 claim.now_exact_ms,
@@ -335,6 +378,12 @@ class Worker:
                 queue_index=queue_index,
             )
             if isinstance(step, ClaimFrom):
+                continue
+            if busy:
+                # jobs still run: wait for one to finish (its ack goes out with the
+                # next claim), not for new work, and look for that now and then
+                wait_s = BUSY_POLL_S if isinstance(step, Stop) else min(step.seconds, BUSY_POLL_S)
+                slots.wait_finished(wait_s, stopping)
                 continue
             governor.idle()
             if isinstance(step, Stop):
@@ -352,6 +401,9 @@ class Worker:
             # the next jobs may be of another kind: measured afresh
             governor.forget()
             sizer.forget(time.monotonic() - idle_since)
+
+    def _is_stopping(self) -> bool:
+        return self.stopping
 
     def _names(self, round_: Round) -> tuple[list[str], list[str]]:
         """A round's queues to claim and to peek at, by name."""
@@ -383,7 +435,10 @@ class Worker:
 
     def _idle_quietly(self, pump: Pump) -> None:
         """Quiet: settle what is pending, then only wait to be stopped."""
-        if pump.has_ahead or pump.has_pending:
+        self.jobs_run += self.slots.collect(pump.pending)
+        if self.slots.in_flight:  # they run on: only what finished is settled
+            pump.settle()
+        elif pump.has_ahead or pump.has_pending:
             log.info("worker %s: quiet, no longer claiming", self.worker_id)
             pump.flush(FLUSH_PATIENCE_S)
         time.sleep(0.2)
@@ -470,9 +525,13 @@ class Worker:
             out.unstarted += taken.unstarted  # a take that failed: not run
         if not runnable:
             return
+        index = self._queue_index[queue]
+        # the jobs it keeps in flight are counted as they finish; the rest run here
+        runnable = self.slots.launch(runnable, out, index, queue)
+        if not runnable:
+            return
         started = time.perf_counter()
         self.governor.batch_started()
-        index = self._queue_index[queue]
         if taken is not None and taken.ids:
             assert self._at_most_once is not None
             ran = self._at_most_once.run(runnable, taken, out, index, queue)

@@ -132,10 +132,6 @@ class _SyncCallable:
 @pytest.mark.parametrize(
     "fn, name, why",
     [
-        (_coro, None, "a coroutine function"),
-        (functools.partial(_coro, 1), "p", "a coroutine function"),
-        (functools.partial(functools.partial(_coro), 1), "pp", "a coroutine function"),
-        (_AsyncCallable(), "obj", "a coroutine function"),
         (_agen, None, "an async generator function"),
         (_gen, None, "a generator function"),
         (5, "five", "is not callable"),
@@ -150,6 +146,27 @@ def test_jobs_a_worker_cannot_run_are_refused_at_registration(fn: Any, name: Any
     assert app.registry == {}
 
 
+@pytest.mark.parametrize(
+    "fn, name",
+    [
+        (_coro, None),
+        (functools.partial(_coro, 1), "p"),
+        (functools.partial(functools.partial(_coro), 1), "pp"),
+        (_AsyncCallable(), "obj"),
+    ],
+)
+def test_async_jobs_are_registered_as_async(fn: Any, name: Any) -> None:
+    app = fastq.App(namespace="unit")
+    job = app.job(name=name)(fn) if name else app.job(fn)
+    assert job.is_async
+
+
+def test_async_jobs_are_refused_at_most_once() -> None:
+    app = fastq.App(namespace="unit")
+    with pytest.raises(TypeError, match="at-most-once delivery is not supported for async"):
+        app.job(_coro, delivery="at_most_once")
+
+
 def test_plain_callables_are_registered() -> None:
     app = fastq.App(namespace="unit")
 
@@ -159,6 +176,7 @@ def test_plain_callables_are_registered() -> None:
     assert app.job(name="obj")(_SyncCallable()).name == "obj"
     assert app.job(name="part")(functools.partial(plain, 1)).name == "part"
     assert app.job(plain)(2) == 2
+    assert not app.registry["plain"].is_async
     with pytest.raises(TypeError, match="give it a name="):
         app.job(functools.partial(plain, 1))
 

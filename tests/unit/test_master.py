@@ -88,7 +88,7 @@ def started(master: Master) -> dict[str, list[Child]]:
 
 
 def set_last_beat(master: Master, child: Child, when: float) -> None:
-    struct.pack_into("d", master.board._buf, child.slot * 256, when)
+    struct.pack_into("d", master.board._buf, child.slot * master.board.slot_size, when)
 
 
 def test_it_spawns_the_workers_and_one_reaper_each_with_a_slot_of_its_own(
@@ -237,7 +237,8 @@ def test_a_starting_pool_forks_the_first_wave_and_waits(big: Master) -> None:
 
 def start_job_ago(master: Master, child: Child, ago_s: float) -> None:
     master.board.slot(child.slot).start_job(0, b"job-1", None)
-    struct.pack_into("d", master.board._buf, child.slot * 256 + 8, time.monotonic() - ago_s)
+    at = child.slot * master.board.slot_size + 8
+    struct.pack_into("d", master.board._buf, at, time.monotonic() - ago_s)
 
 
 @pytest.mark.parametrize("signal_", ["waits for work", "sleeps in a job"])
@@ -317,3 +318,46 @@ def test_asleep_tells_a_sleeping_process_from_a_running_one() -> None:
         sleeper.kill()
         sleeper.wait()
     assert not asleep(sleeper.pid)  # no such process
+
+
+def test_a_dead_child_hands_back_every_job_it_held_in_flight(fake_os: FakeOS) -> None:
+    app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
+    config = PoolConfig(concurrency=1, queues=["q", "r"], first_wave=1, in_flight=3)
+    m = Master(app, config)
+    m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
+    m.pid = os.getpid()
+    try:
+        worker = started(m)["worker"][0]
+        slot = m.board.slot(worker.slot)
+        slot.hold(0, 0, b"a")
+        slot.hold(1, 1, b"b")
+        slot.hold(2, 0, b"x" * 200)  # too long to note: back with the other leases
+        slot.hold(1, 1, b"c")  # record 1 reused once "b" ended
+        fake_os.exit(worker.pid, sig=signal.SIGKILL)
+        m.reap_children()
+        (hand_back,) = m.hand_backs.queued  # type: ignore[attr-defined]
+        assert hand_back.held == ((0, b"a"), (1, b"c"))
+        assert hand_back.running_mode == ReleaseMode.STALLED
+    finally:
+        m.board.close()
+
+
+def test_only_the_job_that_blocked_the_loop_counts_a_stall() -> None:
+    from fastq.heartbeat import HeartbeatBoard
+
+    board = HeartbeatBoard(2, records=4)
+    try:
+        slot = board.slot(1)
+        slot.reset()
+        for record, job_id in enumerate([b"j0", b"j1", b"j2"]):
+            slot.hold(record, 0, job_id)
+        assert slot.held() == [(0, b"j0"), (0, b"j1"), (0, b"j2")]
+        slot.blame(1)
+        assert slot.held() == [(0, b"j1")]
+        slot.let_go(1)  # it ended after all: nobody is blamed
+        assert slot.held() == [(0, b"j0"), (0, b"j2")]
+        assert board.slot(0).held() == []  # slots do not overlap
+        slot.reset()
+        assert slot.held() == []
+    finally:
+        board.close()

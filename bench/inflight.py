@@ -1,0 +1,209 @@
+"""Many jobs in flight per child: ``fastq pool -c 2 --concurrency 200`` on ``async def`` jobs.
+
+Everything runs against one throwaway ``redis-server`` this script starts itself
+(never the Redis on port 6379); each pool is a real ``python -m fastq pool``
+subprocess (bench/e2e_pool.py's), stopped with SIGTERM (it must exit 0).
+
+0. bare    2 processes of 200 coroutines that only ``await asyncio.sleep(0.02)`` as
+           often (uvloop when installed, as the pool): this machine's timers and
+           loops, without a queue
+1. blast   20,000 jobs that each ``await asyncio.sleep(0.02)`` (an SMTP round
+           trip), ``pool -c 2 --concurrency 200``: jobs/s from the first job
+           processed to the last, against the ideal 2 x 200 / 0.02 = 20,000/s
+2. anoop   no-op ``async def`` jobs, ``pool -c 2 --concurrency 200``
+   noop    the same no-op jobs as plain functions, ``pool -c 2``: the sync drain
+           beside it
+
+The ratios are what to read: they come from the same run on the same machine.
+The exit status depends only on correctness (every job ran and was counted once,
+nothing left over, every pool exited 0), never on the target.
+
+    python bench/inflight.py                        # full run
+    python bench/inflight.py --quick                # small sizes, a few seconds
+    python bench/inflight.py --only blast --repeat 3 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+import redis  # noqa: E402
+from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
+from e2e_pool import POLL_S, Pool, check_queue  # noqa: E402
+
+from bench import inflight_jobs  # noqa: E402
+from fastq.redis_server import RedisServer  # noqa: E402
+
+APP_SPEC = "bench.inflight_jobs"
+SCENARIOS = ("bare", "blast", "anoop", "noop")
+CHILDREN = 2
+CONCURRENCY = 200
+IDEAL = CHILDREN * CONCURRENCY / inflight_jobs.SMTP_S  # 20,000 jobs/s
+TARGET_BLAST = 0.8
+
+
+BARE = """
+import asyncio, sys, time
+from fastq.aio import new_event_loop
+n, conc, job_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+left = [n]
+async def one():
+    while left[0] > 0:
+        left[0] -= 1
+        await asyncio.sleep(job_s)
+async def main():
+    t0 = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(conc)))
+    print(n / (time.perf_counter() - t0))
+new_event_loop().run_until_complete(main())
+"""
+
+
+def bare(n: int) -> dict[str, Any]:
+    """CHILDREN processes of CONCURRENCY coroutines sleeping SMTP_S, n jobs in all:
+    jobs/s summed over the processes, each timed from its first sleep."""
+    args = [str(n // CHILDREN), str(CONCURRENCY), str(inflight_jobs.SMTP_S)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", BARE, *args], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        for _ in range(CHILDREN)
+    ]
+    rates = []
+    for proc in procs:
+        out, _ = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            raise BenchFailure(f"bare: a sleeper exited with status {proc.returncode}")
+        rates.append(float(out))
+    return {"jobs": n, "children": CHILDREN, "concurrency": CONCURRENCY, "jobs_s": sum(rates)}
+
+
+def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> dict[str, Any]:
+    """Enqueue ``n`` jobs, start a pool, time from the first job processed to the last."""
+    jobs = {"blast": inflight_jobs.asmtp, "anoop": inflight_jobs.anoop, "noop": inflight_jobs.noop}
+    job = jobs[scenario]
+    concurrency = 1 if scenario == "noop" else CONCURRENCY
+    client.flushdb()
+    app = inflight_jobs.app
+    app.configure(redis_url=url, namespace=scenario)
+    job.enqueue_many([(i,) for i in range(n)])
+    pool = Pool(url, scenario, job.queue, CHILDREN, batch)
+    pool.cmd[pool.cmd.index("bench.pool_jobs")] = APP_SPEC
+    pool.cmd += ["--concurrency", str(concurrency)]
+    timeout_s = 60 + n / 500
+    try:
+        pool.start()
+        t0 = time.perf_counter()
+        first_t, first_done = 0.0, 0
+        while True:
+            done = app.stats(job.queue)["processed"]
+            now = time.perf_counter()
+            if done and not first_t:
+                first_t, first_done = now, done
+            if done >= n:
+                break
+            if now - t0 > timeout_s:
+                raise BenchFailure(f"{scenario}: {done} of {n} jobs processed after {timeout_s}s")
+            pool.check_alive(scenario)
+            time.sleep(POLL_S)
+        pool.stop(scenario)
+    finally:
+        pool.cleanup()
+    check_queue(app, job.queue, n, scenario)
+    window = now - first_t
+    return {
+        "jobs": n,
+        "children": CHILDREN,
+        "concurrency": concurrency,
+        "first_to_last_s": window,
+        "jobs_s": (n - first_done) / window if window > 0 else None,
+    }
+
+
+def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("-n", "--jobs", type=int, help="jobs per drain (default 20000)")
+    p.add_argument("--batch", type=int, default=100, help="the most jobs per claim (default 100)")
+    p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each scenario (the median)")
+    p.add_argument("--only", help=f"comma-separated scenarios of {','.join(SCENARIOS)}")
+    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    args = p.parse_args(argv)
+    args.scenarios = args.only.split(",") if args.only else list(SCENARIOS)
+    unknown = set(args.scenarios) - set(SCENARIOS)
+    if unknown:
+        p.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
+    if args.jobs is None:
+        args.jobs = 2000 if args.quick else 20_000
+    return args
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parse_args(argv)
+    report: dict[str, Any] = {
+        "options": {"jobs": args.jobs, "batch": args.batch, "scenarios": args.scenarios},
+        "scenarios": {},
+        "targets": {},
+    }
+    server = RedisServer().start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        report["machine"] = machine_info(client)
+        print(machine_header("bench/inflight.py", report["machine"]))
+        print(f"{args.jobs} jobs per drain, --batch {args.batch}, --repeat {args.repeat}")
+        for scenario in args.scenarios:
+            runs = [
+                bare(args.jobs)
+                if scenario == "bare"
+                else drain(client, server.url, scenario, args.jobs, args.batch)
+                for _ in range(args.repeat)
+            ]
+            rates = [r["jobs_s"] for r in runs if r["jobs_s"]]
+            figures = dict(runs[-1], jobs_s=statistics.median(rates), runs=rates)
+            report["scenarios"][scenario] = figures
+            print(
+                f"{scenario:6} -c {CHILDREN} --concurrency {figures['concurrency']}: "
+                f"{figures['jobs_s']:,.0f} jobs/s from the first job (runs: "
+                + ", ".join(f"{r:,.0f}" for r in figures["runs"])
+                + ")"
+            )
+    except BenchFailure as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        server.cleanup()
+    found = report["scenarios"]
+    if "blast" in found:
+        ratio = found["blast"]["jobs_s"] / IDEAL
+        report["targets"]["blast_vs_ideal"] = {
+            "value": ratio, "target": TARGET_BLAST, "pass": ratio >= TARGET_BLAST,
+        }  # fmt: skip
+        print(f"blast vs the ideal {IDEAL:,.0f} jobs/s: {ratio:.2f} (target >= {TARGET_BLAST})")
+    if "blast" in found and "bare" in found:
+        ratio = found["blast"]["jobs_s"] / found["bare"]["jobs_s"]
+        report["targets"]["blast_vs_bare"] = {"value": ratio, "target": None, "pass": None}
+        ideal_ratio = found["bare"]["jobs_s"] / IDEAL
+        print(
+            f"blast vs bare sleepers: {ratio:.2f} (bare sleepers vs the ideal: {ideal_ratio:.2f})"
+        )
+    if "anoop" in found and "noop" in found:
+        ratio = found["anoop"]["jobs_s"] / found["noop"]["jobs_s"]
+        report["targets"]["anoop_vs_noop"] = {"value": ratio, "target": None, "pass": None}
+        print(f"no-op async def vs no-op sync drain: {ratio:.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""The worker loop's seam to how its jobs run: slots, jobs handed over, outcomes
+collected.
+
+The loop asks its slots how many jobs to claim now (at most the free ones, never
+more), hands each claimed batch over, and collects the outcomes of the jobs that
+finished since into the next round trip, which settles them and claims more. A
+sync runner is the case of one slot that runs a batch to completion inside the
+hand-over (:class:`RunToCompletion`: nothing is ever in flight, and the loop runs
+the batch itself); a runner with N slots (:class:`fastq.aio.AsyncRunner`) takes
+the jobs it runs in flight and hands back those the loop runs to completion.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Protocol
+
+from fastq.batch import Outcomes
+from fastq.runner import Runnable
+
+
+class JobSlots(Protocol):
+    """What a worker loop asks of the jobs it does not run to completion itself."""
+
+    # False: a batch written ahead may take more jobs than there are free slots
+    may_claim_ahead: bool
+    # True: its event loop stamps the master's slot (the heartbeat thread does not)
+    beats_itself: bool
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs handed over that have not finished."""
+
+    def start(self) -> None:
+        """After the fork: start what runs the jobs."""
+
+    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
+        """How many jobs to claim now (``sized_n``: the batch sizer's figure); may
+        wait until enough slots are free. 0 only once ``stopping()``."""
+
+    def launch(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
+    ) -> list[Runnable]:
+        """Take the jobs it runs in flight (``out``: where the outcomes of those
+        that cannot start go); returns the rest, which the loop runs to completion."""
+
+    def collect(self, pending: dict[str, Outcomes]) -> int:
+        """Move the outcomes of the jobs finished since into ``pending`` (by queue);
+        returns how many finished."""
+
+    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
+        """Wait until a job in flight finishes, ``timeout_s`` passes, or ``stopping()``."""
+
+    def drain(self, pending: dict[str, Outcomes]) -> int:
+        """A graceful stop: wait for every job in flight (a HardStop cuts it short),
+        collecting their outcomes; returns how many finished."""
+
+    def close(self, pending: dict[str, Outcomes]) -> int:
+        """Cancel what is still in flight (interrupted: handed back, no stall
+        counted), collect every outcome, stop; returns how many finished."""
+
+    @property
+    def watch(self) -> Optional[Callable[[], None]]:
+        """Called from the heartbeat thread at every beat: says so when the jobs'
+        loop is stuck."""
+
+
+class RunToCompletion:
+    """One slot: the loop runs each batch to completion (the sync runner)."""
+
+    may_claim_ahead = True
+    beats_itself = False
+    in_flight = 0
+
+    def start(self) -> None:
+        pass
+
+    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
+        return sized_n
+
+    def launch(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
+    ) -> list[Runnable]:
+        return runnable
+
+    def collect(self, pending: dict[str, Outcomes]) -> int:
+        return 0
+
+    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
+        pass
+
+    def drain(self, pending: dict[str, Outcomes]) -> int:
+        return 0
+
+    def close(self, pending: dict[str, Outcomes]) -> int:
+        return 0
+
+    watch: Optional[Callable[[], None]] = None
