@@ -44,7 +44,6 @@ import hashlib
 import json
 import os
 import platform
-import re
 import shutil
 import signal
 import subprocess
@@ -288,27 +287,15 @@ class Setup:
 
 def fastq_async_support() -> tuple[bool, str]:
     """Whether this checkout's fastq takes ``async def`` jobs, and the ``fastq pool``
-    option for how many run at once in a child: the one whose help speaks of async
-    (``-c/--concurrency`` is the number of children), or "" when there is none."""
+    option for how many run at once in a child (``--concurrency``; "" when it takes
+    none)."""
     import fastq
 
     try:
         fastq.App("redis://127.0.0.1:1/0", namespace="probe").job(queue="probe")(_probe)
     except TypeError:  # "is a coroutine function": no async jobs in this fastq
         return False, ""
-    out = subprocess.run(
-        [sys.executable, "-m", "fastq", "pool", "--help"],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-    ).stdout
-    options = re.split(r"\n  (?=-)", out.split("options:", 1)[-1])
-    for option in options:
-        names = re.findall(r"--[\w-]+", option.split("  ")[0])
-        if names and names[-1] != "--concurrency" and re.search(r"async|coroutine", option):
-            return True, names[-1]
-    return True, ""
+    return True, "--concurrency"
 
 
 async def _probe() -> None:
