@@ -131,6 +131,11 @@ class HeartbeatSlot:
         start = self._offset + _HEADER.size
         return queue_index, bytes(self._buf[start : start + n]), started, deadline
 
+    def loop_blamed(self) -> bool:
+        """Does a record blame its job for blocking the child's loop?"""
+        buf, at = self._buf, self._offset + SLOT_SIZE + _BLAMED_AT
+        return any(buf[at + i * RECORD_SIZE] for i in range(self.records))
+
     def held(self) -> list[tuple[int, bytes]]:
         """``(queue_index, job_id)`` of each job the child holds in flight (those
         whose id was too long to note left out); only those blamed for blocking
