@@ -100,10 +100,10 @@ class Worker:
             unavailable this long; None: wait for it forever. Burst workers
             default to 30 s, long-running ones to forever.
         concurrency: ``async def`` jobs in flight at most (on an event loop of the
-            worker's, :mod:`fastq.aio`). Sync jobs run one at a time in the
-            worker's thread whatever it is (a sync job blocks the claims meanwhile,
-            not the async jobs in flight). A worker of an app without async jobs
-            and a concurrency of 1 runs no event loop.
+            worker's, :mod:`fastq.aio`). Without ``threads``, sync jobs run one at a
+            time in the worker's thread whatever it is (a sync job blocks the claims
+            meanwhile, not the async jobs in flight). A worker of an app without
+            async jobs and a concurrency of 1 runs no event loop.
         threads: run sync jobs in this many threads (:mod:`fastq.threads`), as many
             in flight; 0 (the default): one at a time in the worker's thread. A job
             past its ``timeout_s`` in a thread is settled as timed out, and the
