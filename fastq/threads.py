@@ -15,6 +15,9 @@ off: what the job does later is ignored, so one claim is never both failed and
 acked done (a retry may start elsewhere while it still runs: it is reported, not
 stopped). The worker then stops claiming, lets the other jobs finish and exits,
 and its master forks a fresh child (``on_stuck``).
+
+At-most-once jobs stay in the worker's thread (:mod:`fastq.atmostonce` takes and
+settles them around a run to completion).
 """
 
 from __future__ import annotations
@@ -154,8 +157,8 @@ class ThreadRunner:
         sync = self.sync
         for job in runnable:
             target = job[1]
-            if target.is_async:
-                rest.append(job)
+            if target.is_async or target.at_most_once:
+                rest.append(job)  # at-most-once: taken and run in the worker's thread
             elif target.rate_key is not None and sync._waits(out, queue, target.rate_key, job):
                 continue  # rescheduled to its key's token
             else:

@@ -173,3 +173,23 @@ def test_a_graceful_stop_waits_for_the_threads(app: fastq.App) -> None:
     thread.join(10)
     assert sorted(done) == list(range(8))
     assert app.stats("q")["ready"] == 0 and app.stats("q")["inflight"] == 0
+
+
+def test_at_most_once_jobs_stay_in_the_workers_thread(app: fastq.App) -> None:
+    names: Counter[str] = Counter()
+
+    @app.job(queue="q", delivery="at_most_once")
+    def once(i: int) -> None:
+        names["once " + threading.current_thread().name] += 1
+
+    @app.job(queue="q")
+    def many(i: int) -> None:
+        names["many " + threading.current_thread().name.rstrip("0123456789")] += 1
+
+    for i in range(20):
+        once.enqueue(i)
+        many.enqueue(i)
+    drain(app, ["q"], threads=4)
+    assert names == {f"once {threading.main_thread().name}": 20, "many fastq-job-": 20}
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"], stats["inflight"]) == (40, 0, 0)
