@@ -149,7 +149,8 @@ class Mixed:
     """An app with ``async def`` jobs and sync jobs in threads: async jobs go to
     the event loop, sync ones to the threads. Both runners share one condition,
     which the worker's thread waits on; a claim takes at most their free slots
-    together (a batch of one kind past its runner's free slots waits its turn there).
+    together (a batch of one kind past its runner's free slots waits its turn there,
+    so the jobs held never outnumber both runners' slots).
 
     Args:
         loop: the async runner (:class:`fastq.aio.AsyncRunner`).
@@ -181,12 +182,16 @@ class Mixed:
         self.threads.start()
 
     def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
-        loop, threads = self.loop, self.threads
         with self._cond:
-            free = wait_for_free(
-                self._cond, lambda: loop.free + threads.free, self.enough, stopping
-            )
+            free = wait_for_free(self._cond, self._free, self.enough, stopping)
         return min(self.max_claim, free)
+
+    def _free(self) -> int:
+        """Free slots of both together: a batch of one kind may take some of the
+        other's (its jobs wait their turn), never more than both hold in all."""
+        loop, threads = self.loop, self.threads
+        slots = loop.concurrency + threads.threads - threads.stuck
+        return max(0, slots - loop.in_flight - threads.in_flight)
 
     def launch(
         self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str

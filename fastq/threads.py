@@ -125,6 +125,11 @@ class ThreadRunner:
         return self._in_flight
 
     @property
+    def stuck(self) -> int:
+        """Threads written off: still running a job settled at its timeout."""
+        return self._stuck
+
+    @property
     def finished_n(self) -> int:
         return self._finished_n
 

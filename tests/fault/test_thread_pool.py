@@ -24,12 +24,21 @@ pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 APP = ("--app", "tests.apps.thread_jobs")
 
 
+@pytest.mark.parametrize("mixed", [False, True])
 def test_sigkill_children_with_jobs_in_threads(
-    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], mixed: bool
 ) -> None:
     n, threads = 4000, 20
-    app.enqueue_many("work", [(i, 0.01) for i in range(n)], queue="q")
-    pool = pools(*APP, "-c", "2", "--threads", str(threads), "--batch", "20")
+    if mixed:  # odd jobs async on the loop, even ones in the threads
+        for i in range(0, n, 500):
+            app.enqueue_many("work", [(j, 0.01) for j in range(i, i + 500, 2)], queue="q")
+            app.enqueue_many("awork", [(j, 0.01) for j in range(i + 1, i + 500, 2)], queue="q")
+        options = ["--threads", str(threads // 2), "--concurrency", str(threads // 2)]
+    else:
+        app.enqueue_many("work", [(i, 0.01) for i in range(n)], queue="q")
+        options = ["--threads", str(threads)]
+    app_spec = ("--app", "tests.apps.mixed_jobs") if mixed else APP
+    pool = pools(*app_spec, "-c", "2", *options, "--batch", "20")
     pool.wait_children(2)
     kills = 0
     while app.stats("q")["processed"] < n * 0.7 and kills < 6:
@@ -48,8 +57,8 @@ def test_sigkill_children_with_jobs_in_threads(
     duplicates = sum(v - 1 for v in ran.values())
     stats = app.stats("q")
     assert (stats["processed"], stats["ready"], stats["inflight"], stats["dead"]) == (n, 0, 0, 0)
-    # a killed child held at most its threads, plus jobs that finished unacknowledged
-    # (at most its threads again): the round trip that acks them also claims
+    # a killed child held at most its slots, plus jobs that finished unacknowledged
+    # (at most its slots again): the round trip that acks them also claims
     assert duplicates <= stats["stalled"] + stats["orphaned"] <= kills * 2 * threads
     assert kills >= 2, "the drain ended before the test could kill anything"
 
