@@ -8,10 +8,11 @@ job it is running: when a child dies, the master knows which job killed it (a
 stall) and which of its leased jobs were merely waiting (handed back as they are).
 Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
 
-A child with many jobs in flight (``--concurrency N``, :mod:`fastq.aio`) has a
-table of N records after its slot, one per job slot (queue index, id): when it
-dies, every job it held in flight goes back at once, counted a stall. Its beat
-comes from its event loop, not from a thread: a loop a job blocks goes silent.
+A child with many jobs in flight (``--concurrency N``, :mod:`fastq.aio`;
+``--threads M``, :mod:`fastq.threads`) has a table of N + M records after its
+slot, one per job slot (queue index, id): when it dies, every job it held in
+flight goes back at once, counted a stall. With an event loop its beat comes from
+the loop, not from a thread: a loop a job blocks goes silent.
 """
 
 from __future__ import annotations

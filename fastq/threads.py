@@ -32,7 +32,7 @@ from fastq import context
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
-from fastq.inflight import wait_for_free
+from fastq.inflight import WAIT_TICK_S, wait_for_free
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
 
@@ -199,7 +199,7 @@ class ThreadRunner:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return
-                self._cond.wait(min(left, 0.1))
+                self._cond.wait(min(left, WAIT_TICK_S))
 
     def drain(self, pending: dict[str, Outcomes]) -> int:
         if self._in_flight:
@@ -209,7 +209,7 @@ class ThreadRunner:
             )  # fmt: skip
         with self._cond:
             while self._in_flight:
-                self._cond.wait(0.1)
+                self._cond.wait(WAIT_TICK_S)
         return self.collect(pending)
 
     def close(self, pending: dict[str, Outcomes]) -> int:
