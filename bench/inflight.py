@@ -1,4 +1,5 @@
-"""Many jobs in flight per child: ``fastq pool -c 2 --concurrency 200`` on ``async def`` jobs.
+"""Many jobs in flight per child: ``fastq pool -c 2 --concurrency 200`` on ``async def``
+jobs, ``--threads 50`` on plain functions.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379); each pool is a real ``python -m fastq pool``
@@ -10,9 +11,14 @@ subprocess (bench/e2e_pool.py's), stopped with SIGTERM (it must exit 0).
 1. blast   20,000 jobs that each ``await asyncio.sleep(0.02)`` (an SMTP round
            trip), ``pool -c 2 --concurrency 200``: jobs/s from the first job
            processed to the last, against the ideal 2 x 200 / 0.02 = 20,000/s
-2. anoop   no-op ``async def`` jobs, ``pool -c 2 --concurrency 200``
+2. tblast  the same blast from plain functions that ``time.sleep(0.02)``, in
+           threads: ``pool -c 2 --threads 50``, against the ideal 2 x 50 / 0.02 =
+           5,000/s
+3. anoop   no-op ``async def`` jobs, ``pool -c 2 --concurrency 200``
+   anoop1  the same at ``--concurrency 1`` (one in flight; the batch sizer sizes
+           its claims)
    noop    the same no-op jobs as plain functions, ``pool -c 2``: the sync drain
-           beside it
+           beside them
 
 The ratios are what to read: they come from the same run on the same machine.
 The exit status depends only on correctness (every job ran and was counted once,
@@ -45,11 +51,21 @@ from bench import inflight_jobs  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 
 APP_SPEC = "bench.inflight_jobs"
-SCENARIOS = ("bare", "blast", "anoop", "noop")
+SCENARIOS = ("bare", "blast", "tblast", "anoop", "anoop1", "noop")
 CHILDREN = 2
 CONCURRENCY = 200
+THREADS = 50
 IDEAL = CHILDREN * CONCURRENCY / inflight_jobs.SMTP_S  # 20,000 jobs/s
+IDEAL_THREADS = CHILDREN * THREADS / inflight_jobs.SMTP_S  # 5,000 jobs/s
 TARGET_BLAST = 0.8
+# each drain's job, and its pool's options for jobs in flight
+DRAINS: dict[str, tuple[Any, list[str]]] = {
+    "blast": (inflight_jobs.asmtp, ["--concurrency", str(CONCURRENCY)]),
+    "tblast": (inflight_jobs.tsmtp, ["--threads", str(THREADS)]),
+    "anoop": (inflight_jobs.anoop, ["--concurrency", str(CONCURRENCY)]),
+    "anoop1": (inflight_jobs.anoop, ["--concurrency", "1"]),
+    "noop": (inflight_jobs.noop, []),
+}
 
 
 BARE = """
@@ -85,21 +101,22 @@ def bare(n: int) -> dict[str, Any]:
         if proc.returncode != 0:
             raise BenchFailure(f"bare: a sleeper exited with status {proc.returncode}")
         rates.append(float(out))
-    return {"jobs": n, "children": CHILDREN, "concurrency": CONCURRENCY, "jobs_s": sum(rates)}
+    return {
+        "jobs": n, "children": CHILDREN, "options": f"{CONCURRENCY} coroutines",
+        "jobs_s": sum(rates),
+    }  # fmt: skip
 
 
 def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> dict[str, Any]:
     """Enqueue ``n`` jobs, start a pool, time from the first job processed to the last."""
-    jobs = {"blast": inflight_jobs.asmtp, "anoop": inflight_jobs.anoop, "noop": inflight_jobs.noop}
-    job = jobs[scenario]
-    concurrency = 1 if scenario == "noop" else CONCURRENCY
+    job, options = DRAINS[scenario]
     client.flushdb()
     app = inflight_jobs.app
     app.configure(redis_url=url, namespace=scenario)
     job.enqueue_many([(i,) for i in range(n)])
     pool = Pool(url, scenario, job.queue, CHILDREN, batch)
     pool.cmd[pool.cmd.index("bench.pool_jobs")] = APP_SPEC
-    pool.cmd += ["--concurrency", str(concurrency)]
+    pool.cmd += options
     timeout_s = 60 + n / 500
     try:
         pool.start()
@@ -124,7 +141,7 @@ def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> d
     return {
         "jobs": n,
         "children": CHILDREN,
-        "concurrency": concurrency,
+        "options": " ".join(options),
         "first_to_last_s": window,
         "jobs_s": (n - first_done) / window if window > 0 else None,
     }
@@ -172,7 +189,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             figures = dict(runs[-1], jobs_s=statistics.median(rates), runs=rates)
             report["scenarios"][scenario] = figures
             print(
-                f"{scenario:6} -c {CHILDREN} --concurrency {figures['concurrency']}: "
+                f"{scenario:6} -c {CHILDREN} {figures['options']}: "
                 f"{figures['jobs_s']:,.0f} jobs/s from the first job (runs: "
                 + ", ".join(f"{r:,.0f}" for r in figures["runs"])
                 + ")"
@@ -196,10 +213,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(
             f"blast vs bare sleepers: {ratio:.2f} (bare sleepers vs the ideal: {ideal_ratio:.2f})"
         )
-    if "anoop" in found and "noop" in found:
-        ratio = found["anoop"]["jobs_s"] / found["noop"]["jobs_s"]
-        report["targets"]["anoop_vs_noop"] = {"value": ratio, "target": None, "pass": None}
-        print(f"no-op async def vs no-op sync drain: {ratio:.2f}")
+    if "tblast" in found:
+        ratio = found["tblast"]["jobs_s"] / IDEAL_THREADS
+        report["targets"]["tblast_vs_ideal"] = {"value": ratio, "target": None, "pass": None}
+        print(f"tblast vs the ideal {IDEAL_THREADS:,.0f} jobs/s: {ratio:.2f}")
+    for name in ("anoop", "anoop1"):
+        if name in found and "noop" in found:
+            ratio = found[name]["jobs_s"] / found["noop"]["jobs_s"]
+            report["targets"][f"{name}_vs_noop"] = {"value": ratio, "target": None, "pass": None}
+            print(f"no-op async def ({found[name]['options']}) vs no-op sync drain: {ratio:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import fastq
 
@@ -31,3 +32,10 @@ async def anoop(i: int) -> None:
 @app.job(queue="noop")
 def noop(i: int) -> None:
     """Does nothing, called: the sync drain beside it."""
+
+
+@app.job(queue="tsmtp")
+def tsmtp(i: int) -> None:
+    """The same email from a plain function, run in a thread (``--threads``):
+    20 ms of blocking on the network."""
+    time.sleep(SMTP_S)

@@ -30,6 +30,7 @@ from fastq import context
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
+from fastq.inflight import WAIT_TICK_S, wait_for_free
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
 
@@ -39,13 +40,8 @@ log = logging.getLogger("fastq.worker")
 BEAT_S = 0.2
 # A loop late by more than this is said blocked (in the log, naming the job).
 LAG_WARN_S = 0.5
-# Once some slots are free, the loop waits this long at most for more to free
-# before it claims: one round trip then settles many jobs.
-ACK_LINGER_S = 0.002
 # A stop cancels the jobs still in flight, and waits this long for them to end.
 CANCEL_PATIENCE_S = 2.0
-# The longest wait between two looks at the worker's stop flag.
-WAIT_TICK_S = 0.1
 
 _OUTCOME_TYPES = (Retry, Fail)
 
@@ -62,7 +58,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 class _Flight:
     """One job in flight."""
 
-    __slots__ = ("job", "queue", "record", "started", "timed_out", "task")
+    __slots__ = ("job", "queue", "record", "started", "timed_out", "task", "ran_s")
 
     def __init__(self, job: Runnable, queue: str, record: int) -> None:
         self.job = job
@@ -71,6 +67,7 @@ class _Flight:
         self.started = False
         self.timed_out = False
         self.task: Optional[asyncio.Task[None]] = None
+        self.ran_s = 0.0  # how long it ran (measured with one slot)
 
 
 class AsyncRunner:
@@ -109,12 +106,16 @@ class AsyncRunner:
         self.concurrency = concurrency
         self.max_claim = max_claim
         # claim once this many slots are free (or ACK_LINGER_S after the first)
-        self._enough = max(1, min(max_claim, concurrency) // 4)
-        self._cond = threading.Condition(threading.Lock())
+        self.enough = max(1, min(max_claim, concurrency) // 4)
+        # the worker's thread waits on it (shared with a thread runner: fastq.inflight.Mixed)
+        self.cond = self._cond = threading.Condition(threading.Lock())
         self._in_flight = 0  # under _cond: raised by the worker's thread, lowered by the loop's
         self._free_records = list(range(concurrency - 1, -1, -1))  # under _cond
         self._finished: dict[str, Outcomes] = {}  # under _cond
         self._finished_n = 0  # under _cond
+        # the jobs' run time and count since measured() (one slot only), under _cond
+        self._ran_s = 0.0
+        self._ran_n = 0
         self._flights: dict[asyncio.Task[None], _Flight] = {}  # the loop's thread only
         # handed over, waiting for a slot (one slot only: see claim_n); the loop's thread
         self._waiting: deque[tuple[_Flight, int]] = deque()
@@ -127,6 +128,15 @@ class AsyncRunner:
     @property
     def in_flight(self) -> int:
         return self._in_flight
+
+    @property
+    def finished_n(self) -> int:
+        return self._finished_n
+
+    @property
+    def free(self) -> int:
+        """Slots free for more jobs (under the lock, or as a hint)."""
+        return max(0, self.concurrency - self._in_flight)
 
     # -- the worker's thread -------------------------------------------------------
 
@@ -155,24 +165,10 @@ class AsyncRunner:
         """At most the free slots, once enough are free. With one slot, the batch
         sizer's figure once the slot is free: the sync jobs of a batch run in the
         worker's thread, and its async jobs one after another."""
-        cond = self._cond
-        with cond:
-            linger_until = 0.0
-            while True:
-                free = max(0, self.concurrency - self._in_flight)
-                if free >= self._enough or (free and not self._in_flight):
-                    break
-                if stopping():
-                    return 0
-                now = time.monotonic()
-                if free:
-                    if not linger_until:
-                        linger_until = now + ACK_LINGER_S
-                    elif now >= linger_until:
-                        break
-                    cond.wait(linger_until - now)
-                else:
-                    cond.wait(WAIT_TICK_S)
+        with self._cond:
+            free = wait_for_free(self._cond, lambda: self.free, self.enough, stopping)
+        if not free:
+            return 0
         return sized_n if self.concurrency == 1 else min(self.max_claim, free)
 
     def launch(
@@ -212,6 +208,14 @@ class AsyncRunner:
                 out.progress_ended = progress.ended(queue, out.progress_ended)
             pending[queue].merge(out)
         return n
+
+    def measured(self) -> tuple[float, int]:
+        """With one slot, the batch sizer sizes the claims: it measures the jobs
+        run one after another here as it does the batches the worker runs."""
+        with self._cond:
+            ran = self._ran_s, self._ran_n
+            self._ran_s, self._ran_n = 0.0, 0
+        return ran
 
     def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
         deadline = time.monotonic() + timeout_s
@@ -334,6 +338,7 @@ class AsyncRunner:
             assert self._loop is not None and flight.task is not None
             timer = self._loop.call_later(timeout_s, self._time_out, flight)
         settle: Callable[[Outcomes], None]
+        started = time.perf_counter()
         try:
             result = await target.fn(*args, **kwargs)
         except asyncio.CancelledError as exc:
@@ -356,6 +361,8 @@ class AsyncRunner:
                 settle = _done(job_id) if ttl_ms is None else _kept(job, result, ttl_ms)
             else:
                 settle = _failed(job, result)
+        if self.concurrency == 1:
+            flight.ran_s = time.perf_counter() - started
         self._end(flight, settle, cursor, timer)
 
     def _time_out(self, flight: _Flight) -> None:
@@ -391,6 +398,9 @@ class AsyncRunner:
             if out is None:
                 out = self._finished[queue] = Outcomes()
             settle(out)
+            if flight.ran_s:
+                self._ran_s += flight.ran_s
+                self._ran_n += 1
             if reported:  # collect() says it ended, and its report is deleted
                 out.progress_ended.append(job_id)
             self._finished_n += 1
@@ -404,7 +414,7 @@ class AsyncRunner:
             # wake the worker's thread when it has something to do: the first job
             # finished since it collected, the first free slot, enough free to claim,
             # the last job of a drain
-            if self._finished_n == 1 or free == 1 or free == self._enough or not self._in_flight:
+            if self._finished_n == 1 or free == 1 or free == self.enough or not self._in_flight:
                 cond.notify()
         if after is not None and not self._cancelling:
             self._start(*after)

@@ -5,6 +5,7 @@ registers jobs; it enqueues (:mod:`fastq.enqueue`) and serves operators
 from __future__ import annotations
 
 import os
+import threading
 from contextlib import contextmanager
 from datetime import tzinfo
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, overload
@@ -57,6 +58,18 @@ else:
     }
 
 R = TypeVar("R")
+
+# Jobs in threads (--threads) may all reach for ``App.redis`` first at once: one
+# client is made, or a second one, dropped, closes its pool under the first's calls.
+_client_lock = threading.Lock()
+
+
+def _fresh_client_lock() -> None:
+    global _client_lock
+    _client_lock = threading.Lock()  # a child never inherits it held by another thread
+
+
+os.register_at_fork(after_in_child=_fresh_client_lock)
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -170,13 +183,17 @@ class App(Enqueuer, Admin):
     @property
     def redis(self) -> redis.Redis:
         """The producer's client; a new one after fork, never a shared socket."""
-        if self._client is None or self._client_pid != os.getpid():
-            client = self.new_client()
-            with self._producer_call():
-                scripts.load_all(client)
-            self._client = client
-            self._client_pid = os.getpid()
-        return self._client
+        client = self._client
+        if client is not None and self._client_pid == os.getpid():
+            return client
+        with _client_lock:
+            if self._client is None or self._client_pid != os.getpid():
+                client = self.new_client()
+                with self._producer_call():
+                    scripts.load_all(client)
+                self._client = client
+                self._client_pid = os.getpid()
+            return self._client
 
     @contextmanager
     def _producer_call(self) -> Iterator[None]:

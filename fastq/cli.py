@@ -51,6 +51,20 @@ def concurrency(text: str) -> int:
     return n
 
 
+MAX_THREADS = 1_000
+
+
+def threads(text: str) -> int:
+    """The type of --threads: an int within 1..MAX_THREADS."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise CliError(f"--threads must be a whole number, not {text!r}") from None
+    if not 1 <= n <= MAX_THREADS:
+        raise CliError(f"--threads must be within 1..{MAX_THREADS}, not {n}")
+    return n
+
+
 def batch_size(text: str) -> int:
     """The type of --batch: an int within 1..1000."""
     try:
@@ -170,7 +184,15 @@ def _add_concurrency_option(p: argparse.ArgumentParser) -> None:
         type=concurrency,
         default=1,
         help="async def jobs in flight per worker process (default 1); sync jobs still run "
-        "one at a time in the worker's thread",
+        "one at a time in the worker's thread (unless --threads)",
+    )
+    p.add_argument(
+        "--threads",
+        type=threads,
+        default=0,
+        help="run sync jobs in this many threads per worker process, as many in flight "
+        "(default: one at a time in the worker's thread); a job past its timeout_s in a "
+        "thread recycles its worker",
     )
 
 
@@ -186,6 +208,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
         queues,
         batch_size=args.batch,
         concurrency=args.concurrency,
+        threads=args.threads,
         burst=args.burst,
         lease_s=args.lease,
         redis_patience_s=args.redis_patience,
@@ -219,6 +242,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
         cpu_slots=args.cpu_slots if args.cpu_slots is not None else (os.cpu_count() or 1),
         queues_from_app=args.queues is None,
         in_flight=args.concurrency,
+        threads=args.threads,
     )
     return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
 

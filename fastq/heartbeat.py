@@ -8,10 +8,11 @@ job it is running: when a child dies, the master knows which job killed it (a
 stall) and which of its leased jobs were merely waiting (handed back as they are).
 Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
 
-A child with many jobs in flight (``--concurrency N``, :mod:`fastq.aio`) has a
-table of N records after its slot, one per job slot (queue index, id): when it
-dies, every job it held in flight goes back at once, counted a stall. Its beat
-comes from its event loop, not from a thread: a loop a job blocks goes silent.
+A child with many jobs in flight (``--concurrency N``, :mod:`fastq.aio`;
+``--threads M``, :mod:`fastq.threads`) has a table of N + M records after its
+slot, one per job slot (queue index, id): when it dies, every job it held in
+flight goes back at once, counted a stall. With an event loop its beat comes from
+the loop, not from a thread: a loop a job blocks goes silent.
 """
 
 from __future__ import annotations
@@ -130,6 +131,11 @@ class HeartbeatSlot:
             return queue_index, None, started, deadline
         start = self._offset + _HEADER.size
         return queue_index, bytes(self._buf[start : start + n]), started, deadline
+
+    def loop_blamed(self) -> bool:
+        """Does a record blame its job for blocking the child's loop?"""
+        buf, at = self._buf, self._offset + SLOT_SIZE + _BLAMED_AT
+        return any(buf[at + i * RECORD_SIZE] for i in range(self.records))
 
     def held(self) -> list[tuple[int, bytes]]:
         """``(queue_index, job_id)`` of each job the child holds in flight (those

@@ -91,6 +91,7 @@ class PoolConfig:
     queues_from_app: bool = False  # no -q: serve the app's queues, read again at a HUP
     first_wave: int = 0  # workers forked first at start-up (fastq.ramp); 0: one per CPU
     in_flight: int = 1  # jobs in flight per child (--concurrency; fastq.aio)
+    threads: int = 0  # sync jobs in threads per child (--threads; fastq.threads)
 
 
 class Master:
@@ -128,7 +129,8 @@ class Master:
         self._pipe: tuple[int, int] = (-1, -1)
         self.hand_backs = HandBacks(app, config.queues)
         self.board = HeartbeatBoard(
-            max(2 * config.concurrency + 2, config.concurrency + 16), records=config.in_flight
+            max(2 * config.concurrency + 2, config.concurrency + 16),
+            records=config.in_flight + config.threads,
         )
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
         self.ramp = StartRamp(min(config.concurrency, config.first_wave or cpu_count()))
@@ -423,6 +425,7 @@ class Master:
                 max_memory_bytes=cfg.max_memory_per_child,
                 cpu_slots=self.cpu_slots,
                 concurrency=cfg.in_flight,
+                threads=cfg.threads,
             )
             worker.quiet = self.quiet
             worker.init_process()
@@ -477,17 +480,24 @@ class Master:
         sent by the hand-back thread, never waited on here). The job it was running
         counts a stall (poison jobs go dead), unless the operator hard-stopped the
         pool: then it was interrupted, not at fault; so do the jobs it held in
-        flight (only the one that blocked its event loop, when that is known). The
-        others are orphaned."""
+        flight (threads, an event loop), unless one job alone is known for the
+        culprit: the one that blocked its event loop (blamed in its record), else
+        a sync job running in its worker's thread (the others it held go back with
+        the rest, no stall counted). The others are orphaned."""
         slot = self.board.slot(child.slot)
         running = slot.running()
+        held = slot.held()
+        if slot.loop_blamed():
+            running = None  # the loop's blocker alone; a sync job beside it goes back as held
+        elif running is not None:
+            held = []
         self.hand_backs.put(
             HandBack(
                 worker_id=child.worker_id,
                 running=None if running is None else (running[0], running[1]),
                 running_mode=ReleaseMode.INTERRUPTED if self.hard_stopping else ReleaseMode.STALLED,
                 rest_mode=ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED,
-                held=tuple(slot.held()),
+                held=tuple(held),
             )
         )
 

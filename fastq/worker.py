@@ -7,7 +7,8 @@ the batch sizer (:mod:`fastq.sizer`) says how many jobs to claim; the CPU govern
 CPU-bound; a pure decision (:mod:`fastq.decide`) says what follows an empty claim;
 a runner (:mod:`fastq.runner`) runs the jobs; job slots (:mod:`fastq.inflight`)
 say how many to claim and keep jobs in flight (:mod:`fastq.aio`: ``async def``
-jobs, up to ``concurrency`` at once) while the loop claims and settles.
+jobs, up to ``concurrency`` at once; :mod:`fastq.threads`: sync jobs in
+``threads`` threads) while the loop claims and settles.
 """
 
 from __future__ import annotations
@@ -99,10 +100,15 @@ class Worker:
             unavailable this long; None: wait for it forever. Burst workers
             default to 30 s, long-running ones to forever.
         concurrency: ``async def`` jobs in flight at most (on an event loop of the
-            worker's, :mod:`fastq.aio`). Sync jobs run one at a time in the
-            worker's thread whatever it is (a sync job blocks the claims meanwhile,
-            not the async jobs in flight). A worker of an app without async jobs
-            and a concurrency of 1 runs no event loop.
+            worker's, :mod:`fastq.aio`). Without ``threads``, sync jobs run one at a
+            time in the worker's thread whatever it is (a sync job blocks the claims
+            meanwhile, not the async jobs in flight). A worker of an app without
+            async jobs and a concurrency of 1 runs no event loop.
+        threads: run sync jobs in this many threads (:mod:`fastq.threads`), as many
+            in flight; 0 (the default): one at a time in the worker's thread. A job
+            past its ``timeout_s`` in a thread is settled as timed out, and the
+            worker then stops claiming, finishes the others and exits (recycled:
+            a thread cannot be killed).
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class Worker:
         redis_patience_s: Optional[float] = None,
         burst_horizon_s: float = 1.0,
         concurrency: int = 1,
+        threads: int = 0,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
@@ -161,16 +168,33 @@ class Worker:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
         self.concurrency = concurrency
+        if threads < 0:
+            raise ValueError(f"threads must be >= 0, not {threads}")
+        self.threads = threads
         self.slots: JobSlots = RunToCompletion()
+        loop = None
         if concurrency > 1 or any(job.is_async for job in app.registry.values()):
             from fastq.aio import AsyncRunner  # asyncio only for workers that use it
 
-            self.slots = AsyncRunner(
+            loop = self.slots = AsyncRunner(
                 lambda: str(self.worker_id),
                 self.runner, slot, self.progress, concurrency, batch_size,
             )  # fmt: skip
-            # its batches are not run to completion, so never measured: async jobs
-            # are taken to wait, and its worker takes no CPU slot
+        if threads:
+            from fastq.inflight import Mixed
+            from fastq.threads import ThreadRunner
+
+            pool = ThreadRunner(
+                lambda: str(self.worker_id),
+                self.runner, slot, self.progress, threads, batch_size,
+                record_base=0 if loop is None else concurrency,
+                cond=None if loop is None else loop.cond,
+                on_stuck=self._recycle_stuck,
+            )  # fmt: skip
+            self.slots = pool if loop is None else Mixed(loop, pool, batch_size)
+        if not self.slots.may_claim_ahead:
+            # its jobs are not run to completion, so their batches are not measured:
+            # they are taken to wait, and its worker takes no CPU slot
             self.governor = CpuGovernor(None)
         self.stopping = False
         self.quiet = False
@@ -211,6 +235,12 @@ class Worker:
             os.kill(os.getpid(), signal.SIGTERM)
         else:
             self.stop()
+
+    def _recycle_stuck(self) -> None:
+        """From a thread runner's watchdog: a job in a thread ran past its timeout
+        and cannot be stopped; stop claiming, let the others finish, exit (a pool's
+        master forks a fresh child). Only sets a flag."""
+        self.stopping = True
 
     def _handle_quiet_signal(self, signum: int, frame: Optional[FrameType]) -> None:
         """Stop claiming, keep running (for deploys). Only sets a flag."""
@@ -332,7 +362,7 @@ class Worker:
                 if self.stopping:
                     break
                 claim_q, peek_q = self._names(empty.next_round())
-            self.jobs_run += slots.collect(pump.pending)  # goes out with this claim
+            self.jobs_run += self._collect(pump)  # goes out with this claim
             try:
                 claim = pump.claim(claim_q, n, peek=peek_q)
             except REDIS_ERRORS as exc:
@@ -361,7 +391,7 @@ class Worker:
                 continue
             # read before collecting: none in flight then, none can finish uncollected
             busy = slots.in_flight
-            self.jobs_run += slots.collect(pump.pending)
+            self.jobs_run += self._collect(pump)
             if pump.has_pending:
                 # a prefetched claim came back empty before this batch's outcomes went
                 # out, or jobs in flight finished: settle them first (a retry may make
@@ -401,6 +431,16 @@ class Worker:
             # the next jobs may be of another kind: measured afresh
             governor.forget()
             sizer.forget(time.monotonic() - idle_since)
+
+    def _collect(self, pump: Pump) -> int:
+        """The outcomes of the jobs in flight that finished, into the next round
+        trip; the batch sizer measures those the slots ran one after another."""
+        n = self.slots.collect(pump.pending)
+        if n:
+            ran_s, ran = self.slots.measured()
+            if ran:
+                self.sizer.ran(ran_s, ran, pump.rtt_s)
+        return n
 
     def _is_stopping(self) -> bool:
         return self.stopping

@@ -86,6 +86,8 @@ KINDS = {"drain": "noop", "io": "io", "rtt": "noop", "blast": "noop", "memory": 
 # sizes alone would take most of an hour
 DEFAULT_CAP = "rq=1000"
 FASTQ_CONCURRENCY = 10  # async io jobs per fastq child (arq, SAQ and BullMQ's default)
+# peers whose io jobs in flight per process --io-concurrency sets (with fastq's)
+ASYNC_PEERS = ("arq", "saq", "taskiq", "streaq")
 
 
 @dataclass
@@ -283,6 +285,7 @@ class Setup:
     rtt_hold_ms: float = 0.5  # the rtt workload's proxy hold, each way
     fastq_concurrency: int = 0  # >0: fastq's io jobs are async, this many per child
     fastq_async_flag: str = ""  # the pool option that sets it ("": fastq's default)
+    io_concurrency: int = 0  # >0: the async peers' io jobs in flight per process (0: their own)
 
 
 def fastq_async_support() -> tuple[bool, str]:
@@ -310,6 +313,8 @@ def peer_env(peer: Peer, url: str, setup: Optional[Setup] = None) -> dict[str, s
     env["PEERBENCH_IO_MS"] = str(setup.io_ms)
     if setup.fastq_concurrency:  # fastq_tasks.io is then an async def job
         env["PEERBENCH_FASTQ_ASYNC"] = "1"
+    if setup.io_concurrency:  # read by the async peers' drivers (taskiq: an option)
+        env["PEERBENCH_IO_CONCURRENCY"] = str(setup.io_concurrency)
     if peer.requirements:  # the venv's console scripts and python first
         env["PATH"] = os.pathsep.join([str(peer.bin()), env.get("PATH", "")])
     return env
@@ -358,6 +363,8 @@ class Workers:
         extra = []
         if self.peer.name == "fastq" and self.setup.fastq_async_flag:
             extra = [self.setup.fastq_async_flag, str(self.setup.fastq_concurrency)]
+        elif self.peer.name == "taskiq" and self.setup.io_concurrency:
+            extra = ["--max-async-tasks", str(self.setup.io_concurrency)]
         with open(self.log_path, "ab") as log:
             for argv in self.peer.workers(self.peer.bin()):
                 self.procs.append(
@@ -475,8 +482,10 @@ def run_workload(
     setup: Optional[Setup] = None,
 ) -> dict[str, Any]:
     setup = setup or Setup()
-    if workload != "io" or peer.name != "fastq":  # async jobs are the io workload's only
+    if workload != "io":  # async jobs and their concurrency are the io workload's only
         setup = Setup(setup.io_ms, setup.rtt_hold_ms)  # sync jobs, no pool option
+    elif peer.name != "fastq":
+        setup = Setup(setup.io_ms, setup.rtt_hold_ms, io_concurrency=setup.io_concurrency)
     server = RedisServer().start()
     client = redis.Redis.from_url(server.url)
     try:
@@ -534,6 +543,9 @@ def describe(workload: str, name: str, setup: Setup) -> str:
             if not flag:
                 return f"async def jobs, pool -c {WORKERS} (fastq's own concurrency per child)"
             return f"{WORKERS * c} (async def jobs, pool -c {WORKERS} {flag} {c})"
+        if name in ASYNC_PEERS and setup.io_concurrency:
+            c = setup.io_concurrency
+            return f"{WORKERS * c} ({c} x{WORKERS}, --io-concurrency)"
         return PEERS[name].io_how
     return PEERS[name].how
 
@@ -614,6 +626,15 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--drain-jobs", type=int)
     parser.add_argument("--io-jobs", type=int)
     parser.add_argument("--io-ms", type=float, default=5.0, help="the io job's sleep")
+    parser.add_argument(
+        "--io-concurrency",
+        type=int,
+        default=0,
+        help="io jobs in flight per worker process for the async peers ("
+        + ", ".join(ASYNC_PEERS)
+        + ") and fastq's async def jobs (overrides --fastq-concurrency); default: "
+        "each its own (issue 13's blast: --io-ms 20 --io-concurrency 200)",
+    )
     parser.add_argument("--rtt-jobs", type=int, help="default: the drain's")
     parser.add_argument("--rtt-hold-ms", type=float, default=0.5, help="proxy hold, each way")
     parser.add_argument("--blast-jobs", type=int)
@@ -677,7 +698,11 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.fastq_async == "on" and not fastq_async:
             print("fastq takes no async def jobs here: the io workload runs sync jobs")
     flag = args.fastq_async_flag or flag
-    setup = Setup(args.io_ms, args.rtt_hold_ms, args.fastq_concurrency if fastq_async else 0, flag)
+    fastq_concurrency = args.io_concurrency or args.fastq_concurrency
+    setup = Setup(
+        args.io_ms, args.rtt_hold_ms, fastq_concurrency if fastq_async else 0, flag,
+        io_concurrency=args.io_concurrency,
+    )  # fmt: skip
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     with RedisServer() as server:
@@ -746,6 +771,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "rtt_hold_ms": args.rtt_hold_ms,
             "fastq_async_io": fastq_async,
             "fastq_concurrency": setup.fastq_concurrency or None,
+            "io_concurrency": setup.io_concurrency or None,
             "fastq_async_flag": setup.fastq_async_flag or None,
             "blast_jobs": args.blast_jobs,
             "memory_jobs": args.memory_jobs,

@@ -25,10 +25,12 @@ def test_inflight_bench_quick_run(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     report = json.loads(out.read_text())
-    assert report["options"]["scenarios"] == ["bare", "blast", "anoop", "noop"]
-    for name in ("bare", "blast", "anoop", "noop"):
+    names = ["bare", "blast", "tblast", "anoop", "anoop1", "noop"]
+    assert report["options"]["scenarios"] == names
+    for name in names:
         assert report["scenarios"][name]["jobs_s"] > 0, report["scenarios"][name]
-    assert report["scenarios"]["blast"]["concurrency"] == 200
-    assert report["targets"]["blast_vs_ideal"]["value"] > 0
-    assert report["targets"]["anoop_vs_noop"]["value"] > 0
+    assert report["scenarios"]["blast"]["options"] == "--concurrency 200"
+    assert report["scenarios"]["tblast"]["options"] == "--threads 50"
+    for target in ("blast_vs_ideal", "tblast_vs_ideal", "anoop_vs_noop", "anoop1_vs_noop"):
+        assert report["targets"][target]["value"] > 0, target
     assert report["targets"]["blast_vs_bare"]["value"] > 0

@@ -361,3 +361,33 @@ def test_only_the_job_that_blocked_the_loop_counts_a_stall() -> None:
         assert slot.held() == []
     finally:
         board.close()
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_sync_job_beside_jobs_in_flight_alone_counts_a_stall(
+    fake_os: FakeOS, blocked: bool
+) -> None:
+    app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
+    config = PoolConfig(concurrency=1, queues=["q"], first_wave=1, in_flight=2, threads=2)
+    m = Master(app, config)
+    m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
+    m.pid = os.getpid()
+    try:
+        worker = started(m)["worker"][0]
+        slot = m.board.slot(worker.slot)
+        assert slot.records == 4  # --concurrency 2 and --threads 2
+        slot.hold(0, 0, b"async")
+        slot.hold(3, 0, b"thread")
+        slot.start_job(0, b"sync", None)  # in the worker's thread
+        if blocked:
+            slot.blame(0)  # the loop's blocker is known: it alone
+        fake_os.exit(worker.pid, sig=signal.SIGKILL)
+        m.reap_children()
+        (hand_back,) = m.hand_backs.queued  # type: ignore[attr-defined]
+        if blocked:
+            assert (hand_back.running, hand_back.held) == (None, ((0, b"async"),))
+        else:
+            assert (hand_back.running, hand_back.held) == ((0, b"sync"), ())
+        assert hand_back.running_mode == ReleaseMode.STALLED
+    finally:
+        m.board.close()

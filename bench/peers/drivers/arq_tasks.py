@@ -1,9 +1,10 @@
 """arq's side: ``arq arq_tasks.WorkerSettings`` x2 runs it (one asyncio worker per
-process, ``max_jobs`` 10 by default)."""
+process, ``max_jobs`` 10 by default, or ``PEERBENCH_IO_CONCURRENCY``)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -31,6 +32,7 @@ class WorkerSettings:
     functions = [noop, io, send_email]
     redis_settings = RedisSettings.from_dsn(url())
     queue_name = "noop"
+    max_jobs = int(os.environ.get("PEERBENCH_IO_CONCURRENCY") or 10)
     keep_result = 0  # no result kept, as every peer here is set up
 
 

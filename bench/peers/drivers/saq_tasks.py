@@ -1,9 +1,10 @@
 """SAQ's side: ``saq saq_tasks.settings --workers 2`` runs it (``concurrency`` 10 per
-worker process, SAQ's default)."""
+worker process, SAQ's default, or ``PEERBENCH_IO_CONCURRENCY``)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -30,7 +31,11 @@ async def send_email(ctx: dict[str, Any], *, to: str, subject: str, n: int) -> N
     await acount()
 
 
-settings = {"queue": queue, "functions": [noop, io, send_email], "concurrency": 10}
+settings = {
+    "queue": queue,
+    "functions": [noop, io, send_email],
+    "concurrency": int(os.environ.get("PEERBENCH_IO_CONCURRENCY") or 10),
+}
 
 
 async def _enqueue(n: int, kind: str) -> float:

@@ -1,8 +1,9 @@
 """streaq's side: ``streaq run streaq_tasks:worker --workers 2`` runs it (``concurrency``
-16 per worker process, streaq's default)."""
+16 per worker process, streaq's default, or ``PEERBENCH_IO_CONCURRENCY``)."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import anyio
@@ -11,7 +12,11 @@ from streaq import Worker
 
 CHUNK = 1000  # tasks per enqueue_many (one pipeline)
 
-worker = Worker(redis_url=url(), queue_name="noop")
+worker = Worker(
+    redis_url=url(),
+    queue_name="noop",
+    concurrency=int(os.environ.get("PEERBENCH_IO_CONCURRENCY") or 16),
+)
 
 
 @worker.task
