@@ -16,7 +16,10 @@ On a worker of several queues too: strict priority is kept at batch boundaries
 (:mod:`fastq.decide`), so work arriving in an earlier queue waits for at most the
 batch in hand and two claimed after it (one without a claim written ahead), and
 a batch holds at most ``max_n`` jobs or, grown, ``COVER_MAX_BATCH_S`` of quick work:
-that wait is bounded by time, not by ``max_n``.
+that wait is bounded by time, not by ``max_n``. Each queue has a sizer of its own
+(:class:`QueueSizers`): a batch is sized from its own queue's jobs, so 1,000-job
+batches grown on quick jobs of one queue never become the first claim of another
+queue whose jobs are slow (one child would hold them while its siblings idle).
 """
 
 from __future__ import annotations
@@ -76,3 +79,25 @@ class BatchSizer:
         if idle_s >= FORGET_AFTER_IDLE_S:
             self.n = 1
             self.job_s = 0.0
+
+
+class QueueSizers:
+    """A worker's batch sizers, one per queue."""
+
+    __slots__ = ("by_queue",)
+
+    def __init__(self, queues: list[str], max_n: int, target_batch_s: float) -> None:
+        self.by_queue = {queue: BatchSizer(max_n, target_batch_s) for queue in queues}
+
+    def __getitem__(self, queue: str) -> BatchSizer:
+        return self.by_queue[queue]
+
+    def n(self, queues: list[str]) -> int:
+        """The size of a claim of each of ``queues`` in one round trip: the smallest
+        of theirs (several are claimed at once only when work came in an earlier one)."""
+        by_queue = self.by_queue
+        return min(by_queue[queue].n for queue in queues) if queues else 0
+
+    def forget(self, idle_s: float) -> None:
+        for sizer in self.by_queue.values():
+            sizer.forget(idle_s)

@@ -38,7 +38,7 @@ from fastq.pump import Pump
 from fastq.ratekey import KeyGate
 from fastq.redis_faults import REDIS_ERRORS, Outage
 from fastq.runner import HardStop, Runnable, SyncRunner
-from fastq.sizer import BatchSizer
+from fastq.sizer import QueueSizers
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -161,7 +161,8 @@ class Worker:
             redis_patience_s = 30.0
         self.redis_patience_s = redis_patience_s
         # a batch holds ~target_batch_s of work, and well under a lease
-        self.sizer = BatchSizer(batch_size, min(target_batch_s, lease_s / 4))
+        self.sizers = QueueSizers(self.queues, batch_size, min(target_batch_s, lease_s / 4))
+        self._sized_queue = self.queues[0]  # whose jobs the slots measure (one slot)
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
         self.runner = SyncRunner(self, slot, self.progress)
@@ -340,7 +341,7 @@ class Worker:
 
     def _loop(self, pump: Pump) -> None:
         queues = self.queues
-        sizer = self.sizer
+        sizers = self.sizers
         governor = self.governor
         slots = self.slots
         stopping = self._is_stopping
@@ -354,14 +355,14 @@ class Worker:
                 continue
             claim_q: list[str] = []  # nothing to write: a claim is in flight or in hand
             peek_q: list[str] = []
-            n = sizer.n
+            n = 0  # a claim in flight or in hand asked for its own
             if not pump.has_ahead:
+                claim_q, peek_q = self._names(empty.next_round())
                 # at most the free slots: may wait for enough of them to free
-                n = slots.claim_n(n, stopping)
+                n = slots.claim_n(sizers.n(claim_q), stopping)
                 governor.before_claim(pump.settle, self._wait_interruptibly)
                 if self.stopping:
                     break
-                claim_q, peek_q = self._names(empty.next_round())
             self.jobs_run += self._collect(pump)  # goes out with this claim
             try:
                 claim = pump.claim(claim_q, n, peek=peek_q)
@@ -382,10 +383,14 @@ class Worker:
                 batch = self._open_batch(claim)
                 # strict priority: a peek at every queue before this one, and this one;
                 # never ahead on a rate-limited queue: tokens are for jobs that start now
-                if sizer.prefetch_pays() and not pump.has_ahead and slots.may_claim_ahead:
+                if (
+                    sizers[claim.queue].prefetch_pays()
+                    and not pump.has_ahead
+                    and slots.may_claim_ahead
+                ):
                     claim_q, peek_q = self._names(empty.next_round())
                     if rate_limited.isdisjoint(claim_q):
-                        pump.claim_ahead(claim_q, sizer.n, peek=peek_q)
+                        pump.claim_ahead(claim_q, sizers.n(claim_q), peek=peek_q)
                 self._run_batch(batch, pump)
                 self._check_limits()
                 continue
@@ -430,7 +435,7 @@ class Worker:
                 self._wait_for_redis(exc)
             # the next jobs may be of another kind: measured afresh
             governor.forget()
-            sizer.forget(time.monotonic() - idle_since)
+            sizers.forget(time.monotonic() - idle_since)
 
     def _collect(self, pump: Pump) -> int:
         """The outcomes of the jobs in flight that finished, into the next round
@@ -439,7 +444,7 @@ class Worker:
         if n:
             ran_s, ran = self.slots.measured()
             if ran:
-                self.sizer.ran(ran_s, ran, pump.rtt_s)
+                self.sizers[self._sized_queue].ran(ran_s, ran, pump.rtt_s)
         return n
 
     def _is_stopping(self) -> bool:
@@ -567,6 +572,7 @@ class Worker:
             return
         index = self._queue_index[queue]
         # the jobs it keeps in flight are counted as they finish; the rest run here
+        self._sized_queue = queue
         runnable = self.slots.launch(runnable, out, index, queue)
         if not runnable:
             return
@@ -581,7 +587,7 @@ class Worker:
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
             self.governor.batch_ran(batch_s)
-            self.sizer.ran(batch_s, ran, pump.rtt_s)
+            self.sizers[queue].ran(batch_s, ran, pump.rtt_s)
 
 
 @dataclass

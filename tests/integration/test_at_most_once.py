@@ -179,7 +179,7 @@ def test_a_take_that_fails_runs_nothing_at_most_once_and_hands_it_back(
 
     monkeypatch.setattr(RoundTrip, "take", take_once_lost)
     worker = burst_worker(app, batch_size=10)
-    worker.sizer.n = 10  # the three in one batch
+    worker.sizers["q"].n = 10  # the three in one batch
     worker.run()
     # the first batch ran its plain job only; its at-most-once jobs went back unstarted
     assert ran == ["plain2", "once1", "once3"]

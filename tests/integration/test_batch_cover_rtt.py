@@ -23,7 +23,7 @@ def test_a_worker_of_one_queue_grows_quick_batches_past_batch_size(app: fastq.Ap
     worker = drain(app, ["q"], batch_size=10)
     assert ran == Counter(range(5000))  # each once
     assert worker._pump is not None and worker._pump.rtt_s > 0  # measured
-    assert 10 < worker.sizer.n <= 100
+    assert 10 < worker.sizers["q"].n <= 100
     assert app.stats("q")["processed"] == 5000 and app.stats("q")["ready"] == 0
 
 
@@ -38,5 +38,6 @@ def test_a_worker_of_several_queues_grows_them_too(app: fastq.App) -> None:
     worker = drain(app, ["q1", "q2"], batch_size=10)
     assert ran == Counter(range(5000))
     assert worker._pump is not None and worker._pump.rtt_s > 0
-    assert 10 < worker.sizer.n <= 100
+    assert 10 < worker.sizers["q2"].n <= 100
+    assert worker.sizers["q1"].n == 1  # q1's jobs are still unmeasured: one to start
     assert app.stats("q2")["processed"] == 5000 and app.stats("q2")["ready"] == 0

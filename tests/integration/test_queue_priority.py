@@ -35,11 +35,12 @@ def test_a_worker_serves_its_first_queue_first_and_drains_the_second(app: fastq.
 
 
 class BatchLog(BatchSizer):
-    """The worker's sizer, noting how many jobs each batch that ran held, in order."""
+    """A queue's sizer, noting in ``sizes`` (shared by the worker's queues) how many
+    jobs each batch that ran held, in order."""
 
-    def __init__(self, max_n: int, target_batch_s: float) -> None:
+    def __init__(self, max_n: int, target_batch_s: float, sizes: list[int]) -> None:
         super().__init__(max_n, target_batch_s)
-        self.sizes: list[int] = []
+        self.sizes = sizes
 
     def ran(self, batch_s: float, jobs: int, rtt_s: float = 0.0) -> None:
         self.sizes.append(jobs)
@@ -53,16 +54,19 @@ def drain_logging_batches(
     per job, its queue first); returns ``order`` cut into the batches that ran,
     each of one queue and at most what the sizer allows."""
     worker = Worker(app, queues, batch_size=batch_size, burst=True, handle_signals=False)
-    log = worker.sizer = BatchLog(worker.sizer.max_n, worker.sizer.target_batch_s)
+    sizes: list[int] = []
+    by_queue = worker.sizers.by_queue
+    for queue, sizer in by_queue.items():
+        by_queue[queue] = BatchLog(sizer.max_n, sizer.target_batch_s, sizes)
     worker.run()
-    assert sum(log.sizes) == len(order)
+    assert sum(sizes) == len(order)
     batches, at = [], 0
-    for size in log.sizes:
+    for size in sizes:
         batches.append(order[at : at + size])
         at += size
     for batch in batches:
         assert len({job[0] for job in batch}) == 1, batch  # one queue's
-        assert len(batch) <= log.cover_max_n  # at most 10 x batch_size, 1,000 jobs
+        assert len(batch) <= by_queue[queues[0]].cover_max_n  # 10 x batch_size, 1,000
     return batches
 
 
@@ -112,6 +116,36 @@ def test_work_arriving_in_the_first_queue_starts_after_at_most_two_more_batches(
     assert app.stats("b")["ready"] == app.stats("a")["ready"] == 0
 
 
+def test_an_earlier_queue_is_claimed_by_its_own_measure_not_the_later_queues(
+    app: fastq.App,
+) -> None:
+    """Batches of ``b``'s quick jobs grow past ``batch_size``; the first claim of
+    ``a``'s jobs is of one job all the same (a's are not measured yet: they may be
+    slow, and a child holding many slow jobs starves its siblings), and a's batches
+    then at most double (a claim written ahead may repeat the last size)."""
+    order: list[tuple[str, int]] = []
+
+    @app.job(queue="a")
+    def job_a(i: int) -> None:
+        order.append(("a", i))
+
+    @app.job(queue="b")
+    def job_b(i: int) -> None:
+        order.append(("b", i))
+        if i == 2500:
+            job_a.enqueue_many([(k,) for k in range(40)])
+
+    job_b.enqueue_many([(i,) for i in range(3000)])
+    batches = drain_logging_batches(app, ["a", "b"], 10, order)
+    b_sizes = [len(b) for b in batches if b[0][0] == "b"]
+    a_sizes = [len(b) for b in batches if b[0][0] == "a"]
+    assert max(b_sizes) > 10  # b's batches grew past batch_size
+    assert a_sizes[0] == 1, a_sizes
+    for i in range(1, len(a_sizes)):
+        assert a_sizes[i] <= 2 * max(a_sizes[:i]), a_sizes
+    assert sum(a_sizes) == 40 and len(order) == 3040
+
+
 def test_work_in_the_last_of_four_queues_is_drained_and_earlier_work_runs_first(
     app: fastq.App,
 ) -> None:
@@ -136,7 +170,10 @@ def test_work_in_the_last_of_four_queues_is_drained_and_earlier_work_runs_first(
     first_c = batch_of(batches, ("c", 0))
     assert at < first_c <= at + 3  # after at most two more batches of d
     last_c = batch_of(batches, ("c", 9))
-    assert last_c - first_c <= 2  # at most the batch of d claimed in c's round between
+    # c's batches (sized from c's own jobs: 1, then doubling) in a row, but for at
+    # most the batch of d claimed in the round that claimed c's first
+    d_between = [b for b in batches[first_c:last_c] if b[0][0] == "d"]
+    assert len(d_between) <= 1, [(b[0][0], len(b)) for b in batches[first_c : last_c + 1]]
 
 
 def test_a_job_falling_due_in_the_first_queue_is_run_before_the_second_is_drained(

@@ -8,6 +8,7 @@ from fastq.sizer import (
     COVER_MAX_N,
     COVER_ROUND_TRIPS,
     BatchSizer,
+    QueueSizers,
 )
 
 
@@ -113,3 +114,15 @@ def test_a_batch_past_max_n_never_holds_more_than_the_cap_of_work() -> None:
             for n in settle(sizer, job_s, rtt_s, batches=30):
                 assert n <= sizer.max_n or n * job_s <= COVER_MAX_BATCH_S, (job_s, rtt_s, n)
                 assert n <= COVER_MAX_N
+
+
+def test_each_queue_is_sized_from_its_own_jobs() -> None:
+    sizers = QueueSizers(["a", "b"], max_n=10, target_batch_s=0.1)
+    for _ in range(12):
+        sizers["b"].ran(batch_s=sizers["b"].n * 2e-6, jobs=sizers["b"].n, rtt_s=0.001)
+    assert sizers["b"].n > 10  # quick jobs over a round trip: grown past max_n
+    assert sizers.n(["a"]) == 1  # a's jobs are not measured: one, to start
+    assert sizers.n(["a", "b"]) == 1  # one round trip claiming both: the smaller
+    assert sizers.n(["b"]) == sizers["b"].n
+    sizers.forget(idle_s=1.0)
+    assert sizers.n(["b"]) == 1
