@@ -226,7 +226,7 @@ def _json_arg(text: str, option: str, kind: type) -> Any:
     except orjson.JSONDecodeError as exc:
         raise CliError(f"{option} is not valid JSON ({exc}): {text!r}") from None
     if not isinstance(value, kind):
-        want = "a JSON array, e.g. '[1, \"a\"]'" if kind is list else "a JSON object, e.g. '{\"k\": 1}'"
+        want = "a JSON array, e.g. '[1, 2]'" if kind is list else "a JSON object, e.g. '{\"k\": 1}'"
         raise CliError(f"{option} must be {want}, not {text!r}")
     return value
 
