@@ -18,11 +18,13 @@ from fastq.app import App
 from fastq.cli import (
     CliError,
     _configured_app,
+    _job_info_dict,
     _one_queue,
     format_job_info,
     parse_queues,
 )
 from fastq.introspect import JobInfo
+from fastq.keys import validate_queue_name
 from fastq.limits import RateLimit
 from fastq.progress import make_view, watch_drain
 
@@ -62,8 +64,6 @@ def _stats_queues(args: argparse.Namespace, app: App) -> list[str]:
 
 
 def _valid(queue: str) -> bool:
-    from fastq.keys import validate_queue_name
-
     try:
         validate_queue_name(queue)
     except (TypeError, ValueError):
@@ -147,8 +147,6 @@ def cmd_queues(args: argparse.Namespace) -> int:
 
 def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> None:
     if as_json:
-        from fastq.cli import _job_info_dict
-
         print(orjson.dumps([_job_info_dict(j) for j in jobs]).decode())
         return
     if not jobs:

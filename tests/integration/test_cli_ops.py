@@ -325,3 +325,24 @@ def test_worker_banner_and_failure_logs(
     assert "DEBUG fastq.worker: job flaky" in proc.stderr and "ran (attempt 1)" in proc.stderr
     producer.close()
     client.close()
+
+
+def test_stats_watch_prints_a_sample_each_interval_with_the_rate(
+    redis_server: RedisServer, app: fastq.App
+) -> None:
+    app.enqueue_many("flaky", [(i,) for i in range(5)], queue="mailer")
+    proc = subprocess.Popen(
+        fastq_cmd("stats", "--namespace", app.namespace, "--watch", "--json",
+                  "--interval", "0.1"),
+        env=subprocess_env(redis_server.url),
+        stdout=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        first, second = orjson.loads(proc.stdout.readline()), orjson.loads(proc.stdout.readline())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert first["mailer"]["ready"] == 5 and first["mailer"]["rate"] is None
+    assert second["mailer"]["rate"] == 0.0  # nothing processed between the samples
