@@ -13,12 +13,14 @@ from fastq import flow
 from fastq.cancel import cancel_by_tag, cancel_ids
 from fastq.contracts import ReviveSection
 from fastq.introspect import (
+    Holder,
     JobInfo,
     TaggedJob,
     TagPage,
     broken_jobs,
     dead_jobs,
     get_job,
+    holders,
     job_states,
     queue_stats,
     tagged_ids,
@@ -28,6 +30,15 @@ from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import RateLimit, check_job_id, check_rate_limit, check_tag
 from fastq.results import wait_for_result
 from fastq.revive import revive
+
+
+def _valid_name(queue: str) -> bool:
+    """A name in the set of known queues may come from a foreign producer."""
+    try:
+        validate_queue_name(queue)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _check_limit(limit: Optional[int], what: str) -> None:
@@ -223,6 +234,23 @@ class Admin:
                 if info is not None:
                     return info
         return None
+
+    def holders(self, queue: Optional[str] = None) -> list[Holder]:
+        """The workers holding jobs now (of ``queue``, or of every known queue), each
+        with the jobs it holds: what ``rq info`` and ``celery inspect active`` show.
+        An idle worker holds nothing and is not listed.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self._producer_call():
+            names = [queue] if queue is not None else self.queues()
+            out: list[Holder] = []
+            for q in names:
+                if queue is not None or _valid_name(q):
+                    out += holders(self.redis, self._known_queue(q))
+            return out
 
     # -- dead and broken jobs ---------------------------------------------------------
 

@@ -721,6 +721,7 @@ examples:
   fastq wait -q mailer                      a progress bar until mailer is drained
   fastq dead list -q mailer                 jobs that failed for good
   fastq dead retry -q mailer                put them back, attempts reset
+  fastq workers -v                          who holds which job now
   fastq enqueue send_email --args '["a@example.com"]' -q mailer
   fastq demo                                a 30,000-email blast on a throwaway Redis
 

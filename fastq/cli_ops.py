@@ -7,6 +7,7 @@ They need no ``--app`` (a bare App on ``--redis-url`` / ``$FASTQ_REDIS_URL`` and
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -142,6 +143,27 @@ def cmd_queues(args: argparse.Namespace) -> int:
             f"{q} ready={c['ready']} inflight={c['inflight']} scheduled={c['scheduled']} "
             f"dead={c['dead']} broken={c['broken']}{state}{note}"
         )
+    return 0
+
+
+def cmd_workers(args: argparse.Namespace) -> int:
+    """One line per worker holding jobs now: queue, worker id, jobs held, when its
+    lease lapses; with -v the jobs (id and name)."""
+    app = ops_app(args)
+    queue = _one_queue(args) if args.queue else None
+    found = _call(app.holders, queue)
+    if args.json:
+        print(orjson.dumps([dataclasses.asdict(h) for h in found]).decode())
+        return 0
+    if not found:
+        print("no worker holds a job now (idle workers hold none and are not listed)")
+        return 0
+    now = time.time()
+    for h in found:
+        print(f"{h.queue} {h.worker} jobs={len(h.jobs)} lease={h.lease_until - now:+.1f}s")
+        if args.verbose:
+            for job_id, name in h.jobs.items():
+                print(f"  {job_id} {name or '-'}")
     return 0
 
 
@@ -352,5 +374,16 @@ def add_parsers(sub: Any, connection: Any) -> None:
     _app_option(w)
     w.set_defaults(func=cmd_wait)
 
-    for p in (s, qs, e, w, *(sub.choices[n] for n in ("dead", "broken"))):
+    wk = sub.add_parser(
+        "workers",
+        help="the workers holding jobs now, and what they run",
+        epilog="examples:\n  fastq workers\n  fastq workers -q mailer -v",
+    )
+    wk.add_argument("-q", "--queue", help="the queue (default: every known queue)")
+    wk.add_argument("-v", "--verbose", action="store_true", help="each job held: id and name")
+    wk.add_argument("--json", action="store_true", help="print JSON")
+    _app_option(wk)
+    wk.set_defaults(func=cmd_workers)
+
+    for p in (s, qs, e, w, wk, *(sub.choices[n] for n in ("dead", "broken"))):
         connection(p)

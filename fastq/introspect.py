@@ -325,3 +325,45 @@ def broken_jobs(client: redis.Redis, keys: QueueKeys, limit: int) -> list[JobInf
         )
         for job_id, raw in zip(ids, envelopes)
     ]
+
+
+_SENTINEL_PREFIX = b"fastq:sentinel:"  # lua/lib/sentinel.lua: a held set's permanent member
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A worker holding jobs of one queue now: its id (``host:pid:random``), when its
+    lease lapses (Unix seconds) unless it extends it, and the jobs it holds (id ->
+    job name), running or claimed with their batch."""
+
+    worker: str
+    queue: str
+    lease_until: float
+    jobs: dict[str, Optional[str]]
+
+
+def holders(client: redis.Redis, keys: QueueKeys) -> list[Holder]:
+    """Every worker holding jobs of a queue, with those jobs (a few commands per
+    worker; a held set is at most a batch or two)."""
+    leases = _leases(client, keys)
+    if not leases:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for worker, _ in leases:
+        pipe.smembers(keys.held(worker))
+    held = [sorted(m for m in ids if not m.startswith(_SENTINEL_PREFIX)) for ids in pipe.execute()]
+    pipe = client.pipeline(transaction=False)
+    for ids in held:
+        pipe.hmget(keys.jobs, ids) if ids else pipe.echo(b"")
+    envelopes = pipe.execute()
+    out = []
+    for (worker, deadline_ms), ids, envs in zip(leases, held, envelopes):
+        names = {}
+        for job_id, raw in zip(ids, envs if ids else []):
+            try:
+                name = _fields(orjson.loads(raw)).get("name") if raw is not None else None
+            except orjson.JSONDecodeError:
+                name = None
+            names[job_id.decode()] = name if isinstance(name, str) else None
+        out.append(Holder(worker, keys.queue, deadline_ms / 1000.0, names))
+    return out

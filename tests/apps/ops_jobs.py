@@ -13,3 +13,10 @@ def flaky(i: int) -> None:
     if app.redis.exists(f"{app.namespace}:broken_mode"):
         raise RuntimeError(f"smtp down for {i}")
     app.redis.hincrby(f"{app.namespace}:runs", str(i), 1)
+
+
+@app.job(queue="slow", retries=0)
+def hold(i: int) -> None:
+    """Says it started, then runs until the test releases it."""
+    app.redis.rpush(f"{app.namespace}:started", i)
+    app.redis.blpop([f"{app.namespace}:release"], timeout=30)

@@ -311,7 +311,7 @@ def test_worker_banner_and_failure_logs(
     assert proc.returncode == 0, proc.stderr
     banner = next(line for line in proc.stderr.splitlines() if "namespace" in line)
     assert f"Redis redis://:***@127.0.0.1:{password_server.port}/0" in banner
-    assert f"namespace {namespace}, queues mailer, jobs flaky" in banner
+    assert f"namespace {namespace}, queues mailer,slow, jobs flaky,hold" in banner
     assert PASSWORD not in proc.stderr
     # a death: one ERROR line, then its traceback (as Celery and RQ log it)
     assert "is dead: failed after 1 attempts: RuntimeError: smtp down for 1" in proc.stderr
@@ -346,3 +346,31 @@ def test_stats_watch_prints_a_sample_each_interval_with_the_rate(
         proc.wait(timeout=10)
     assert first["mailer"]["ready"] == 5 and first["mailer"]["rate"] is None
     assert second["mailer"]["rate"] == 0.0  # nothing processed between the samples
+
+
+def test_workers_lists_who_holds_which_job(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis
+) -> None:
+    job_id = app.enqueue("hold", [1], queue="slow")
+    base = ("--namespace", app.namespace)
+    proc = run_cli(redis_server.url, "workers", *base)
+    assert proc.returncode == 0 and proc.stdout.startswith("no worker holds a job now")
+    worker = subprocess.Popen(
+        fastq_cmd("worker", "--app", OPS_APP, *base, "-q", "slow", "--burst"),
+        env=subprocess_env(redis_server.url),
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert r.blpop([f"{app.namespace}:started"], timeout=30) is not None
+        proc = run_cli(redis_server.url, "workers", *base, "-q", "slow", "-v")
+        assert proc.returncode == 0, proc.stderr
+        head, job = proc.stdout.splitlines()
+        assert head.startswith("slow ") and " jobs=1 lease=+" in head
+        assert job == f"  {job_id} hold"
+        listed = orjson.loads(run_cli(redis_server.url, "workers", *base, "--json").stdout)
+        assert [(h["queue"], h["jobs"]) for h in listed] == [("slow", {job_id: "hold"})]
+    finally:
+        r.rpush(f"{app.namespace}:release", 1)
+        assert worker.wait(timeout=30) == 0
+    proc = run_cli(redis_server.url, "workers", *base, "-q", "nope")
+    assert proc.returncode == 2 and "unknown queue 'nope'" in one_line_error(proc)
