@@ -103,6 +103,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     app = ops_app(args)
     queues = _stats_queues(args, app)
+    if not queues and not args.json:
+        print("no queues")
+        return 0
     before: dict[str, dict[str, int]] = {}
     t_before = 0.0
     while True:
