@@ -5,6 +5,20 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+VENV="${FASTQ_VENV:-.venv}"
+# A set-up already done is skipped: the stamp is the hash of what decides it (this
+# script, the packaging files, the extension's sources); any change redoes it all.
+STAMP="$VENV/.fastq-setup-stamp"
+want_stamp() {
+  cat ci/setup.sh pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd 2>/dev/null | sha256sum | cut -d' ' -f1
+}
+if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(want_stamp)" ] \
+  && command -v redis-server >/dev/null 2>&1 \
+  && "$VENV/bin/python" -c 'import fastq, sys; sys.exit(not fastq.ACCELERATED)' 2>/dev/null; then
+  exit 0
+fi
+rm -f "$STAMP"
+
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
@@ -25,11 +39,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-VENV="${FASTQ_VENV:-.venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # editable: the Cython extension is compiled in place, so tests import what they test
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron]'
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron,progress]'
 "$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'
+want_stamp >"$STAMP"

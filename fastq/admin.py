@@ -11,11 +11,16 @@ from redis import Redis
 
 from fastq import flow
 from fastq.cancel import cancel_by_tag, cancel_ids
+from fastq.contracts import ReviveSection
 from fastq.introspect import (
+    Holder,
     JobInfo,
     TaggedJob,
     TagPage,
+    broken_jobs,
+    dead_jobs,
     get_job,
+    holders,
     job_states,
     queue_stats,
     tagged_ids,
@@ -24,6 +29,21 @@ from fastq.job import JobDef
 from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import RateLimit, check_job_id, check_rate_limit, check_tag
 from fastq.results import wait_for_result
+from fastq.revive import revive
+
+
+def _valid_name(queue: str) -> bool:
+    """A name in the set of known queues may come from a foreign producer."""
+    try:
+        validate_queue_name(queue)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _check_limit(limit: Optional[int], what: str) -> None:
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{what}: limit must be an int >= 1 (or None: all), not {limit!r}")
 
 
 class Admin:
@@ -214,6 +234,84 @@ class Admin:
                 if info is not None:
                     return info
         return None
+
+    def holders(self, queue: Optional[str] = None) -> list[Holder]:
+        """The workers holding jobs now (of ``queue``, or of every known queue), each
+        with the jobs it holds: what ``rq info`` and ``celery inspect active`` show.
+        An idle worker holds nothing and is not listed.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self._producer_call():
+            names = [queue] if queue is not None else self.queues()
+            out: list[Holder] = []
+            for q in names:
+                if queue is not None or _valid_name(q):
+                    out += holders(self.redis, self._known_queue(q))
+            return out
+
+    # -- dead and broken jobs ---------------------------------------------------------
+
+    def dead_jobs(self, queue: str, limit: int = 50) -> list[JobInfo]:
+        """The ``limit`` oldest dead jobs of ``queue``: id, name, arguments, attempts,
+        when it died (``failed_at``), its last error and traceback.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, a bad limit.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        _check_limit(limit, "dead_jobs")
+        with self._producer_call():
+            return dead_jobs(self.redis, self._known_queue(queue), limit)
+
+    def broken_jobs(self, queue: str, limit: int = 50) -> list[JobInfo]:
+        """Up to ``limit`` broken jobs of ``queue`` (payloads that could not be decoded,
+        unknown job names), each with its ``broken_reason``.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, a bad limit.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        _check_limit(limit, "broken_jobs")
+        with self._producer_call():
+            return broken_jobs(self.redis, self._known_queue(queue), limit)
+
+    def retry_dead(self, queue: str, limit: Optional[int] = None) -> int:
+        """Put dead jobs of ``queue`` back, oldest first, as new runs of the same ids:
+        attempts, error and traceback reset, queued at the back (or by priority).
+        Each id leaves the dead set and is queued in one script call, so a job is
+        never both dead and queued, nor lost between. Tags and unique locks ended
+        with the job and are not restored.
+
+        Returns:
+            How many jobs were put back (counted as ``revived`` in the stats).
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, a bad limit.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        _check_limit(limit, "retry_dead")
+        with self._producer_call():
+            return revive(self.redis, self._known_queue(queue), ReviveSection.DEAD, limit)[0]
+
+    def retry_broken(self, queue: str, limit: Optional[int] = None) -> tuple[int, int]:
+        """Put broken jobs of ``queue`` back (once the app knows their job, say), as
+        :meth:`retry_dead` does. A payload that still cannot run is broken again by
+        the worker that claims it.
+
+        Returns:
+            ``(revived, skipped)``: skipped are ids quarantined without a payload,
+            which cannot run again (``purge(queue, broken=True)`` deletes them).
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, a bad limit.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        _check_limit(limit, "retry_broken")
+        with self._producer_call():
+            return revive(self.redis, self._known_queue(queue), ReviveSection.BROKEN, limit)
 
     # -- cancel and tags ------------------------------------------------------------
 

@@ -9,16 +9,20 @@ import logging
 import os
 import sys
 import time
+import traceback
 from datetime import datetime, timezone
 from typing import Any, Callable, NoReturn, Optional, Sequence
 
 import orjson
 
+from fastq._version import __version__
 from fastq.app import App
 from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
-from fastq.limits import RateLimit, parse_rate_limit
+from fastq.limits import parse_rate_limit
+
+log = logging.getLogger("fastq.cli")
 
 EXIT_USAGE = 2
 EXIT_APP_LOAD = 3
@@ -34,7 +38,27 @@ class CliError(Exception):
         self.code = code
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """--help keeps the examples' line breaks and shows each option's default (one
+    that means something: not None, not a flag's False, not one the help names)."""
+
+    def _get_help_string(self, action: argparse.Action) -> Optional[str]:
+        text = action.help or ""
+        default = action.default
+        if (
+            "default" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or not action.option_strings
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         # one line, not argparse's usage block
         raise CliError(f"{message} (see `{self.prog} --help`)")
@@ -100,8 +124,29 @@ def parse_queues(text: str) -> list[str]:
 
 
 def _served_queues(args: argparse.Namespace, app: App) -> list[str]:
-    """``-q``'s queues, or without it every queue the app registers jobs on."""
-    return parse_queues(args.queues) if args.queues is not None else app.job_queues()
+    """``-q``'s queues, or without it every queue the app registers jobs on. An app
+    that registers no job is refused; a queue that no registered job uses and that
+    Redis does not know (a typo?) is warned about."""
+    if not app.registry:
+        raise CliError(
+            f"app {args.app!r} registers no jobs: a worker would run nothing "
+            "(are the @app.job modules imported by it?)",
+            EXIT_APP_LOAD,
+        )
+    if args.queues is None:
+        return app.job_queues()
+    queues = parse_queues(args.queues)
+    try:
+        known = set(app.queues())
+    except FastqError:
+        return queues  # the worker itself waits for Redis and says so
+    for q in queues:
+        if q not in known:
+            log.warning(
+                "queue %r is unknown: no registered job uses it and nothing was ever "
+                "enqueued on it (a typo? known: %s)", q, ", ".join(sorted(known)) or "none",
+            )  # fmt: skip
+    return queues
 
 
 def load_app(spec: str) -> App:
@@ -118,8 +163,11 @@ def load_app(spec: str) -> App:
             ) from None
         raise CliError(f"importing {module_name!r} failed: {exc}", EXIT_APP_LOAD) from None
     except Exception as exc:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
         raise CliError(
-            f"importing {module_name!r} failed: {type(exc).__name__}: {exc}", EXIT_APP_LOAD
+            f"importing {module_name!r} failed: {type(exc).__name__}: {exc} "
+            f"(at {frame.filename}, line {frame.lineno})",
+            EXIT_APP_LOAD,
         ) from None
     if attr:
         app = getattr(module, attr, None)
@@ -175,7 +223,7 @@ def parse_size(text: str) -> int:
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis-url", help="Redis to use (default: $FASTQ_REDIS_URL, else the app's)")
-    p.add_argument("--namespace", help="key prefix (default: the app's)")
+    p.add_argument("--namespace", help="key prefix (default: the app's, else fastq)")
 
 
 def _add_concurrency_option(p: argparse.ArgumentParser) -> None:
@@ -253,17 +301,6 @@ def cmd_reaper(args: argparse.Namespace) -> int:
     app = _configured_app(args)
     queues = parse_queues(args.queues) if args.queues else None
     Reaper(app, queues, interval_s=args.interval).run()
-    return 0
-
-
-def cmd_stats(args: argparse.Namespace) -> int:
-    app = _configured_app(args)
-    queues = parse_queues(args.queues) if args.queues else app.queues()
-    for q in queues:
-        counts = app.stats(q)
-        rate, period_ms, burst = (counts.pop(f) for f in ("rate", "rate_period_ms", "rate_burst"))
-        limit = str(RateLimit(rate, period_ms, burst)).replace(" ", "") if rate else "off"
-        print(q, " ".join(f"{k}={v}" for k, v in counts.items()), f"limit={limit}")
     return 0
 
 
@@ -518,11 +555,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="fastq", description="fastq: a fast Redis-backed job queue")
+    from fastq import cli_ops
+
+    parser = _Parser(
+        prog="fastq", description="fastq: a fast Redis-backed job queue", epilog=_MAIN_EPILOG
+    )
+    parser.add_argument("--version", action="version", version=f"fastq {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    cli_ops.add_parsers(sub, _add_connection_options)
 
-    w = sub.add_parser("worker", help="run one worker process")
+    w = sub.add_parser(
+        "worker",
+        help="run one worker process",
+        epilog="examples:\n  fastq worker --app myapp\n  fastq worker --app myapp -q mailer,default"
+        "\n  fastq worker --app myapp:app -q mailer --burst --log-level DEBUG",
+    )
     w.add_argument(
         "--app", required=True, help="module (or module:attr) whose import registers the jobs"
     )
@@ -561,7 +609,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(w)
     w.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("pool", help="a pre-forking master with N worker children and a reaper")
+    p = sub.add_parser(
+        "pool",
+        help="a pre-forking master with N worker children and a reaper",
+        epilog="examples:\n  fastq pool --app myapp -c 8\n"
+        "  fastq pool --app myapp -c 32 -q mailer --max-memory-per-child 512M",
+    )
     p.add_argument(
         "-c", "--children", type=int, default=os.cpu_count() or 1, help="worker children"
     )
@@ -621,12 +674,6 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(rp)
     rp.set_defaults(func=cmd_reaper)
 
-    s = sub.add_parser("stats", help="print the counts of queues")
-    s.add_argument("--app", required=True, help="module (or module:attr) of the app")
-    s.add_argument("-q", "--queues", help="comma-separated queues (default: all known)")
-    _add_connection_options(s)
-    s.set_defaults(func=cmd_stats)
-
     pa = sub.add_parser("pause", help="stop workers claiming from a queue (jobs in hand finish)")
     pa.set_defaults(func=cmd_pause)
     rs = sub.add_parser("resume", help="let workers claim from a paused queue again, at once")
@@ -682,7 +729,29 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
     d.add_argument("--batch", type=batch_size, default=100, help="jobs claimed per round trip")
     d.set_defaults(func=cmd_demo)
+    for command in sub.choices.values():
+        # after the subcommand too; SUPPRESS: an absent one keeps the top-level value
+        command.add_argument(
+            "--log-level", default=argparse.SUPPRESS, help="DEBUG, INFO, WARNING or ERROR"
+        )
     return parser
+
+
+_MAIN_EPILOG = """\
+examples:
+  fastq pool --app myapp -c 8               run 8 worker children and a reaper
+  fastq worker --app myapp -q mailer        one worker process on one queue
+  fastq stats --watch                       counts and rates of every queue
+  fastq wait -q mailer                      a progress bar until mailer is drained
+  fastq dead list -q mailer                 jobs that failed for good
+  fastq dead retry -q mailer                put them back, attempts reset
+  fastq workers -v                          who holds which job now
+  fastq enqueue send_email --args '["a@example.com"]' -q mailer
+  fastq demo                                a 30,000-email blast on a throwaway Redis
+
+Every command takes --redis-url (default: $FASTQ_REDIS_URL) and --namespace;
+`fastq COMMAND --help` shows its options and examples.
+"""
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

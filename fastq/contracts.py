@@ -554,3 +554,33 @@ class _Cancel(Contract[CancelReply]):
 
 CANCEL = _Cancel("cancel")
 ALL = (*ALL, CANCEL)
+
+
+# -- revive (fastq dead retry, fastq broken retry) --------------------------------------
+
+REVIVE_BATCH_MAX = 500  # jobs per revive call: one call stays short
+
+
+class ReviveSection(str, Enum):
+    """Where ``revive`` takes its jobs from."""
+
+    DEAD = "dead"
+    BROKEN = "broken"
+
+
+class _Revive(Contract[int]):
+    keys = ("jobs", "dead", "poison", "broken", "stalls", "ready", "prio", "stats", "wake")
+    argv_names = ("section",)
+    argv_rest = "jobs"
+
+    def argv(self, section: ReviveSection, jobs: Iterable[tuple[str, bytes, int]]) -> list[Any]:
+        """``jobs``: (id, envelope to queue, priority) of each job to revive."""
+        return [section.value, *(part for job in jobs for part in job)]
+
+    def parse(self, raw: Any) -> int:
+        """Jobs revived (those no longer in the section, or without an envelope, are not)."""
+        return int(raw)
+
+
+REVIVE = _Revive("revive")
+ALL = (*ALL, REVIVE)

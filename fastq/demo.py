@@ -15,6 +15,7 @@ from typing import Optional
 import redis
 
 import fastq
+from fastq.progress import make_view, tally
 from fastq.redis_server import RedisServer
 
 app = fastq.App(
@@ -71,11 +72,15 @@ def run_demo(
         ]  # fmt: skip
         t0 = time.perf_counter()
         pool = subprocess.Popen(cmd, env=dict(os.environ, FASTQ_REDIS_URL=url))
-        stats = app.stats("mailer")
+        stats = start = app.stats("mailer")
+        view = make_view("mailer")  # the progress bar of `fastq wait`
         while stats["processed"] + stats["dead"] < jobs and pool.poll() is None:
             time.sleep(0.01)
             stats = app.stats("mailer")
+            view.update(tally(start, stats), stats["processed"] / (time.perf_counter() - t0))
         t_drain = time.perf_counter() - t0
+        view.update(tally(start, stats), stats["processed"] / t_drain, final=True)
+        view.close()
         pool.send_signal(signal.SIGTERM)
         code = pool.wait(timeout=60)
         print(

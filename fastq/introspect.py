@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -23,6 +24,7 @@ COUNTERS = (
     "stale_acks",
     "purged",
     "cancelled",
+    "revived",
 )
 
 
@@ -260,3 +262,108 @@ def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:
         return float(report["fraction"]), report.get("meta")
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
         return None, None
+
+
+def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> JobInfo:
+    """A dead or broken job as a listing shows it, from its envelope alone."""
+    try:
+        env = _fields(orjson.loads(raw)) if raw is not None else {}
+    except orjson.JSONDecodeError:
+        env = {}
+    name, args, kwargs, failed = (env.get(f) for f in ("name", "args", "kwargs", "attempts"))
+    return JobInfo(
+        id=job_id,
+        queue=keys.queue,
+        state=state,
+        name=name if isinstance(name, str) else None,
+        args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {},
+        attempts=failed if isinstance(failed, int) else 0,
+        enqueued_at=_seconds(env.get("enqueued_at")),
+        failed_at=_seconds(env.get("failed_at")),
+        last_error=env.get("error"),
+        traceback=env.get("traceback"),
+        raw=raw or b"",
+    )
+
+
+def dead_jobs(client: redis.Redis, keys: QueueKeys, limit: int) -> list[JobInfo]:
+    """The ``limit`` oldest dead jobs of a queue (the next the trim deletes)."""
+    pairs: list[tuple[bytes, float]] = client.zrange(keys.dead, 0, limit - 1, withscores=True)  # type: ignore[assignment]
+    if not pairs:
+        return []
+    ids = [job_id for job_id, _ in pairs]
+    pipe = client.pipeline(transaction=False)
+    pipe.hmget(keys.jobs, ids)
+    pipe.hmget(keys.poison, ids)
+    envelopes, poisons = pipe.execute()
+    out = []
+    for (job_id, died_ms), raw, poison in zip(pairs, envelopes, poisons):
+        info = _listed(job_id.decode(), keys, "dead", raw)
+        error = poison.decode("utf-8", "replace") if poison is not None else info.last_error
+        out.append(dataclasses.replace(info, failed_at=died_ms / 1000.0, last_error=error))
+    return out
+
+
+def broken_jobs(client: redis.Redis, keys: QueueKeys, limit: int) -> list[JobInfo]:
+    """Up to ``limit`` broken jobs of a queue, each with why it could not run."""
+    reasons: dict[bytes, bytes] = {}
+    cursor = 0
+    while len(reasons) < limit:
+        cursor, found = client.hscan(keys.broken, cursor, count=limit)
+        reasons.update(found)  # type: ignore[arg-type]
+        if not cursor:
+            break
+    ids = list(reasons)[:limit]
+    if not ids:
+        return []
+    envelopes: list[Optional[bytes]] = client.hmget(keys.jobs, ids)  # type: ignore[assignment]
+    return [
+        dataclasses.replace(
+            _listed(job_id.decode(), keys, "broken", raw),
+            broken_reason=reasons[job_id].decode("utf-8", "replace"),
+        )
+        for job_id, raw in zip(ids, envelopes)
+    ]
+
+
+_SENTINEL_PREFIX = b"fastq:sentinel:"  # lua/lib/sentinel.lua: a held set's permanent member
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A worker holding jobs of one queue now: its id (``host:pid:random``), when its
+    lease lapses (Unix seconds) unless it extends it, and the jobs it holds (id ->
+    job name), running or claimed with their batch."""
+
+    worker: str
+    queue: str
+    lease_until: float
+    jobs: dict[str, Optional[str]]
+
+
+def holders(client: redis.Redis, keys: QueueKeys) -> list[Holder]:
+    """Every worker holding jobs of a queue, with those jobs (a few commands per
+    worker; a held set is at most a batch or two)."""
+    leases = _leases(client, keys)
+    if not leases:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for worker, _ in leases:
+        pipe.smembers(keys.held(worker))
+    held = [sorted(m for m in ids if not m.startswith(_SENTINEL_PREFIX)) for ids in pipe.execute()]
+    pipe = client.pipeline(transaction=False)
+    for ids in held:
+        pipe.hmget(keys.jobs, ids) if ids else pipe.echo(b"")
+    envelopes = pipe.execute()
+    out = []
+    for (worker, deadline_ms), ids, envs in zip(leases, held, envelopes):
+        names = {}
+        for job_id, raw in zip(ids, envs if ids else []):
+            try:
+                name = _fields(orjson.loads(raw)).get("name") if raw is not None else None
+            except orjson.JSONDecodeError:
+                name = None
+            names[job_id.decode()] = name if isinstance(name, str) else None
+        out.append(Holder(worker, keys.queue, deadline_ms / 1000.0, names))
+    return out

@@ -65,7 +65,7 @@ PLAIN = Plain()
 # Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
 NAMES = (
     "enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge", "take", "ack_taken",
-    "rate_take", "cancel",
+    "rate_take", "cancel", "revive",
 )  # fmt: skip
 ALL = tuple(Script.from_package(name) for name in NAMES)
 BY_NAME = {script.name: script for script in ALL}

@@ -97,6 +97,7 @@ def settle_failure(
             "job %s %s failed (attempt %d of %d), retrying in %.2fs: %s",
             name, shown_id, attempt, retries + 1, delay_ms / 1000, error,
         )  # fmt: skip
+        log.debug("job %s %s: the traceback of attempt %d:\n%s", name, shown_id, attempt, tb)
         fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
         out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         return
@@ -151,7 +152,11 @@ def _bury(
     reason: Optional[str] = None,
 ) -> None:
     """Send a job to the dead set with its ``error``; every death is logged at ERROR
-    with its reason (``reason``, else the error)."""
-    log.error("job %s %s is dead: %s", name, job_id.decode(), reason or error)
+    with its reason (``reason``, else the error) and, as Celery and RQ do, its
+    traceback (a retried failure logs one WARNING line, the traceback at DEBUG)."""
+    if tb:
+        log.error("job %s %s is dead: %s\n%s", name, job_id.decode(), reason or error, tb.rstrip())
+    else:
+        log.error("job %s %s is dead: %s", name, job_id.decode(), reason or error)
     fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
     out.dead.append((job_id, codec.update_envelope(env, fields)))

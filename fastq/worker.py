@@ -36,7 +36,7 @@ from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
-from fastq.redis_faults import REDIS_ERRORS, Outage
+from fastq.redis_faults import REDIS_ERRORS, Outage, masked_url
 from fastq.runner import HardStop, Runnable, SyncRunner
 from fastq.sizer import QueueSizers
 
@@ -313,7 +313,11 @@ class Worker:
     def run_loop(self) -> None:
         """``run()`` after ``init_process()``: the master boots them apart to tell
         a boot error from a crash."""
-        log.info("worker %s: queues %s", self.worker_id, ",".join(self.queues))
+        log.info(
+            "worker %s: Redis %s, namespace %s, queues %s, jobs %s",
+            self.worker_id, masked_url(self.app.redis_url), self.app.namespace,
+            ",".join(self.queues), ",".join(sorted(self._registry)) or "none",
+        )  # fmt: skip
         assert self._rt is not None and self._pump is not None
         assert self._heartbeat is not None and self._leases is not None
         try:
@@ -525,8 +529,8 @@ class Worker:
         patience = self.redis_patience_s
         if patience is not None and time.monotonic() - self._outage.since > patience:
             raise RedisGaveUp(
-                f"worker {self.worker_id}: Redis at {self.app.redis_url} unavailable for "
-                f"{patience:g} s, giving up: {exc}"
+                f"worker {self.worker_id}: Redis at {masked_url(self.app.redis_url)} "
+                f"unavailable for {patience:g} s, giving up: {exc}"
             ) from None
         self._wait_interruptibly(lambda: time.sleep(delay))
 
@@ -584,6 +588,12 @@ class Worker:
         else:
             ran = self.runner.run(runnable, out, index, queue)
         self.jobs_run += ran
+        if log.isEnabledFor(logging.DEBUG):  # one check a batch: off the hot path
+            for job_id, target, _, _, attempt, _ in runnable[:ran]:
+                log.debug(
+                    "job %s %s of queue %s ran (attempt %d)",
+                    target.name, job_id.decode(), queue, attempt,
+                )  # fmt: skip
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
             self.governor.batch_ran(batch_s)

@@ -1,0 +1,44 @@
+"""The drain view of ``fastq wait``: its tally, its plain lines, when it stops."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from fastq.progress import Tally, make_view, plain_line, tally, watch_drain
+
+ZERO = {
+    "ready": 0, "scheduled": 0, "inflight": 0, "processed": 0, "failed": 0, "total_dead": 0,
+    "total_broken": 0, "cancelled": 0, "purged": 0,
+}  # fmt: skip
+
+
+def stats(**counts: int) -> dict[str, int]:
+    return {**ZERO, **counts}
+
+
+def test_tally_counts_every_way_a_job_ends_since_the_start() -> None:
+    start = stats(ready=100, processed=50, failed=1)
+    now = stats(ready=10, inflight=5, scheduled=3, processed=120, failed=4, total_dead=2,
+                total_broken=1, cancelled=1, purged=1)  # fmt: skip
+    assert tally(start, now) == Tally(done=75, left=18, failures=3, dead=2)
+    assert tally(start, now).total == 93
+
+
+def test_plain_line() -> None:
+    line = plain_line("mailer", Tally(done=1200, left=800, failures=2, dead=1), 400.0)
+    assert line == "mailer: 1200/2000 done, 400 jobs/s, ETA 2s, 2 failed, 1 dead"
+    assert "ETA -" in plain_line("mailer", Tally(0, 10, 0, 0), 0.0)
+
+
+def test_watch_drain_stops_when_nothing_is_left_or_at_the_timeout() -> None:
+    samples = iter([stats(ready=3), stats(ready=2, processed=1), stats(processed=3)])
+    out = io.StringIO()  # not a terminal: plain lines
+    view = make_view("q", out, plain_every_s=0)
+    final = watch_drain(lambda: next(samples), view, interval_s=0.01, timeout_s=None,
+                        sleep=lambda s: None)  # fmt: skip
+    assert final == Tally(done=3, left=0, failures=0, dead=0)
+    assert out.getvalue().splitlines()[-1].startswith("q: 3/3 done")
+    stuck: Any = lambda: stats(ready=3)  # noqa: E731
+    assert watch_drain(stuck, make_view("q", io.StringIO()), interval_s=0.01, timeout_s=0.0,
+                       sleep=lambda s: None) is None  # fmt: skip
