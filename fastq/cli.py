@@ -517,6 +517,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(redis_url=args.redis_url, jobs=args.jobs, batch=args.batch)
 
 
+def cmd_lua(args: argparse.Namespace) -> int:
+    """Print a script as fastq loads it (its includes resolved), for producers in
+    other languages to SCRIPT LOAD and EVALSHA (docs/protocol.md)."""
+    from fastq import scripts
+
+    # byte for byte: a file of it loads under the SHA1 fastq itself uses
+    sys.stdout.buffer.write(scripts.BY_NAME[args.script].source)
+    return 0
+
+
+def _add_lua_command(sub: Any) -> None:
+    from fastq import scripts
+
+    lu = sub.add_parser(
+        "lua",
+        help="print a Lua script with its includes resolved (see docs/protocol.md)",
+        description="Print a script as fastq loads it, e.g. for a producer in another "
+        'language:  redis-cli SCRIPT LOAD "$(fastq lua enqueue)"',
+    )
+    lu.add_argument("script", choices=scripts.NAMES, help="which script")
+    lu.set_defaults(func=cmd_lua)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fastq", description="fastq: a fast Redis-backed job queue")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
@@ -682,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
     d.add_argument("--batch", type=batch_size, default=100, help="jobs claimed per round trip")
     d.set_defaults(func=cmd_demo)
+    _add_lua_command(sub)
     return parser
 
 

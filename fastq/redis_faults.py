@@ -37,6 +37,7 @@ import redis
 from redis import exceptions as rex
 
 from fastq.errors import RedisRefused, RedisUnavailable
+from fastq.redis_url import mask_url
 
 
 class Fault(enum.Enum):
@@ -108,6 +109,7 @@ def backoff_s(failures: int, fault: Fault, *, base_s: float = 0.1, cap_s: float 
 def for_producer(exc: BaseException, url: str) -> Exception:
     """The fastq error a producer raises for a Redis error (chain it with ``from``)."""
     fault = classify(exc)
+    url = mask_url(url)
     if fault is Fault.UNAVAILABLE:
         return RedisUnavailable(f"cannot reach Redis at {url}: {exc}")
     if fault is None:

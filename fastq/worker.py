@@ -36,7 +36,9 @@ from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
+from fastq.redis_checks import check_redis
 from fastq.redis_faults import REDIS_ERRORS, Outage
+from fastq.redis_url import mask_url
 from fastq.runner import HardStop, Runnable, SyncRunner
 from fastq.sizer import QueueSizers
 
@@ -307,6 +309,7 @@ class Worker:
 
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
+        check_redis(self.app, "worker")  # a pool's master checks once for its children
         self.init_process()
         self.run_loop()
 
@@ -525,7 +528,7 @@ class Worker:
         patience = self.redis_patience_s
         if patience is not None and time.monotonic() - self._outage.since > patience:
             raise RedisGaveUp(
-                f"worker {self.worker_id}: Redis at {self.app.redis_url} unavailable for "
+                f"worker {self.worker_id}: Redis at {mask_url(self.app.redis_url)} unavailable for "
                 f"{patience:g} s, giving up: {exc}"
             ) from None
         self._wait_interruptibly(lambda: time.sleep(delay))
