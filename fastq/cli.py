@@ -19,6 +19,7 @@ from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 from fastq.limits import RateLimit, parse_rate_limit
+from fastq.redis_url import with_tls_files
 
 EXIT_USAGE = 2
 EXIT_APP_LOAD = 3
@@ -149,6 +150,9 @@ def _configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
     app = load_app(args.app)
     url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
     try:
+        tls = {k: getattr(args, f"tls_{k}", None) for k in ("ca_cert", "cert", "key")}
+        if any(tls.values()):
+            url = with_tls_files(url or app.redis_url, **tls)
         app.configure(redis_url=url, namespace=args.namespace)
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -174,8 +178,16 @@ def parse_size(text: str) -> int:
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis-url", help="Redis to use (default: $FASTQ_REDIS_URL, else the app's)")
+    p.add_argument(
+        "--redis-url",
+        help="Redis to use: redis://[[user]:password@]host:port/db, rediss:// (TLS) or "
+        "unix:///path.sock (default: $FASTQ_REDIS_URL, else the app's); a password is "
+        "safer in $FASTQ_REDIS_URL: a command line shows in `ps`",
+    )
     p.add_argument("--namespace", help="key prefix (default: the app's)")
+    p.add_argument("--tls-ca-cert", help="rediss://: the CA certificate file that signed Redis'")
+    p.add_argument("--tls-cert", help="rediss://: the client certificate file")
+    p.add_argument("--tls-key", help="rediss://: the client certificate's key file")
 
 
 def _add_concurrency_option(p: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ Every message, log line or title that names the Redis a process uses goes throug
 
 from __future__ import annotations
 
+from typing import Optional
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 MASK = "***"
@@ -46,3 +47,22 @@ def mask_url(url: str) -> str:
         + (f"?{query}" if query else "")
         + (f"#{parts.fragment}" if parts.fragment else "")
     )
+
+
+def with_tls_files(
+    url: str, *, ca_cert: Optional[str], cert: Optional[str], key: Optional[str]
+) -> str:
+    """``url`` with the TLS files given (the CLI's ``--tls-*`` options) as the query
+    parameters redis-py reads: ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``.
+
+    Raises:
+        ValueError: a file given with a URL that is not ``rediss://``.
+    """
+    given = [("ssl_ca_certs", ca_cert), ("ssl_certfile", cert), ("ssl_keyfile", key)]
+    params = [(name, value) for name, value in given if value]
+    if not params:
+        return url
+    if not url.startswith("rediss://"):
+        raise ValueError(f"--tls-* options need a rediss:// URL, not {mask_url(url)!r}")
+    sep = "&" if "?" in url else "?"
+    return url + sep + urlencode(params, safe="/")

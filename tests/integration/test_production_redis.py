@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Iterator, Optional
 
+import psutil
 import pytest
 import redis
 from conftest import fastq_cmd, subprocess_env
@@ -37,7 +38,8 @@ def _runs(url: str, namespace: str) -> int:
 
 def _run_pool_until(url: str, namespace: str, n: int, log: Path, level: str = "INFO") -> str:
     """A ``fastq pool`` on tests.apps.counting until ``n`` jobs ran, then SIGTERM;
-    returns everything it wrote (stdout and stderr)."""
+    returns everything it wrote (stdout and stderr), and the titles and command
+    lines of its processes."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             fastq_cmd("--log-level", level, "pool", "--app", "tests.apps.counting",
@@ -50,10 +52,13 @@ def _run_pool_until(url: str, namespace: str, n: int, log: Path, level: str = "I
                 assert proc.poll() is None, log.read_text()
                 assert time.monotonic() < deadline, log.read_text()
                 time.sleep(0.05)
+            master = psutil.Process(proc.pid)
+            titles = [f"{p.name()} {' '.join(p.cmdline())}" for p in [master, *master.children()]]
+            assert any("fastq-worker" in t for t in titles), titles
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait(timeout=30)
-    return log.read_text()
+    return log.read_text() + "\n".join(titles)
 
 
 def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -225,6 +230,27 @@ def test_a_pool_over_tls_with_client_certificates(
     output = _run_pool_until(url, namespace, JOBS, tmp_path / "pool.log")
     assert _runs(url, namespace) == JOBS
     assert PASSWORD not in output
+
+
+def test_the_tls_files_as_cli_options(tls_server: tuple[int, Path], namespace: str) -> None:
+    port, d = tls_server
+    url = f"rediss://:{PASSWORD}@127.0.0.1:{port}/0"
+    _enqueue_counting(
+        f"{url}?ssl_ca_certs={d / 'ca.crt'}&ssl_certfile={d / 'client.crt'}"
+        f"&ssl_keyfile={d / 'client.key'}",
+        namespace,
+        5,
+    )
+    tls = ["--tls-ca-cert", str(d / "ca.crt"), "--tls-cert", str(d / "client.crt"),
+           "--tls-key", str(d / "client.key")]  # fmt: skip
+    proc = _cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
+                "-q", "count", "--burst", *tls)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "stopped after 5 jobs" in proc.stderr
+    plain = f"redis://127.0.0.1:{port}/0"
+    proc = _cli(plain, "stats", "--app", "tests.apps.counting", *tls)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"fastq: error: --tls-* options need a rediss:// URL, not '{plain}'\n")
 
 
 def test_tls_without_the_ca_is_refused_in_one_line(
