@@ -262,3 +262,19 @@ def test_tls_without_the_ca_is_refused_in_one_line(
         app.enqueue("count", (1,), queue="count")
     assert "certificate verify failed" in str(info.value)
     assert PASSWORD not in str(info.value)
+
+
+def test_a_unix_socket_url_with_the_password_as_a_query_parameter(
+    namespace: str, tmp_path: Path
+) -> None:
+    sock = tmp_path / "redis.sock"
+    extra = ["--requirepass", PASSWORD, "--unixsocket", str(sock), "--unixsocketperm", "700"]
+    with RedisServer(extra_args=extra):  # its TCP port stays unused here
+        url = f"unix://{sock}?db=0&password={PASSWORD}"
+        _enqueue_counting(url, namespace, 5)
+        proc = _cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
+                    "-q", "count", "--burst")  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert "stopped after 5 jobs" in proc.stderr
+        assert f"unix://{sock}?db=0&password=***" in proc.stderr  # the persistence warning
+        assert PASSWORD not in proc.stdout + proc.stderr
