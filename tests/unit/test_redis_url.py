@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import fastq
 from fastq.redis_url import mask_url, with_tls_files
 
 
@@ -42,3 +43,12 @@ def test_with_tls_files() -> None:
     )
     with pytest.raises(ValueError, match=r"need a rediss:// URL, not 'redis://:\*\*\*@h/0'"):
         with_tls_files("redis://:pw@h/0", ca_cert="/ca", cert=None, key=None)
+
+
+@pytest.mark.parametrize(
+    "url", ["redis://:s3cret@host:notaport/0", "ftp://:s3cret@h/0", "redis://:s3cret@h/0?db=x"]
+)
+def test_an_invalid_url_is_refused_with_its_password_masked(url: str) -> None:
+    with pytest.raises(ValueError, match=r"^invalid Redis URL '\w+://:\*\*\*@h") as info:
+        fastq.App(url)
+    assert "s3cret" not in str(info.value)
