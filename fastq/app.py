@@ -18,7 +18,7 @@ from fastq import scripts
 from fastq._accel import codec
 from fastq._version import __version__
 from fastq.admin import Admin
-from fastq.enqueue import Enqueuer
+from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
 from fastq.errors import FastqError
 from fastq.job import (
     ArgChecker,
@@ -41,6 +41,7 @@ from fastq.limits import (
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.ratekey import RateKey
 from fastq.redis_faults import REDIS_ERRORS, for_producer
+from fastq.redis_url import mask_url
 from fastq.retry import Backoff, policy_from_keywords
 
 try:
@@ -87,7 +88,7 @@ def _check_url(url: str) -> str:
     try:
         redis.ConnectionPool.from_url(url)
     except ValueError as exc:
-        raise ValueError(f"invalid Redis URL {url!r}: {exc}") from None
+        raise ValueError(f"invalid Redis URL {mask_url(url)!r}: {exc}") from None
     return url
 
 
@@ -108,6 +109,9 @@ class App(Enqueuer, Admin):
         dead_max_len: the dead set of a queue keeps at most this many jobs.
         max_stalls: a job whose worker died (or hung) running it more often than
             this is a poison job: it goes dead instead of running again.
+        max_payload_bytes: a job larger than this, encoded (its arguments as JSON
+            with its name and options), is refused at enqueue with a ValueError
+            (default 4 MiB).
     """
 
     def __init__(
@@ -118,6 +122,7 @@ class App(Enqueuer, Admin):
         dead_max_age_s: float = 7 * 24 * 3600,
         dead_max_len: int = 10_000,
         max_stalls: int = 2,
+        max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
         self.redis_url = _check_url(
             redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL
@@ -128,6 +133,11 @@ class App(Enqueuer, Admin):
         if max_stalls < 0:
             raise ValueError(f"max_stalls must be >= 0, not {max_stalls}")
         self.max_stalls = int(max_stalls)
+        if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int):
+            raise TypeError(f"max_payload_bytes must be an int, not {max_payload_bytes!r}")
+        if max_payload_bytes < 1:
+            raise ValueError(f"max_payload_bytes must be >= 1, not {max_payload_bytes}")
+        self.max_payload_bytes = max_payload_bytes
         self.registry: dict[str, JobDef[Any]] = {}
         self.schedules: dict[str, PeriodicJob] = {}  # job name -> when it fires
         self.worker_start_hooks: list[Callable[[], None]] = []

@@ -21,6 +21,7 @@ from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 from fastq.limits import parse_rate_limit
+from fastq.redis_url import with_tls_files
 
 log = logging.getLogger("fastq.cli")
 
@@ -197,6 +198,9 @@ def _configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
     app = load_app(args.app)
     url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
     try:
+        tls = {k: getattr(args, f"tls_{k}", None) for k in ("ca_cert", "cert", "key")}
+        if any(tls.values()):
+            url = with_tls_files(url or app.redis_url, **tls)
         app.configure(redis_url=url, namespace=args.namespace)
     except ValueError as exc:
         raise CliError(str(exc)) from None
@@ -222,8 +226,16 @@ def parse_size(text: str) -> int:
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--redis-url", help="Redis to use (default: $FASTQ_REDIS_URL, else the app's)")
+    p.add_argument(
+        "--redis-url",
+        help="Redis to use: redis://[[user]:password@]host:port/db, rediss:// (TLS) or "
+        "unix:///path.sock (default: $FASTQ_REDIS_URL, else the app's); a password is "
+        "safer in $FASTQ_REDIS_URL: a command line shows in `ps`",
+    )
     p.add_argument("--namespace", help="key prefix (default: the app's, else fastq)")
+    p.add_argument("--tls-ca-cert", help="rediss://: the CA certificate file that signed Redis'")
+    p.add_argument("--tls-cert", help="rediss://: the client certificate file")
+    p.add_argument("--tls-key", help="rediss://: the client certificate's key file")
 
 
 def _add_concurrency_option(p: argparse.ArgumentParser) -> None:
@@ -554,6 +566,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(redis_url=args.redis_url, jobs=args.jobs, batch=args.batch)
 
 
+def cmd_lua(args: argparse.Namespace) -> int:
+    """Print a script as fastq loads it (its includes resolved), for producers in
+    other languages to SCRIPT LOAD and EVALSHA (docs/protocol.md)."""
+    from fastq import scripts
+
+    # byte for byte: a file of it loads under the SHA1 fastq itself uses
+    sys.stdout.buffer.write(scripts.BY_NAME[args.script].source)
+    return 0
+
+
+def _add_lua_command(sub: Any) -> None:
+    from fastq import scripts
+
+    lu = sub.add_parser(
+        "lua",
+        help="print a Lua script with its includes resolved (see docs/protocol.md)",
+        description="Print a script as fastq loads it, e.g. for a producer in another "
+        'language:  redis-cli SCRIPT LOAD "$(fastq lua enqueue)"',
+    )
+    lu.add_argument("script", choices=scripts.NAMES, help="which script")
+    lu.set_defaults(func=cmd_lua)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from fastq import cli_ops
 
@@ -729,6 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
     d.add_argument("--batch", type=batch_size, default=100, help="jobs claimed per round trip")
     d.set_defaults(func=cmd_demo)
+    _add_lua_command(sub)
     for command in sub.choices.values():
         # after the subcommand too; SUPPRESS: an absent one keeps the top-level value
         command.add_argument(

@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import orjson
 
-from fastq.app import App
+from fastq.app import DEFAULT_REDIS_URL, App
 from fastq.cli import (
     CliError,
     _configured_app,
@@ -28,6 +28,7 @@ from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 from fastq.limits import RateLimit
 from fastq.progress import make_view, watch_drain
+from fastq.redis_url import with_tls_files
 
 STATS_FIELDS = ("ready", "inflight", "scheduled", "dead", "broken", "processed", "failed")
 
@@ -36,11 +37,12 @@ def ops_app(args: argparse.Namespace) -> App:
     """The --app's App, or without one a bare App on --redis-url and --namespace."""
     if getattr(args, "app", None):
         return _configured_app(args)
+    url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
     try:
-        return App(
-            args.redis_url or os.environ.get("FASTQ_REDIS_URL"),
-            namespace=args.namespace or "fastq",
-        )
+        tls = {k: getattr(args, f"tls_{k}", None) for k in ("ca_cert", "cert", "key")}
+        if any(tls.values()):
+            url = with_tls_files(url or DEFAULT_REDIS_URL, **tls)
+        return App(url, namespace=args.namespace or "fastq")
     except ValueError as exc:
         raise CliError(str(exc)) from None
 

@@ -25,6 +25,7 @@ from fastq.job import (
 from fastq.keys import QueueKeys
 from fastq.limits import check_job_id
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
+from fastq.redis_url import mask_url
 from fastq.retry import Backoff, envelope_overrides
 
 # One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
@@ -34,6 +35,10 @@ ENQUEUE_CHUNK = 1000
 # ... and this many when they carry tags or unique locks: each job then costs the
 # script two to four times as much, and one call must stay short
 ENQUEUE_CHUNK_EXTRAS = 250
+# A job's envelope (its arguments as JSON, with its name and options) at most, by
+# default: Redis holds every job whole in memory and a worker reads a batch of them
+# in one reply; big data belongs in a store, with its key in the job.
+DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
@@ -57,6 +62,7 @@ class Enqueuer:
 
     redis_url: str
     namespace: str
+    max_payload_bytes: int
     registry: dict[str, JobDef[Any]]
     _ids: IdGenerator
     _known_queues: set[str]  # queues this app has added to the namespace's set
@@ -173,7 +179,8 @@ class Enqueuer:
             TypeError: args do not fit the registered function, or are not
                 JSON-serializable (NaN and infinities included); nothing is sent.
             ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
-                datetime included); nothing is sent.
+                datetime included), or the job is larger than the app's
+                ``max_payload_bytes``; nothing is sent.
             TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
@@ -204,6 +211,8 @@ class Enqueuer:
         unique = unique_plan(options, jobdef)
         job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
         env = codec.encode_envelope(args, kwargs, self._tail(name, priority, options))
+        if len(env) > self.max_payload_bytes:
+            raise ValueError(self._too_large(name, len(env)))
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
@@ -260,8 +269,9 @@ class Enqueuer:
                 (NaN and infinities included; the message names its index);
                 nothing is sent.
             ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
-                invalid one; a bad queue name, priority, delay or ``at``; nothing is
-                sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
+                invalid one; a bad queue name, priority, delay or ``at``; a call
+                larger than the app's ``max_payload_bytes`` (the message names its
+                index); nothing is sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
             fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
                 ACL); ``written`` went in, ``not_written`` did not.
             fastq.EnqueueInterrupted: Redis could not be reached, or the connection
@@ -305,6 +315,9 @@ class Enqueuer:
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
         envs = codec.encode_calls(calls, self._tail(name, priority, options))
+        if envs and max(map(len, envs)) > self.max_payload_bytes:
+            i = next(i for i, env in enumerate(envs) if len(env) > self.max_payload_bytes)
+            raise ValueError(f"call {i}: {self._too_large(name, len(envs[i]))}")
         if not ids:
             return ids
         ukeys: list[str] = []
@@ -340,6 +353,13 @@ class Enqueuer:
                     ids[c * chunk + i] = holder
         return ids
 
+    def _too_large(self, name: str, size: int) -> str:
+        return (
+            f"job {name!r} is {size:,} bytes encoded, over the limit of "
+            f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
+            "reference to the data (a key, a URL), not the data"
+        )
+
     def _blast_error(
         self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
     ) -> EnqueueError:
@@ -354,12 +374,12 @@ class Enqueuer:
         if fault is Fault.UNAVAILABLE:
             maybe = "may or may not have gone in" if sent else "did not go in"
             return EnqueueInterrupted(
-                f"cannot reach Redis at {self.redis_url} ({cause}): {len(written)} of "
+                f"cannot reach Redis at {mask_url(self.redis_url)} ({cause}): {len(written)} of "
                 f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
                 ids=ids, written=written, not_written=not_written, fault=how,
             )  # fmt: skip
         return EnqueueError(
-            f"Redis at {self.redis_url} took {len(written)} of {len(ids)} jobs, "
+            f"Redis at {mask_url(self.redis_url)} took {len(written)} of {len(ids)} jobs, "
             f"{len(not_written)} did not go in ({how}: {cause}){retry}",
             ids=ids, written=written, not_written=not_written, fault=how,
         )  # fmt: skip

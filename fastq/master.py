@@ -32,6 +32,7 @@ from fastq.handback import CALL_TIMEOUT_S, HandBack, HandBacks
 from fastq.heartbeat import HeartbeatBoard
 from fastq.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.reaper import Reaper
+from fastq.redis_checks import check_redis
 from fastq.redis_faults import REDIS_ERRORS
 from fastq.worker import Worker
 
@@ -141,6 +142,7 @@ class Master:
         """Supervise until stopped; returns the exit status."""
         self.pid = os.getpid()
         set_process_name("fastq-master")
+        check_redis(self.app, f"master {self.pid}")
         self.init_signals()
         log.info(
             "master %d: %d workers on %s%s",

@@ -37,6 +37,7 @@ import redis
 from redis import exceptions as rex
 
 from fastq.errors import RedisRefused, RedisUnavailable
+from fastq.redis_url import mask_url
 
 
 class Fault(enum.Enum):
@@ -105,21 +106,10 @@ def backoff_s(failures: int, fault: Fault, *, base_s: float = 0.1, cap_s: float 
     return float(delay * (0.5 + random.random() / 2))
 
 
-def masked_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``, fit for logs and error messages."""
-    scheme, sep, rest = url.partition("://")
-    userinfo, at, host = rest.rpartition("@")
-    if not sep or not at:
-        return url
-    user, colon, _ = userinfo.partition(":")
-    # no colon: one word before the @, which some clients take as the password
-    return f"{scheme}://{user}:***@{host}" if colon else f"{scheme}://***@{host}"
-
-
 def for_producer(exc: BaseException, url: str) -> Exception:
     """The fastq error a producer raises for a Redis error (chain it with ``from``)."""
     fault = classify(exc)
-    url = masked_url(url)
+    url = mask_url(url)
     if fault is Fault.UNAVAILABLE:
         return RedisUnavailable(f"cannot reach Redis at {url}: {exc}")
     if fault is None:

@@ -23,6 +23,23 @@ log = logging.getLogger("fastq.worker")
 # test can fix it).
 draw = random.random
 
+# What a failure stores in the job's envelope at most: every retry and the dead set
+# carry it, and a huge message (an exception holding a whole response) must not
+# bloat Redis. A traceback keeps its end, where the exception is.
+MAX_ERROR_CHARS = 2_000
+MAX_TRACEBACK_CHARS = 16_000
+
+
+def _failure_fields(attempt: int, error: str, tb: Optional[str]) -> dict[str, Any]:
+    """The envelope fields a failure writes, its error and traceback bounded."""
+    if len(error) > MAX_ERROR_CHARS:
+        cut = len(error) - MAX_ERROR_CHARS
+        error = f"{error[:MAX_ERROR_CHARS]}... [{cut:,} more characters cut]"
+    if tb is not None and len(tb) > MAX_TRACEBACK_CHARS:
+        cut = len(tb) - MAX_TRACEBACK_CHARS
+        tb = f"[{cut:,} characters cut] ...{tb[-MAX_TRACEBACK_CHARS:]}"
+    return {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
+
 
 def settle_failure(
     out: Outcomes,
@@ -98,7 +115,7 @@ def settle_failure(
             name, shown_id, attempt, retries + 1, delay_ms / 1000, error,
         )  # fmt: skip
         log.debug("job %s %s: the traceback of attempt %d:\n%s", name, shown_id, attempt, tb)
-        fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
+        fields = _failure_fields(attempt, error, tb)
         out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         return
     _bury(out, name, job_id, env, attempt, error, tb, f"failed after {attempt} attempts: {error}")
@@ -158,5 +175,5 @@ def _bury(
         log.error("job %s %s is dead: %s\n%s", name, job_id.decode(), reason or error, tb.rstrip())
     else:
         log.error("job %s %s is dead: %s", name, job_id.decode(), reason or error)
-    fields = {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
+    fields = _failure_fields(attempt, error, tb)
     out.dead.append((job_id, codec.update_envelope(env, fields)))

@@ -36,7 +36,9 @@ from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
-from fastq.redis_faults import REDIS_ERRORS, Outage, masked_url
+from fastq.redis_checks import check_redis
+from fastq.redis_faults import REDIS_ERRORS, Outage
+from fastq.redis_url import mask_url
 from fastq.runner import HardStop, Runnable, SyncRunner
 from fastq.sizer import QueueSizers
 
@@ -307,6 +309,7 @@ class Worker:
 
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
+        check_redis(self.app, "worker")  # a pool's master checks once for its children
         self.init_process()
         self.run_loop()
 
@@ -315,7 +318,7 @@ class Worker:
         a boot error from a crash."""
         log.info(
             "worker %s: Redis %s, namespace %s, queues %s, jobs %s",
-            self.worker_id, masked_url(self.app.redis_url), self.app.namespace,
+            self.worker_id, mask_url(self.app.redis_url), self.app.namespace,
             ",".join(self.queues), ",".join(sorted(self._registry)) or "none",
         )  # fmt: skip
         assert self._rt is not None and self._pump is not None
@@ -529,8 +532,8 @@ class Worker:
         patience = self.redis_patience_s
         if patience is not None and time.monotonic() - self._outage.since > patience:
             raise RedisGaveUp(
-                f"worker {self.worker_id}: Redis at {masked_url(self.app.redis_url)} "
-                f"unavailable for {patience:g} s, giving up: {exc}"
+                f"worker {self.worker_id}: Redis at {mask_url(self.app.redis_url)} unavailable for "
+                f"{patience:g} s, giving up: {exc}"
             ) from None
         self._wait_interruptibly(lambda: time.sleep(delay))
 
