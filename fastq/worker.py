@@ -165,7 +165,7 @@ class Worker:
         self._sized_queue = self.queues[0]  # whose jobs the slots measure (one slot)
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
-        self.runner = SyncRunner(self, slot, self.progress)
+        self.runner = SyncRunner(self, slot, self.progress, app.hooks)
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
         self.concurrency = concurrency
@@ -302,7 +302,7 @@ class Worker:
             self.progress,
         )
         self._leases.start()
-        for hook in self.app.worker_start_hooks:
+        for hook in self.app.hooks.worker_start:
             hook()
 
     def run(self) -> None:
@@ -335,6 +335,7 @@ class Worker:
             self._heartbeat.stop()
             self._rt.close()
             self.governor.close()
+            self.app.hooks.run_worker_stop()
         log.info("worker %s: stopped after %d jobs", self.worker_id, self.jobs_run)
 
     # -- the loop --------------------------------------------------------------
