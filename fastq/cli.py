@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib
-import logging
 import os
 import sys
 import time
@@ -19,6 +18,7 @@ from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 from fastq.limits import RateLimit, parse_rate_limit
+from fastq.logs import FORMATS, configure_logging
 
 EXIT_USAGE = 2
 EXIT_APP_LOAD = 3
@@ -520,6 +520,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fastq", description="fastq: a fast Redis-backed job queue")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--log-format", default="text", choices=FORMATS, help="text, or json: one object a line"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     w = sub.add_parser("worker", help="run one worker process")
@@ -688,10 +691,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        level = getattr(logging, str(args.log_level).upper(), None)
-        if not isinstance(level, int):
-            raise CliError(f"unknown log level {args.log_level!r}")
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        try:
+            configure_logging(args.log_level, args.log_format)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         return int(args.func(args))
     except CliError as exc:
         print(f"fastq: error: {exc}", file=sys.stderr)

@@ -105,6 +105,14 @@ class Hooks:
             _call(hook, event)
         return lambda out: merge(out, aside)
 
+    def with_last_after(self, hook: JobHook) -> Hooks:
+        """A copy of these hooks with ``hook`` run after every other ``after_job``."""
+        copy = Hooks()
+        for name, hooks in vars(self).items():
+            setattr(copy, name, list(hooks))
+        copy.after_job.insert(0, hook)
+        return copy
+
     def run_worker_stop(self) -> None:
         for hook in reversed(self.worker_stop):
             _call(hook)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
+from fastq import logs
 from fastq.atmostonce import AtMostOnce, Taken
 from fastq.batch import Claim, RoundTrip
 from fastq.context import ProgressBuffer
@@ -165,7 +166,10 @@ class Worker:
         self._sized_queue = self.queues[0]  # whose jobs the slots measure (one slot)
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
-        self.runner = SyncRunner(self, slot, self.progress, app.hooks)
+        hooks = app.hooks
+        if logs.jobs_log.isEnabledFor(logging.DEBUG):  # per-job lines: only then a hook
+            hooks = hooks.with_last_after(logs.job_logger)
+        self.runner = SyncRunner(self, slot, self.progress, hooks)
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
         self.concurrency = concurrency
@@ -253,6 +257,7 @@ class Worker:
             self.worker_id = default_worker_id()
         self._registry = dict(self.app.registry)
         self._outage = Outage(f"worker {self.worker_id}", log)
+        logs.set_process_field("worker", str(self.worker_id))
         # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
         # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
         # socket could still be run by Redis after the worker has moved on.
