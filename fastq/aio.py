@@ -31,6 +31,7 @@ from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
 from fastq.inflight import WAIT_TICK_S, wait_for_free
+from fastq.metrics import counted
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
 
@@ -341,6 +342,7 @@ class AsyncRunner:
         hooks = self.sync.hooks
         event = hooks.started(job, queue) if hooks.per_job else None
         failure: Optional[BaseException] = None
+        interrupted = False
         started = time.perf_counter()
         try:
             result = await target.fn(*args, **kwargs)
@@ -349,8 +351,8 @@ class AsyncRunner:
                 failure = JobTimeout(f"the job ran past its timeout_s={timeout_s:g}")
                 settle = _failed(job, failure)
             elif self._cancelling:  # a stop: not the job's fault, back to the front
-                settle = _interrupted(job_id)
-                event = None  # it runs again: no outcome yet
+                settle, interrupted = _interrupted(job_id), True
+                event = None  # it runs again: no outcome yet, nothing counted
             else:  # cancelled by something of its own
                 settle, failure = _failed(job, exc), exc
         except Exception as exc:
@@ -358,6 +360,9 @@ class AsyncRunner:
         except BaseException as exc:
             # a SystemExit or KeyboardInterrupt of the job's own: counted a stall
             settle = lambda out: out.stalled.append(job_id)  # noqa: E731
+            if self.sync.metrics is not None:
+                elapsed_s = time.perf_counter() - started
+                settle = counted(self.sync.metrics, queue, job, settle, elapsed_s)
             if event is not None:
                 settle = hooks.ended(event, settle, exc)
             self._end(flight, settle, cursor, timer)
@@ -370,6 +375,9 @@ class AsyncRunner:
                 settle, failure = _failed(job, result), result
         if self.concurrency == 1:
             flight.ran_s = time.perf_counter() - started
+        if self.sync.metrics is not None and not interrupted:
+            elapsed_s = time.perf_counter() - started
+            settle = counted(self.sync.metrics, queue, job, settle, elapsed_s)
         if event is not None:
             settle = hooks.ended(event, settle, failure)
         self._end(flight, settle, cursor, timer)

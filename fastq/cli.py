@@ -243,8 +243,14 @@ def cmd_pool(args: argparse.Namespace) -> int:
         queues_from_app=args.queues is None,
         in_flight=args.concurrency,
         threads=args.threads,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
-    return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
+    try:
+        master = Master(app, config, reload_app=lambda: _configured_app(args, fresh=True))
+    except RuntimeError as exc:  # --metrics-port without prometheus_client
+        raise CliError(str(exc)) from None
+    return master.run()
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
@@ -612,6 +618,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--cpu-slots",
         type=int,
         help="children running CPU-bound batches at once (default: the CPU count; 0: no limit)",
+    )
+    p.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)"
+    )
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", help="the metrics' address (default: 127.0.0.1)"
     )
     _add_connection_options(p)
     p.set_defaults(func=cmd_pool)

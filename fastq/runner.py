@@ -8,6 +8,7 @@ runs them one after another in the worker's thread; an asyncio or thread runner
 from __future__ import annotations
 
 import signal
+import time
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
@@ -18,6 +19,7 @@ from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.heartbeat import HeartbeatSlot
 from fastq.hooks import Hooks, merge
+from fastq.metrics import ChildMetrics, lengths
 from fastq.ratekey import SLOT_FIELD, KeyGate, RateKey
 from fastq.results import encode_result
 from fastq.settle import settle_failure
@@ -65,6 +67,8 @@ class SyncRunner:
     ) -> None:
         self.owner = owner
         self.hooks = hooks if hooks is not None else Hooks()
+        # counts its jobs for a pool's /metrics, per batch (None: no metrics)
+        self.metrics: Optional[ChildMetrics] = None
         self.slot = slot
         self.progress = progress
         self.alarms = False
@@ -97,6 +101,9 @@ class SyncRunner:
         cursor = context.BatchCursor(queue, runnable, self.progress)
         token = context.enter_batch(cursor)
         i = 0
+        metrics = self.metrics
+        if metrics is not None:
+            before, started = lengths(out), time.perf_counter()
         try:
             reached: int = _loop.run_jobs(
                 runnable, out, self.owner, cursor, self.slot, queue, queue_index,
@@ -104,6 +111,9 @@ class SyncRunner:
                 _FAILURES, _OUTCOME_TYPES,
             )  # fmt: skip
             i = max(cursor.index, 0)
+            if metrics is not None:
+                ran = runnable if reached == len(runnable) else runnable[:reached]
+                metrics.batch(queue, ran, out, before, time.perf_counter() - started)
             if reached < len(runnable):
                 out.unstarted.extend(job[0] for job in runnable[reached:])
                 return reached

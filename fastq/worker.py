@@ -35,6 +35,7 @@ from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
+from fastq.metrics import ChildMetrics
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
 from fastq.redis_faults import REDIS_ERRORS, Outage
@@ -91,6 +92,8 @@ class Worker:
             stop; SIGUSR1: quiet; SIGALRM: job timeouts). Job ``timeout_s`` is
             enforced only with them.
         slot: a master's heartbeat slot (set by ``fastq pool``).
+        metrics: where it counts its jobs for the master's /metrics (``fastq pool
+            --metrics-port``).
         parent_pid: stop when the parent process changes (the master died).
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
@@ -124,6 +127,7 @@ class Worker:
         worker_id: Optional[str] = None,
         handle_signals: bool = True,
         slot: Optional[HeartbeatSlot] = None,
+        metrics: Optional[ChildMetrics] = None,
         parent_pid: Optional[int] = None,
         max_jobs: Optional[int] = None,
         max_memory_bytes: Optional[int] = None,
@@ -170,6 +174,7 @@ class Worker:
         if logs.jobs_log.isEnabledFor(logging.DEBUG):  # per-job lines: only then a hook
             hooks = hooks.with_last_after(logs.job_logger)
         self.runner = SyncRunner(self, slot, self.progress, hooks)
+        self.runner.metrics = metrics
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
         self.concurrency = concurrency
