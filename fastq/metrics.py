@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import mmap
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
@@ -59,6 +60,9 @@ class MetricsBoard:
         self._buf = mmap.mmap(-1, max(slots, 1) * self.block * 8)
         self._view = memoryview(self._buf).cast("d")
         self._base = [0.0] * self.block  # folded in from children gone
+        # the master's loop folds while its metrics thread sums: a sum taken between a
+        # fold's two halves would count a child twice, and the counter then go back
+        self._lock = threading.Lock()
 
     def child(self, slot: int) -> ChildMetrics:
         """What a child counts into (its heartbeat slot's block)."""
@@ -67,28 +71,31 @@ class MetricsBoard:
     def fold(self, slot: int) -> None:
         """Move a gone child's counts into the base; its block starts at zero again."""
         view, at, base = self._view, slot * self.block, self._base
-        for i in range(self.block):
-            value = view[at + i]
-            if value:
-                base[i] += value
-                view[at + i] = 0.0
+        with self._lock:
+            for i in range(self.block):
+                value = view[at + i]
+                if value:
+                    base[i] += value
+                    view[at + i] = 0.0
 
     def add(self, queue: str, job: str, kind: int, n: float = 1) -> None:
         """Count in the base (the master's own: stalls it finds)."""
         q = self.queues.index(queue) if queue in self.queues else 0
         j = self.jobs.index(job) if job in self.jobs else len(self.jobs) - 1
-        self._base[(q * len(self.jobs) + j) * CELL + kind] += n
+        with self._lock:
+            self._base[(q * len(self.jobs) + j) * CELL + kind] += n
 
     def totals(self) -> list[float]:
         """The base plus every child's block."""
         view, block = self._view, self.block
-        sums = list(self._base)
-        for slot in range(self.slots):
-            at = slot * block
-            part = view[at : at + block]
-            if any(part):
-                for i, value in enumerate(part):
-                    sums[i] += value
+        with self._lock:
+            sums = list(self._base)
+            for slot in range(self.slots):
+                at = slot * block
+                part = view[at : at + block]
+                if any(part):
+                    for i, value in enumerate(part):
+                        sums[i] += value
         return sums
 
     def cells(self, totals: list[float]) -> Iterator[tuple[str, str, list[float]]]:
@@ -110,12 +117,6 @@ class ChildMetrics:
         self._queues = {queue: q for q, queue in enumerate(board.queues)}
         self._jobs = {job: j for j, job in enumerate(board.jobs)}
         self._per_queue = len(board.jobs) * CELL
-
-    def reset(self) -> None:
-        view, at = self._view, self._offset
-        view[at : at + self._per_queue * len(self._queues)] = memoryview(
-            bytes(8 * self._per_queue * len(self._queues))
-        ).cast("d")
 
     def _cell(self, queue: str, job: str) -> int:
         j = self._jobs.get(job)
