@@ -95,6 +95,14 @@ MIB = 1 << 20
 
 # -- the pool under test -------------------------------------------------------------
 
+POOL_OPTIONS = {"metrics": False}  # set from the command line
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
 
 class Pool:
     """``python -m fastq pool`` as a subprocess, its output kept in a temp file."""
@@ -106,6 +114,8 @@ class Pool:
             "pool", "-c", str(concurrency), "--app", APP_SPEC,
             "--namespace", namespace, "-q", queue, "--batch", str(batch),
         ]  # fmt: skip
+        if POOL_OPTIONS["metrics"]:  # --metrics: each pool serves /metrics on a free port
+            self.cmd += ["--metrics-port", str(_free_port())]
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
         self.env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
         self.proc: Optional[subprocess.Popen[bytes]] = None
@@ -630,6 +640,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     )
     p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
     p.add_argument(
+        "--metrics", action="store_true", help="pools serve Prometheus metrics (--metrics-port)"
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="small sizes: 20,000 jobs, 2,000 smtp, 100 kill, 50,000 memory jobs",
@@ -660,6 +673,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     if unknown or not only:
         p.error(f"unknown scenario(s) {unknown}: choose from {','.join(SCENARIOS)}")
     args.scenarios = [s for s in SCENARIOS if s in only]
+    POOL_OPTIONS["metrics"] = args.metrics
     return args
 
 

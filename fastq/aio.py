@@ -31,6 +31,7 @@ from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
 from fastq.inflight import WAIT_TICK_S, wait_for_free
+from fastq.metrics import counted
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
 
@@ -338,31 +339,47 @@ class AsyncRunner:
             assert self._loop is not None and flight.task is not None
             timer = self._loop.call_later(timeout_s, self._time_out, flight)
         settle: Callable[[Outcomes], None]
+        hooks = self.sync.hooks
+        event = hooks.started(job, queue) if hooks.per_job else None
+        failure: Optional[BaseException] = None
+        interrupted = False
         started = time.perf_counter()
         try:
             result = await target.fn(*args, **kwargs)
         except asyncio.CancelledError as exc:
             if flight.timed_out:
-                timeout = JobTimeout(f"the job ran past its timeout_s={timeout_s:g}")
-                settle = _failed(job, timeout)
+                failure = JobTimeout(f"the job ran past its timeout_s={timeout_s:g}")
+                settle = _failed(job, failure)
             elif self._cancelling:  # a stop: not the job's fault, back to the front
-                settle = _interrupted(job_id)
+                settle, interrupted = _interrupted(job_id), True
+                event = None  # it runs again: no outcome yet, nothing counted
             else:  # cancelled by something of its own
-                settle = _failed(job, exc)
+                settle, failure = _failed(job, exc), exc
         except Exception as exc:
-            settle = _failed(job, exc)
-        except BaseException:
+            settle, failure = _failed(job, exc), exc
+        except BaseException as exc:
             # a SystemExit or KeyboardInterrupt of the job's own: counted a stall
-            self._end(flight, lambda out: out.stalled.append(job_id), cursor, timer)
+            settle = lambda out: out.stalled.append(job_id)  # noqa: E731
+            if self.sync.metrics is not None:
+                elapsed_s = time.perf_counter() - started
+                settle = counted(self.sync.metrics, queue, job, settle, elapsed_s)
+            if event is not None:
+                settle = hooks.ended(event, settle, exc)
+            self._end(flight, settle, cursor, timer)
             raise
         else:
             if result is None or not isinstance(result, _OUTCOME_TYPES):
                 ttl_ms = target.result_ttl_ms
                 settle = _done(job_id) if ttl_ms is None else _kept(job, result, ttl_ms)
             else:
-                settle = _failed(job, result)
+                settle, failure = _failed(job, result), result
         if self.concurrency == 1:
             flight.ran_s = time.perf_counter() - started
+        if self.sync.metrics is not None and not interrupted:
+            elapsed_s = time.perf_counter() - started
+            settle = counted(self.sync.metrics, queue, job, settle, elapsed_s)
+        if event is not None:
+            settle = hooks.ended(event, settle, failure)
         self._end(flight, settle, cursor, timer)
 
     def _time_out(self, flight: _Flight) -> None:

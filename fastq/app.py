@@ -20,6 +20,7 @@ from fastq._version import __version__
 from fastq.admin import Admin
 from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
 from fastq.errors import FastqError
+from fastq.hooks import Hooks, JobHook
 from fastq.job import (
     ArgChecker,
     Delivery,
@@ -140,7 +141,7 @@ class App(Enqueuer, Admin):
         self.max_payload_bytes = max_payload_bytes
         self.registry: dict[str, JobDef[Any]] = {}
         self.schedules: dict[str, PeriodicJob] = {}  # job name -> when it fires
-        self.worker_start_hooks: list[Callable[[], None]] = []
+        self.hooks = Hooks()
         self._ids = IdGenerator()
         self._client: Optional[redis.Redis] = None
         self._client_pid = -1
@@ -162,7 +163,36 @@ class App(Enqueuer, Admin):
         """Register ``fn`` to run in every worker process once it starts (after
         the fork, in a pool): open per-process resources there. If it raises,
         the worker does not start (a pool stops rather than crash-loop)."""
-        self.worker_start_hooks.append(fn)
+        self.hooks.worker_start.append(fn)
+        return fn
+
+    def on_worker_stop(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """Register ``fn`` to run in every worker process as it stops, after its
+        last outcomes are sent (flush a tracer's spans there). Run in the reverse
+        order of registration; one that raises is logged."""
+        self.hooks.worker_stop.append(fn)
+        return fn
+
+    def before_job(self, fn: JobHook) -> JobHook:
+        """Register ``fn(event)`` to run in the worker before each job, in the job's
+        context (:class:`fastq.hooks.JobEvent`: ``name``, ``job_id``, ``queue``,
+        ``args``, ``kwargs``, ``attempt``). One that raises is logged; the job runs."""
+        self.hooks.before_job.append(fn)
+        return fn
+
+    def after_job(self, fn: JobHook) -> JobHook:
+        """Register ``fn(event)`` to run after each job, whatever became of it:
+        ``event.outcome`` is ``"done"``, ``"retried"``, ``"dead"``, ``"broken"`` or
+        ``"stalled"``, ``event.exc`` what it raised (or None), ``event.duration_s``
+        how long it ran. ``after_job`` hooks run in the reverse order of
+        registration; one that raises is logged and changes no outcome."""
+        self.hooks.after_job.append(fn)
+        return fn
+
+    def on_failure(self, fn: JobHook) -> JobHook:
+        """Register ``fn(event)`` to run after each job that did not succeed
+        (before the ``after_job`` hooks; the event as theirs)."""
+        self.hooks.on_failure.append(fn)
         return fn
 
     def keys(self, queue: str) -> QueueKeys:

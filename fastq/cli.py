@@ -21,6 +21,7 @@ from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 from fastq.limits import parse_rate_limit
+from fastq.logs import FORMATS, configure_logging
 from fastq.redis_url import with_tls_files
 
 log = logging.getLogger("fastq.cli")
@@ -303,8 +304,14 @@ def cmd_pool(args: argparse.Namespace) -> int:
         queues_from_app=args.queues is None,
         in_flight=args.concurrency,
         threads=args.threads,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host,
     )
-    return Master(app, config, reload_app=lambda: _configured_app(args, fresh=True)).run()
+    try:
+        master = Master(app, config, reload_app=lambda: _configured_app(args, fresh=True))
+    except RuntimeError as exc:  # --metrics-port without prometheus_client
+        raise CliError(str(exc)) from None
+    return master.run()
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
@@ -597,6 +604,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fastq {__version__}")
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument(
+        "--log-format", default="text", choices=FORMATS, help="text, or json: one object a line"
+    )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     cli_ops.add_parsers(sub, _add_connection_options)
 
@@ -698,6 +708,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="children running CPU-bound batches at once (default: the CPU count; 0: no limit)",
     )
+    p.add_argument(
+        "--metrics-port", type=int, help="serve Prometheus metrics on this port (/metrics)"
+    )
+    p.add_argument(
+        "--metrics-host", default="127.0.0.1", help="the metrics' address (default: 127.0.0.1)"
+    )
     _add_connection_options(p)
     p.set_defaults(func=cmd_pool)
 
@@ -793,10 +809,10 @@ Every command takes --redis-url (default: $FASTQ_REDIS_URL) and --namespace;
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
-        level = getattr(logging, str(args.log_level).upper(), None)
-        if not isinstance(level, int):
-            raise CliError(f"unknown log level {args.log_level!r}")
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        try:
+            configure_logging(args.log_level, args.log_format)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
         return int(args.func(args))
     except CliError as exc:
         print(f"fastq: error: {exc}", file=sys.stderr)

@@ -20,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Callable, NoReturn, Optional
+from typing import Any, Callable, NoReturn, Optional
 
 import psutil
 
@@ -30,6 +30,14 @@ from fastq.contracts import ReleaseMode
 from fastq.cpuslots import CpuSlots
 from fastq.handback import CALL_TIMEOUT_S, HandBack, HandBacks
 from fastq.heartbeat import HeartbeatBoard
+from fastq.metrics import (
+    OTHER_JOB,
+    STALLED,
+    MetricsBoard,
+    PoolCollector,
+    require_prometheus,
+    serve,
+)
 from fastq.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.reaper import Reaper
 from fastq.redis_checks import check_redis
@@ -93,6 +101,8 @@ class PoolConfig:
     first_wave: int = 0  # workers forked first at start-up (fastq.ramp); 0: one per CPU
     in_flight: int = 1  # jobs in flight per child (--concurrency; fastq.aio)
     threads: int = 0  # sync jobs in threads per child (--threads; fastq.threads)
+    metrics_port: Optional[int] = None  # serve Prometheus metrics (fastq.metrics) on it
+    metrics_host: str = "127.0.0.1"
 
 
 class Master:
@@ -134,6 +144,11 @@ class Master:
             records=config.in_flight + config.threads,
         )
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
+        self.metrics: Optional[MetricsBoard] = None
+        self._metrics_server: Any = None
+        if config.metrics_port is not None:
+            require_prometheus()
+            self.metrics = MetricsBoard(self.board.slots, config.queues, app.registry)
         self.ramp = StartRamp(min(config.concurrency, config.first_wave or cpu_count()))
 
     # -- the loop ------------------------------------------------------------------
@@ -151,6 +166,16 @@ class Master:
         )  # fmt: skip
         self.load_scripts()
         self.hand_backs.start()
+        if self.metrics is not None:
+            assert self.config.metrics_port is not None
+            collector = PoolCollector(self.metrics, self.app, self.worker_pids)
+            self._metrics_server = serve(
+                collector, self.config.metrics_port, self.config.metrics_host
+            )
+            log.info(
+                "master %d: metrics on http://%s:%d/metrics",
+                self.pid, self.config.metrics_host, self.config.metrics_port,
+            )  # fmt: skip
         try:
             while True:
                 if not self.stopping:
@@ -169,6 +194,9 @@ class Master:
             for fd in self._pipe:
                 os.close(fd)
             self.hand_backs.close()
+            if self._metrics_server is not None:
+                self._metrics_server.shutdown()
+                self._metrics_server.server_close()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
 
@@ -346,6 +374,15 @@ class Master:
             if not self.spawn_worker(slot):
                 return  # the next turn of the loop
 
+    def worker_pids(self) -> dict[int, int]:
+        """``{slot: pid}`` of the worker children (read by the metrics' thread)."""
+        for _ in range(5):  # the loop's thread may change the dict meanwhile
+            try:
+                return {c.slot: c.pid for c in list(self.children.values()) if c.kind == "worker"}
+            except RuntimeError:
+                continue
+        return {}
+
     def free_slots(self) -> list[int]:
         used = {c.slot for c in self.children.values()}
         return [i for i in range(self.board.slots) if i not in used]
@@ -397,6 +434,8 @@ class Master:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
             for fd in self._pipe:
                 os.close(fd)
+            if self._metrics_server is not None:
+                self._metrics_server.socket.close()  # the master's listening socket
             random.seed()
             main()
         except SystemExit as exc:
@@ -422,6 +461,7 @@ class Master:
                 idle_timeout_s=cfg.idle_timeout_s,
                 worker_id=worker_id,
                 slot=self.board.slot(slot),
+                metrics=None if self.metrics is None else self.metrics.child(slot),
                 parent_pid=self.pid,
                 max_jobs=max_jobs,
                 max_memory_bytes=cfg.max_memory_per_child,
@@ -461,6 +501,8 @@ class Master:
             log.error("master %d: %s %d died (%s)", self.pid, child.kind, child.pid, how)
         if child.kind == "worker":
             self.release_jobs(child, crashed=code != 0)
+            if self.metrics is not None:  # before its slot is reused
+                self.metrics.fold(child.slot)
         if code == EXIT_BOOT:
             log.error(
                 "master %d: a worker could not boot; stopping instead of crash-looping", self.pid
@@ -493,6 +535,10 @@ class Master:
             running = None  # the loop's blocker alone; a sync job beside it goes back as held
         elif running is not None:
             held = []
+        if self.metrics is not None and running is not None and not self.hard_stopping:
+            queues = self.config.queues
+            queue = queues[running[0]] if running[0] < len(queues) else queues[0]
+            self.metrics.add(queue, OTHER_JOB, STALLED)  # the master knows its id, not its job
         self.hand_backs.put(
             HandBack(
                 worker_id=child.worker_id,

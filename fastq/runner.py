@@ -8,8 +8,9 @@ runs them one after another in the worker's thread; an asyncio or thread runner
 from __future__ import annotations
 
 import signal
+import time
 from types import FrameType
-from typing import TYPE_CHECKING, Any, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 from fastq import context
 from fastq._accel import codec
@@ -17,6 +18,8 @@ from fastq._accel import runner as _loop
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.heartbeat import HeartbeatSlot
+from fastq.hooks import Hooks, merge
+from fastq.metrics import ChildMetrics, lengths
 from fastq.ratekey import SLOT_FIELD, KeyGate, RateKey
 from fastq.results import encode_result
 from fastq.settle import settle_failure
@@ -49,6 +52,7 @@ class SyncRunner:
         slot: the master's heartbeat slot, told which job runs (and until when).
         progress: where ``current_job().set_progress()`` reports go (the lease
             thread sends them); None: reports are checked and dropped.
+        hooks: the app's; while any runs per job, no job is plain.
 
     ``alarms``: set once the owner installed ``on_alarm`` as its SIGALRM handler;
     only then is a job's ``timeout_s`` enforced.
@@ -59,8 +63,12 @@ class SyncRunner:
         owner: Stoppable,
         slot: Optional[HeartbeatSlot],
         progress: Optional[context.ProgressBuffer] = None,
+        hooks: Optional[Hooks] = None,
     ) -> None:
         self.owner = owner
+        self.hooks = hooks if hooks is not None else Hooks()
+        # counts its jobs for a pool's /metrics, per batch (None: no metrics)
+        self.metrics: Optional[ChildMetrics] = None
         self.slot = slot
         self.progress = progress
         self.alarms = False
@@ -93,6 +101,9 @@ class SyncRunner:
         cursor = context.BatchCursor(queue, runnable, self.progress)
         token = context.enter_batch(cursor)
         i = 0
+        metrics = self.metrics
+        if metrics is not None:
+            before, started = lengths(out), time.perf_counter()
         try:
             reached: int = _loop.run_jobs(
                 runnable, out, self.owner, cursor, self.slot, queue, queue_index,
@@ -100,6 +111,9 @@ class SyncRunner:
                 _FAILURES, _OUTCOME_TYPES,
             )  # fmt: skip
             i = max(cursor.index, 0)
+            if metrics is not None:
+                ran = runnable if reached == len(runnable) else runnable[:reached]
+                metrics.batch(queue, ran, out, before, time.perf_counter() - started)
             if reached < len(runnable):
                 out.unstarted.extend(job[0] for job in runnable[reached:])
                 return reached
@@ -125,29 +139,62 @@ class SyncRunner:
                 out.progress_ended += progress.ended(queue, [job[0] for job in runnable[: i + 1]])
         return len(runnable)
 
-    @staticmethod
-    def _is_plain(target: JobDef[Any]) -> bool:
-        """A job run by the loop itself: no rate key, no timeout, no result kept."""
+    def _is_plain(self, target: JobDef[Any]) -> bool:
+        """A job run by the loop itself: no rate key, no timeout, no result kept,
+        no hook."""
         return (
-            target.rate_key is None
+            not self.hooks.per_job
+            and target.rate_key is None
             and target.policy.timeout_s is None
             and target.result_ttl_ms is None
         )
 
     def _run_one(self, out: Outcomes, queue: str, queue_index: int, job: Runnable) -> None:
-        """Run a job that is not plain: its rate key's token, its timeout, its result."""
-        job_id, target, args, kwargs, attempt, env = job
-        rate_key = target.rate_key
+        """Run a job that is not plain: its rate key's token, its hooks, its timeout,
+        its result."""
+        rate_key = job[1].rate_key
         if rate_key is not None and self._waits(out, queue, rate_key, job):
             return
+        hooks = self.hooks
+        if not hooks.per_job:
+            self._run_bare(out, queue_index, job, job[1].fn)
+            return
+        event = hooks.started(job, queue)
+        fn = job[1].fn
+        failure: list[BaseException] = []
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+            if result is not None and isinstance(result, _OUTCOME_TYPES):
+                failure.append(result)
+            return result
+
+        aside = Outcomes()
+        try:
+            self._run_bare(aside, queue_index, job, watched)
+        except BaseException:
+            merge(out, aside)  # nothing settled; the caller records the interruption
+            raise
+        exc = failure[0] if failure else None
+        hooks.ended(event, lambda into: merge(into, aside), exc)(out)
+
+    def _run_bare(
+        self, out: Outcomes, queue_index: int, job: Runnable, fn: Callable[..., Any]
+    ) -> None:
+        """Run a job with its timeout and keep its result, recording its outcome."""
+        job_id, target, args, kwargs, attempt, env = job
         timeout_s = target.policy.timeout_s
         if self.slot is not None:
             self.slot.start_job(queue_index, job_id, timeout_s)
         try:
             if timeout_s is not None and self.alarms:
-                result = self._run_with_timeout(target, args, kwargs, timeout_s)
+                result = self._run_with_timeout(fn, args, kwargs, timeout_s)
             else:
-                result = target.fn(*args, **kwargs)
+                result = fn(*args, **kwargs)
         except _FAILURES as exc:
             settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
             return
@@ -187,13 +234,13 @@ class SyncRunner:
         out.results.append((job_id, encoded, ttl_ms))
 
     def _run_with_timeout(
-        self, target: JobDef[Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float
+        self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float
     ) -> Any:
         self._timeout_s = timeout_s
         self._in_job = True
         signal.setitimer(signal.ITIMER_REAL, timeout_s)
         try:
-            return target.fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         finally:
             self._in_job = False
             signal.setitimer(signal.ITIMER_REAL, 0)

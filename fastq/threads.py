@@ -33,6 +33,7 @@ from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
 from fastq.inflight import WAIT_TICK_S, wait_for_free
+from fastq.metrics import counted
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
 
@@ -265,21 +266,31 @@ class ThreadRunner:
         cursor.index = 0
         token = context.enter_batch(cursor)
         settle: Callable[[Outcomes], None]
+        hooks = self.sync.hooks
+        event = hooks.started(job, flight.queue) if hooks.per_job else None
+        failure: Optional[BaseException] = None
+        started = time.perf_counter()
         try:
             result = target.fn(*args, **kwargs)
         except _FAILURES as exc:
-            settle = _failed(job, exc)
-        except BaseException:  # a SystemExit of the job's own: counted a stall
-            settle = lambda out: out.stalled.append(job_id)  # noqa: E731
+            settle, failure = _failed(job, exc), exc
+        except BaseException as exc:  # a SystemExit of the job's own: counted a stall
+            settle, failure = (lambda out: out.stalled.append(job_id)), exc
         else:
             if result is not None and isinstance(result, _OUTCOME_TYPES):
-                settle = _failed(job, result)
+                settle, failure = _failed(job, result), result
             elif target.result_ttl_ms is None:
                 settle = lambda out: out.done.append(job_id)  # noqa: E731
             else:
                 ttl_ms = target.result_ttl_ms
                 settle = lambda out: SyncRunner._keep(out, job, result, ttl_ms)  # noqa: E731
         finally:
+            metrics = self.sync.metrics
+            if metrics is not None:
+                elapsed_s = time.perf_counter() - started
+                settle = counted(metrics, flight.queue, job, settle, elapsed_s)
+            if event is not None:  # its hooks run in the job's context, before its record
+                settle = hooks.ended(event, settle, failure)
             cursor.index = -1  # a context kept past its job refuses reports
             context.leave(token)
         progress = self.progress

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
+from fastq import logs
 from fastq.atmostonce import AtMostOnce, Taken
 from fastq.batch import Claim, RoundTrip
 from fastq.context import ProgressBuffer
@@ -34,6 +35,7 @@ from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
+from fastq.metrics import ChildMetrics
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
 from fastq.redis_checks import check_redis
@@ -92,6 +94,8 @@ class Worker:
             stop; SIGUSR1: quiet; SIGALRM: job timeouts). Job ``timeout_s`` is
             enforced only with them.
         slot: a master's heartbeat slot (set by ``fastq pool``).
+        metrics: where it counts its jobs for the master's /metrics (``fastq pool
+            --metrics-port``).
         parent_pid: stop when the parent process changes (the master died).
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
@@ -125,6 +129,7 @@ class Worker:
         worker_id: Optional[str] = None,
         handle_signals: bool = True,
         slot: Optional[HeartbeatSlot] = None,
+        metrics: Optional[ChildMetrics] = None,
         parent_pid: Optional[int] = None,
         max_jobs: Optional[int] = None,
         max_memory_bytes: Optional[int] = None,
@@ -167,7 +172,11 @@ class Worker:
         self._sized_queue = self.queues[0]  # whose jobs the slots measure (one slot)
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
-        self.runner = SyncRunner(self, slot, self.progress)
+        hooks = app.hooks
+        if logs.jobs_log.isEnabledFor(logging.DEBUG):  # per-job lines: only then a hook
+            hooks = hooks.with_last_after(logs.job_logger)
+        self.runner = SyncRunner(self, slot, self.progress, hooks)
+        self.runner.metrics = metrics
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
         self.concurrency = concurrency
@@ -255,6 +264,7 @@ class Worker:
             self.worker_id = default_worker_id()
         self._registry = dict(self.app.registry)
         self._outage = Outage(f"worker {self.worker_id}", log)
+        logs.set_process_field("worker", str(self.worker_id))
         # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
         # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
         # socket could still be run by Redis after the worker has moved on.
@@ -304,7 +314,7 @@ class Worker:
             self.progress,
         )
         self._leases.start()
-        for hook in self.app.worker_start_hooks:
+        for hook in self.app.hooks.worker_start:
             hook()
 
     def run(self) -> None:
@@ -342,6 +352,7 @@ class Worker:
             self._heartbeat.stop()
             self._rt.close()
             self.governor.close()
+            self.app.hooks.run_worker_stop()
         log.info("worker %s: stopped after %d jobs", self.worker_id, self.jobs_run)
 
     # -- the loop --------------------------------------------------------------

@@ -1,11 +1,11 @@
 """The per-job loop of the sync runner: the reference of ``fastq_ext.runner``.
 
 :func:`run_jobs` runs the plain jobs of a batch itself (no rate key, no timeout,
-no result kept: the common case) and hands every other job to ``run_other``, the
-runner's general path. It records what it can in ``out`` and leaves the batch's
-setup and teardown (the job context, the heartbeat slot's idle, what a stop or a
-job's BaseException leaves) to :meth:`fastq.runner.SyncRunner.run`, which reads
-``cursor.index`` to know which job was in hand.
+no result kept, no job hook: the common case) and hands every other job to
+``run_other``, the runner's general path. It records what it can in ``out`` and
+leaves the batch's setup and teardown (the job context, the heartbeat slot's idle,
+what a stop or a job's BaseException leaves) to :meth:`fastq.runner.SyncRunner.run`,
+which reads ``cursor.index`` to know which job was in hand.
 """
 
 from __future__ import annotations

@@ -113,3 +113,15 @@ def note_once(i: int, sleep_s: float = 0.0) -> None:
     _note(str(i))
     if sleep_s:
         time.sleep(sleep_s)
+
+
+@app.job(queue="q")
+def hold(i: int) -> None:
+    """Its first run writes its pid to a marker file and blocks (until its worker is
+    killed); a later run notes ``i`` in the runs file and returns."""
+    marker = os.environ["POOL_JOBS_RUNS_FILE"] + f".hold{i}"
+    if not os.path.exists(marker):
+        with open(marker, "w") as f:
+            f.write(str(os.getpid()))
+        time.sleep(120)
+    _note(str(i))

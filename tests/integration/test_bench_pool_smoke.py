@@ -38,3 +38,14 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
     assert report["targets"]["c2_vs_bare_launched"]["value"] > 0
     assert report["targets"]["c2_vs_bare"]["pass"] is None  # the forked baseline did not run
     assert "fastq.ACCELERATED" in proc.stdout
+
+
+def test_pool_bench_with_metrics() -> None:
+    pytest.importorskip("prometheus_client")
+    proc = subprocess.run(
+        [sys.executable, "bench/e2e_pool.py", "--quick", "-n", "5000", "--only", "c2",
+         "--metrics"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    assert "c2" in proc.stdout

@@ -1,0 +1,61 @@
+"""``--metrics-port`` without prometheus_client, and the board's sums across children."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from conftest import fastq_cmd, subprocess_env
+
+import fastq
+from fastq.batch import Outcomes
+from fastq.metrics import DEAD, FAILED, PROCESSED, MetricsBoard, lengths
+from fastq.redis_server import RedisServer
+
+
+def test_metrics_port_without_prometheus_client_is_a_clear_error(
+    redis_server: RedisServer, app: fastq.App, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "prometheus_client"
+    blocker.mkdir()
+    (blocker / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = subprocess_env(redis_server.url)
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
+    proc = subprocess.run(
+        fastq_cmd("pool", "--app", "tests.apps.counting", "--namespace", app.namespace,
+                  "--metrics-port", "0"),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip() == (
+        "fastq: error: --metrics-port needs prometheus_client: pip install 'fastq[metrics]'"
+    )
+
+
+def test_a_gone_childs_counts_are_kept_when_its_slot_is_reused(app: fastq.App) -> None:
+    @app.job(queue="q")
+    def work() -> None:
+        pass
+
+    board = MetricsBoard(2, ["q"], app.registry)
+    jobs = [(f"{i}".encode(), work, [], {}, 1, {}) for i in range(3)]
+    first = board.child(0)
+    out = Outcomes()
+    before = lengths(out)
+    out.done.extend(job[0] for job in jobs[:2])
+    out.dead.append((b"2", b"{}"))
+    first.batch("q", jobs, out, before, 0.003)  # type: ignore[arg-type]
+    board.child(1).count("q", "work", PROCESSED, 5)
+
+    def processed() -> float:
+        cell = next(cell for queue, job, cell in board.cells(board.totals()) if job == "work")
+        return cell[PROCESSED]
+
+    assert processed() == 7
+    board.fold(0)  # the child of slot 0 exited
+    assert processed() == 7
+    board.child(0).count("q", "work", PROCESSED)  # its replacement
+    assert processed() == 8
+    cell = next(cell for _, job, cell in board.cells(board.totals()) if job == "work")
+    assert (cell[FAILED], cell[DEAD]) == (1, 1)
