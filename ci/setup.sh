@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what is missing on a Debian/Ubuntu machine, then fastq itself (with its
 # compiled extension and test extras) into a virtualenv: .venv, or $FASTQ_VENV.
-# Sourced by ci/test.sh and ci/demo.sh; safe to run again (it only adds what lacks).
+# Run by ci/test.sh and ci/demo.sh; safe to run again (it only adds what lacks).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -10,7 +10,11 @@ VENV="${FASTQ_VENV:-.venv}"
 # script, the packaging files, the extension's sources); any change redoes it all.
 STAMP="$VENV/.fastq-setup-stamp"
 want_stamp() {
-  cat ci/setup.sh pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd 2>/dev/null | sha256sum | cut -d' ' -f1
+  # the files that exist of these (there may be no .pxd): a missing one is not an error
+  local f
+  for f in ci/setup.sh pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd; do
+    if [ -f "$f" ]; then printf '%s\n' "$f"; cat "$f"; fi
+  done | sha256sum | cut -d' ' -f1
 }
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(want_stamp)" ] \
   && command -v redis-server >/dev/null 2>&1 \
