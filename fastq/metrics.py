@@ -11,8 +11,8 @@ backwards when a child is recycled or killed.
 A block holds, per (queue, job): the counters processed, failed, retried, dead,
 stalled, and two histograms (job run time, enqueue-to-start latency). The sync
 runner observes a batch at once: its jobs' mean run time, and the latency of its
-first (oldest) job, each counted once per job of the batch. ``failed`` counts the
-runs that did not succeed (retried, dead or broken).
+first (oldest) job, each counted once per job of the batch under that job's name.
+``failed`` counts the runs that did not succeed (retried, dead or broken).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import math
 import mmap
 import threading
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from fastq.batch import Outcomes
@@ -168,12 +169,16 @@ class ChildMetrics:
                 if kind is not None:
                     self.count(queue, name, kind)
                 self.count(queue, name, FAILED)
-        name = first.name  # a mixed batch's times go to its first job's
-        self.observe(queue, name, DURATION_AT, elapsed_s / n, n)
+        # each job name of a mixed batch gets its own jobs' share of the times
+        shares = {first.name: n} if names is None else Counter(names.values())
         enqueued_ms = jobs[0][5].get("t")
+        latency_s: Optional[float] = None
         if isinstance(enqueued_ms, (int, float)):
             latency_s = max(0.0, time.time() - enqueued_ms / 1000 - elapsed_s)
-            self.observe(queue, name, LATENCY_AT, latency_s, n)
+        for name, k in shares.items():
+            self.observe(queue, name, DURATION_AT, elapsed_s / n, k)
+            if latency_s is not None:
+                self.observe(queue, name, LATENCY_AT, latency_s, k)
 
     def job(
         self, queue: str, job: Runnable, out: Outcomes, before: tuple[int, int, int, int],

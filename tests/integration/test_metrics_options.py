@@ -10,7 +10,16 @@ from conftest import fastq_cmd, subprocess_env
 
 import fastq
 from fastq.batch import Outcomes
-from fastq.metrics import DEAD, FAILED, PROCESSED, MetricsBoard, lengths
+from fastq.metrics import (
+    BUCKETS_S,
+    DEAD,
+    DURATION_AT,
+    FAILED,
+    LATENCY_AT,
+    PROCESSED,
+    MetricsBoard,
+    lengths,
+)
 from fastq.redis_server import RedisServer
 
 
@@ -59,3 +68,29 @@ def test_a_gone_childs_counts_are_kept_when_its_slot_is_reused(app: fastq.App) -
     assert processed() == 8
     cell = next(cell for _, job, cell in board.cells(board.totals()) if job == "work")
     assert (cell[FAILED], cell[DEAD]) == (1, 1)
+
+
+def test_a_mixed_batch_observes_each_jobs_time_under_its_own_name(app: fastq.App) -> None:
+    @app.job(queue="q")
+    def hold() -> None:
+        pass
+
+    @app.job(queue="q")
+    def note() -> None:
+        pass
+
+    board = MetricsBoard(1, ["q"], app.registry)
+    t_ms = 1_000  # enqueued long ago: a latency in the last bucket
+    jobs = [(b"h", hold, [], {}, 1, {"t": t_ms})]
+    jobs += [(f"{i}".encode(), note, [], {}, 1, {"t": t_ms}) for i in range(3)]
+    out = Outcomes()
+    before = lengths(out)
+    out.done.extend(job[0] for job in jobs)
+    board.child(0).batch("q", jobs, out, before, 0.004)  # type: ignore[arg-type]
+
+    cells = {job: cell for _, job, cell in board.cells(board.totals())}
+    for name, n in (("hold", 1), ("note", 3)):
+        duration = cells[name][DURATION_AT : DURATION_AT + len(BUCKETS_S)]
+        latency = cells[name][LATENCY_AT : LATENCY_AT + len(BUCKETS_S)]
+        assert (cells[name][PROCESSED], sum(duration), sum(latency)) == (n, n, n)
+        assert duration[BUCKETS_S.index(0.001)] == n  # 1 ms each: the batch's mean
