@@ -64,6 +64,7 @@ def drain(
     """Queue ``spec[q]`` no-op jobs in each queue q, run one burst worker on
     ``queues``, and poll every queue's processed count until the worker exits."""
     app = fresh_app(client, url, namespace)
+    app.declare_queue(*spec)  # the benchmark's queues a, b, c, d: no job is registered there
     for q, n in spec.items():
         pool_jobs.noop.enqueue_many([(i,) for i in range(n)], queue=q)
     total = sum(spec.values())

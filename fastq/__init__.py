@@ -25,6 +25,7 @@ from fastq.errors import (
     ResultNotSerializable,
     ResultTimeout,
     Retry,
+    UnknownQueue,
 )
 from fastq.introspect import JobInfo, TaggedJob, TagPage
 from fastq.job import JobDef, JobPolicy
@@ -56,6 +57,7 @@ __all__ = [
     "Retry",
     "TagPage",
     "TaggedJob",
+    "UnknownQueue",
     "__version__",
     "current_job",
 ]

@@ -146,6 +146,7 @@ class App(Enqueuer, Admin):
         self._client: Optional[redis.Redis] = None
         self._client_pid = -1
         self._known_queues: set[str] = set()
+        self._declared_queues: set[str] = set()
 
     # -- configuration -------------------------------------------------------------
 

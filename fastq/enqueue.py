@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -12,7 +13,7 @@ from redis import Redis
 from fastq import scripts
 from fastq._accel import codec
 from fastq.contracts import ENQUEUE, enqueue_extras
-from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError
+from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError, UnknownQueue
 from fastq.job import (
     ArgChecker,
     EnqueueOptions,
@@ -22,7 +23,7 @@ from fastq.job import (
     default_unique_key,
     unique_plan,
 )
-from fastq.keys import QueueKeys
+from fastq.keys import QueueKeys, validate_queue_name
 from fastq.limits import check_job_id
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
@@ -40,6 +41,8 @@ ENQUEUE_CHUNK_EXTRAS = 250
 # in one reply; big data belongs in a store, with its key in the job.
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
+log = logging.getLogger("fastq.enqueue")
+
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
 
@@ -66,6 +69,7 @@ class Enqueuer:
     registry: dict[str, JobDef[Any]]
     _ids: IdGenerator
     _known_queues: set[str]  # queues this app has added to the namespace's set
+    _declared_queues: set[str]  # declare_queue()'s: new queues on purpose
 
     if TYPE_CHECKING:
 
@@ -109,13 +113,58 @@ class Enqueuer:
         tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
         return tail
 
+    def declare_queue(self, *queues: str) -> None:
+        """Let this app enqueue on ``queues`` although no job of it is registered
+        there and Redis does not know them yet: a new queue, on purpose.
+
+        Without it an enqueue on such a queue raises ``UnknownQueue`` in an app that
+        registers jobs (a typo in a queue name would otherwise hold jobs that no
+        worker serves), and logs a warning, once, in an app that registers none (a
+        producer cannot tell a typo from a queue whose workers have not started).
+        A queue is known once a job of this app is registered on it, it is
+        declared, or the namespace knows it (something was enqueued on it, or a
+        worker whose app registers jobs there has started). ``"default"`` is
+        always known.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name.
+        """
+        for queue in queues:
+            self._declared_queues.add(validate_queue_name(queue))
+
     def _connect(self, queue: str) -> Redis:
-        """The client, with ``queue`` known to the namespace before it holds a job."""
+        """The client, with ``queue`` known to the namespace before it holds a job.
+
+        Raises:
+            UnknownQueue: neither this app nor the namespace knows ``queue``.
+        """
         client = self.redis
         if queue not in self._known_queues:
-            client.sadd(f"{self.namespace}:queues", queue)
+            key = f"{self.namespace}:queues"
+            registered = queue == "default" or queue in self._declared_queues or any(
+                job.queue == queue for job in self.registry.values()
+            )
+            if registered:
+                client.sadd(key, queue)
+            elif not client.sismember(key, queue):
+                known = sorted(self._known_to(client))
+                if self.registry:  # an app that registers jobs knows its queues
+                    raise UnknownQueue(queue, known)
+                # a producer that registers no job cannot tell a typo from a queue
+                # whose workers have not started yet: it says so, once
+                log.warning(
+                    "enqueue on queue %r, which Redis does not know yet (known: %s): a "
+                    "typo? app.declare_queue(%r) says it is new", queue,
+                    ", ".join(known) or "none", queue,
+                )  # fmt: skip
+                client.sadd(key, queue)
             self._known_queues.add(queue)
         return client
+
+    def _known_to(self, client: Redis) -> set[str]:
+        members = client.smembers(f"{self.namespace}:queues")
+        names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        return names | {job.queue for job in self.registry.values()} | self._declared_queues
 
     def _send(
         self,
@@ -325,6 +374,8 @@ class Enqueuer:
             ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
         try:
             client = self._connect(queue)
+        except UnknownQueue:
+            raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         try:

@@ -28,6 +28,20 @@ class RedisRefused(FastqError):
         self.fault = fault
 
 
+class UnknownQueue(FastqError, ValueError):
+    """An enqueue on a queue that neither the app nor the namespace knows (a typo?):
+    nothing was written. ``app.declare_queue(name)`` makes a new queue on purpose."""
+
+    def __init__(self, queue: str, known: Sequence[str]) -> None:
+        super().__init__(
+            f"unknown queue {queue!r}: no job of this app is registered on it and nothing "
+            f"was ever enqueued on it (known: {', '.join(known) or 'none'}); a new queue "
+            f"on purpose: app.declare_queue({queue!r}) first"
+        )
+        self.queue = queue
+        self.known = list(known)
+
+
 class EnqueueError(FastqError):
     """Some jobs of an ``enqueue_many`` went into Redis and others did not.
 

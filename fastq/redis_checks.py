@@ -37,7 +37,8 @@ def _text(value: Any) -> str:
 
 
 def check_redis(app: App, who: str) -> None:
-    """Connect to ``app``'s Redis and warn, one line each, about what can lose jobs.
+    """Connect to ``app``'s Redis and warn, one line each, about what can lose jobs;
+    record the queues the app registers jobs on (see ``App.declare_queue``).
 
     Redis unreachable: logged once; the caller's own retries take over.
 
@@ -65,8 +66,21 @@ def check_redis(app: App, who: str) -> None:
     try:
         _check_version(who, url, _text(info.get("redis_version", "")))
         _check_config(who, url, client)
+        _announce_queues(who, app, client)
     finally:
         client.close()
+
+
+def _announce_queues(who: str, app: App, client: Any) -> None:
+    """Add the queues the app registers jobs on to the namespace's known queues, so
+    that producers that register no jobs (enqueue by name) may enqueue there."""
+    queues = [job.queue for job in app.registry.values()]
+    if not queues:
+        return
+    try:
+        client.sadd(f"{app.namespace}:queues", *queues)
+    except REDIS_ERRORS as exc:  # the first enqueue on each adds it as well
+        log.warning("%s: cannot record the app's queues in Redis now (%s)", who, exc)
 
 
 def _check_version(who: str, url: str, version: str) -> None:

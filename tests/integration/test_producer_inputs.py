@@ -119,6 +119,7 @@ def test_enqueue_with_options_land(
     assert info is not None and info.state == "scheduled"
     assert r.zscore(app.keys("q").scheduled, "welcome-42") is not None
 
+    app.declare_queue("other")  # no job of the app is registered there
     urgent = send.enqueue_with(priority=7, queue="other")(1)
     assert r.zscore(app.keys("other").prio, urgent) is not None
     assert r.hexists(app.keys("other").jobs, urgent)
@@ -244,3 +245,48 @@ def test_refusals_reach_producers_as_redis_refused(namespace: str) -> None:
         with pytest.raises(fastq.EnqueueError) as blast:
             app.enqueue_many("x", [(1,)], job_ids=["a"])
         assert blast.value.fault == "access denied" and blast.value.not_written == ["a"]
+
+
+def test_a_queue_no_one_knows_is_refused_and_nothing_is_written(
+    app: fastq.App, r: redis.Redis, send: fastq.JobDef[None]
+) -> None:
+    before = sorted(r.keys("*"))
+    with pytest.raises(fastq.UnknownQueue, match=r"unknown queue 'mailr'.*known: q\b"):
+        send.enqueue_with(queue="mailr")(1)
+    with pytest.raises(fastq.UnknownQueue, match="app.declare_queue"):
+        app.enqueue("send", [1], queue="mailr")
+    with pytest.raises(fastq.UnknownQueue):
+        send.enqueue_many([(1,), (2,)], queue="mailr")
+    assert sorted(r.keys("*")) == before
+    assert "mailr" not in app.queues()
+
+    # known once another producer enqueued on it, or once declared
+    other = fastq.App(app.redis_url, namespace=app.namespace)
+    other.enqueue("send", [1], queue="mailr")
+    assert send.enqueue_with(queue="mailr")(2)
+    app.declare_queue("brand-new")
+    assert send.enqueue_with(queue="brand-new")(3)
+    assert app.stats("mailr")["ready"] == 2 and app.stats("brand-new")["ready"] == 1
+
+
+def test_a_producer_without_jobs_warns_once_of_a_queue_redis_does_not_know(
+    app: fastq.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    producer = fastq.App(app.redis_url, namespace=app.namespace)  # registers no job
+    with caplog.at_level("WARNING", logger="fastq.enqueue"):
+        producer.enqueue("send", [1], queue="mailr")
+        producer.enqueue("send", [2], queue="mailr")
+        producer.enqueue("send", [3])  # "default" is always known
+    warnings = [rec.getMessage() for rec in caplog.records]
+    assert len(warnings) == 1 and "'mailr', which Redis does not know" in warnings[0]
+    assert producer.stats("mailr")["ready"] == 2
+
+
+def test_a_starting_worker_makes_its_apps_queues_known(
+    app: fastq.App, r: redis.Redis, send: fastq.JobDef[None]
+) -> None:
+    from fastq.redis_checks import check_redis
+
+    assert not r.sismember(f"{app.namespace}:queues", "q")
+    check_redis(app, "worker")  # what a worker and a pool's master do as they start
+    assert r.sismember(f"{app.namespace}:queues", "q")
