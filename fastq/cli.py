@@ -16,7 +16,7 @@ from typing import Any, Callable, NoReturn, Optional, Sequence
 import orjson
 
 from fastq._version import __version__
-from fastq.app import App
+from fastq.app import DEFAULT_REDIS_URL, App
 from fastq.errors import FastqError
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
@@ -210,6 +210,21 @@ def _configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
     return app
 
 
+def operator_app(args: argparse.Namespace) -> App:
+    """The --app's App, or without one a bare App on --redis-url and --namespace: the
+    operator commands act on Redis alone, the app only adds its registered jobs."""
+    if getattr(args, "app", None):
+        return _configured_app(args)
+    url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
+    try:
+        tls = {k: getattr(args, f"tls_{k}", None) for k in ("ca_cert", "cert", "key")}
+        if any(tls.values()):
+            url = with_tls_files(url or DEFAULT_REDIS_URL, **tls)
+        return App(url, namespace=args.namespace or "fastq")
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
@@ -224,6 +239,9 @@ def parse_size(text: str) -> int:
     if value <= 0:
         raise CliError(f"size must be > 0, not {text!r}")
     return int(value * _SIZE_UNITS[unit])
+
+
+_OPTIONAL_APP = "module (or module:attr) of the app (optional: Redis alone is enough)"
 
 
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
@@ -341,14 +359,14 @@ def _flow_call(fn: Callable[[str], object], queue: str) -> object:
 
 def cmd_pause(args: argparse.Namespace) -> int:
     queue = _one_queue(args)
-    _flow_call(_configured_app(args).pause, queue)
+    _flow_call(operator_app(args).pause, queue)
     print(f"paused {queue}: workers claim nothing from it until `fastq resume -q {queue}`")
     return 0
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
     queue = _one_queue(args)
-    _flow_call(_configured_app(args).resume, queue)
+    _flow_call(operator_app(args).resume, queue)
     print(f"resumed {queue}")
     return 0
 
@@ -365,7 +383,7 @@ def cmd_limit(args: argparse.Namespace) -> int:
         limit = parse_rate_limit(text, args.burst) if text is not None and not off else None
     except (TypeError, ValueError) as exc:
         raise CliError(str(exc)) from None
-    app = _configured_app(args)
+    app = operator_app(args)
     if text is None:
         print(f"{queue}: {_flow_call(app.rate_limit, queue) or 'no rate limit'}")
         return 0
@@ -385,11 +403,11 @@ def cmd_limit(args: argparse.Namespace) -> int:
 
 _LIMIT_EPILOG = """\
 examples:
-  fastq limit --app myapp mailer 14/s            at most 14 job starts a second
-  fastq limit --app myapp mailer 600/m --burst 10
-  fastq limit --app myapp reports 100/h
-  fastq limit --app myapp mailer                 show the limit
-  fastq limit --app myapp mailer off             lift it
+  fastq limit mailer 14/s            at most 14 job starts a second
+  fastq limit mailer 600/m --burst 10
+  fastq limit reports 100/h
+  fastq limit mailer                 show the limit
+  fastq limit mailer off             lift it
 
 The limit is global (every worker of every host), checked inside the claim: job
 starts are spaced evenly, up to BURST at once after a quiet spell (default: the jobs
@@ -409,7 +427,7 @@ def _confirm(prompt: str) -> bool:
 def cmd_purge(args: argparse.Namespace) -> int:
     queue = _one_queue(args)
     what = ["ready", "scheduled"] + [name for name in ("dead", "broken") if getattr(args, name)]
-    app = _configured_app(args)
+    app = operator_app(args)
     if not args.yes:
         if not sys.stdin.isatty():
             raise CliError(
@@ -474,7 +492,7 @@ def format_job_info(info: JobInfo) -> str:
 def cmd_inspect(args: argparse.Namespace) -> int:
     """What fastq knows of one job (``app.get_job``); an unknown id exits 1."""
     queue = _one_queue(args) if args.queue is not None else None
-    app = _configured_app(args)
+    app = operator_app(args)
     try:
         info = app.get_job(args.job_id, queue)
     except ValueError as exc:
@@ -501,7 +519,7 @@ def _one_or_all_queues(args: argparse.Namespace) -> Optional[str]:
 def cmd_cancel(args: argparse.Namespace) -> int:
     if (args.job_id is None) == (args.tag is None):
         raise CliError("give a JOB_ID or --tag TAG (one of them)")
-    app = _configured_app(args)
+    app = operator_app(args)
     queue = _one_or_all_queues(args)
     try:
         if args.tag is not None:
@@ -519,7 +537,7 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     """One line per live job tagged ``--tag``: id, queue, state."""
-    app = _configured_app(args)
+    app = operator_app(args)
     queue = _one_or_all_queues(args)
     cursor: Optional[str] = None
     while True:
@@ -735,13 +753,13 @@ def build_parser() -> argparse.ArgumentParser:
     pu.add_argument("--yes", action="store_true", help="do not ask for confirmation")
     pu.set_defaults(func=cmd_purge)
     for flow_parser in (pa, rs, pu):
-        flow_parser.add_argument("--app", required=True, help="module (or module:attr) of the app")
+        flow_parser.add_argument("--app", help=_OPTIONAL_APP)
         flow_parser.add_argument("-q", "--queue", required=True, help="the queue")
         _add_connection_options(flow_parser)
 
     ins = sub.add_parser("inspect", help="show one job: state, arguments, attempts, error")
     ins.add_argument("job_id", help="the id enqueue returned")
-    ins.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    ins.add_argument("--app", help=_OPTIONAL_APP)
     ins.add_argument("-q", "--queue", help="the job's queue (default: look in every known queue)")
     ins.add_argument("--json", action="store_true", help="print JSON (times in Unix seconds)")
     _add_connection_options(ins)
@@ -752,7 +770,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=_LIMIT_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    li.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    li.add_argument("--app", help=_OPTIONAL_APP)
     li.add_argument("queue", help="the queue")
     li.add_argument("rate", nargs="?", help="JOBS/UNIT with UNIT s, m, h or d (e.g. 14/s), or off")
     li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
@@ -766,7 +784,7 @@ def build_parser() -> argparse.ArgumentParser:
     jo.add_argument("--tag", required=True, help="the tag")
     jo.set_defaults(func=cmd_jobs)
     for tag_parser in (ca, jo):
-        tag_parser.add_argument("--app", required=True, help="module (or module:attr) of the app")
+        tag_parser.add_argument("--app", help=_OPTIONAL_APP)
         tag_parser.add_argument("-q", "--queue", help="the queue (default: every known queue)")
         _add_connection_options(tag_parser)
 

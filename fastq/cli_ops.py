@@ -8,43 +8,28 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import os
 import sys
 import time
 from typing import Any, Optional
 
 import orjson
 
-from fastq.app import DEFAULT_REDIS_URL, App
+from fastq.app import App
 from fastq.cli import (
+    _OPTIONAL_APP,
     CliError,
-    _configured_app,
     _job_info_dict,
     _one_queue,
     format_job_info,
+    operator_app,
     parse_queues,
 )
 from fastq.introspect import JobInfo
 from fastq.keys import validate_queue_name
 from fastq.limits import RateLimit
 from fastq.progress import make_view, watch_drain
-from fastq.redis_url import with_tls_files
 
 STATS_FIELDS = ("ready", "inflight", "scheduled", "dead", "broken", "processed", "failed")
-
-
-def ops_app(args: argparse.Namespace) -> App:
-    """The --app's App, or without one a bare App on --redis-url and --namespace."""
-    if getattr(args, "app", None):
-        return _configured_app(args)
-    url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
-    try:
-        tls = {k: getattr(args, f"tls_{k}", None) for k in ("ca_cert", "cert", "key")}
-        if any(tls.values()):
-            url = with_tls_files(url or DEFAULT_REDIS_URL, **tls)
-        return App(url, namespace=args.namespace or "fastq")
-    except ValueError as exc:
-        raise CliError(str(exc)) from None
 
 
 def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -103,7 +88,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     (with --watch) the rate: jobs processed per second over the last interval."""
     if args.interval <= 0:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
-    app = ops_app(args)
+    app = operator_app(args)
     queues = _stats_queues(args, app)
     if not queues and not args.json:
         print("no queues")
@@ -131,7 +116,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_queues(args: argparse.Namespace) -> int:
     """Every queue the namespace knows (and the app registers), with its depth;
     a name that is not a valid queue name is listed as such."""
-    app = ops_app(args)
+    app = operator_app(args)
     registered = {job.queue for job in app.registry.values()}
     known = app.queues()
     if not known:
@@ -154,7 +139,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
 def cmd_workers(args: argparse.Namespace) -> int:
     """One line per worker holding jobs now: queue, worker id, jobs held, when its
     lease lapses; with -v the jobs (id and name)."""
-    app = ops_app(args)
+    app = operator_app(args)
     queue = _one_queue(args) if args.queue else None
     found = _call(app.holders, queue)
     if args.json:
@@ -186,7 +171,7 @@ def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> No
 
 def _section_command(args: argparse.Namespace, what: str) -> int:
     queue = _one_queue(args)
-    app = ops_app(args)
+    app = operator_app(args)
     if args.action == "list":
         lister = app.dead_jobs if what == "dead" else app.broken_jobs
         jobs = _call(lister, queue, args.limit or 50)
@@ -262,7 +247,7 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     job_args = _json_arg(args.args, "--args", list)
     kwargs = _json_arg(args.kwargs, "--kwargs", dict)
     delay_s = parse_duration(args.delay) if args.delay is not None else 0.0
-    app = ops_app(args)
+    app = operator_app(args)
     job = app.registry.get(args.name)
     if args.app and job is None:
         known = ", ".join(sorted(app.registry)) or "none"
@@ -273,6 +258,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
             f"unknown queue {queue!r}: no job was enqueued on it and no job of the app "
             "uses it (add --new-queue to start it)"
         )
+    if args.new_queue:
+        app.declare_queue(queue)
     job_id = _call(
         app.enqueue, args.name, job_args, kwargs, queue=queue, job_id=args.id,
         priority=args.priority, delay_s=delay_s,
@@ -287,7 +274,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     if args.interval <= 0:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     timeout_s = parse_duration(args.timeout) if args.timeout is not None else None
-    app = ops_app(args)
+    app = operator_app(args)
     _call(app._known_queue, queue)
     final = watch_drain(
         lambda: app.stats(queue),
@@ -306,7 +293,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
 
 
 def _app_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--app", help="module (or module:attr) of the app (optional here)")
+    p.add_argument("--app", help=_OPTIONAL_APP)
 
 
 def add_parsers(sub: Any, connection: Any) -> None:

@@ -374,3 +374,35 @@ def test_workers_lists_who_holds_which_job(
         assert worker.wait(timeout=30) == 0
     proc = run_cli(redis_server.url, "workers", *base, "-q", "nope")
     assert proc.returncode == 2 and "unknown queue 'nope'" in one_line_error(proc)
+
+
+def test_flow_inspect_and_tag_commands_need_no_app(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis
+) -> None:
+    """pause, resume, limit, inspect, jobs, cancel and purge act on Redis alone."""
+    ns = ("--namespace", app.namespace)
+    url = redis_server.url
+    first, second = app.enqueue_many("flaky", [(1,), (2,)], queue="mailer")
+    tagged = app.enqueue("flaky", [3], queue="mailer", tags=["blast-7"])
+
+    def ok(*args: str) -> str:
+        proc = run_cli(url, *args, *ns)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    assert ok("pause", "-q", "mailer").startswith("paused mailer")
+    assert app.stats("mailer")["paused"] == 1
+    ok("resume", "-q", "mailer")
+    assert app.stats("mailer")["paused"] == 0
+    assert ok("limit", "mailer", "14/s").startswith("mailer: at most 14/s")
+    assert ok("limit", "mailer").startswith("mailer: 14/s")
+    assert '"args": [\n    1\n  ]' in ok("inspect", first, "--json")
+    assert ok("jobs", "--tag", "blast-7").split() == [tagged, "mailer", "queued"]
+    assert ok("cancel", second).strip() == f"cancelled {second}"
+    purged = ok("purge", "-q", "mailer", "--yes").strip()
+    # 3: the cancelled id's entry stays in the ready list until a claim or purge drops it
+    assert purged == "purged 3 jobs (ready, scheduled) from mailer"
+    assert app.stats("mailer")["ready"] == 0
+    # an unknown queue is still one line and exit 2, without --app too
+    proc = run_cli(url, "pause", "-q", "mailr", *ns)
+    assert proc.returncode == 2 and "unknown queue 'mailr'" in one_line_error(proc)
