@@ -51,6 +51,7 @@ from typing import IO, Any, Callable, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import drain_bar  # noqa: E402
 import orjson  # noqa: E402
 import psutil  # noqa: E402
 import redis  # noqa: E402
@@ -284,19 +285,28 @@ def bare_two(client: redis.Redis, url: str, n: int, batch: int, launched: bool) 
     shas = load_bare_scripts(client)  # loaded beforehand, as fastq's are
     keys = BareKeys(namespace)
     bare_enqueue(client, keys, n)
+    # the consumers read no count: the bar polls acked jobs on a connection of its own
+    watch = redis.Redis.from_url(url)
     probe = Probe(client)
     t0 = time.perf_counter()
     if launched:
         cmd = [sys.executable, str(ROOT / "bench" / "bare_consumer.py"), url, namespace, str(batch)]
         procs = [subprocess.Popen(cmd, cwd=ROOT) for _ in range(2)]
-        codes = [p.wait(timeout=60 + n / 500) for p in procs]
-        if any(codes):
-            raise BenchFailure(f"bare consumers exited with {codes}")
-    else:
+    else:  # forked before the bar's thread starts
         pids = [run_child(lambda: bare_consume(url, keys, batch, shas)) for _ in range(2)]
-        for pid in pids:
-            wait_child(pid, "bare two-process drain")
-    elapsed = time.perf_counter() - t0
+    label = "launched" if launched else "bare"
+    try:
+        with drain_bar.polled(label, n, lambda: n - int(watch.hlen(keys.jobs))):
+            if launched:
+                codes = [p.wait(timeout=60 + n / 500) for p in procs]
+                if any(codes):
+                    raise BenchFailure(f"bare consumers exited with {codes}")
+            else:
+                for pid in pids:
+                    wait_child(pid, "bare two-process drain")
+            elapsed = time.perf_counter() - t0
+    finally:
+        watch.close()
     redis_cpu, evalsha = probe.delta()
     check_bare_drained(url, keys, "bare two-process drain")
     return {
@@ -384,27 +394,33 @@ def pool_drain(
             pool.workers()
             time.sleep(WARM_SETTLE_S)
             cpu0 = pool.cpu_s()
-        probe = Probe(client)
-        t0 = time.perf_counter()
-        if warm:
-            publish_staged(client, app, queue)
-        first_t, first_done = 0.0, 0
-        next_poll = t0
-        while True:
-            done = app.stats(queue)["processed"]
-            now = time.perf_counter()
-            if done and not first_t:
-                first_t, first_done = now, done
-            if done >= n:
-                break
-            if now - t0 > timeout_s:
-                raise BenchFailure(f"{namespace}: {done} of {n} jobs processed after {timeout_s}s")
-            pool.check_alive(namespace)
-            next_poll += POLL_S
-            time.sleep(max(0.0, next_poll - time.perf_counter()))
-        wall = now - t0
-        pool_cpu = pool.cpu_s() - cpu0
-        redis_cpu, evalsha = probe.delta()
+        # opened before the clock starts, fed by the poll the timing needs anyway
+        with drain_bar.bar(namespace, n) as shown:
+            probe = Probe(client)
+            t0 = time.perf_counter()
+            if warm:
+                publish_staged(client, app, queue)
+            first_t, first_done = 0.0, 0
+            next_poll = t0
+            while True:
+                stats = app.stats(queue)
+                done = stats["processed"]
+                now = time.perf_counter()
+                shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
+                if done and not first_t:
+                    first_t, first_done = now, done
+                if done >= n:
+                    break
+                if now - t0 > timeout_s:
+                    raise BenchFailure(
+                        f"{namespace}: {done} of {n} jobs processed after {timeout_s}s"
+                    )
+                pool.check_alive(namespace)
+                next_poll += POLL_S
+                time.sleep(max(0.0, next_poll - time.perf_counter()))
+            wall = now - t0
+            pool_cpu = pool.cpu_s() - cpu0
+            redis_cpu, evalsha = probe.delta()
         stop_s = pool.stop(namespace)
     finally:
         pool.cleanup()
@@ -522,11 +538,17 @@ def kill_to_claimable(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
 
         # then the pool drains the rest: the killed child's jobs run again
         deadline = time.monotonic() + 60 + n * SLOW_JOB_S
-        while app.stats(job.queue)["processed"] < n:
-            if time.monotonic() > deadline:
-                raise BenchFailure(f"kill: the pool did not finish the {n} jobs")
-            pool.check_alive("kill")
-            time.sleep(POLL_S)
+        with drain_bar.bar("kill", n) as shown:
+            while True:
+                stats = app.stats(job.queue)
+                done = stats["processed"]
+                shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
+                if done >= n:
+                    break
+                if time.monotonic() > deadline:
+                    raise BenchFailure(f"kill: the pool did not finish the {n} jobs")
+                pool.check_alive("kill")
+                time.sleep(POLL_S)
         pool.stop("kill")
         log = pool.output()
     finally:
@@ -563,9 +585,16 @@ def memory_per_child(client: redis.Redis, url: str, total: int, batch: int) -> d
     chunk = min(100_000, max(1, total // 5))
     settle_s = 0.5  # let the children go idle before reading
 
+    shown = drain_bar.bar(namespace, total)
+
+    def processed() -> int:
+        stats = app.stats(job.queue)
+        shown.update(stats["processed"], stats["failed"], stats["total_dead"])
+        return stats["processed"]
+
     def wait_processed(count: int) -> None:
         deadline = time.monotonic() + 60 + count / 2000
-        while app.stats(job.queue)["processed"] < count:
+        while processed() < count:
             if time.monotonic() > deadline:
                 raise BenchFailure(f"memory: fewer than {count} jobs processed in time")
             pool.check_alive("memory")
@@ -587,7 +616,7 @@ def memory_per_child(client: redis.Redis, url: str, total: int, batch: int) -> d
         enqueued = chunk
         while enqueued < total:
             # keep at most two chunks queued: Redis holds 200k envelopes, not 1M
-            if enqueued - app.stats(job.queue)["processed"] <= chunk:
+            if enqueued - processed() <= chunk:
                 size = min(chunk, total - enqueued)
                 job.enqueue_many([(i,) for i in range(enqueued, enqueued + size)])
                 enqueued += size
@@ -595,12 +624,14 @@ def memory_per_child(client: redis.Redis, url: str, total: int, batch: int) -> d
                 pool.check_alive("memory")
                 time.sleep(POLL_S)
         wait_processed(total)
+        shown.update(total, final=True)
         time.sleep(settle_s)
         after = uss_mib(workers)
         if sorted(p.pid for p in pool.workers()) != pids:
             raise BenchFailure("memory: a worker child was replaced during the run")
         pool.stop("memory")
     finally:
+        shown.close()
         pool.cleanup()
     check_queue(app, job.queue, total, "memory")
     growth = [a - i for a, i in zip(after, idle)]
@@ -650,6 +681,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument(
         "--only", metavar="NAME[,NAME]", help=f"run only these scenarios: {','.join(SCENARIOS)}"
     )
+    drain_bar.add_option(p)
     args = p.parse_args(argv)
     q = args.quick
     if args.jobs is None:
@@ -674,6 +706,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"unknown scenario(s) {unknown}: choose from {','.join(SCENARIOS)}")
     args.scenarios = [s for s in SCENARIOS if s in only]
     POOL_OPTIONS["metrics"] = args.metrics
+    drain_bar.configure(args.progress)
     return args
 
 

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import drain_bar  # noqa: E402
 import orjson  # noqa: E402
 import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
@@ -105,7 +106,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--only", help=f"comma-separated links ({','.join(LINKS)})")
     parser.add_argument("--quick", action="store_true", help="5,000 jobs, once")
     parser.add_argument("--json", help="also write every figure here")
+    drain_bar.add_option(parser)
     args = parser.parse_args(argv)
+    drain_bar.configure(args.progress)
     if args.quick:
         args.jobs = min(args.jobs, 5_000)
         args.repeat = 1

@@ -43,6 +43,7 @@ from typing import Any, Optional
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import drain_bar  # noqa: E402
 import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
 from e2e_pool import POLL_S, Pool, check_queue  # noqa: E402
@@ -120,19 +121,25 @@ def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> d
     timeout_s = 60 + n / 500
     try:
         pool.start()
-        t0 = time.perf_counter()
-        first_t, first_done = 0.0, 0
-        while True:
-            done = app.stats(job.queue)["processed"]
-            now = time.perf_counter()
-            if done and not first_t:
-                first_t, first_done = now, done
-            if done >= n:
-                break
-            if now - t0 > timeout_s:
-                raise BenchFailure(f"{scenario}: {done} of {n} jobs processed after {timeout_s}s")
-            pool.check_alive(scenario)
-            time.sleep(POLL_S)
+        # opened before the clock starts, fed by the poll the timing needs anyway
+        with drain_bar.bar(scenario, n) as shown:
+            t0 = time.perf_counter()
+            first_t, first_done = 0.0, 0
+            while True:
+                stats = app.stats(job.queue)
+                done = stats["processed"]
+                now = time.perf_counter()
+                shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
+                if done and not first_t:
+                    first_t, first_done = now, done
+                if done >= n:
+                    break
+                if now - t0 > timeout_s:
+                    raise BenchFailure(
+                        f"{scenario}: {done} of {n} jobs processed after {timeout_s}s"
+                    )
+                pool.check_alive(scenario)
+                time.sleep(POLL_S)
         pool.stop(scenario)
     finally:
         pool.cleanup()
@@ -158,7 +165,9 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--repeat", type=int, default=1, help="runs of each scenario (the median)")
     p.add_argument("--only", help=f"comma-separated scenarios of {','.join(SCENARIOS)}")
     p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    drain_bar.add_option(p)
     args = p.parse_args(argv)
+    drain_bar.configure(args.progress)
     args.scenarios = args.only.split(",") if args.only else list(SCENARIOS)
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:

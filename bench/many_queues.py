@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import drain_bar  # noqa: E402
 import orjson  # noqa: E402
 import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
@@ -76,30 +77,37 @@ def drain(
     last: dict[str, float] = {}
     overtaken: dict[str, int] = {}  # jobs of later queues processed when q was done
     with tempfile.TemporaryFile(prefix="fastq-bench-queues-") as log:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = t0 + 60 + total / 2000
-        pipe = client.pipeline(transaction=False)
-        while True:
-            for q in spec:
-                pipe.hget(app.keys(q).stats, "processed")
-            counts = [int(c or 0) for c in pipe.execute()]
-            now = time.perf_counter()
-            for i, (q, done) in enumerate(zip(spec, counts)):
-                if done and q not in first:
-                    first[q] = now
-                if done >= spec[q] and q not in last:
-                    last[q] = now
-                    overtaken[q] = sum(counts[i + 1 :])
-            if len(last) == len(spec) or proc.poll() is not None:
-                break
-            if now > deadline:
-                proc.kill()
-                raise BenchFailure(f"{namespace}: {counts} of {spec} processed after the deadline")
-            time.sleep(POLL_S)
-        # the worker's own CPU time, from the kernel's accounting of the child
-        _, status, usage = os.wait4(proc.pid, 0)
-        exited = time.perf_counter()
+        # opened before the clock starts, fed by the poll the timing needs anyway (the
+        # queues' counts summed); closed once the clock has stopped
+        with drain_bar.bar(f"{namespace} -q {queues}", total) as shown:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+            deadline = t0 + 60 + total / 2000
+            pipe = client.pipeline(transaction=False)
+            while True:
+                for q in spec:
+                    pipe.hget(app.keys(q).stats, "processed")
+                counts = [int(c or 0) for c in pipe.execute()]
+                now = time.perf_counter()
+                for i, (q, done) in enumerate(zip(spec, counts)):
+                    if done and q not in first:
+                        first[q] = now
+                    if done >= spec[q] and q not in last:
+                        last[q] = now
+                        overtaken[q] = sum(counts[i + 1 :])
+                ended = len(last) == len(spec) or proc.poll() is not None
+                shown.update(sum(counts), final=ended)
+                if ended:
+                    break
+                if now > deadline:
+                    proc.kill()
+                    raise BenchFailure(
+                        f"{namespace}: {counts} of {spec} processed after the deadline"
+                    )
+                time.sleep(POLL_S)
+            # the worker's own CPU time, from the kernel's accounting of the child
+            _, status, usage = os.wait4(proc.pid, 0)
+            exited = time.perf_counter()  # before the bar's close draws its last frame
         proc.returncode = code = os.waitstatus_to_exitcode(status)
         log.seek(0)
         output = log.read().decode(errors="replace")
@@ -170,7 +178,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="runs of one/last; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one run")
     parser.add_argument("--json", help="also write every figure here")
+    drain_bar.add_option(parser)
     args = parser.parse_args(argv)
+    drain_bar.configure(args.progress)
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
         args.repeat = 1

@@ -1,6 +1,7 @@
 """The live view of a queue draining (``fastq wait``): done / total, jobs/s, ETA and
 failures, drawn with rich when it is installed (``pip install fastq[progress]``) and
-stdout is a terminal, else as plain lines."""
+stdout is a terminal, else as plain lines. ``CountView`` feeds the same view from
+counts a caller already has (the benchmarks, which count completions their own way)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,31 @@ def tally(start: dict[str, int], now: dict[str, int]) -> Tally:
     return Tally(
         done, left, now["failed"] - start["failed"], now["total_dead"] - start["total_dead"]
     )
+
+
+class Rate:
+    """Jobs/s of a drain, smoothed: a figure that does not jump with every sample.
+
+    Args:
+        every_s: take a new sample only once this long has passed since the last
+            (a caller polling every few ms would otherwise show noise)."""
+
+    def __init__(self, every_s: float = 0.0) -> None:
+        self.every_s = every_s
+        self.last_t = time.monotonic()
+        self.last_done = 0
+        self.jobs_s = 0.0
+
+    def sample(self, done: int, force: bool = False) -> float:
+        """The rate once ``done`` jobs have ended since the start; ``force``: a new
+        sample however recent the last (the last figure of a drain shorter than
+        ``every_s`` is then its mean rate, not 0)."""
+        now = time.monotonic()
+        if now > self.last_t and (force or now - self.last_t >= self.every_s):
+            sample = (done - self.last_done) / (now - self.last_t)
+            self.jobs_s = sample if self.last_done == 0 else 0.7 * self.jobs_s + 0.3 * sample
+            self.last_t, self.last_done = now, done
+        return self.jobs_s
 
 
 def eta_s(left: int, rate: float) -> Optional[float]:
@@ -110,6 +136,34 @@ def make_view(queue: str, out: TextIO = sys.stdout, plain_every_s: float = 1.0) 
     return _PlainView(queue, out, plain_every_s)
 
 
+class CountView:
+    """A view fed counts directly: ``done`` jobs of a known ``total``, for a caller
+    that counts completions its own way and reads them anyway. Closes on leaving a
+    ``with`` block.
+
+    Args:
+        view: what ``make_view`` returns, or anything with its ``update``/``close``.
+        total: the jobs of the drain.
+        rate_every_s: how often the jobs/s figure takes a new sample."""
+
+    def __init__(self, view: Any, total: int, rate_every_s: float = 0.5) -> None:
+        self.view, self.total = view, total
+        self.rate = Rate(rate_every_s)
+
+    def update(self, done: int, failures: int = 0, dead: int = 0, final: bool = False) -> None:
+        t = Tally(done, max(self.total - done, 0), failures, dead)
+        self.view.update(t, self.rate.sample(done, force=final), final=final)
+
+    def close(self) -> None:
+        self.view.close()
+
+    def __enter__(self) -> CountView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def watch_drain(
     read: Callable[[], dict[str, int]],
     view: Any,
@@ -122,18 +176,13 @@ def watch_drain(
 
     Returns the final tally once drained, None when ``timeout_s`` passed first."""
     start = read()
-    t0 = last_t = time.monotonic()
-    last_done = 0
-    rate = 0.0
+    t0 = time.monotonic()
+    jobs_s = Rate()
     try:
         while True:
             t = tally(start, read())
+            rate = jobs_s.sample(t.done)
             now = time.monotonic()
-            if now > last_t:
-                # smoothed: a jobs/s that does not jump with every sample
-                sample = (t.done - last_done) / (now - last_t)
-                rate = sample if last_done == 0 else 0.7 * rate + 0.3 * sample
-                last_t, last_done = now, t.done
             if t.left == 0:
                 view.update(t, rate, final=True)
                 return t

@@ -64,6 +64,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(DRIVERS))
 sys.path.insert(0, str(HERE))
 
+import drain_bar  # noqa: E402
 import redis  # noqa: E402
 from chart import draw_chart  # noqa: E402
 from e2e_core import BenchFailure, machine_info  # noqa: E402
@@ -420,33 +421,38 @@ def drain(
     log_dir: Path,
     indexed: bool = True,
     setup: Optional[Setup] = None,
+    label: str = "",
 ) -> dict[str, Any]:
     """Launch the workers (on ``url``) on ``n`` queued jobs; time until the counter
     (read by ``client``) reaches ``n``, watch ``SETTLE_S`` more for duplicates, stop
     them; check the counts (``indexed``: the jobs set their bit, so duplicates and
-    losses are told apart)."""
+    losses are told apart). ``label`` names the drain's bar (default: the peer)."""
     if counts(client) != (0, 0):
         raise BenchFailure(f"{peer.name}: a job ran before the workers started")
     workers = Workers(peer, url, log_dir, setup)
-    t0 = time.perf_counter()
-    workers.start()
     elapsed: Optional[float] = None
     first: Optional[float] = None  # when the first run showed: start-up is over
-    last, last_change = 0, time.monotonic()
     try:
-        while True:
-            runs, _ = counts(client)
-            now = time.monotonic()
-            if runs and first is None:
-                first = time.perf_counter() - t0
-            if runs >= n:
-                elapsed = time.perf_counter() - t0
-                break
-            if runs != last:
-                last, last_change = runs, now
-            elif now - last_change > STALL_S or workers.all_exited():
-                break
-            time.sleep(POLL_S)
+        # opened before the clock starts, fed by the poll the timing needs anyway
+        with drain_bar.bar(label or peer.name, n) as shown:
+            t0 = time.perf_counter()
+            workers.start()
+            last, last_change = 0, time.monotonic()
+            while True:
+                runs, _ = counts(client)
+                now = time.monotonic()
+                if runs and first is None:
+                    first = time.perf_counter() - t0
+                if runs >= n:
+                    elapsed = time.perf_counter() - t0
+                    shown.update(runs, final=True)
+                    break
+                shown.update(runs)
+                if runs != last:
+                    last, last_change = runs, now
+                elif now - last_change > STALL_S or workers.all_exited():
+                    break
+                time.sleep(POLL_S)
         if elapsed is not None:
             time.sleep(SETTLE_S)
         before_stop = counts(client)[0]
@@ -482,6 +488,7 @@ def run_workload(
     setup: Optional[Setup] = None,
 ) -> dict[str, Any]:
     setup = setup or Setup()
+    label = f"{peer.name} {workload}"  # the drain's bar
     if workload != "io":  # async jobs and their concurrency are the io workload's only
         setup = Setup(setup.io_ms, setup.rtt_hold_ms)  # sync jobs, no pool option
     elif peer.name != "fastq":
@@ -491,12 +498,12 @@ def run_workload(
     try:
         if workload in ("drain", "io"):
             produce(peer, server.url, n, KINDS[workload], setup)
-            result = drain(peer, client, server.url, n, log_dir, setup=setup)
+            result = drain(peer, client, server.url, n, log_dir, setup=setup, label=label)
         elif workload == "rtt":  # the peer's every connection through the proxy
             proxy = Proxy(server.port, setup.rtt_hold_ms)
             try:
                 produce(peer, proxy.url(), n, "noop", setup)
-                result = drain(peer, client, proxy.url(), n, log_dir, setup=setup)
+                result = drain(peer, client, proxy.url(), n, log_dir, setup=setup, label=label)
             finally:
                 hold = proxy.stop()
             result["proxy_hold"] = hold
@@ -504,7 +511,7 @@ def run_workload(
             before = client.info("memory")["used_memory"]
             produce(peer, server.url, n, "mail")
             after = client.info("memory")["used_memory"]
-            result = drain(peer, client, server.url, n, log_dir, indexed=False)
+            result = drain(peer, client, server.url, n, log_dir, indexed=False, label=label)
             for key in ("wall_s", "first_run_s", "steady_jobs_s"):
                 result.pop(key, None)
             result["drain_jobs_s"] = result.pop("jobs_s", None)
@@ -515,7 +522,7 @@ def run_workload(
             )
         else:  # blast: the producer's figure; the drain only checks the count
             seconds = produce(peer, server.url, n)
-            result = drain(peer, client, server.url, n, log_dir)
+            result = drain(peer, client, server.url, n, log_dir, label=label)
             for key in ("wall_s", "first_run_s", "steady_jobs_s"):
                 result.pop(key, None)
             result["drain_jobs_s"] = result.pop("jobs_s", None)
@@ -666,7 +673,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     )
     parser.add_argument("--json", help="where to write the JSON (default: bench/results/)")
     parser.add_argument("--no-chart", action="store_true")
+    drain_bar.add_option(parser)
     args = parser.parse_args(argv)
+    drain_bar.configure(args.progress)
     args.peers = args.only.split(",") if args.only else list(PEERS)
     unknown = [p for p in args.peers if p not in PEERS]
     if unknown:

@@ -1,11 +1,15 @@
-"""The drain view of ``fastq wait``: its tally, its plain lines, when it stops."""
+"""The drain view of ``fastq wait``: its tally, its plain lines, when it stops; and
+the same view fed counts directly (``CountView``, the benchmarks' bar)."""
 
 from __future__ import annotations
 
 import io
+import time
 from typing import Any
 
-from fastq.progress import Tally, make_view, plain_line, tally, watch_drain
+import pytest
+
+from fastq.progress import CountView, Rate, Tally, make_view, plain_line, tally, watch_drain
 
 ZERO = {
     "ready": 0, "scheduled": 0, "inflight": 0, "processed": 0, "failed": 0, "total_dead": 0,
@@ -42,3 +46,61 @@ def test_watch_drain_stops_when_nothing_is_left_or_at_the_timeout() -> None:
     stuck: Any = lambda: stats(ready=3)  # noqa: E731
     assert watch_drain(stuck, make_view("q", io.StringIO()), interval_s=0.01, timeout_s=0.0,
                        sleep=lambda s: None) is None  # fmt: skip
+
+
+class Recorder:
+    """A view that keeps what it was shown."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[Tally, bool]] = []
+        self.closed = False
+
+    def update(self, t: Tally, rate: float, final: bool = False) -> None:
+        self.shown.append((t, final))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_count_view_shows_done_of_total_and_closes() -> None:
+    view = Recorder()
+    with CountView(view, 10) as shown:
+        shown.update(4, failures=1)
+        shown.update(10, final=True)
+    assert view.shown == [(Tally(4, 6, 1, 0), False), (Tally(10, 0, 0, 0), True)]
+    assert view.closed
+    view = Recorder()
+    with pytest.raises(RuntimeError), CountView(view, 10):  # a drain that failed
+        raise RuntimeError
+    assert view.closed
+
+
+def test_count_view_draws_plain_lines_and_rich_bars() -> None:
+    out = io.StringIO()
+    with CountView(make_view("c2", out, plain_every_s=0), 10) as shown:
+        shown.update(3)
+        shown.update(10, final=True)
+    first, last = out.getvalue().splitlines()
+    assert first == "c2: 3/10 done, 0 jobs/s, ETA -, 0 failed, 0 dead"
+    assert last.startswith("c2: 10/10 done, ")
+
+    pytest.importorskip("rich")
+    out = Terminal()
+    view = make_view("c2warm", out)
+    with CountView(view, 3000) as shown:
+        shown.update(1200)
+        shown.update(3000, final=True)
+    assert "c2warm" in out.getvalue() and "3000/3000" in out.getvalue()
+    assert not view.progress.live.is_started  # closed: the terminal is handed back
+
+
+def test_the_last_rate_of_a_drain_shorter_than_a_sample_is_its_mean() -> None:
+    rate = Rate(every_s=60.0)
+    time.sleep(0.01)
+    assert rate.sample(5) == 0.0  # too soon for a sample
+    assert rate.sample(10, force=True) > 0
