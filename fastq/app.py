@@ -11,12 +11,9 @@ from datetime import tzinfo
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, overload
 
 import redis
-from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.retry import Retry as RedisRetry
 
-from fastq import scripts
+from fastq import redis_connect, scripts
 from fastq._accel import codec
-from fastq._version import __version__
 from fastq.admin import Admin
 from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
 from fastq.errors import FastqError
@@ -41,23 +38,9 @@ from fastq.limits import (
 )
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.ratekey import RateKey
+from fastq.redis_connect import check_url
 from fastq.redis_faults import REDIS_ERRORS, for_producer
-from fastq.redis_url import mask_url
 from fastq.retry import Backoff, policy_from_keywords
-
-try:
-    from redis import DriverInfo
-except ImportError:  # redis-py before 7: it reads its version once, at import
-    _CLIENT_OPTIONS: dict[str, Any] = {}
-else:
-    # The library name and version sent at connect (CLIENT SETINFO), given once:
-    # otherwise redis-py reads its package metadata for every new connection,
-    # ~3 ms of CPU, paid by every child a pool forks.
-    _CLIENT_OPTIONS = {
-        "driver_info": DriverInfo(lib_version=redis.__version__).add_upstream_driver(
-            "fastq", __version__
-        )
-    }
 
 R = TypeVar("R")
 
@@ -83,14 +66,6 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
         raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
     return tuple(types)
-
-
-def _check_url(url: str) -> str:
-    try:
-        redis.ConnectionPool.from_url(url)
-    except ValueError as exc:
-        raise ValueError(f"invalid Redis URL {mask_url(url)!r}: {exc}") from None
-    return url
 
 
 class App(Enqueuer, Admin):
@@ -125,7 +100,7 @@ class App(Enqueuer, Admin):
         max_stalls: int = 2,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
     ) -> None:
-        self.redis_url = _check_url(
+        self.redis_url = check_url(
             redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL
         )
         self.namespace = check_namespace(namespace)
@@ -155,7 +130,7 @@ class App(Enqueuer, Admin):
     ) -> None:
         """Point the app elsewhere (the CLI applies ``--redis-url`` this way)."""
         if redis_url is not None:
-            self.redis_url = _check_url(redis_url)
+            self.redis_url = check_url(redis_url)
         if namespace is not None:
             self.namespace = check_namespace(namespace)
         self.close()
@@ -206,19 +181,14 @@ class App(Enqueuer, Admin):
         socket_timeout_s: Optional[float] = 30.0,
         connect_timeout_s: float = 5.0,
     ) -> redis.Redis:
-        """A fresh client. Workers pass ``retries=0``: they must see every
-        connection error to know that a reply may have been lost."""
-        retry = (
-            RedisRetry(ExponentialBackoff(cap=0.5, base=0.05), retries)
-            if retries
-            else RedisRetry(NoBackoff(), 0)
-        )
-        return redis.Redis.from_url(
+        """A fresh client (:func:`fastq.redis_connect.new_client`). Workers pass
+        ``retries=0``: they must see every connection error to know that a reply may
+        have been lost."""
+        return redis_connect.new_client(
             self.redis_url,
-            socket_connect_timeout=connect_timeout_s,
-            socket_timeout=socket_timeout_s,
-            retry=retry,
-            **_CLIENT_OPTIONS,
+            retries=retries,
+            socket_timeout_s=socket_timeout_s,
+            connect_timeout_s=connect_timeout_s,
         )
 
     @property

@@ -247,8 +247,9 @@ _OPTIONAL_APP = "module (or module:attr) of the app (optional: Redis alone is en
 def _add_connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--redis-url",
-        help="Redis to use: redis://[[user]:password@]host:port/db, rediss:// (TLS) or "
-        "unix:///path.sock (default: $FASTQ_REDIS_URL, else the app's); a password is "
+        help="Redis to use: redis://[[user]:password@]host:port/db, rediss:// (TLS), "
+        "unix:///path.sock or redis+sentinel://host:port[,host:port...]/service_name/db "
+        "(default: $FASTQ_REDIS_URL, else the app's); a password is "
         "safer in $FASTQ_REDIS_URL: a command line shows in `ps`",
     )
     p.add_argument("--namespace", help="key prefix (default: the app's, else fastq)")

@@ -9,7 +9,7 @@ fault                     replies                                          polic
 ========================  ===============================================  ===========
 ``UNAVAILABLE``           refused/reset/lost connection, timeout,          back off,
                           ``LOADING``, ``READONLY``, ``MASTERDOWN``,       retry
-                          ``CLUSTERDOWN``, ``TRYAGAIN``
+                          ``CLUSTERDOWN``, ``TRYAGAIN``, ``UNBLOCKED``
 ``BUSY``                  ``BUSY`` (a script or module runs too long)      back off, retry
 ``OUT_OF_MEMORY``         ``OOM``                                          back off, retry
 ``NO_SCRIPT``             ``NOSCRIPT`` (flushed, or a fresh server)        reload, resend
@@ -76,6 +76,8 @@ _BY_CODE = {
     "MASTERDOWN": Fault.UNAVAILABLE,
     "CLUSTERDOWN": Fault.UNAVAILABLE,
     "TRYAGAIN": Fault.UNAVAILABLE,
+    # a BLPOP cut short as its master was demoted to a replica (a failover)
+    "UNBLOCKED": Fault.UNAVAILABLE,
     "NOSCRIPT": Fault.NO_SCRIPT,
 }
 

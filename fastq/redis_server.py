@@ -13,7 +13,7 @@ import subprocess
 import tempfile
 import time
 from types import TracebackType
-from typing import Optional
+from typing import Any, Optional
 
 import redis
 
@@ -59,8 +59,8 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self, timeout_s: float = 10.0) -> RedisServer:
-        args = [
+    def _args(self) -> list[str]:
+        return [
             self.executable,
             "--port", str(self.port),
             "--bind", "127.0.0.1",
@@ -72,7 +72,11 @@ class RedisServer:
             "--appendfsync", "always",
             *self.extra_args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def start(self, timeout_s: float = 10.0) -> RedisServer:
+        self.process = subprocess.Popen(
+            self._args(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + timeout_s
         password = self._password()
         while True:
@@ -85,7 +89,7 @@ class RedisServer:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(
-                        f"redis-server did not start on port {self.port}: {self.log_tail()}"
+                        f"{self.executable} did not start on port {self.port}: {self.log_tail()}"
                     ) from None
                 time.sleep(0.02)
 
@@ -134,3 +138,74 @@ class RedisServer:
         tb: Optional[TracebackType],
     ) -> None:
         self.cleanup()
+
+
+class RedisSentinel(RedisServer):
+    """A throwaway Sentinel (``redis-server --sentinel``) on a free loopback port, that
+    watches the master at ``master_port`` as ``service_name``. Its config file, which
+    Sentinel rewrites as it learns, is in its temp dir.
+
+    Args:
+        quorum: how many sentinels must agree that the master is down.
+        down_after_ms: how long the master may not answer before it is down.
+        failover_timeout_ms: Sentinel's ``failover-timeout`` (a failed failover is
+            tried again after twice this).
+        password: the sentinel's own (``requirepass``).
+        master_password: the master's, for the sentinel to log in (``auth-pass``).
+    """
+
+    def __init__(
+        self,
+        master_port: int,
+        *,
+        service_name: str = "mymaster",
+        quorum: int = 2,
+        down_after_ms: int = 500,
+        failover_timeout_ms: int = 5000,
+        password: Optional[str] = None,
+        master_password: Optional[str] = None,
+        port: Optional[int] = None,
+        executable: str = "redis-server",
+    ) -> None:
+        super().__init__(port, executable=executable)
+        self.password = password
+        self.master_password = master_password
+        self.master_port = master_port
+        self.service_name = service_name
+        self.quorum = quorum
+        self.down_after_ms = down_after_ms
+        self.failover_timeout_ms = failover_timeout_ms
+
+    def _args(self) -> list[str]:
+        config = os.path.join(self.dir, "sentinel.conf")
+        name = self.service_name
+        with open(config, "w") as f:
+            f.write(
+                f"port {self.port}\n"
+                "bind 127.0.0.1\n"
+                f"dir {self.dir}\n"
+                f"logfile {os.path.join(self.dir, 'redis.log')}\n"
+                "daemonize no\n"
+                f"sentinel monitor {name} 127.0.0.1 {self.master_port} {self.quorum}\n"
+                f"sentinel down-after-milliseconds {name} {self.down_after_ms}\n"
+                f"sentinel failover-timeout {name} {self.failover_timeout_ms}\n"
+            )
+            if self.master_password is not None:
+                f.write(f"sentinel auth-pass {name} {self.master_password}\n")
+            if self.password is not None:
+                f.write(f"requirepass {self.password}\n")
+        return [self.executable, config, "--sentinel"]
+
+    def _password(self) -> Optional[str]:
+        return self.password
+
+    def master_port_now(self) -> Optional[int]:
+        """The port of the master this sentinel names now (None: it cannot say)."""
+        client = redis.Redis(port=self.port, password=self.password, socket_timeout=1.0)
+        try:
+            address: Any = client.sentinel_get_master_addr_by_name(self.service_name)
+        except redis.RedisError:
+            return None
+        finally:
+            client.close()
+        return int(address[1]) if address else None

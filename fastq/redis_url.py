@@ -1,8 +1,9 @@
 """Redis URLs as fastq shows them: the one place that hides a URL's password.
 
 Every message, log line or title that names the Redis a process uses goes through
-:func:`mask_url`, so that a password given in ``redis://user:secret@host`` or
-``?password=secret`` never reaches a log, a terminal or ``ps``.
+:func:`mask_url`, so that a password given in ``redis://user:secret@host``,
+``?password=secret`` or a sentinel URL's ``?sentinel_password=secret`` never reaches
+a log, a terminal or ``ps``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 MASK = "***"
 # query parameters redis-py turns into connection options that hold a secret
-_SECRET_PARAMS = frozenset({"password", "ssl_password"})
+_SECRET_PARAMS = frozenset({"password", "ssl_password", "sentinel_password"})
 
 
 def mask_url(url: str) -> str:
@@ -26,7 +27,7 @@ def mask_url(url: str) -> str:
         netloc = parts.netloc
     except ValueError:
         scheme = url.partition("://")[0] if "://" in url else ""
-        return f"{scheme}://{MASK}" if scheme and scheme.isalpha() else MASK
+        return f"{scheme}://{MASK}" if scheme.replace("+", "").isalpha() else MASK
     if password is not None:
         userinfo, _, hostinfo = netloc.rpartition("@")
         user = userinfo.partition(":")[0]
@@ -56,13 +57,14 @@ def with_tls_files(
     parameters redis-py reads: ``ssl_ca_certs``, ``ssl_certfile``, ``ssl_keyfile``.
 
     Raises:
-        ValueError: a file given with a URL that is not ``rediss://``.
+        ValueError: a file given with a URL that is not ``rediss://`` or
+            ``rediss+sentinel://``.
     """
     given = [("ssl_ca_certs", ca_cert), ("ssl_certfile", cert), ("ssl_keyfile", key)]
     params = [(name, value) for name, value in given if value]
     if not params:
         return url
-    if not url.startswith("rediss://"):
+    if not url.startswith(("rediss://", "rediss+sentinel://")):
         raise ValueError(f"--tls-* options need a rediss:// URL, not {mask_url(url)!r}")
     sep = "&" if "?" in url else "?"
     return url + sep + urlencode(params, safe="/")

@@ -16,9 +16,11 @@ import redis
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_server import RedisServer, free_port
+from fastq.redis_connect import new_client
+from fastq.redis_server import RedisSentinel, RedisServer, free_port
 
 PASSWORD = "Pw-7f3a9c-s3cret"  # grepped for in every output
+SENTINEL_PASSWORD = "Spw-41d2e8-s3cret"  # the sentinels' own, grepped for too
 JOBS = 50
 
 
@@ -29,7 +31,7 @@ def _enqueue_counting(url: str, namespace: str, n: int = JOBS) -> None:
 
 
 def _runs(url: str, namespace: str) -> int:
-    client = redis.Redis.from_url(url)
+    client = new_client(url)  # a sentinel URL too
     try:
         return len(client.hgetall(f"{namespace}:runs"))
     finally:
@@ -149,6 +151,47 @@ def test_the_startup_check_warns_about_eviction_and_persistence(
     assert "maxmemory-policy" not in output and "persists nothing" not in output, output
 
 
+def test_a_sentinel_url_with_passwords_runs_jobs_and_never_shows_them(
+    locked_server: RedisServer, namespace: str, tmp_path: Path
+) -> None:
+    """The master's password in the user part, the sentinels' own as a query option:
+    neither in a log line, a process title, a CLI output or an error."""
+    with RedisSentinel(
+        locked_server.port, quorum=1, password=SENTINEL_PASSWORD, master_password=PASSWORD
+    ) as sentinel:
+        url = (
+            f"redis+sentinel://:{PASSWORD}@127.0.0.1:{sentinel.port}/mymaster/0"
+            f"?sentinel_password={SENTINEL_PASSWORD}"
+        )
+        _enqueue_counting(url, namespace)
+        output = _run_pool_until(url, namespace, JOBS, tmp_path / "pool.log", "DEBUG")
+        assert "persists nothing" in output  # the start-up check reached the master
+        assert f"redis+sentinel://:***@127.0.0.1:{sentinel.port}/mymaster/0" in output
+        outputs = {"pool": output}
+        proc = _cli(url, "stats", "--app", "tests.apps.counting", "--namespace", namespace)
+        assert proc.returncode == 0 and "count" in proc.stdout, proc.stderr
+        outputs["stats"] = proc.stdout + proc.stderr
+        # the same URL given on the command line
+        proc = subprocess.run(
+            fastq_cmd("worker", "--app", "tests.apps.counting", "--namespace", namespace,
+                      "-q", "count", "--burst", "--redis-url", url),
+            env=subprocess_env("redis://127.0.0.1:1/0"), capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        outputs["worker --redis-url"] = proc.stdout + proc.stderr
+        # the sentinels refuse a wrong password of theirs: an outage, as producers see it
+        wrong = url.replace(f"={SENTINEL_PASSWORD}", f"=wrong-{SENTINEL_PASSWORD}")
+        down = fastq.App(wrong, namespace=namespace)
+        with pytest.raises(fastq.RedisUnavailable) as info:
+            down.enqueue("count", (1,), queue="count")
+        outputs["RedisUnavailable"] = str(info.value)
+        assert "sentinel_password=***" in str(info.value)
+    for where, text in outputs.items():
+        assert PASSWORD not in text, where
+        assert SENTINEL_PASSWORD not in text, where
+
+
 # -- TLS ---------------------------------------------------------------------------------
 
 
@@ -230,6 +273,51 @@ def test_a_pool_over_tls_with_client_certificates(
     output = _run_pool_until(url, namespace, JOBS, tmp_path / "pool.log")
     assert _runs(url, namespace) == JOBS
     assert PASSWORD not in output
+
+
+def test_a_pool_through_a_sentinel_over_tls(
+    tls_server: tuple[int, Path], namespace: str, tmp_path: Path
+) -> None:
+    """``rediss+sentinel://``: the sentinel and the master both over TLS, with the
+    URL's certificates for both."""
+    port, d = tls_server
+    sentinel_port = free_port()
+    config = tmp_path / "sentinel.conf"
+    config.write_text(
+        f"port 0\ntls-port {sentinel_port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+        f"tls-cert-file {d / 'server.crt'}\ntls-key-file {d / 'server.key'}\n"
+        f"tls-ca-cert-file {d / 'ca.crt'}\ntls-replication yes\n"
+        f"sentinel monitor mymaster 127.0.0.1 {port} 1\n"
+        f"sentinel auth-pass mymaster {PASSWORD}\n"
+    )
+    proc = subprocess.Popen(
+        ["redis-server", str(config), "--sentinel"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        url = (
+            f"rediss+sentinel://:{PASSWORD}@127.0.0.1:{sentinel_port}/mymaster/0"
+            f"?ssl_cert_reqs=required&ssl_ca_certs={d / 'ca.crt'}"
+            f"&ssl_certfile={d / 'client.crt'}&ssl_keyfile={d / 'client.key'}"
+        )
+        client = new_client(url, retries=0)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                assert proc.poll() is None and time.monotonic() < deadline, "TLS sentinel"
+                time.sleep(0.05)
+        assert client.connection_pool.master_address == ("127.0.0.1", port)  # type: ignore[attr-defined]
+        client.close()
+        _enqueue_counting(url, namespace)
+        output = _run_pool_until(url, namespace, JOBS, tmp_path / "pool.log")
+        assert _runs(url, namespace) == JOBS
+        assert PASSWORD not in output
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
 
 
 def test_the_tls_files_as_cli_options(tls_server: tuple[int, Path], namespace: str) -> None:

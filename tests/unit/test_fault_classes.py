@@ -6,6 +6,7 @@ import logging
 
 import pytest
 from redis import exceptions as rex
+from redis.sentinel import MasterNotFoundError
 
 from fastq import RedisRefused, RedisUnavailable
 from fastq.redis_faults import Fault, Outage, backoff_s, classify, for_producer
@@ -24,6 +25,14 @@ from fastq.redis_faults import Fault, Outage, backoff_s, classify, for_producer
         (rex.MasterDownError("Link with MASTER is down"), Fault.UNAVAILABLE),
         (rex.ClusterDownError("The cluster is down"), Fault.UNAVAILABLE),
         (RedisUnavailable("cannot reach Redis"), Fault.UNAVAILABLE),
+        (
+            rex.ResponseError(
+                "UNBLOCKED force unblock from blocking operation, instance state changed "
+                "(master -> replica?)"
+            ),
+            Fault.UNAVAILABLE,
+        ),
+        (MasterNotFoundError("No master found for 'mymaster'"), Fault.UNAVAILABLE),
         (ConnectionResetError(104, "Connection reset by peer"), Fault.UNAVAILABLE),
         (
             rex.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."),
