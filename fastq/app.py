@@ -8,7 +8,7 @@ import os
 import threading
 from contextlib import contextmanager
 from datetime import tzinfo
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, overload
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, cast, overload
 
 import redis
 from redis.backoff import ExponentialBackoff, NoBackoff
@@ -18,6 +18,7 @@ from fastq import scripts
 from fastq._accel import codec
 from fastq._version import __version__
 from fastq.admin import Admin
+from fastq.cluster import is_cluster_url, new_cluster_client, parse_cluster_url
 from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
 from fastq.errors import FastqError
 from fastq.hooks import Hooks, JobHook
@@ -85,7 +86,10 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     return tuple(types)
 
 
-def _check_url(url: str) -> str:
+def _check_url(url: str, on_cluster: bool = False) -> str:
+    if on_cluster or is_cluster_url(url):
+        parse_cluster_url(url)  # its own ValueError, the password masked
+        return url
     try:
         redis.ConnectionPool.from_url(url)
     except ValueError as exc:
@@ -113,6 +117,10 @@ class App(Enqueuer, Admin):
         max_payload_bytes: a job larger than this, encoded (its arguments as JSON
             with its name and options), is refused at enqueue with a ValueError
             (default 4 MiB).
+        cluster: ``redis_url`` (``redis://`` or ``rediss://``) is one node of a
+            Redis Cluster. A ``redis+cluster://host:port[,host:port...]`` URL says
+            so itself. On a cluster, enqueueing and the operator methods work;
+            workers do not run there yet.
     """
 
     def __init__(
@@ -124,9 +132,11 @@ class App(Enqueuer, Admin):
         dead_max_len: int = 10_000,
         max_stalls: int = 2,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        cluster: bool = False,
     ) -> None:
+        self._cluster_flag = bool(cluster)
         self.redis_url = _check_url(
-            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL
+            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL, self._cluster_flag
         )
         self.namespace = check_namespace(namespace)
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
@@ -154,7 +164,7 @@ class App(Enqueuer, Admin):
     ) -> None:
         """Point the app elsewhere (the CLI applies ``--redis-url`` this way)."""
         if redis_url is not None:
-            self.redis_url = _check_url(redis_url)
+            self.redis_url = _check_url(redis_url, self._cluster_flag)
         if namespace is not None:
             self.namespace = check_namespace(namespace)
         self.close()
@@ -198,6 +208,11 @@ class App(Enqueuer, Admin):
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(self.namespace, queue)
 
+    @property
+    def cluster(self) -> bool:
+        """Whether Redis is a Redis Cluster (``cluster=True``, or a cluster URL)."""
+        return self._cluster_flag or is_cluster_url(self.redis_url)
+
     def new_client(
         self,
         *,
@@ -212,6 +227,17 @@ class App(Enqueuer, Admin):
             if retries
             else RedisRetry(NoBackoff(), 0)
         )
+        if self.cluster:
+            client = new_cluster_client(
+                parse_cluster_url(self.redis_url),
+                retry=retry,
+                socket_connect_timeout=connect_timeout_s,
+                socket_timeout=socket_timeout_s,
+                **_CLIENT_OPTIONS,
+            )
+            # the same commands as a Redis; typed as one until the worker side
+            # learns the cluster (issue 15)
+            return cast(redis.Redis, client)
         return redis.Redis.from_url(
             self.redis_url,
             socket_connect_timeout=connect_timeout_s,
@@ -228,8 +254,8 @@ class App(Enqueuer, Admin):
             return client
         with _client_lock:
             if self._client is None or self._client_pid != os.getpid():
-                client = self.new_client()
                 with self._producer_call():
+                    client = self.new_client()  # a cluster's connects here
                     scripts.load_all(client)
                 self._client = client
                 self._client_pid = os.getpid()

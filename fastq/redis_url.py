@@ -26,7 +26,9 @@ def mask_url(url: str) -> str:
         netloc = parts.netloc
     except ValueError:
         scheme = url.partition("://")[0] if "://" in url else ""
-        return f"{scheme}://{MASK}" if scheme and scheme.isalpha() else MASK
+        # a scheme such as redis+cluster is shown; anything else may be a secret
+        shown = scheme.replace("+", "")
+        return f"{scheme}://{MASK}" if shown and shown.isalpha() else MASK
     if password is not None:
         userinfo, _, hostinfo = netloc.rpartition("@")
         user = userinfo.partition(":")[0]
