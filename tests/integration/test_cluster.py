@@ -7,6 +7,7 @@ each call wrote is read back from the node that must hold it.
 
 from __future__ import annotations
 
+import subprocess
 import threading
 import time
 import uuid
@@ -14,6 +15,7 @@ from typing import Iterator
 
 import pytest
 import redis
+from conftest import fastq_cmd, subprocess_env
 from redis.cluster import key_slot
 from redis.exceptions import MovedError
 
@@ -253,6 +255,26 @@ def test_one_node_url_with_cluster_true(redis_cluster: ClusterServer, namespace:
 def test_workers_refuse_a_cluster_with_a_clear_error(capp: fastq.App) -> None:
     with pytest.raises(FastqError, match="is a Redis Cluster: enqueueing and the operator"):
         Worker(capp, ["default"], burst=True, handle_signals=False).run()
+
+
+def test_the_cli_on_a_cluster_url(redis_cluster: ClusterServer, capp: fastq.App) -> None:
+    owners = list(queues_on_each_master(redis_cluster, "cli").values())
+    for n, queue in enumerate(owners):
+        capp.enqueue_many("job", [(i,) for i in range(n + 1)], queue=queue)
+    env = subprocess_env(redis_cluster.url)
+    ns = ("--namespace", capp.namespace)
+    listed = subprocess.run(fastq_cmd("queues", *ns), env=env, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split()[:2] for line in listed.stdout.splitlines()] == [
+        [queue, f"ready={n + 1}"] for n, queue in enumerate(owners)
+    ]
+    worker = subprocess.run(
+        fastq_cmd("worker", "--app", "tests.apps.ops_jobs", "-q", owners[0], "--burst", *ns),
+        env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert worker.returncode == 1
+    assert "worker: Redis at redis+cluster://127.0.0.1:" in worker.stderr
+    assert "is a Redis Cluster" in worker.stderr
 
 
 def test_replicas_and_a_password(redis_cluster_replicas: ClusterServer) -> None:

@@ -1,12 +1,18 @@
-"""Redis Cluster URLs: what they name, what they refuse, and their passwords masked."""
+"""Redis Cluster URLs: what they name, what they refuse, and their passwords masked;
+and every script's KEYS in one slot."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from redis.cluster import key_slot
 from redis.connection import SSLConnection
 
 import fastq
+from fastq import contracts
 from fastq.cluster import is_cluster_url, parse_cluster_url
+from fastq.keys import QueueKeys
 from fastq.redis_url import mask_url
 
 
@@ -69,3 +75,12 @@ def test_the_scheme_says_cluster_and_cluster_true_says_it_of_a_plain_url() -> No
 )  # fmt: skip
 def test_mask_url_hides_a_cluster_urls_password(url: str, shown: str) -> None:
     assert mask_url(url) == shown
+
+
+@pytest.mark.parametrize("contract", contracts.ALL, ids=lambda c: c.name)
+def test_every_scripts_keys_share_one_cluster_slot(contract: contracts.Contract[Any]) -> None:
+    """A script call goes to one node only if all its KEYS hash to one slot (no
+    namespace-wide key among a queue's), or a cluster answers CROSSSLOT."""
+    keys = contract.keys_for(QueueKeys("ns:a", "mail.out-1"), "host:12:ab")
+    assert keys
+    assert {key_slot(key.encode()) for key in keys} == {key_slot(b"mail.out-1")}
