@@ -15,6 +15,7 @@ import redis
 from fastq import redis_connect, scripts
 from fastq._accel import codec
 from fastq.admin import Admin
+from fastq.cluster import is_cluster_url
 from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
 from fastq.errors import FastqError
 from fastq.hooks import Hooks, JobHook
@@ -88,6 +89,10 @@ class App(Enqueuer, Admin):
         max_payload_bytes: a job larger than this, encoded (its arguments as JSON
             with its name and options), is refused at enqueue with a ValueError
             (default 4 MiB).
+        cluster: ``redis_url`` (``redis://`` or ``rediss://``) is one node of a
+            Redis Cluster. A ``redis+cluster://host:port[,host:port...]`` URL says
+            so itself. On a cluster, enqueueing and the operator methods work;
+            workers do not run there yet.
     """
 
     def __init__(
@@ -99,9 +104,12 @@ class App(Enqueuer, Admin):
         dead_max_len: int = 10_000,
         max_stalls: int = 2,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
+        cluster: bool = False,
     ) -> None:
+        self._cluster_flag = bool(cluster)
         self.redis_url = check_url(
-            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL
+            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL,
+            cluster=self._cluster_flag,
         )
         self.namespace = check_namespace(namespace)
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
@@ -130,7 +138,7 @@ class App(Enqueuer, Admin):
     ) -> None:
         """Point the app elsewhere (the CLI applies ``--redis-url`` this way)."""
         if redis_url is not None:
-            self.redis_url = check_url(redis_url)
+            self.redis_url = check_url(redis_url, cluster=self._cluster_flag)
         if namespace is not None:
             self.namespace = check_namespace(namespace)
         self.close()
@@ -174,6 +182,11 @@ class App(Enqueuer, Admin):
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(self.namespace, queue)
 
+    @property
+    def cluster(self) -> bool:
+        """Whether Redis is a Redis Cluster (``cluster=True``, or a cluster URL)."""
+        return self._cluster_flag or is_cluster_url(self.redis_url)
+
     def new_client(
         self,
         *,
@@ -186,6 +199,7 @@ class App(Enqueuer, Admin):
         have been lost."""
         return redis_connect.new_client(
             self.redis_url,
+            cluster=self._cluster_flag,
             retries=retries,
             socket_timeout_s=socket_timeout_s,
             connect_timeout_s=connect_timeout_s,
@@ -199,8 +213,8 @@ class App(Enqueuer, Admin):
             return client
         with _client_lock:
             if self._client is None or self._client_pid != os.getpid():
-                client = self.new_client()
                 with self._producer_call():
+                    client = self.new_client()  # a cluster's connects here
                     scripts.load_all(client)
                 self._client = client
                 self._client_pid = os.getpid()

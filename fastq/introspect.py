@@ -354,12 +354,13 @@ def holders(client: redis.Redis, keys: QueueKeys) -> list[Holder]:
     held = [sorted(m for m in ids if not m.startswith(_SENTINEL_PREFIX)) for ids in pipe.execute()]
     pipe = client.pipeline(transaction=False)
     for ids in held:
-        pipe.hmget(keys.jobs, ids) if ids else pipe.echo(b"")
-    envelopes = pipe.execute()
+        if ids:  # (no ECHO in its place: a cluster pipeline refuses it)
+            pipe.hmget(keys.jobs, ids)
+    replies = iter(pipe.execute())
     out = []
-    for (worker, deadline_ms), ids, envs in zip(leases, held, envelopes):
+    for (worker, deadline_ms), ids in zip(leases, held):
         names = {}
-        for job_id, raw in zip(ids, envs if ids else []):
+        for job_id, raw in zip(ids, next(replies) if ids else []):
             try:
                 name = _fields(orjson.loads(raw)).get("name") if raw is not None else None
             except orjson.JSONDecodeError:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from redis import exceptions as rex
 
-from fastq.errors import RedisRefused
+from fastq.errors import FastqError, RedisRefused
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
 
@@ -45,8 +45,14 @@ def check_redis(app: App, who: str) -> None:
     Raises:
         fastq.RedisRefused: Redis refused the password or the user (``WRONGPASS``,
             ``NOAUTH``): the process must not start and retry forever.
+        fastq.FastqError: Redis is a Redis Cluster, where workers do not run yet.
     """
     url = mask_url(app.redis_url)
+    if app.cluster:
+        raise FastqError(
+            f"{who}: Redis at {url} is a Redis Cluster: enqueueing and the operator "
+            "commands work on one, workers and pools do not yet (issue 15)"
+        )
     client = app.new_client(
         retries=0, socket_timeout_s=CHECK_TIMEOUT_S, connect_timeout_s=CHECK_TIMEOUT_S
     )

@@ -16,6 +16,7 @@ from typing import Any
 
 import redis
 
+from fastq.cluster import is_cluster
 from fastq.errors import JobFailed, NoResult, ResultNotSerializable, ResultTimeout
 from fastq.introspect import get_job
 from fastq.keys import QueueKeys
@@ -74,7 +75,7 @@ def wait_for_result(
     deadline = time.monotonic() + timeout_s
     block_s = FIRST_BLOCK_S
     while True:
-        alive = False
+        alive: list[QueueKeys] = []
         for keys in candidates:
             # the state first: a worker keeps a result before it deletes the job,
             # so a job found gone here has its result there already
@@ -87,7 +88,7 @@ def wait_for_result(
             if info.state in ("dead", "broken"):
                 error = info.last_error if info.state == "dead" else info.broken_reason
                 raise JobFailed(job_id, info.state, error, info.traceback)
-            alive = True
+            alive.append(keys)
         if not alive:
             raise NoResult(
                 f"job {job_id} is gone without a result: an unknown id, a cancelled "
@@ -96,7 +97,10 @@ def wait_for_result(
         left_s = deadline - time.monotonic()
         if left_s <= 0:
             raise ResultTimeout(f"job {job_id} did not finish within {timeout_s:g} s")
-        ready = [k.result_ready(job_id) for k in candidates]
+        # the queues where the job lives (one, unless an id is reused); on a cluster
+        # one BLPOP takes keys of one slot: the first queue's, the others looked at
+        # between blocks
+        ready = [k.result_ready(job_id) for k in alive[: 1 if is_cluster(client) else None]]
         popped = client.blpop(ready, timeout=min(left_s, block_s))
         if popped is not None:
             _pass_on(client, popped[0])

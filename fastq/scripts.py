@@ -3,6 +3,12 @@
 redis-py's ``Script`` objects send an extra ``SCRIPT EXISTS`` round trip on every
 pipeline ``execute()``; sending EVALSHA ourselves and reloading only on
 NOSCRIPT (after ``SCRIPT FLUSH`` or a Redis restart) avoids it.
+
+On a Redis Cluster the scripts are loaded on every master, and each EVALSHA of a
+pipeline is sent to the master of its first key's slot (every key of a call shares
+the queue's hash tag). The node is named to the cluster pipeline: left to find it,
+redis-py asks a node for the keys of each EVALSHA (``COMMAND GETKEYS``, the whole
+call sent twice). A NOSCRIPT (a promoted replica, a new node) reloads that node.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from typing import Any, Sequence, Union
 
 import redis
 from redis.exceptions import NoScriptError
+
+from fastq import cluster
 
 Command = tuple[Union["Script", "Plain"], Sequence[Any], Sequence[Any]]
 
@@ -72,15 +80,30 @@ BY_NAME = {script.name: script for script in ALL}
 
 
 def load_all(client: redis.Redis) -> None:
-    """Load every script into the server ``client`` talks to, in one round trip.
+    """Load every script into the server ``client`` talks to (every master of a
+    cluster), in one round trip per server.
 
     Done when a client is made, so that a first pipelined blast is not answered
     NOSCRIPT chunk after chunk and sent twice.
     """
+    if cluster.is_cluster(client):
+        for node in cluster.primaries(client):
+            load_all(node)
+        return
     pipe = client.pipeline(transaction=False)
     for script in ALL:
         pipe.script_load(script.source)
     pipe.execute()
+
+
+def _reload(client: redis.Redis, first_keys: Sequence[Any]) -> None:
+    """Load the scripts again where a call was answered NOSCRIPT: on a cluster, the
+    masters of those calls' keys, as the slot map has them now."""
+    if cluster.is_cluster(client) and None not in first_keys:
+        for node in cluster.masters_of(client, first_keys):
+            load_all(node)
+    else:
+        load_all(client)  # a call without keys may have run on any node
 
 
 def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequence[Any]) -> Any:
@@ -88,32 +111,40 @@ def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequenc
     try:
         return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
     except NoScriptError:
-        load_all(client)
+        _reload(client, [keys[0] if keys else None])
         return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+
+
+def _pipeline(client: redis.Redis, commands: Sequence[Command]) -> Any:
+    """A pipeline of ``commands``; on a cluster each script call names its node."""
+    pipe: Any = client.pipeline(transaction=False)
+    rc = client if cluster.is_cluster(client) else None
+    for script, keys, argv in commands:
+        args = script.args(keys, argv)
+        if rc is not None and keys and isinstance(script, Script):
+            pipe.execute_command(*args, target_nodes=cluster.node_of(rc, keys[0]))
+        else:
+            pipe.execute_command(*args)
+    return pipe
 
 
 def call_many(
     client: redis.Redis, commands: Sequence[Command], *, raise_on_error: bool = True
 ) -> list[Any]:
-    """Send several script calls in one pipelined round trip; return their replies.
+    """Send several script calls in one pipelined round trip (one per node of a
+    cluster, written to all before any reply is read); return their replies.
 
     A command answered NOSCRIPT did not run, so after loading the scripts only
     those are sent again. Any other error reply is raised, or with
     ``raise_on_error=False`` returned in its command's place (a producer needs to
     know which chunks of a blast went in).
     """
-    pipe = client.pipeline(transaction=False)
-    for script, keys, argv in commands:
-        pipe.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
-    results: list[Any] = pipe.execute(raise_on_error=False)
+    results: list[Any] = _pipeline(client, commands).execute(raise_on_error=False)
     missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
     if missing:
-        load_all(client)
-        pipe = client.pipeline(transaction=False)
-        for i in missing:
-            script, keys, argv = commands[i]
-            pipe.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
-        for i, reply in zip(missing, pipe.execute(raise_on_error=False)):
+        _reload(client, [commands[i][1][0] if commands[i][1] else None for i in missing])
+        again = _pipeline(client, [commands[i] for i in missing])
+        for i, reply in zip(missing, again.execute(raise_on_error=False)):
             results[i] = reply
     if raise_on_error:
         for reply in results:

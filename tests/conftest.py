@@ -7,16 +7,18 @@ a free loopback port in a temp dir, and stopped by its process.
 from __future__ import annotations
 
 import os
+import shutil
 import sys
 import threading
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 import redis
 
 import fastq
+from fastq.cluster_server import ClusterServer
 from fastq.redis_server import RedisServer
 from fastq.worker import Worker
 
@@ -28,6 +30,27 @@ def redis_server() -> Iterator[RedisServer]:
     server = RedisServer().start()
     yield server
     server.cleanup()
+
+
+def _cluster(replicas: int, password: Optional[str] = None) -> Iterator[ClusterServer]:
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli is not installed: it creates the Redis Cluster (redis-tools)")
+    cluster = ClusterServer(3, replicas, password=password).start()
+    yield cluster
+    cluster.cleanup()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster() -> Iterator[ClusterServer]:
+    """A Redis Cluster of 3 masters (a few seconds to create: once per session)."""
+    yield from _cluster(0)
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_replicas() -> Iterator[ClusterServer]:
+    """A Redis Cluster of 3 masters with a replica each and a password (``pw``):
+    for failover tests."""
+    yield from _cluster(1, password="pw")
 
 
 @pytest.fixture
