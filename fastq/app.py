@@ -344,10 +344,9 @@ class App(Enqueuer, Admin):
                 (never early).
 
         Raises:
-            TypeError: ``fn`` is not a plain callable a worker can run: not
-                callable, a coroutine function (``async def``, also behind
-                ``functools.partial`` or an async ``__call__``), an async
-                generator or a generator function; or it has no ``__name__`` and
+            TypeError: ``fn`` is not a callable a worker can run: not callable,
+                an async generator or a generator function (``async def``
+                functions are run on the worker's event loop); or it has no ``__name__`` and
                 no ``name`` was given; ``delivery`` is not a string.
             ValueError: another function is already registered under that name, an
                 option is out of range (``result_ttl_s`` not a finite number in

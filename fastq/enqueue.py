@@ -93,7 +93,7 @@ class Enqueuer:
         return queue, priority
 
     def _tail(self, name: str, priority: int, options: EnqueueOptions) -> tuple[bytes, ...]:
-        # the envelope's optional fields (README, "How it works"): none for most jobs
+        # the envelope's optional fields (docs/protocol.md): none for most jobs
         shared: dict[str, Any] = {}
         if priority:
             shared["p"] = priority

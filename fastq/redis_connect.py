@@ -19,7 +19,7 @@ connects to the sentinels with TLS as well, with the same ``ssl_*`` options.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
@@ -29,6 +29,7 @@ from redis.retry import Retry as RedisRetry
 from redis.sentinel import Sentinel, SentinelManagedConnection
 
 from fastq._version import __version__
+from fastq.cluster import is_cluster_url, new_cluster_client, parse_cluster_url
 from fastq.redis_url import mask_url
 
 try:
@@ -128,12 +129,16 @@ def _host_port(entry: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def check_url(url: str) -> str:
-    """``url``, if redis-py (or the sentinel parser) accepts it.
+def check_url(url: str, *, cluster: bool = False) -> str:
+    """``url``, if redis-py (or the sentinel or cluster parser) accepts it;
+    ``cluster``: a plain URL names one node of a cluster.
 
     Raises:
         ValueError: one line naming the URL, its password masked.
     """
+    if cluster or is_cluster_url(url):
+        parse_cluster_url(url)  # its own ValueError, the password masked
+        return url
     try:
         if is_sentinel_url(url):
             parse_sentinel_url(url)
@@ -186,11 +191,13 @@ class SentinelMasterClient(redis.Redis):
 def new_client(
     url: str,
     *,
+    cluster: bool = False,
     retries: int = 2,
     socket_timeout_s: Optional[float] = 30.0,
     connect_timeout_s: float = 5.0,
 ) -> redis.Redis:
-    """A fresh client of the Redis (or the Sentinel-managed master) at ``url``.
+    """A fresh client of the Redis (or the Sentinel-managed master, or the cluster)
+    at ``url``; ``cluster``: a plain URL names one node of a cluster.
 
     Options given in the URL win over these, as with redis-py's ``from_url``.
     """
@@ -205,6 +212,12 @@ def new_client(
         "retry": retry,
         **CLIENT_OPTIONS,
     }
+    if cluster or is_cluster_url(url):
+        options.pop("retry")
+        nodes = new_cluster_client(parse_cluster_url(url), retry=retry, **options)
+        # the same commands as a Redis; typed as one until the worker side learns
+        # the cluster (issue 15)
+        return cast(redis.Redis, nodes)
     if not is_sentinel_url(url):
         return redis.Redis.from_url(url, **options)
     parsed = parse_sentinel_url(url)

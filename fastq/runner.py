@@ -1,8 +1,9 @@
 """Runners execute the jobs of a claimed batch and record what became of each.
 
-The seam between a worker's loop and how its jobs run: the sync runner of today
-runs them one after another in the worker's thread; an asyncio or thread runner
-(many jobs in flight per child) fits behind the same ``run()``.
+The seam between a worker's loop and how its jobs run: the sync runner here runs
+them one after another in the worker's thread; the asyncio and thread runners
+(many jobs in flight per child, ``fastq/aio.py``, ``fastq/threads.py``) fit behind
+the same ``run()`` (``fastq/inflight.py``).
 """
 
 from __future__ import annotations

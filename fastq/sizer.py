@@ -5,7 +5,7 @@ Quick jobs move in big batches; slow ones in small batches shared out among the
 children. The first claim is of one job and the size doubles batch by batch up to
 that mark, so a blast of jobs of an unknown kind is measured before many are held.
 
-A Redis far away: while a quick batch runs, the next claim is in flight (see
+A Redis far away (docs/internals.md): while a quick batch runs, the next claim is in flight (see
 ``prefetch_pays``); a batch that ends before that claim comes back leaves the worker
 waiting on the network. So a quick batch also holds enough work to cover the
 measured round trip, past ``max_n`` if need be, up to ``COVER_MAX_N`` jobs and

@@ -1,6 +1,6 @@
 """Envelope codec: encoding jobs for enqueue, decoding a claimed batch.
 
-The envelope is the documented wire format (README, "How it works"), a JSON array:
+The envelope is the documented wire format (docs/protocol.md), a JSON array:
 ``[name, args, enqueued_at_ms]``, or ``[name, args, enqueued_at_ms, {fields}]`` when
 there is more to say: ``"k"`` (the kwargs, when not empty), ``"p"`` (the priority,
 when not 0), a retry override, and after a failure ``attempts``, ``error``... The id
