@@ -610,6 +610,8 @@ def _add_lua_command(sub: Any) -> None:
         help="print a Lua script with its includes resolved (see docs/protocol.md)",
         description="Print a script as fastq loads it, e.g. for a producer in another "
         'language:  redis-cli SCRIPT LOAD "$(fastq lua enqueue)"',
+        epilog="examples:\n  fastq lua enqueue > enqueue.lua\n"
+        '  redis-cli SCRIPT LOAD "$(fastq lua enqueue)"',
     )
     lu.add_argument("script", choices=scripts.NAMES, help="which script")
     lu.set_defaults(func=cmd_lua)
@@ -736,7 +738,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(p)
     p.set_defaults(func=cmd_pool)
 
-    rp = sub.add_parser("reaper", help="return expired leases, promote due jobs, trim dead sets")
+    rp = sub.add_parser(
+        "reaper", help="return expired leases, promote due jobs, trim dead sets",
+        epilog="examples:\n  fastq reaper --app myapp\n"
+        "  fastq reaper --app myapp -q mailer --interval 0.5",
+    )
     rp.add_argument("--app", required=True, help="module (or module:attr) of the app")
     rp.add_argument("-q", "--queues", help="comma-separated queues (default: every known queue)")
     rp.add_argument("--interval", type=float, default=1.0, help="seconds between sweeps at most")
@@ -744,11 +750,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(rp)
     rp.set_defaults(func=cmd_reaper)
 
-    pa = sub.add_parser("pause", help="stop workers claiming from a queue (jobs in hand finish)")
+    pa = sub.add_parser(
+        "pause", help="stop workers claiming from a queue (jobs in hand finish)",
+        epilog="examples:\n  fastq pause -q mailer\n  fastq pause -q mailer --namespace shop",
+    )
     pa.set_defaults(func=cmd_pause)
-    rs = sub.add_parser("resume", help="let workers claim from a paused queue again, at once")
+    rs = sub.add_parser(
+        "resume", help="let workers claim from a paused queue again, at once",
+        epilog="examples:\n  fastq resume -q mailer",
+    )
     rs.set_defaults(func=cmd_resume)
-    pu = sub.add_parser("purge", help="delete a queue's ready and scheduled jobs (never in flight)")
+    pu = sub.add_parser(
+        "purge", help="delete a queue's ready and scheduled jobs (never in flight)",
+        epilog="examples:\n  fastq purge -q mailer\n  fastq purge -q mailer --dead --broken --yes",
+    )
     pu.add_argument("--dead", action="store_true", help="delete its dead jobs too")
     pu.add_argument("--broken", action="store_true", help="delete its broken jobs too")
     pu.add_argument("--yes", action="store_true", help="do not ask for confirmation")
@@ -758,7 +773,11 @@ def build_parser() -> argparse.ArgumentParser:
         flow_parser.add_argument("-q", "--queue", required=True, help="the queue")
         _add_connection_options(flow_parser)
 
-    ins = sub.add_parser("inspect", help="show one job: state, arguments, attempts, error")
+    ins = sub.add_parser(
+        "inspect", help="show one job: state, arguments, attempts, error",
+        epilog="examples:\n  fastq inspect 4xYfQiT5ez0000\n"
+        "  fastq inspect 4xYfQiT5ez0000 -q mailer --json",
+    )
     ins.add_argument("job_id", help="the id enqueue returned")
     ins.add_argument("--app", help=_OPTIONAL_APP)
     ins.add_argument("-q", "--queue", help="the job's queue (default: look in every known queue)")
@@ -777,11 +796,19 @@ def build_parser() -> argparse.ArgumentParser:
     li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
     _add_connection_options(li)
     li.set_defaults(func=cmd_limit)
-    ca = sub.add_parser("cancel", help="cancel a job by id, or every job with a tag (--tag)")
+    ca = sub.add_parser(
+        "cancel", help="cancel a job by id, or every job with a tag (--tag)",
+        epilog="examples:\n  fastq cancel 4xYfQiT5ez0000\n"
+        "  fastq cancel --tag campaign-42 -q mailer",
+    )
     ca.add_argument("job_id", nargs="?", metavar="JOB_ID", help="the job to cancel")
     ca.add_argument("--tag", help="cancel every live job with this tag; prints how many")
     ca.set_defaults(func=cmd_cancel)
-    jo = sub.add_parser("jobs", help="list the live jobs with a tag: id, queue, state")
+    jo = sub.add_parser(
+        "jobs", help="list the live jobs with a tag: id, queue, state",
+        epilog="examples:\n  fastq jobs --tag campaign-42\n"
+        "  fastq jobs --tag campaign-42 -q mailer | wc -l",
+    )
     jo.add_argument("--tag", required=True, help="the tag")
     jo.set_defaults(func=cmd_jobs)
     for tag_parser in (ca, jo):
@@ -789,12 +816,19 @@ def build_parser() -> argparse.ArgumentParser:
         tag_parser.add_argument("-q", "--queue", help="the queue (default: every known queue)")
         _add_connection_options(tag_parser)
 
-    pe = sub.add_parser("periodic", help="list periodic jobs with their last and next fire times")
+    pe = sub.add_parser(
+        "periodic", help="list periodic jobs with their last and next fire times",
+        epilog="examples:\n  fastq periodic --app myapp",
+    )
     pe.add_argument("--app", required=True, help="module (or module:attr) of the app")
     _add_connection_options(pe)
     pe.set_defaults(func=cmd_periodic)
 
-    d = sub.add_parser("demo", help="a mailing blast: enqueue 30,000 fake emails and drain them")
+    d = sub.add_parser(
+        "demo", help="a mailing blast: enqueue 30,000 fake emails and drain them",
+        epilog="examples:\n  fastq demo\n"
+        "  fastq demo --jobs 100000\n  fastq demo --redis-url redis://127.0.0.1:6379/5",
+    )
     d.add_argument("--redis-url", help="Redis to use (default: a throwaway redis-server)")
     d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
     d.add_argument("--batch", type=batch_size, default=100, help="jobs claimed per round trip")
