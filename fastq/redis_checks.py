@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from redis import exceptions as rex
 
 from fastq.errors import FastqError, RedisRefused
+from fastq.redis_connect import is_sentinel_url, sentinels_refusal
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
 
@@ -66,6 +67,14 @@ def check_redis(app: App, who: str) -> None:
                 f"Redis at {url} refused the connection ({exc}): check the user and "
                 "password in the URL",
             ) from None
+        if is_sentinel_url(app.redis_url):
+            refusal = sentinels_refusal(app.redis_url, CHECK_TIMEOUT_S)
+            if refusal is not None:
+                raise RedisRefused(
+                    Fault.DENIED.value,
+                    f"the sentinels of {url} refused the connection ({refusal}): check "
+                    "sentinel_username and sentinel_password in the URL",
+                ) from None
         log.warning("%s: cannot check Redis at %s now (%s); will retry", who, url, exc)
         client.close()
         return
