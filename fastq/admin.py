@@ -3,6 +3,7 @@ cancel, and wait for results."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Optional
@@ -26,10 +27,11 @@ from fastq.introspect import (
     tagged_ids,
 )
 from fastq.job import JobDef
-from fastq.keys import QueueKeys, validate_queue_name
+from fastq.keys import QueueKeys, logical_queue, validate_queue_name
 from fastq.limits import RateLimit, check_job_id, check_rate_limit, check_tag
 from fastq.results import wait_for_result
 from fastq.revive import revive
+from fastq.shards import ShardCounts, keys_of, shard_of, sum_stats
 
 
 def _valid_name(queue: str) -> bool:
@@ -52,6 +54,7 @@ class Admin:
 
     namespace: str
     registry: dict[str, JobDef[Any]]
+    shard_counts: ShardCounts
 
     if TYPE_CHECKING:
 
@@ -62,6 +65,48 @@ class Admin:
 
         def _producer_call(self) -> AbstractContextManager[None]: ...
 
+    # -- shards ----------------------------------------------------------------------
+
+    def _shards(self, queue: str, client: Optional[Redis] = None) -> list[QueueKeys]:
+        """The keys of every shard of ``queue`` (one for a queue that is not
+        sharded), shard 0 first: its count as Redis records it."""
+        count = self.shard_counts.count(client or self.redis, self.namespace, queue)
+        return keys_of(self.namespace, queue, count)
+
+    def _shards_for_id(self, queue: str, job_id: str) -> list[QueueKeys]:
+        """The shards of ``queue`` to look for ``job_id`` in: the shard its id routes
+        to first (where an enqueue that named the id put it), then the others."""
+        shards = self._shards(queue)
+        first = shard_of(job_id, len(shards))
+        return [shards[first], *shards[:first], *shards[first + 1 :]]
+
+    def shards(self, queue: str) -> int:
+        """How many shards ``queue`` has (1: not sharded), as Redis records it or
+        this app declares it.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name.
+            fastq.shards.ShardCountMismatch: this app declares another count.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        validate_queue_name(queue)
+        with self._producer_call():
+            return len(self._shards(queue))
+
+    def physical_queues(self, queues: Optional[list[str]] = None) -> list[str]:
+        """The queues in Redis behind ``queues`` (default: :meth:`queues`): each
+        queue's shards, for what sweeps every one (the reaper).
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        names = self.queues() if queues is None else queues
+        with self._producer_call():
+            counts = self.shard_counts.resolve(
+                self.redis, self.namespace, [q for q in names if _valid_name(q)]
+            )
+        return [k.queue for q in names for k in keys_of(self.namespace, q, counts.get(q, 1))]
+
     # -- inspection ----------------------------------------------------------------
 
     def stats(self, queue: str) -> dict[str, int]:
@@ -69,19 +114,26 @@ class Admin:
         counters enqueued, processed, failed, retried, stalled, stale_acks, purged,
         cancelled (``ready`` counts cancelled ids still in the list until popped);
         ``paused`` is 1 while the queue is paused, else 0; ``rate``,
-        ``rate_period_ms`` and ``rate_burst`` its rate limit (all 0: none).
+        ``rate_period_ms`` and ``rate_burst`` its rate limit (all 0: none). A
+        sharded queue's are the sums over its shards, with ``shards``: how many.
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        keys = self.keys(validate_queue_name(queue))
+        validate_queue_name(queue)
         with self._producer_call():
-            return queue_stats(self.redis, keys)
+            return self.stats_on(self.redis, queue)
+
+    def stats_on(self, client: Redis, queue: str) -> dict[str, int]:
+        """:meth:`stats`, read with ``client`` (a metrics scrape's own), raising what
+        it raises."""
+        return sum_stats([queue_stats(client, keys) for keys in self._shards(queue, client)])
 
     # -- flow control --------------------------------------------------------------
 
-    def _known_queue(self, queue: str) -> QueueKeys:
-        """The keys of ``queue``, a queue this namespace knows (see :meth:`queues`).
+    def _known_queue(self, queue: str) -> list[QueueKeys]:
+        """The keys of each shard of ``queue``, a queue this namespace knows (see
+        :meth:`queues`).
 
         Raises:
             TypeError, ValueError: an invalid name; ValueError: an unknown queue.
@@ -93,7 +145,7 @@ class Admin:
                 f"unknown queue {queue!r}: no job was ever enqueued on it and no job of "
                 f"this app is registered on it (known: {', '.join(known) or 'none'})"
             )
-        return self.keys(queue)
+        return self._shards(queue)
 
     def pause(self, queue: str) -> None:
         """Stop workers claiming from ``queue`` (on every host) until :meth:`resume`.
@@ -108,7 +160,8 @@ class Admin:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         with self._producer_call():
-            flow.pause(self.redis, self._known_queue(queue))
+            for keys in self._known_queue(queue):
+                flow.pause(self.redis, keys)
 
     def resume(self, queue: str) -> None:
         """Lift a pause of ``queue`` and wake its idle workers at once; a no-op on a
@@ -119,7 +172,8 @@ class Admin:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         with self._producer_call():
-            flow.resume(self.redis, self._known_queue(queue))
+            for keys in self._known_queue(queue):
+                flow.resume(self.redis, keys)
 
     def set_rate_limit(
         self,
@@ -147,26 +201,43 @@ class Admin:
             burst: an int within 1..1,000,000; default: the jobs of 50 ms at this
                 rate, at least 1 (1 for 14/s, 5 for 100/s). 1: strictly evenly spaced.
 
+        A sharded queue takes no limit (``rate=None`` lifts one on every shard):
+        its shards live on different Redis nodes, and a limit checked inside each
+        shard's claim cannot share one state with the others. A limit across its
+        shards is a per-key limit with a constant key (``@app.job(...,
+        rate_key="mailer", rate=100)``): one state, in one shard.
+
         Raises:
-            TypeError, ValueError: a bad rate, period or burst, or an invalid or
-                unknown queue; nothing is written then.
+            TypeError, ValueError: a bad rate, period or burst, an invalid or
+                unknown queue, or a limit on a sharded queue; nothing is written then.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         limit = None if rate is None else check_rate_limit(rate, per_s, burst)
         with self._producer_call():
-            flow.set_rate_limit(self.redis, self._known_queue(queue), limit)
+            shards = self._known_queue(queue)
+            if limit is not None and len(shards) > 1:
+                raise ValueError(
+                    f"queue {queue!r} is sharded ({len(shards)} shards): it takes no rate "
+                    "limit of the whole queue (each shard's claim would need one shared "
+                    "state, on another Redis node); a per-key limit with a constant key "
+                    f"limits it across its shards: @app.job(queue={queue!r}, "
+                    f"rate_key={queue!r}, rate={rate})"
+                )
+            for keys in shards:
+                flow.set_rate_limit(self.redis, keys, limit)
 
     def rate_limit(self, queue: str) -> Optional[RateLimit]:
         """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
-        None when it has none.
+        None when it has none (of a sharded queue: its shard 0's, one it had before
+        it was sharded).
 
         Raises:
             TypeError, ValueError: an invalid queue name.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        keys = self.keys(validate_queue_name(queue))
+        validate_queue_name(queue)
         with self._producer_call():
-            return flow.rate_limit(self.redis, keys)
+            return flow.rate_limit(self.redis, self._shards(queue)[0])
 
     def purge(
         self,
@@ -204,11 +275,13 @@ class Admin:
         if not any(selected.values()):
             raise ValueError("purge: nothing selected (ready, scheduled, dead and broken are off)")
         with self._producer_call():
-            keys = self._known_queue(queue)
-            return flow.purge(self.redis, keys, **selected)
+            return sum(
+                flow.purge(self.redis, keys, **selected) for keys in self._known_queue(queue)
+            )
 
     def queues(self) -> list[str]:
-        """Every queue this namespace has seen an enqueue for, or has registered.
+        """Every queue this namespace has seen an enqueue for, or has registered (a
+        sharded queue by its name: its shards are not listed).
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
@@ -230,9 +303,12 @@ class Admin:
         with self._producer_call():
             candidates = [validate_queue_name(queue)] if queue else self.queues()
             for q in candidates:
-                info = get_job(self.redis, self.keys(q), job_id)
-                if info is not None:
-                    return info
+                if not _valid_name(q):
+                    continue
+                for keys in self._shards_for_id(q, job_id):
+                    info = get_job(self.redis, keys, job_id)
+                    if info is not None:
+                        return dataclasses.replace(info, queue=q)
         return None
 
     def holders(self, queue: Optional[str] = None) -> list[Holder]:
@@ -249,7 +325,8 @@ class Admin:
             out: list[Holder] = []
             for q in names:
                 if queue is not None or _valid_name(q):
-                    out += holders(self.redis, self._known_queue(q))
+                    for keys in self._known_queue(q):
+                        out += [dataclasses.replace(h, queue=q) for h in holders(self.redis, keys)]
             return out
 
     # -- dead and broken jobs ---------------------------------------------------------
@@ -264,7 +341,13 @@ class Admin:
         """
         _check_limit(limit, "dead_jobs")
         with self._producer_call():
-            return dead_jobs(self.redis, self._known_queue(queue), limit)
+            found = [
+                dataclasses.replace(info, queue=queue)
+                for keys in self._known_queue(queue)
+                for info in dead_jobs(self.redis, keys, limit)
+            ]
+        found.sort(key=lambda info: info.failed_at or 0.0)  # the oldest of every shard
+        return found[:limit]
 
     def broken_jobs(self, queue: str, limit: int = 50) -> list[JobInfo]:
         """Up to ``limit`` broken jobs of ``queue`` (payloads that could not be decoded,
@@ -276,7 +359,15 @@ class Admin:
         """
         _check_limit(limit, "broken_jobs")
         with self._producer_call():
-            return broken_jobs(self.redis, self._known_queue(queue), limit)
+            found: list[JobInfo] = []
+            for keys in self._known_queue(queue):
+                found += [
+                    dataclasses.replace(info, queue=queue)
+                    for info in broken_jobs(self.redis, keys, limit - len(found))
+                ]
+                if len(found) >= limit:
+                    break
+            return found
 
     def retry_dead(self, queue: str, limit: Optional[int] = None) -> int:
         """Put dead jobs of ``queue`` back, oldest first, as new runs of the same ids:
@@ -294,7 +385,7 @@ class Admin:
         """
         _check_limit(limit, "retry_dead")
         with self._producer_call():
-            return revive(self.redis, self._known_queue(queue), ReviveSection.DEAD, limit)[0]
+            return self._revive(queue, ReviveSection.DEAD, limit)[0]
 
     def retry_broken(self, queue: str, limit: Optional[int] = None) -> tuple[int, int]:
         """Put broken jobs of ``queue`` back (once the app knows their job, say), as
@@ -311,7 +402,19 @@ class Admin:
         """
         _check_limit(limit, "retry_broken")
         with self._producer_call():
-            return revive(self.redis, self._known_queue(queue), ReviveSection.BROKEN, limit)
+            return self._revive(queue, ReviveSection.BROKEN, limit)
+
+    def _revive(self, queue: str, section: ReviveSection, limit: Optional[int]) -> tuple[int, int]:
+        """Revive up to ``limit`` jobs of ``section`` of each shard in turn (oldest
+        first within a shard)."""
+        revived = skipped = 0
+        for keys in self._known_queue(queue):
+            left = None if limit is None else limit - revived
+            if left is not None and left <= 0:
+                break
+            done, passed = revive(self.redis, keys, section, left)
+            revived, skipped = revived + done, skipped + passed
+        return revived, skipped
 
     # -- cancel and tags ------------------------------------------------------------
 
@@ -337,8 +440,11 @@ class Admin:
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
             for q in names:
-                if cancel_ids(self.redis, self.keys(q), [job_id]):
-                    return True
+                if not _valid_name(q):
+                    continue
+                for keys in self._shards_for_id(q, job_id):
+                    if cancel_ids(self.redis, keys, [job_id]):
+                        return True
         return False
 
     def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> int:
@@ -356,7 +462,12 @@ class Admin:
         check_tag(tag)
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
-            return sum(cancel_by_tag(self.redis, self.keys(q), tag) for q in names)
+            return sum(
+                cancel_by_tag(self.redis, keys, tag)
+                for q in names
+                if _valid_name(q)
+                for keys in self._shards(q)
+            )
 
     def jobs_by_tag(
         self,
@@ -390,25 +501,27 @@ class Admin:
         after: Optional[str] = None
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
+            shards = [keys for q in names if _valid_name(q) for keys in self._shards(q)]
+            physical = [keys.queue for keys in shards]  # a sharded queue's shards in turn
             if cursor is not None:
-                # "<queue>:<last id>": queue names hold no ':'
+                # "<queue or shard>:<last id>": queue names hold no ':'
                 if not isinstance(cursor, str) or ":" not in cursor:
                     raise ValueError(f"invalid cursor {cursor!r}: pass a page's cursor")
                 at_queue, after = cursor.split(":", 1)
-                if at_queue not in names:
+                if at_queue not in physical:
                     raise ValueError(f"invalid cursor {cursor!r}: unknown queue {at_queue!r}")
-                names = names[names.index(at_queue) :]
+                shards = shards[physical.index(at_queue) :]
             jobs: list[TaggedJob] = []
-            for q in names:
-                keys = self.keys(q)
+            for keys in shards:
                 ids = tagged_ids(self.redis, keys, tag, after, count - len(jobs) + 1)
                 after = None
                 more = len(ids) > count - len(jobs)
                 ids = ids[: count - len(jobs)]
                 states = job_states(self.redis, keys, ids)
+                q = logical_queue(keys.queue)
                 jobs += [TaggedJob(i, q, state) for i, state in zip(ids, states)]
-                if more or (len(jobs) == count and q != names[-1]):
-                    return TagPage(jobs, f"{q}:{jobs[-1].id}")
+                if more or (len(jobs) == count and keys.queue != physical[-1]):
+                    return TagPage(jobs, f"{keys.queue}:{jobs[-1].id}")
         return TagPage(jobs, None)
 
     def result(self, job_id: str, timeout_s: float = 30.0, queue: Optional[str] = None) -> Any:
@@ -443,5 +556,7 @@ class Admin:
             raise ValueError(f"timeout_s must be a finite number >= 0, not {timeout_s!r}")
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
-            candidates = [self.keys(q) for q in names]
+            candidates = [
+                keys for q in names if _valid_name(q) for keys in self._shards_for_id(q, job_id)
+            ]
             return wait_for_result(self.redis, candidates, job_id, float(timeout_s))

@@ -43,6 +43,7 @@ from fastq.ratekey import RateKey
 from fastq.redis_connect import check_url
 from fastq.redis_faults import REDIS_ERRORS, for_producer
 from fastq.retry import Backoff, policy_from_keywords
+from fastq.shards import ShardCounts
 
 R = TypeVar("R")
 
@@ -144,6 +145,7 @@ class App(Enqueuer, Admin):
         self._client_pid = -1
         self._known_queues: set[str] = set()
         self._declared_queues: set[str] = set()
+        self.shard_counts = ShardCounts()  # sharded queues: declared here, or Redis'
 
     # -- configuration -------------------------------------------------------------
 
@@ -155,6 +157,8 @@ class App(Enqueuer, Admin):
             self.redis_url = check_url(redis_url, cluster=self._cluster_flag)
         if namespace is not None:
             self.namespace = check_namespace(namespace)
+        self.shard_counts.forget()
+        self._known_queues.clear()
         self.close()
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
@@ -282,6 +286,7 @@ class App(Enqueuer, Admin):
         burst: Optional[int] = None,
         unique_for_s: Optional[float] = None,
         unique_until: str = "end",
+        shards: Optional[int] = None,
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
@@ -309,6 +314,7 @@ class App(Enqueuer, Admin):
         burst: Optional[int] = None,
         unique_for_s: Optional[float] = None,
         unique_until: str = "end",
+        shards: Optional[int] = None,
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -356,6 +362,11 @@ class App(Enqueuer, Admin):
                 (the job completes, dies, is cancelled or purged), ``"start"``
                 (it starts: one copy may wait while one runs) or ``"window"``
                 (never early).
+            shards: spread ``queue`` over this many shards (1 to 64), each a queue
+                of its own in Redis with its own hash tag, so that one hot queue
+                uses several Redis Cluster nodes; it is still served, counted,
+                paused and searched as one queue (see :mod:`fastq.shards`). Said
+                of the queue, once: the other jobs of the queue may leave it out.
 
         Raises:
             TypeError: ``fn`` is not a callable a worker can run: not callable,
@@ -370,9 +381,12 @@ class App(Enqueuer, Admin):
                 together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
                 ``backoff_s``, ...), ``rate_key`` without ``rate`` or the other
                 way round, a ``rate_key`` field that is not a parameter's ``{name}``,
-                or a bad ``rate``/``per_s``/``burst`` (as :meth:`set_rate_limit`).
+                or a bad ``rate``/``per_s``/``burst`` (as :meth:`set_rate_limit`);
+                ``shards`` not an int within 1..64, or another count than the
+                queue was declared with.
         """
         validate_queue_name(queue)
+        self.shard_counts.check(queue, shards)
         check_priority(priority)
         if result_ttl_s is not None:
             check_result_ttl_s(result_ttl_s)
@@ -427,6 +441,7 @@ class App(Enqueuer, Admin):
                 rate_key=key, unique_for_s=unique_for_s, unique_until=unique_until,
             )  # fmt: skip
             self.registry[job_name] = jobdef
+            self.shard_counts.declare(queue, shards)
             return jobdef
 
         return register(fn) if fn is not None else register

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 
+from fastq.keys import logical_queue
 from fastq.limits import MAX_PROGRESS_META_BYTES
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class JobContext:
         if cursor.index != self._index:
             raise RuntimeError(f"set_progress: job {self.id} has ended; its progress is gone")
         if cursor.progress is not None:
-            cursor.progress.report(self.queue, self._job_id, value)
+            cursor.progress.report(cursor.queue, self._job_id, value)  # its shard's
 
 
 def encode_progress(fraction: object, meta: Any) -> bytes:
@@ -188,8 +189,9 @@ def current_job() -> JobContext:
         )
     job_id, target, _args, _kwargs, attempt, _env = cursor.runnable[cursor.index]
     return JobContext(
-        job_id.decode(), cursor.queue, target.name, attempt, job_id, cursor, cursor.index
-    )
+        job_id.decode(), logical_queue(cursor.queue), target.name, attempt, job_id, cursor,
+        cursor.index,
+    )  # fmt: skip
 
 
 def enter_batch(cursor: BatchCursor) -> Any:

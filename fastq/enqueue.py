@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
 from redis import Redis
 
-from fastq import durable, scripts
+from fastq import cluster, durable, scripts
 from fastq._accel import codec
 from fastq.contracts import ENQUEUE, enqueue_extras
 from fastq.durable import Confirmation, Durability
@@ -24,11 +24,12 @@ from fastq.job import (
     default_unique_key,
     unique_plan,
 )
-from fastq.keys import QueueKeys, validate_queue_name
+from fastq.keys import QueueKeys, shard_names, validate_queue_name
 from fastq.limits import check_job_id
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
 from fastq.retry import Backoff, envelope_overrides
+from fastq.shards import ShardCountMismatch, ShardCounts, shard_of
 
 # One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
 # values). A call is atomic, also against OOM (Redis refuses a script's write only when
@@ -45,6 +46,16 @@ DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 log = logging.getLogger("fastq.enqueue")
 
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+
+# One script call of an enqueue: the queue in Redis (a shard of a sharded queue) and
+# the indexes of its jobs among the call's (a range for a run of them).
+Part = tuple[str, Sequence[int]]
+
+
+def _pick(items: Sequence[Any], at: Sequence[int]) -> Sequence[Any]:
+    if isinstance(at, range):
+        return items[at.start : at.stop]
+    return [items[i] for i in at]
 
 
 def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
@@ -72,6 +83,7 @@ class Enqueuer:
     _ids: IdGenerator
     _known_queues: set[str]  # queues this app has added to the namespace's set
     _declared_queues: set[str]  # declare_queue()'s: new queues on purpose
+    shard_counts: ShardCounts
 
     if TYPE_CHECKING:
 
@@ -115,9 +127,11 @@ class Enqueuer:
         tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
         return tail
 
-    def declare_queue(self, *queues: str) -> None:
+    def declare_queue(self, *queues: str, shards: Optional[int] = None) -> None:
         """Let this app enqueue on ``queues`` although no job of it is registered
-        there and Redis does not know them yet: a new queue, on purpose.
+        there and Redis does not know them yet: a new queue, on purpose. With
+        ``shards``, each is a sharded queue of that many shards (as ``@app.job(...,
+        shards=K)`` says).
 
         Without it an enqueue on such a queue raises ``UnknownQueue`` in an app that
         registers jobs (a typo in a queue name would otherwise hold jobs that no
@@ -129,16 +143,23 @@ class Enqueuer:
         always known.
 
         Raises:
-            TypeError, ValueError: an invalid queue name.
+            TypeError, ValueError: an invalid queue name, a bad ``shards``, or
+                another count than the queue was declared with.
         """
         for queue in queues:
-            self._declared_queues.add(validate_queue_name(queue))
+            validate_queue_name(queue)
+            self.shard_counts.check(queue, shards)
+        for queue in queues:
+            self.shard_counts.declare(queue, shards)
+            self._declared_queues.add(queue)
 
-    def _connect(self, queue: str) -> Redis:
-        """The client, with ``queue`` known to the namespace before it holds a job.
+    def _connect(self, queue: str) -> tuple[Redis, int]:
+        """The client, with ``queue`` known to the namespace before it holds a job,
+        and the queue's shard count.
 
         Raises:
             UnknownQueue: neither this app nor the namespace knows ``queue``.
+            ShardCountMismatch: this app declares another shard count than Redis'.
         """
         client = self.redis
         if queue not in self._known_queues:
@@ -161,17 +182,58 @@ class Enqueuer:
                 )  # fmt: skip
                 client.sadd(key, queue)
             self._known_queues.add(queue)
-        return client
+        shards = self.shard_counts.cached(queue)
+        if shards is None:
+            shards = self.shard_counts.resolve(client, self.namespace, [queue])[queue]
+        return client, shards
 
     def _known_to(self, client: Redis) -> set[str]:
         members = client.smembers(f"{self.namespace}:queues")
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
         return names | {job.queue for job in self.registry.values()} | self._declared_queues
 
+    def _parts(
+        self,
+        queue: str,
+        shards: int,
+        n: int,
+        chunk: int,
+        options: EnqueueOptions,
+        route_keys: Optional[Sequence[str]],
+    ) -> list[Part]:
+        """The script calls of an enqueue of ``n`` jobs: which queue (shard) each
+        chunk goes to. One shard: runs of ``chunk`` jobs. Sharded: every job to the
+        shard of its ``route_keys`` entry (a unique key, or an id the caller chose,
+        so that enqueueing it again finds it), or all to ``shard_key``'s, or fresh
+        ids a chunk per shard in turn (round-robin, one script call each)."""
+        names = shard_names(queue, shards)
+        if shards == 1 or options.shard_key is not None or route_keys is None:
+            if shards == 1:
+                home: Optional[int] = 0
+            elif options.shard_key is not None:
+                home = shard_of(options.shard_key, shards)
+            else:
+                home = None
+            runs = range(0, n, chunk)
+            first = self.shard_counts.next_turn(len(runs)) if home is None else 0
+            return [
+                (names[home if home is not None else (first + c) % shards],
+                 range(lo, min(lo + chunk, n)))
+                for c, lo in enumerate(runs)
+            ]  # fmt: skip
+        by_shard: dict[int, list[int]] = {}
+        for i, key in enumerate(route_keys):
+            by_shard.setdefault(shard_of(key, shards), []).append(i)
+        return [
+            (names[shard], at[lo : lo + chunk])
+            for shard, at in sorted(by_shard.items())
+            for lo in range(0, len(at), chunk)
+        ]
+
     def _send(
         self,
         client: Redis,
-        queue: str,
+        parts: list[Part],
         priority: int,
         options: EnqueueOptions,
         ids: Sequence[str],
@@ -179,10 +241,9 @@ class Enqueuer:
         unique: Optional[UniquePlan] = None,
         unique_keys: Sequence[str] = (),
     ) -> tuple[list[Any], Optional[Confirmation]]:
-        """Send the jobs, one script call per chunk, pipelined; returns each chunk's
+        """Send the jobs, one script call per part, pipelined; returns each part's
         reply (an ``EnqueueReply``) or the error it got, and with ``min_replicas``
         what the replicas confirmed. Raises what stopped it from reading them."""
-        keys = ENQUEUE.keys_for(self.keys(queue))
         due = options.due
         extras = enqueue_extras(
             options.tags or (),
@@ -190,19 +251,47 @@ class Enqueuer:
             unique.window_ms if unique is not None else 0,
         )
         commands = []
-        chunk = _chunk(options, unique)
-        for lo in range(0, len(ids), chunk):
-            hi = lo + chunk
-            ukeys = unique_keys[lo:hi] if unique is not None else None
-            argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
+        keys_of: dict[str, list[str]] = {}
+        for name, at in parts:
+            keys = keys_of.get(name)
+            if keys is None:
+                keys = keys_of[name] = ENQUEUE.keys_for(self.keys(name))
+            ukeys = _pick(unique_keys, at) if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, _pick(ids, at), _pick(envs, at), ukeys)
             commands.append(ENQUEUE.command(keys, argv))
         confirmed = None
         if self._durability is None:
             replies = scripts.call_many(client, commands, raise_on_error=False)
         else:
-            barrier = self.keys(queue).stats
-            replies, confirmed = durable.call_many(client, commands, barrier, self._durability)
+            replies, confirmed = self._send_durable(client, [name for name, _ in parts], commands)
         return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
+
+    def _send_durable(
+        self, client: Redis, names: list[str], commands: list[scripts.Command]
+    ) -> tuple[list[Any], Confirmation]:
+        """The calls with a ``WAIT`` for the replicas: behind all of them on one
+        Redis (one replication stream); one round per shard on a cluster (a
+        ``WAIT`` counts its own connection's writes, one node's)."""
+        wanted = self._durability
+        assert wanted is not None
+        shards = list(dict.fromkeys(names))
+        one_node = len(shards) == 1 or not cluster.is_cluster(client)
+        if one_node:
+            return durable.call_many(client, commands, self.keys(shards[0]).stats, wanted)
+        replies: list[Any] = [None] * len(commands)
+        fewest: Optional[int] = None
+        error: Optional[Exception] = None
+        for shard in shards:
+            at = [i for i, name in enumerate(names) if name == shard]
+            got, confirmed = durable.call_many(
+                client, [commands[i] for i in at], self.keys(shard).stats, wanted
+            )
+            for i, reply in zip(at, got):
+                replies[i] = reply
+            error = error or confirmed.error
+            if confirmed.replicas is not None:
+                fewest = confirmed.replicas if fewest is None else min(fewest, confirmed.replicas)
+        return replies, Confirmation(fewest, error)
 
     def enqueue(
         self,
@@ -222,6 +311,7 @@ class Enqueuer:
         unique_for_s: Optional[float] = None,
         unique_key: Optional[str] = None,
         unique_until: Optional[str] = None,
+        shard_key: Optional[str] = None,
     ) -> str:
         """Enqueue one job by its registered name; returns the job id (for a unique
         job refused because its key's lock is held: the id of the job holding it).
@@ -230,6 +320,10 @@ class Enqueuer:
         and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
         idempotent: while a job with that id exists, enqueueing it again does
         nothing. Options as in :meth:`fastq.JobDef.enqueue_with`.
+
+        On a sharded queue the job goes to the shard of its ``shard_key``, its
+        unique key or the ``job_id`` given (the same shard every time), else to
+        the next shard in turn.
 
         Raises:
             TypeError: args do not fit the registered function, or are not
@@ -248,6 +342,7 @@ class Enqueuer:
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
             unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+            shard_key=shard_key,
         )  # fmt: skip
         return self.submit(name, args, kwargs, options)
 
@@ -276,9 +371,13 @@ class Enqueuer:
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
         with self._producer_call():
-            client = self._connect(queue)
+            client, shards = self._connect(queue)
+            route = ukeys if unique is not None else None
+            if route is None and options.job_id is not None:
+                route = [job_id]
+            parts = self._parts(queue, shards, 1, 1, options, route)
             replies, confirmed = self._send(
-                client, queue, priority, options, [job_id], [env], unique, ukeys
+                client, parts, priority, options, [job_id], [env], unique, ukeys
             )
             if isinstance(replies[0], Exception):
                 raise replies[0]
@@ -304,6 +403,7 @@ class Enqueuer:
         unique_for_s: Optional[float] = None,
         unique_key: Optional[str] = None,
         unique_until: Optional[str] = None,
+        shard_key: Optional[str] = None,
     ) -> list[str]:
         """Enqueue many calls of one job in pipelined batches; returns their ids (a
         unique job refused by a held lock gives the holder's id in its place).
@@ -326,6 +426,10 @@ class Enqueuer:
                 ...  # once Redis has room (or is back)
                 ids = app.enqueue_many("send_email", calls, job_ids=exc.ids)
 
+        On a sharded queue, fresh ids go a chunk per shard in turn; ids given
+        (``job_ids``) and unique jobs each to their own key's shard, so that a
+        retry finds them; all to ``shard_key``'s shard when it is given.
+
         Raises:
             TypeError: a call does not fit the function or is not JSON-serializable
                 (NaN and infinities included; the message names its index);
@@ -347,6 +451,7 @@ class Enqueuer:
             delay_s=delay_s, at=at, priority=priority, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
             unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+            shard_key=shard_key,
         )  # fmt: skip
         return self.submit_many(name, calls, options, job_ids)
 
@@ -389,27 +494,28 @@ class Enqueuer:
         if unique is not None:
             ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
         try:
-            client = self._connect(queue)
-        except UnknownQueue:
+            client, shards = self._connect(queue)
+        except (UnknownQueue, ShardCountMismatch):
             raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
+        route = ukeys if unique is not None else (ids if job_ids is not None else None)
+        parts = self._parts(queue, shards, len(ids), _chunk(options, unique), options, route)
         try:
             replies, confirmed = self._send(
-                client, queue, priority, options, ids, envs, unique, ukeys
+                client, parts, priority, options, ids, envs, unique, ukeys
             )
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
             raise self._blast_error(ids, [], exc, sent=True) from exc
-        chunk = _chunk(options, unique)
         failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
         if failed:
             written = [
                 job_id
-                for c in range(len(replies))
-                if c not in failed
-                for job_id in ids[c * chunk : (c + 1) * chunk]
+                for (_, at), reply in zip(parts, replies)
+                if not isinstance(reply, Exception)
+                for job_id in _pick(ids, at)
             ]
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
@@ -418,9 +524,9 @@ class Enqueuer:
         if unique is not None:
             # each unique job refused by a held lock: the id of the job holding it
             ids = list(ids)
-            for c, reply in enumerate(replies):
+            for (_, at), reply in zip(parts, replies):
                 for i, holder in reply.holders.items():
-                    ids[c * chunk + i] = holder
+                    ids[at[i]] = holder
         return ids
 
     def _too_large(self, name: str, size: int) -> str:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import redis
 
 from fastq.contracts import RELEASE, ReleaseMode
+from fastq.keys import shard_names
 from fastq.redis_faults import REDIS_ERRORS, Outage
 
 if TYPE_CHECKING:
@@ -150,18 +151,25 @@ class HandBacks(threading.Thread):
         """The release calls of one hand-back (each is idempotent: only jobs the
         worker still holds move, so a resend after a lost reply moves nothing)."""
         wid, max_stalls = item.worker_id, self.app.max_stalls
+        # Redis' counts: a mismatch with the app's stopped its workers at boot already
+        counts = self.app.shard_counts.resolve(
+            client, self.app.namespace, self.queues, strict=False
+        )
         for index, queue_name in enumerate(self.queues):
-            keys = RELEASE.keys_for(self.app.keys(queue_name), wid)
             running = item.running
             # an id the slot could not hold is not guessed at: no innocent job counts a stall
             ran = [job_id for i, job_id in item.held if i == index]
             if running is not None and running[0] == index and running[1] is not None:
                 ran.append(running[1])
-            if ran:
-                argv = RELEASE.argv(wid, item.running_mode, max_stalls, ran)
-                RELEASE.call(client, keys, argv).log_buried(log, queue_name)
-            moved = RELEASE.call(client, keys, RELEASE.argv(wid, item.rest_mode, max_stalls)).moved
-            if moved:
-                log.warning(
-                    "master: %d jobs of %s handed back to %s", moved, item.worker_id, queue_name
-                )
+            # the slot names a queue, not its shard: each shard moves only ids it holds
+            for name in shard_names(queue_name, counts.get(queue_name, 1)):
+                keys = RELEASE.keys_for(self.app.keys(name), wid)
+                if ran:
+                    argv = RELEASE.argv(wid, item.running_mode, max_stalls, ran)
+                    RELEASE.call(client, keys, argv).log_buried(log, name)
+                argv = RELEASE.argv(wid, item.rest_mode, max_stalls)
+                moved = RELEASE.call(client, keys, argv).moved
+                if moved:
+                    log.warning(
+                        "master: %d jobs of %s handed back to %s", moved, item.worker_id, name
+                    )

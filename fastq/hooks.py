@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from fastq.batch import Outcomes
+from fastq.keys import logical_queue
 
 if TYPE_CHECKING:
     from fastq.runner import Runnable
@@ -48,7 +49,7 @@ class JobEvent:
         job_id, target, args, kwargs, attempt, _ = job
         self.job_id: str = job_id.decode()
         self.name: str = target.name
-        self.queue = queue
+        self.queue = logical_queue(queue)  # a sharded queue's name, not its shard's
         self.args: list[Any] = args
         self.kwargs: dict[str, Any] = kwargs
         self.attempt: int = attempt

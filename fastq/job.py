@@ -38,6 +38,7 @@ from fastq.limits import (
     check_priority,
     check_queue_name,
     check_result_ttl_s,
+    check_shard_key,
     check_tags,
     check_unique_for_s,
     check_unique_key,
@@ -80,9 +81,12 @@ class EnqueueOptions:
     unique_for_s: Optional[float] = None
     unique_key: Optional[str] = None
     unique_until: Optional[str] = None
+    shard_key: Optional[str] = None
 
     def __post_init__(self) -> None:
         check_delay_s(self.delay_s)
+        if self.shard_key is not None:
+            check_shard_key(self.shard_key)
         if self.tags is not None:
             object.__setattr__(self, "tags", check_tags(self.tags))
         if self.unique_for_s is not None:
@@ -143,7 +147,8 @@ def unique_plan(options: EnqueueOptions, job: Optional[JobDef[Any]]) -> Optional
 
     Raises:
         ValueError: ``unique_key`` or ``unique_until`` without a ``unique_for_s``
-            (on the enqueue or the job).
+            (on the enqueue or the job); ``shard_key`` with one (a unique job's
+            shard is its unique key's, where its lock lives).
     """
     window_s = options.unique_for_s
     if window_s is None and job is not None:
@@ -155,6 +160,11 @@ def unique_plan(options: EnqueueOptions, job: Optional[JobDef[Any]]) -> Optional
                 "@app.job): how long the lock may last"
             )
         return None
+    if options.shard_key is not None:
+        raise ValueError(
+            "shard_key= cannot apply to a unique job: its shard is its unique key's, so "
+            "that its lock is found by every enqueue of the same key"
+        )
     until = options.unique_until or (job.unique_until if job is not None else None) or "end"
     return UniquePlan(until, max(1, math.ceil(window_s * 1000)), options.unique_key)
 
@@ -419,6 +429,7 @@ class JobDef(Generic[R]):
         unique_for_s: Optional[float] = None,
         unique_key: Optional[str] = None,
         unique_until: Optional[str] = None,
+        shard_key: Optional[str] = None,
     ) -> EnqueueCall:
         """This job with enqueue options; call the result with the job's arguments.
 
@@ -453,6 +464,10 @@ class JobDef(Generic[R]):
                 characters), instead of a hash of the name and arguments.
             unique_until: when the lock ends before its window: ``"end"`` (the
                 job ends), ``"start"`` (it starts) or ``"window"`` (never early).
+            shard_key: on a sharded queue, the shard is this key's (a printable
+                str of at most 200 characters): jobs of one key keep their order
+                (FIFO holds within a shard). Not with a unique job, whose shard is
+                its unique key's.
 
         Raises:
             TypeError, ValueError: an option is of the wrong type or out of range,
@@ -462,6 +477,7 @@ class JobDef(Generic[R]):
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
             unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+            shard_key=shard_key,
         )  # fmt: skip
         return EnqueueCall(self, options)
 
@@ -516,6 +532,7 @@ class JobDef(Generic[R]):
         unique_for_s: Optional[float] = None,
         unique_key: Optional[str] = None,
         unique_until: Optional[str] = None,
+        shard_key: Optional[str] = None,
     ) -> list[str]:
         """Enqueue many calls in pipelined batches (for blasts); returns their ids.
         (A unique job refused by a held lock gives the holder's id in its place.)
@@ -534,6 +551,7 @@ class JobDef(Generic[R]):
             delay_s=delay_s, at=at, priority=priority, queue=queue,
             retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
             unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+            shard_key=shard_key,
         )  # fmt: skip
         return self.producer.submit_many(self.name, calls, options, job_ids)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fastq.limits import check_queue_name
+from fastq.limits import SHARD_SEP, check_physical_queue_name, check_queue_name
 
 
 def validate_queue_name(name: object) -> str:
@@ -22,6 +22,19 @@ def validate_queue_name(name: object) -> str:
             ``:``, ``{``, ``}``, whitespace, control or zero-width characters).
     """
     return check_queue_name(name)
+
+
+def shard_names(queue: str, shards: int) -> list[str]:
+    """The queues in Redis of a logical queue of ``shards`` shards: ``queue`` itself
+    (shard 0), then ``queue#1`` ... ``queue#<shards-1>``. Shard 0 keeps the plain
+    name so that sharding a queue keeps the jobs it holds, and a producer or a
+    reaper that does not know the count still writes to a shard workers serve."""
+    return [queue] + [f"{queue}{SHARD_SEP}{i}" for i in range(1, shards)]
+
+
+def logical_queue(name: str) -> str:
+    """The queue a shard belongs to: ``mailer`` for ``mailer#3`` (and for ``mailer``)."""
+    return name.partition(SHARD_SEP)[0]
 
 
 def queue_of_key(key: str) -> str:
@@ -37,7 +50,7 @@ class QueueKeys:
     queue: str
 
     def __post_init__(self) -> None:
-        validate_queue_name(self.queue)
+        check_physical_queue_name(self.queue)  # a user's name, or a shard's
 
     def key(self, suffix: str) -> str:
         return f"{self.namespace}:{{{self.queue}}}:{suffix}"

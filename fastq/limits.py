@@ -13,6 +13,9 @@ get wrong (id length and prefix, numeric priority and delay); keep both in step.
   structure and the Cluster hash tag), no whitespace, control or zero-width
   characters (look-alike queues).
 - **Namespaces**: the same characters plus ``:``.
+- **Shards** (a sharded queue, :mod:`fastq.shards`): an int of 1 to
+  :data:`MAX_SHARDS` shards. ``#`` (:data:`SHARD_SEP`) is never in a user's queue
+  name: fastq names a queue's shards ``name#1``, ``name#2`` ....
 - **Delays**: a finite real number of seconds, ``0 <= delay_s <= MAX_DELAY_S``.
 - **Due times** (``at``): an aware ``datetime`` or Unix seconds (a finite real
   number >= 0), at most :data:`MAX_DELAY_S` ahead of this process' clock; a naive
@@ -46,6 +49,12 @@ from typing import Optional
 MAX_JOB_ID_BYTES = 200
 RESERVED_PREFIX = "fastq:"
 MAX_QUEUE_NAME_CHARS = 100
+# A sharded queue's shards are ``name`` (shard 0), ``name#1``, ...: the separator is
+# no character a user's queue name may hold.
+SHARD_SEP = "#"
+# Shards of one queue at most: a worker serving it peeks at the others after each
+# batch (3 plain reads each), so K is what that round trip carries.
+MAX_SHARDS = 64
 MAX_NAMESPACE_CHARS = 100
 MAX_DELAY_S = 10 * 365 * 24 * 3600  # ten years
 MAX_PRIORITY = 2**20
@@ -108,11 +117,67 @@ def check_queue_name(name: object) -> str:
     if not isinstance(name, str):
         raise TypeError(f"queue name must be a str, not {type(name).__name__}")
     if _QUEUE_NAME.fullmatch(name) is None:
+        if SHARD_SEP in name:
+            raise ValueError(
+                f"invalid queue name {_shown(name)}: {SHARD_SEP!r} is reserved for the "
+                f"shards of a sharded queue (a queue of shards=K is served as a whole "
+                "by its own name)"
+            )
         raise ValueError(
             f"invalid queue name {_shown(name)}: it must be 1 to {MAX_QUEUE_NAME_CHARS} "
             "ASCII letters, digits, '_', '.' or '-'"
         )
     return name
+
+
+_SHARD_INDEX = re.compile(r"[1-9][0-9]{0,2}")
+
+
+def check_physical_queue_name(name: object) -> str:
+    """Return ``name`` if it names a queue in Redis: a queue name, or one of
+    fastq's shard names ``<queue>#<i>`` (``i`` within 1..MAX_SHARDS-1).
+
+    Raises:
+        TypeError, ValueError: as :func:`check_queue_name`, or a bad shard index.
+    """
+    if isinstance(name, str) and SHARD_SEP in name:
+        base, _, index = name.partition(SHARD_SEP)
+        check_queue_name(base)
+        if _SHARD_INDEX.fullmatch(index) is None or int(index) >= MAX_SHARDS:
+            raise ValueError(f"invalid shard name {_shown(name)}")
+        return name
+    return check_queue_name(name)
+
+
+def check_shards(shards: object) -> int:
+    """Return ``shards`` if it is a usable shard count: an int within 1..MAX_SHARDS.
+
+    Raises:
+        TypeError: not an int (a bool is refused too).
+        ValueError: out of range.
+    """
+    if isinstance(shards, bool) or not isinstance(shards, int):
+        raise TypeError(f"shards must be an int, not {type(shards).__name__}")
+    if not 1 <= shards <= MAX_SHARDS:
+        raise ValueError(f"shards must be within 1..{MAX_SHARDS}, not {shards}")
+    return shards
+
+
+def check_shard_key(key: object) -> str:
+    """Return ``key`` if it is a usable ``shard_key``: as a ``unique_key``.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, longer than ``MAX_UNIQUE_KEY_CHARS``, or not printable.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"shard_key must be a str, not {type(key).__name__}")
+    if not 1 <= len(key) <= MAX_UNIQUE_KEY_CHARS or not key.isprintable():
+        raise ValueError(
+            f"invalid shard_key {_shown(key)}: it must be 1 to {MAX_UNIQUE_KEY_CHARS} "
+            "printable characters (no newline, tab or control character)"
+        )
+    return key
 
 
 def check_namespace(namespace: object) -> str:

@@ -26,6 +26,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
 
 from fastq.batch import Outcomes
+from fastq.keys import logical_queue
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -123,7 +124,10 @@ class ChildMetrics:
         j = self._jobs.get(job)
         if j is None:
             j = len(self._jobs) - 1
-        return self._offset + self._queues.get(queue, 0) * self._per_queue + j * CELL
+        q = self._queues.get(queue)
+        if q is None:  # a shard: counted under its queue's name
+            q = self._queues[queue] = self._queues.get(logical_queue(queue), 0)
+        return self._offset + q * self._per_queue + j * CELL
 
     def count(self, queue: str, job: str, kind: int, n: int = 1) -> None:
         self._view[self._cell(queue, job) + kind] += n
@@ -293,8 +297,6 @@ class PoolCollector:
     def _depths(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        from fastq.introspect import queue_stats
-
         depth = GaugeMetricFamily("fastq_queue_jobs", "Jobs in a queue, by state (from Redis)",
                                   labels=["queue", "state"])  # fmt: skip
         up = GaugeMetricFamily("fastq_redis_up", "1 if Redis answered the last scrape")
@@ -304,7 +306,7 @@ class PoolCollector:
                     retries=0, socket_timeout_s=SCRAPE_TIMEOUT_S, connect_timeout_s=SCRAPE_TIMEOUT_S
                 )
             for queue in self.board.queues:
-                stats = queue_stats(self._client, self.app.keys(queue))
+                stats = self.app.stats_on(self._client, queue)
                 for state in ("ready", "inflight", "scheduled", "dead", "broken"):
                     depth.add_metric([queue, state], stats.get(state, 0))
             up.add_metric([], 1)

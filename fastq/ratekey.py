@@ -99,11 +99,21 @@ class RateKey:
 
 
 class KeyGate:
-    """Reserves tokens of per-key limits for a worker, on its own client."""
+    """Reserves tokens of per-key limits for a worker, on its own client.
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    ``home(queue, key)``: the queue whose keys hold ``key``'s state for jobs of
+    ``queue``; for a shard, the key's shard of its queue (one state per key,
+    whatever shard its jobs are in). Default: ``queue``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        namespace: str,
+        home: Optional[Callable[[str, str], str]] = None,
+    ) -> None:
         self.client = client
         self.namespace = namespace
+        self.home = home
         self._keys: dict[str, QueueKeys] = {}
 
     def wait_ms(
@@ -113,6 +123,8 @@ class KeyGate:
         key = rate_key.key_for(args, kwargs)
         if key is None:
             return 0
+        if self.home is not None:
+            queue = self.home(queue, key)
         k = self._keys.get(queue)
         if k is None:
             k = self._keys[queue] = QueueKeys(self.namespace, queue)

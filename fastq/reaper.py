@@ -82,10 +82,9 @@ class Reaper:
         self.stop()
 
     def queues(self) -> list[str]:
-        if self.fixed_queues is not None:
-            return self.fixed_queues
+        """The queues in Redis to sweep: every shard of a sharded queue."""
         if time.monotonic() >= self._queues_at:
-            self._queues = self.app.queues()
+            self._queues = self.app.physical_queues(self.fixed_queues)
             self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
         return self._queues
 

@@ -98,6 +98,11 @@ class QueueSizers:
         by_queue = self.by_queue
         return min(by_queue[queue].n for queue in queues) if queues else 0
 
+    def alias(self, name: str, queue: str) -> None:
+        """Size claims of ``name`` (a shard of ``queue``) with ``queue``'s sizer: the
+        shards of a queue hold jobs of the same kinds."""
+        self.by_queue[name] = self.by_queue[queue]
+
     def forget(self, idle_s: float) -> None:
-        for sizer in self.by_queue.values():
+        for sizer in {id(sizer): sizer for sizer in self.by_queue.values()}.values():
             sizer.forget(idle_s)

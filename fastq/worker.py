@@ -35,6 +35,7 @@ from fastq.errors import FastqError
 from fastq.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
 from fastq.inflight import JobSlots, RunToCompletion
 from fastq.keys import validate_queue_name
+from fastq.layout import QueueLayout
 from fastq.metrics import ChildMetrics
 from fastq.pump import Pump
 from fastq.ratekey import KeyGate
@@ -211,7 +212,8 @@ class Worker:
         self.stopping = False
         self.quiet = False
         self.jobs_run = 0
-        self._queue_index = {q: i for i, q in enumerate(self.queues)}
+        # the queues' shards, from Redis' record: set in init_process
+        self.layout = QueueLayout(self.queues, {})
         self._registry: dict[str, JobDef[Any]] = {}
         self._outage = Outage("worker", log)  # named in init_process
         self._rt: Optional[RoundTrip] = None
@@ -271,18 +273,21 @@ class Worker:
         client = self.app.new_client(
             retries=0, socket_timeout_s=self.lease_ms / 1000 + self.idle_timeout_s
         )
+        self.layout = layout = QueueLayout(self.queues, self._shard_counts(client))
+        for name in layout.physical:
+            self.sizers.alias(name, layout.logical[layout.index_of[name]])
         self._rt = RoundTrip(
             client,
             self.worker_id,
-            self.queues,
+            layout.physical,
             self.app.namespace,
             lease_ms=self.lease_ms,
             dead_max_age_ms=self.app.dead_max_age_ms,
             dead_max_len=self.app.dead_max_len,
             max_stalls=self.app.max_stalls,
         )
-        self._pump = Pump(self._rt, self.queues, self._outage)
-        self.runner.gate = KeyGate(client, self.app.namespace)
+        self._pump = Pump(self._rt, layout.physical, self._outage)
+        self.runner.gate = KeyGate(client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(self._rt, self.runner, f"worker {self.worker_id}")
         self.governor.open()  # here: it measures this (the main) thread
@@ -316,6 +321,24 @@ class Worker:
         self._leases.start()
         for hook in self.app.hooks.worker_start:
             hook()
+
+    def _shard_counts(self, client: Any) -> dict[str, int]:
+        """The shard count of each queue served (:mod:`fastq.shards`): Redis' record,
+        with the app's declarations written to it. Waited for while Redis is away:
+        without it the worker cannot know which queues in Redis to serve.
+
+        Raises:
+            fastq.shards.ShardCountMismatch: the app declares another count than Redis'.
+            RedisGaveUp: as ``_wait_for_redis``.
+        """
+        while True:
+            try:
+                counts = self.app.shard_counts.resolve(client, self.app.namespace, self.queues)
+            except REDIS_ERRORS as exc:
+                self._wait_for_redis(exc)
+                continue
+            self._outage.recovered()
+            return counts
 
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
@@ -362,8 +385,12 @@ class Worker:
         sizers = self.sizers
         governor = self.governor
         slots = self.slots
+        layout = self.layout
         stopping = self._is_stopping
         empty = EmptyClaims(len(queues))
+        # claims of a queue's shards that a peek sent to since its last batch (an
+        # empty claim follows a peek at most once per shard, then the sweep goes on)
+        chased = 0
         was_paused = False  # say so once when every queue is paused, not at every wake-up
         # queues whose last claim said they have a rate limit (the first claim tells)
         rate_limited: set[str] = set()
@@ -391,12 +418,19 @@ class Worker:
                 rate_limited.add(claim.queue)
             else:
                 rate_limited.discard(claim.queue)
+            queue_index = layout.index_of[claim.queue]
             peeked = pump.take_peeked()
+            more_here = False  # another shard of this claim's queue has work
             if peeked is not None:
-                empty.saw_work(self._queue_index[peeked])
-            queue_index = self._queue_index[claim.queue]
+                layout.found_work(peeked)  # a sharded queue claims that shard next
+                peeked_index = layout.index_of[peeked]
+                if peeked_index == queue_index:
+                    more_here = True
+                else:
+                    empty.saw_work(peeked_index)
             if len(claim):
                 was_paused = False
+                chased = 0
                 empty.got_jobs(queue_index)
                 batch = self._open_batch(claim)
                 # strict priority: a peek at every queue before this one, and this one;
@@ -420,9 +454,22 @@ class Worker:
                 # out, or jobs in flight finished: settle them first (a retry may make
                 # the queue non-empty again)
                 continue
+            next_due_ms = claim.next_due_ms
+            if layout.sharded(queue_index) and queue_index == empty.index:
+                reply = claim.reply
+                if (
+                    more_here
+                    and chased < len(layout.shards[queue_index])
+                    and not (reply.paused or reply.rate_limited)
+                ):
+                    chased += 1
+                    continue  # claim the shard the peek found, not the next queue
+                if not reply.paused:
+                    next_due_ms = self._earliest_due(layout.others(queue_index), next_due_ms)
+            chased = 0
             step = empty.after_empty(
                 claim.now_exact_ms,
-                claim.next_due_ms,
+                next_due_ms,
                 burst=self.burst,
                 stopping=self.stopping,  # a stop signal may have come during the round trip
                 idle_timeout_s=self.idle_timeout_s,
@@ -469,9 +516,37 @@ class Worker:
         return self.stopping
 
     def _names(self, round_: Round) -> tuple[list[str], list[str]]:
-        """A round's queues to claim and to peek at, by name."""
-        queues = self.queues
-        return [queues[i] for i in round_.claim], [queues[i] for i in round_.peek]
+        """A round's queues in Redis to claim and to peek at: one shard of each
+        queue claimed, every shard of each queue peeked at; a round that claims one
+        sharded queue also peeks at its other shards, in rotation order, after
+        the earlier queues (the first peeked with work is claimed next)."""
+        layout = self.layout
+        claim = [layout.claim_name(i) for i in round_.claim]
+        peek = [name for i in round_.peek for name in layout.shards[i]]
+        if len(round_.claim) == 1 and layout.sharded(round_.claim[0]):
+            peek += layout.others(round_.claim[0])
+        return claim, peek
+
+    def _earliest_due(self, shards: list[str], next_due_ms: int) -> int:
+        """The earliest due time across ``shards`` and ``next_due_ms`` (-1: none),
+        read when a sharded queue came back empty, so that an idle worker wakes for
+        a job due in any shard (a claim reports its own shard's only). Best effort:
+        on a Redis error, ``next_due_ms``."""
+        rt = self._rt
+        assert rt is not None
+        try:
+            pipe = rt.client.pipeline(transaction=False)
+            for name in shards:
+                pipe.zrange(rt.keys[name].scheduled, 0, 0, withscores=True)
+            replies = pipe.execute()
+        except REDIS_ERRORS:
+            return next_due_ms
+        for first in replies:
+            if first:
+                due = int(first[0][1])
+                if next_due_ms < 0 or due < next_due_ms:
+                    next_due_ms = due
+        return next_due_ms
 
     def _log_left_scheduled(self, next_due_ms: int, now_ms: int) -> None:
         """A burst worker's last word: how many jobs it leaves scheduled, and when
@@ -588,7 +663,7 @@ class Worker:
             out.unstarted += taken.unstarted  # a take that failed: not run
         if not runnable:
             return
-        index = self._queue_index[queue]
+        index = self.layout.index_of[queue]
         # the jobs it keeps in flight are counted as they finish; the rest run here
         self._sized_queue = queue
         runnable = self.slots.launch(runnable, out, index, queue)
