@@ -69,6 +69,8 @@ def _stats_row(counts: dict[str, int], rate: Optional[float]) -> dict[str, Any]:
         else None
     )
     row["paused"] = bool(counts["paused"])
+    if counts.get("shards", 1) > 1:  # a sharded queue's counts are its shards' sums
+        row["shards"] = counts["shards"]
     return row
 
 
@@ -80,6 +82,8 @@ def _print_stats(rows: dict[str, dict[str, Any]], as_json: bool) -> None:
         shown = " ".join(f"{f}={row[f]}" for f in STATS_FIELDS)
         rate = "-" if row["rate"] is None else f"{row['rate']:g}/s"
         flags = " paused" if row["paused"] else ""
+        if "shards" in row:
+            flags += f" shards={row['shards']}"
         print(f"{q} {shown} rate={rate} limit={row['limit'] or 'off'}{flags}", flush=True)
 
 
@@ -129,6 +133,8 @@ def cmd_queues(args: argparse.Namespace) -> int:
         c = app.stats(q)
         note = " (registered by the app)" if q in registered else ""
         state = " paused" if c["paused"] else ""
+        if c.get("shards", 1) > 1:  # one line for the queue, not one per shard
+            state += f" shards={c['shards']}"
         print(
             f"{q} ready={c['ready']} inflight={c['inflight']} scheduled={c['scheduled']} "
             f"dead={c['dead']} broken={c['broken']}{state}{note}"

@@ -380,3 +380,46 @@ def test_shard_names_stay_inside_their_hash_tag(r: redis.Redis) -> None:
     for bad in ("mailer#0", "mailer#64", "mailer#01", "mailer#x", "#1"):
         with pytest.raises(ValueError):
             QueueKeys("fastq", bad)
+
+
+def test_jobs_hooks_and_progress_see_the_queue_not_the_shard(app: fastq.App) -> None:
+    """``current_job().queue`` and a hook's ``event.queue`` name the queue; a job's
+    progress is kept in its own shard, where ``get_job`` finds it."""
+    seen: list[tuple[str, str]] = []
+    progress: list[Any] = []
+
+    @app.before_job
+    def hook(event: Any) -> None:
+        seen.append(("hook", event.queue))
+
+    @app.job(queue="mailer", shards=SHARDS)
+    def send() -> None:
+        job = fastq.current_job()
+        seen.append(("job", job.queue))
+        job.set_progress(0.5, {"at": job.id})
+        assert worker._leases is not None
+        worker._leases.send_progress()  # now, not at the lease thread's next beat
+        info = app.get_job(job.id)
+        progress.append((info.progress, info.progress_meta) if info else None)
+
+    ids = [send.enqueue_with(shard_key=key_for_shard(s))() for s in range(SHARDS)]
+    worker = Worker(app, ["mailer"], burst=True, handle_signals=False)
+    worker.run()
+    assert set(seen) == {("hook", "mailer"), ("job", "mailer")} and len(seen) == 2 * SHARDS
+    assert sorted(progress, key=str) == sorted(((0.5, {"at": i}) for i in ids), key=str)
+
+
+def test_a_pools_metrics_count_a_shards_jobs_under_its_queue(app: fastq.App) -> None:
+    from fastq.metrics import PROCESSED, MetricsBoard
+
+    @app.job(queue="mailer", shards=SHARDS)
+    def send() -> None:
+        pass
+
+    board = MetricsBoard(1, ["default", "mailer"], app.registry)
+    child = board.child(0)
+    child.count("mailer#3", "send", PROCESSED, 2)
+    child.count("mailer", "send", PROCESSED)
+    cells = {(q, job): cell for q, job, cell in board.cells(board.totals())}
+    assert cells[("mailer", "send")][PROCESSED] == 3
+    assert ("default", "send") not in cells

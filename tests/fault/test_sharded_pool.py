@@ -1,0 +1,117 @@
+"""``fastq pool`` on a sharded queue: the pool's app (``tests.apps.pool_jobs``)
+registers queue ``q`` unsharded, so its workers, master and reaper learn the
+shards from Redis' record, written by the producer's declaration. Children
+SIGKILLed mid-drain have their jobs handed back from every shard; a lost host's
+leases are taken back by a reaper that sweeps every shard."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable
+
+import psutil
+import pytest
+import redis
+from conftest import fastq_cmd, subprocess_env
+from pooltools import Pool, pools, redis_server, runs, wait_until  # noqa: F401
+
+import fastq
+from fastq.keys import shard_names
+from fastq.redis_server import RedisServer
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
+
+SHARDS = 4
+
+
+def processed_by_shard(app: fastq.App) -> list[int]:
+    return [
+        int(app.redis.hget(app.keys(name).stats, "processed") or 0)
+        for name in shard_names("q", SHARDS)
+    ]
+
+
+def test_sigkill_children_while_draining_a_sharded_queue(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    n, batch = 16_000, 50
+    app.declare_queue("q", shards=SHARDS)
+    app.enqueue_many("work", [(i,) for i in range(n)], queue="q")
+    assert app.stats("q")["shards"] == SHARDS
+    # leases outlast the test: only the master's hand-backs can bring jobs back
+    pool = pools("-c", "4", "--batch", str(batch), "--lease", "300")
+    pool.wait_children(4)
+    kills = 0
+    while app.stats("q")["processed"] < n * 0.8 and kills < 10:
+        time.sleep(0.2)
+        victims = pool.children()
+        if victims:
+            try:
+                random.choice(victims).kill()
+            except psutil.NoSuchProcess:
+                continue
+            kills += 1
+    wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
+    assert pool.stop() == 0, pool.log()
+    ran = runs(r, app.namespace)
+    assert set(ran) == set(range(n)), "a job was lost"
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"], stats["inflight"], stats["dead"]) == (n, 0, 0, 0)
+    duplicates = sum(v - 1 for v in ran.values())
+    assert duplicates <= stats["stalled"] + stats["orphaned"] <= kills * 2 * batch
+    assert processed_by_shard(app) == [n // SHARDS] * SHARDS
+    assert kills >= 3, "the drain ended before the test could kill anything"
+
+
+def test_a_lost_host_leases_come_back_from_every_shard(
+    app: fastq.App,
+    r: redis.Redis,
+    pools: Callable[..., Pool],
+    redis_server: RedisServer,
+    tmp_path: Path,
+) -> None:
+    n = 400
+    app.declare_queue("q", shards=SHARDS)
+    ids = [f"job-{i}" for i in range(n)]  # ids given: each to its own id's shard
+    app.enqueue_many("work", [(i, 0.02) for i in range(n)], queue="q", job_ids=ids)
+    first = pools("-c", "4", "--batch", "5", "--lease", "2")
+    workers = first.wait_children(4)
+    wait_until(lambda: app.stats("q")["processed"] >= 50, 30, "some progress")
+    everyone = [first.proc.pid] + [k.pid for k in workers + first.children("reaper")]
+    for pid in everyone:
+        os.kill(pid, signal.SIGKILL)
+    first.proc.wait()
+    leased = app.stats("q")["inflight"]
+    holding = [name for name in shard_names("q", SHARDS) if r.zcard(app.keys(name).leases)]
+    assert leased > 0 and len(holding) >= 2, holding
+    reaper = subprocess.Popen(
+        fastq_cmd(
+            "reaper",
+            "--app",
+            "tests.apps.pool_jobs",
+            "--namespace",
+            app.namespace,
+            "--interval",
+            "0.2",
+        ),  # fmt: skip
+        env=subprocess_env(redis_server.url),
+    )
+    try:
+        wait_until(
+            lambda: app.stats("q")["stalled"] >= leased, 10, "the reaper to take back leases"
+        )
+        assert app.stats("q")["inflight"] == 0
+        second = pools("-c", "2", "--no-reaper")
+        wait_until(lambda: app.stats("q")["processed"] == n, 60, "the new pool to finish")
+        assert second.stop() == 0
+    finally:
+        reaper.terminate()
+        assert reaper.wait(timeout=10) == 0
+    assert set(runs(r, app.namespace)) == set(range(n))
+    stats = app.stats("q")
+    assert (stats["ready"], stats["inflight"], stats["dead"]) == (0, 0, 0)
