@@ -423,3 +423,24 @@ def test_a_pools_metrics_count_a_shards_jobs_under_its_queue(app: fastq.App) -> 
     cells = {(q, job): cell for q, job, cell in board.cells(board.totals())}
     assert cells[("mailer", "send")][PROCESSED] == 3
     assert ("default", "send") not in cells
+
+
+def test_a_periodic_job_on_a_sharded_queue_fires_into_shard_0_and_runs(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    """A schedule's runs and its last-fired slot live in shard 0 (the queue's own
+    name), whatever count a reaper knows, so every reaper fires each slot once."""
+    from fastq.firer import Firer
+
+    ran: list[str] = []
+
+    @app.periodic(every_s=1, queue="mailer", shards=SHARDS)
+    def tick() -> None:
+        ran.append(fastq.current_job().id)
+
+    k = app.keys("mailer")
+    r.hset(k.periodic, "tick", int(time.time() * 1000) // 1000 * 1000 - 5000)  # a missed slot
+    Firer(app).fire_due(r)
+    assert shard_depths(app, "mailer") == [1, 0, 0, 0]
+    drain(app, ["mailer"])
+    assert len(ran) == 1 and ran[0].startswith("periodic:tick:")
