@@ -162,6 +162,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("-n", "--jobs", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--workers", type=int, default=1, help="burst workers at once")
+    parser.add_argument("--shards", type=int, default=SHARDS, help="of the sharded queue")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one round")
     parser.add_argument("--json", help="also write every figure here")
@@ -171,14 +172,14 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
         args.repeat = 1
-    step = 1000 * SHARDS  # whole chunks per shard: the per-shard check is exact
+    step = 1000 * args.shards  # whole chunks per shard: the per-shard check is exact
     args.jobs = max(step, args.jobs // step * step)
     return args
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
-    n, batch, workers = args.jobs, args.batch, args.workers
+    n, batch, workers, k = args.jobs, args.batch, args.workers, args.shards
     server = RedisServer().start()
     runs: dict[str, list[dict[str, Any]]] = {"one": [], "sharded": []}
     try:
@@ -194,7 +195,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
         scripts.load_all(client)
         for round_ in range(args.repeat):  # interleaved, so drift hits both alike
-            for name, shards in (("one", 1), ("sharded", SHARDS)):
+            for name, shards in (("one", 1), ("sharded", k)):
                 r = drain(client, server.url, n, shards, batch, workers)
                 runs[name].append(r)
                 print(
@@ -226,22 +227,22 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"{'':<12}{'jobs/s':>10}{'first→last/s':>14}{'Redis µs/job':>14}{'worker µs/job':>15}"
         f"{'EVALSHA/100':>13}{'commands/100':>14}"
     )
-    for label, r in (("1 shard", one), (f"{SHARDS} shards", sharded)):
+    for label, r in (("1 shard", one), (f"{k} shards", sharded)):
         print(
             f"{label:<12}{r['jobs_s']:>10,.0f}{r['steady_jobs_s'] or 0:>14,.0f}"
             f"{r['redis_cpu_us_per_job']:>14.2f}{r['worker_cpu_us_per_job']:>15.2f}"
             f"{r['evalsha_per_100_jobs']:>13.2f}{r['redis_commands_per_100_jobs']:>14.1f}"
         )
     rounds_text = ", ".join(f"{x:.2f}" for x in per_round)
-    print(f"ratio {SHARDS} shards / 1 shard: {ratio:.2f} (median of the rounds' ratios "
+    print(f"ratio {k} shards / 1 shard: {ratio:.2f} (median of the rounds' ratios "
           f"{paired:.2f}: {rounds_text})")  # fmt: skip
     print(
-        f"Redis CPU per job, {SHARDS} shards / 1 shard: "
+        f"Redis CPU per job, {k} shards / 1 shard: "
         f"{cpu['sharded'][0] / cpu['one'][0]:.2f}; worker CPU per job: "
         f"{cpu['sharded'][1] / cpu['one'][1]:.2f}"
     )
     verdict = "PASS" if paired >= TARGET else "BELOW"
-    print(f"target (informational): {SHARDS} shards >= {TARGET:.0%} of 1 shard "
+    print(f"target (informational): {k} shards >= {TARGET:.0%} of 1 shard "
           f"{paired:>8.1%}  {verdict}")  # fmt: skip
     if args.json:
         report = {
@@ -250,6 +251,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "options": {
                 "jobs": n,
                 "batch": batch,
+                "shards": k,
                 "workers": workers,
                 "repeat": args.repeat,
                 "quick": args.quick,
