@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Optional
 
 from redis import Redis
@@ -31,16 +30,8 @@ from fastq.keys import QueueKeys, logical_queue, validate_queue_name
 from fastq.limits import RateLimit, check_job_id, check_rate_limit, check_tag
 from fastq.results import wait_for_result
 from fastq.revive import revive
-from fastq.shards import ShardCounts, keys_of, shard_of, sum_stats
-
-
-def _valid_name(queue: str) -> bool:
-    """A name in the set of known queues may come from a foreign producer."""
-    try:
-        validate_queue_name(queue)
-    except (TypeError, ValueError):
-        return False
-    return True
+from fastq.shard_views import ShardViews, valid_name
+from fastq.shards import sum_stats
 
 
 def _check_limit(limit: Optional[int], what: str) -> None:
@@ -48,64 +39,16 @@ def _check_limit(limit: Optional[int], what: str) -> None:
         raise ValueError(f"{what}: limit must be an int >= 1 (or None: all), not {limit!r}")
 
 
-class Admin:
+class Admin(ShardViews):
     """The operator methods of :class:`fastq.App` (which provides what is declared
-    below): stats, flow control, purge, job lookup, cancel, tags and results."""
+    below): stats, flow control, purge, job lookup, cancel, tags and results; each
+    takes a sharded queue's name and works on its shards (:class:`ShardViews`)."""
 
-    namespace: str
     registry: dict[str, JobDef[Any]]
-    shard_counts: ShardCounts
 
     if TYPE_CHECKING:
 
-        @property
-        def redis(self) -> Redis: ...
-
         def keys(self, queue: str) -> QueueKeys: ...
-
-        def _producer_call(self) -> AbstractContextManager[None]: ...
-
-    # -- shards ----------------------------------------------------------------------
-
-    def _shards(self, queue: str, client: Optional[Redis] = None) -> list[QueueKeys]:
-        """The keys of every shard of ``queue`` (one for a queue that is not
-        sharded), shard 0 first: its count as Redis records it."""
-        count = self.shard_counts.count(client or self.redis, self.namespace, queue)
-        return keys_of(self.namespace, queue, count)
-
-    def _shards_for_id(self, queue: str, job_id: str) -> list[QueueKeys]:
-        """The shards of ``queue`` to look for ``job_id`` in: the shard its id routes
-        to first (where an enqueue that named the id put it), then the others."""
-        shards = self._shards(queue)
-        first = shard_of(job_id, len(shards))
-        return [shards[first], *shards[:first], *shards[first + 1 :]]
-
-    def shards(self, queue: str) -> int:
-        """How many shards ``queue`` has (1: not sharded), as Redis records it or
-        this app declares it.
-
-        Raises:
-            TypeError, ValueError: an invalid queue name.
-            fastq.shards.ShardCountMismatch: this app declares another count.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        validate_queue_name(queue)
-        with self._producer_call():
-            return len(self._shards(queue))
-
-    def physical_queues(self, queues: Optional[list[str]] = None) -> list[str]:
-        """The queues in Redis behind ``queues`` (default: :meth:`queues`): each
-        queue's shards, for what sweeps every one (the reaper).
-
-        Raises:
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        names = self.queues() if queues is None else queues
-        with self._producer_call():
-            counts = self.shard_counts.resolve(
-                self.redis, self.namespace, [q for q in names if _valid_name(q)]
-            )
-        return [k.queue for q in names for k in keys_of(self.namespace, q, counts.get(q, 1))]
 
     # -- inspection ----------------------------------------------------------------
 
@@ -303,7 +246,7 @@ class Admin:
         with self._producer_call():
             candidates = [validate_queue_name(queue)] if queue else self.queues()
             for q in candidates:
-                if not _valid_name(q):
+                if not valid_name(q):
                     continue
                 for keys in self._shards_for_id(q, job_id):
                     info = get_job(self.redis, keys, job_id)
@@ -324,7 +267,7 @@ class Admin:
             names = [queue] if queue is not None else self.queues()
             out: list[Holder] = []
             for q in names:
-                if queue is not None or _valid_name(q):
+                if queue is not None or valid_name(q):
                     for keys in self._known_queue(q):
                         out += [dataclasses.replace(h, queue=q) for h in holders(self.redis, keys)]
             return out
@@ -440,7 +383,7 @@ class Admin:
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
             for q in names:
-                if not _valid_name(q):
+                if not valid_name(q):
                     continue
                 for keys in self._shards_for_id(q, job_id):
                     if cancel_ids(self.redis, keys, [job_id]):
@@ -465,7 +408,7 @@ class Admin:
             return sum(
                 cancel_by_tag(self.redis, keys, tag)
                 for q in names
-                if _valid_name(q)
+                if valid_name(q)
                 for keys in self._shards(q)
             )
 
@@ -501,7 +444,7 @@ class Admin:
         after: Optional[str] = None
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
-            shards = [keys for q in names if _valid_name(q) for keys in self._shards(q)]
+            shards = [keys for q in names if valid_name(q) for keys in self._shards(q)]
             physical = [keys.queue for keys in shards]  # a sharded queue's shards in turn
             if cursor is not None:
                 # "<queue or shard>:<last id>": queue names hold no ':'
@@ -557,6 +500,6 @@ class Admin:
         with self._producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
             candidates = [
-                keys for q in names if _valid_name(q) for keys in self._shards_for_id(q, job_id)
+                keys for q in names if valid_name(q) for keys in self._shards_for_id(q, job_id)
             ]
             return wait_for_result(self.redis, candidates, job_id, float(timeout_s))
