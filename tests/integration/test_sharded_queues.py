@@ -444,3 +444,29 @@ def test_a_periodic_job_on_a_sharded_queue_fires_into_shard_0_and_runs(
     assert shard_depths(app, "mailer") == [1, 0, 0, 0]
     drain(app, ["mailer"])
     assert len(ran) == 1 and ran[0].startswith("periodic:tick:")
+
+
+def test_results_async_jobs_and_at_most_once_jobs_on_a_sharded_queue(app: fastq.App) -> None:
+    ran: list[int] = []
+
+    @app.job(queue="mailer", shards=SHARDS, result_ttl_s=60)
+    def double(i: int) -> int:
+        return 2 * i
+
+    @app.job(queue="mailer", delivery="at_most_once")
+    def once(i: int) -> None:
+        ran.append(i)
+
+    @app.job(queue="mailer")
+    async def waits(i: int) -> None:
+        ran.append(-i)
+
+    ids = [double.enqueue(i) for i in range(8)]  # a shard each in turn
+    once.enqueue_many([(i,) for i in range(2000)])  # chunks a shard each
+    waits.enqueue_many([(i,) for i in range(1, 1001)])
+    assert all(shard_depths(app, "mailer"))
+    drain(app, ["mailer"], concurrency=8)
+    assert [app.result(job_id, timeout_s=0) for job_id in ids] == [2 * i for i in range(8)]
+    assert sorted(ran) == list(range(-1000, 0)) + list(range(2000))
+    stats = app.stats("mailer")
+    assert (stats["ready"], stats["inflight"], stats["processed"]) == (0, 0, 3008)

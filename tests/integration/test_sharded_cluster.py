@@ -1,0 +1,91 @@
+"""A sharded queue's producer and operator side on a real Redis Cluster of 3 masters:
+its shards are slots of their own, a blast is sent to each shard's master in one
+round trip, and the operator's methods see the one queue. (Workers on a cluster
+come with the cluster workers.)"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from typing import Iterator
+
+import pytest
+from redis.cluster import key_slot
+
+import fastq
+from fastq.cluster_server import ClusterServer
+from fastq.keys import shard_names
+
+pytestmark = pytest.mark.timeout(60)
+
+SHARDS = 8
+
+
+@pytest.fixture
+def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
+    a = fastq.App(redis_cluster.url, namespace=namespace)
+    yield a
+    a.close()
+
+
+def test_a_sharded_queue_spreads_over_the_masters_and_is_seen_as_one(
+    redis_cluster: ClusterServer, capp: fastq.App
+) -> None:
+    names = shard_names("mailer", SHARDS)
+    node = redis_cluster.client(redis_cluster.ports[0])
+    try:
+        ranges = node.execute_command("CLUSTER", "SLOTS")
+    finally:
+        node.close()
+    slots = {name: key_slot(f"{{{name}}}".encode()) for name in names}
+    owner = {
+        name: next(int(r[2][1]) for r in ranges if int(r[0]) <= slots[name] <= int(r[1]))
+        for name in names
+    }
+    assert len(set(owner.values())) == 3  # eight shards, every master holds some
+    capp.declare_queue("mailer", shards=SHARDS)
+    ids = capp.enqueue_many("send", [(i,) for i in range(SHARDS * 1000)], queue="mailer")
+    ids += [capp.enqueue("send", (i,), queue="mailer", job_id=f"order-{i}") for i in range(20)]
+    for name in names:
+        port = owner[name]
+        client = redis_cluster.client(port)
+        try:
+            assert client.llen(capp.keys(name).ready) >= 1000  # on its own master
+        finally:
+            client.close()
+    stats = capp.stats("mailer")
+    assert (stats["ready"], stats["shards"]) == (SHARDS * 1000 + 20, SHARDS)
+    assert capp.queues() == ["mailer"]
+    capp.pause("mailer")
+    assert capp.stats("mailer")["paused"] == 1
+    capp.resume("mailer")
+    info = capp.get_job("order-7")
+    assert info is not None and info.queue == "mailer"
+    assert capp.cancel(ids[-1]) and capp.stats("mailer")["cancelled"] == 1
+    assert Counter(capp.physical_queues()) == Counter(names)
+    assert capp.purge("mailer") == SHARDS * 1000 + 20  # the cancelled id was still listed
+
+
+def test_a_durable_blast_on_a_sharded_queue_waits_on_each_shards_master(
+    redis_cluster_replicas: ClusterServer,
+) -> None:
+    """With min_replicas, each shard's chunks go to its master with a WAIT on the
+    same connection: every shard's replica holds its jobs when the call returns."""
+    from test_durable_enqueue import replica_of
+
+    cluster = redis_cluster_replicas
+    app = fastq.App(cluster.url, namespace=f"t{uuid.uuid4().hex[:12]}", min_replicas=1,
+                    replica_timeout_s=5)  # fmt: skip
+    app.declare_queue("mailer", shards=4)
+    try:
+        ids = app.enqueue_many("send", [(i,) for i in range(4000)], queue="mailer")
+        for name in shard_names("mailer", 4):
+            replica = cluster.client(replica_of(cluster, name).port)
+            try:
+                replica.execute_command("READONLY")
+                assert replica.llen(app.keys(name).ready) == 1000
+            finally:
+                replica.close()
+        assert app.stats("mailer")["ready"] == len(ids) == 4000
+    finally:
+        app.close()
