@@ -206,21 +206,16 @@ class Enqueuer:
         shard of its ``route_keys`` entry (a unique key, or an id the caller chose,
         so that enqueueing it again finds it), or all to ``shard_key``'s, or fresh
         ids a chunk per shard in turn (round-robin, one script call each)."""
+        runs = [range(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+        if shards == 1:
+            return [(queue, run) for run in runs]
         names = shard_names(queue, shards)
-        if shards == 1 or options.shard_key is not None or route_keys is None:
-            if shards == 1:
-                home: Optional[int] = 0
-            elif options.shard_key is not None:
-                home = shard_of(options.shard_key, shards)
-            else:
-                home = None
-            runs = range(0, n, chunk)
-            first = self.shard_counts.next_turn(len(runs)) if home is None else 0
-            return [
-                (names[home if home is not None else (first + c) % shards],
-                 range(lo, min(lo + chunk, n)))
-                for c, lo in enumerate(runs)
-            ]  # fmt: skip
+        if options.shard_key is not None:
+            home = names[shard_of(options.shard_key, shards)]
+            return [(home, run) for run in runs]
+        if route_keys is None:
+            first = self.shard_counts.next_turn(len(runs))
+            return [(names[(first + c) % shards], run) for c, run in enumerate(runs)]
         by_shard: dict[int, list[int]] = {}
         for i, key in enumerate(route_keys):
             by_shard.setdefault(shard_of(key, shards), []).append(i)

@@ -352,7 +352,11 @@ class Worker:
         log.info(
             "worker %s: Redis %s, namespace %s, queues %s, jobs %s",
             self.worker_id, mask_url(self.app.redis_url), self.app.namespace,
-            ",".join(self.queues), ",".join(sorted(self._registry)) or "none",
+            ",".join(
+                q if len(names) == 1 else f"{q} ({len(names)} shards)"
+                for q, names in zip(self.queues, self.layout.shards)
+            ),
+            ",".join(sorted(self._registry)) or "none",
         )  # fmt: skip
         assert self._rt is not None and self._pump is not None
         assert self._heartbeat is not None and self._leases is not None
