@@ -262,7 +262,7 @@ def test_a_producer_and_a_worker_that_do_not_declare_the_shards_read_them_from_r
     send.enqueue(0)  # records the count in Redis
     producer = fastq.App(redis_server.url, namespace=namespace)  # registers no jobs
     producer.enqueue_many("send", [(i,) for i in range(3000)], queue="mailer")
-    assert sum(1 for d in shard_depths(app, "mailer") if d) == 3  # three chunks in turn
+    assert sum(1 for d in shard_depths(app, "mailer") if d >= 1000) == 3  # three chunks in turn
     ran: Counter[int] = Counter()
     other = fastq.App(redis_server.url, namespace=namespace)
 
