@@ -470,3 +470,40 @@ def test_results_async_jobs_and_at_most_once_jobs_on_a_sharded_queue(app: fastq.
     assert sorted(ran) == list(range(-1000, 0)) + list(range(2000))
     stats = app.stats("mailer")
     assert (stats["ready"], stats["inflight"], stats["processed"]) == (0, 0, 3008)
+
+
+def test_a_sharded_queue_keeps_its_place_in_the_q_order(app: fastq.App) -> None:
+    """Strict priority across ``-q high,mailer,low`` with ``mailer`` sharded: every
+    job of an earlier queue runs first, also when it arrives while ``mailer``
+    drains (the peek at ``high`` comes before the peeks at ``mailer``'s shards)."""
+    order: list[str] = []
+
+    @app.job(queue="high")
+    def urgent(i: int) -> None:
+        order.append("high")
+
+    @app.job(queue="mailer", shards=SHARDS)
+    def send(i: int) -> None:
+        order.append("mailer")
+        if order.count("mailer") == 2000:  # midway, in whatever shard runs then
+            urgent.enqueue_many([(j,) for j in range(300)])
+
+    @app.job(queue="low")
+    def later(i: int) -> None:
+        order.append("low")
+
+    later.enqueue_many([(i,) for i in range(500)])
+    send.enqueue_many([(i,) for i in range(4000)])
+    urgent.enqueue_many([(i,) for i in range(500)])
+    drain(app, ["high", "mailer", "low"], batch_size=20)
+    assert Counter(order) == {"high": 800, "mailer": 4000, "low": 500}
+    assert order[:500] == ["high"] * 500
+    assert order[-500:] == ["low"] * 500
+    first_mailer = order.index("mailer")
+    arrived = [i for i, q in enumerate(order) if q == "mailer"][1999]  # the job that enqueued
+    late = order.index("high", first_mailer)
+    # after the batch in hand and at most two claimed (each at most 10 x --batch)
+    assert late > arrived and order[arrived:late].count("mailer") <= 3 * 200
+    # the round whose peek found it claimed both: the mailer batch it took runs too
+    done = len(order) - order[::-1].index("high")
+    assert order[late:done].count("mailer") <= 200 and order[late:done].count("high") == 300
