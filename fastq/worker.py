@@ -392,8 +392,8 @@ class Worker:
         layout = self.layout
         stopping = self._is_stopping
         empty = EmptyClaims(len(queues))
-        # claims of a queue's shards that a peek sent to since its last batch (an
-        # empty claim follows a peek at most once per shard, then the sweep goes on)
+        # empty claims of a sharded queue followed by a claim of the shard a peek saw
+        # work in, since its last batch
         chased = 0
         was_paused = False  # say so once when every queue is paused, not at every wake-up
         # queues whose last claim said they have a rate limit (the first claim tells)
@@ -460,15 +460,12 @@ class Worker:
                 continue
             next_due_ms = claim.next_due_ms
             if layout.sharded(queue_index) and queue_index == empty.index:
-                reply = claim.reply
-                if (
-                    more_here
-                    and chased < len(layout.shards[queue_index])
-                    and not (reply.paused or reply.rate_limited)
-                ):
+                # at most K chases: shards whose claims take nothing whatever a peek
+                # says (a limit of shard 0's from before it was sharded) never loop
+                if more_here and chased < len(layout.shards[queue_index]):
                     chased += 1
                     continue  # claim the shard the peek found, not the next queue
-                if not reply.paused:
+                if not claim.reply.paused:
                     next_due_ms = self._earliest_due(layout.others(queue_index), next_due_ms)
             chased = 0
             step = empty.after_empty(
