@@ -512,9 +512,7 @@ class Worker:
         if self.slot is not None:  # the master forks the rest of a pool once one waits
             self.slot.waiting_for_work(True)
         try:
-            if not self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s)):
-                # the BLPOP reply may still come: never reuse that connection
-                rt.client.connection_pool.disconnect()
+            self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s))
         finally:
             if self.slot is not None:
                 self.slot.waiting_for_work(False)
