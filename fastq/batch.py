@@ -12,7 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import redis
 from redis.exceptions import NoScriptError
@@ -265,18 +265,18 @@ class RoundTrip:
 
     def __init__(
         self,
-        client: redis.Redis,
+        connect: Callable[[], redis.Redis],
         worker_id: str,
         queues: list[str],
         namespace: str,
         *,
+        cluster: bool = False,
         lease_ms: int,
         dead_max_age_ms: int,
         dead_max_len: int,
         max_stalls: int,
         promote_max: int = PROMOTE_MAX,
     ) -> None:
-        self.client = client
         self.worker_id = worker_id
         self.keys = {q: QueueKeys(namespace, q) for q in queues}
         self.lease_ms = lease_ms
@@ -288,7 +288,14 @@ class RoundTrip:
         self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._ack_taken_keys = {q: ACK_TAKEN.keys_for(k) for q, k in self.keys.items()}
-        self.wire: Wire = wire_for(client, [k.wake for k in self.keys.values()])
+        wake_keys = [k.wake for k in self.keys.values()]
+        self.wire: Wire = wire_for(connect, wake_keys, cluster=cluster)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The worker's client, for calls outside its round trips (on a cluster
+        made at first use: reading it may raise as a Redis call does)."""
+        return self.wire.client
 
     @property
     def may_hold_leases(self) -> bool:
@@ -297,7 +304,6 @@ class RoundTrip:
 
     def close(self) -> None:
         self.wire.close()
-        self.client.close()
 
     # -- the wire ----------------------------------------------------------------------
 

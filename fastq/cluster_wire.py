@@ -27,12 +27,13 @@ import select
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Callable, cast
 
 import redis
 from hiredis import pack_command
 from redis import exceptions as rex
 from redis.cluster import ClusterNode, RedisCluster
+from redis.crc import key_slot
 
 from fastq import scripts
 from fastq.wire import BLPOP_OVERSHOOT_S, WAKE_POLL_S, has_claim
@@ -70,39 +71,57 @@ class NodeWire:
 
     one_clock = False  # nodes' clocks differ: each queue's peek reads its own node's TIME
 
-    def __init__(self, client: RedisCluster, wake_keys: Sequence[str]) -> None:
-        self.client = client
+    def __init__(self, connect: Callable[[], redis.Redis], wake_keys: Sequence[str]) -> None:
+        self._connect = connect
+        self._client: redis.Redis | None = None
         self.may_hold_leases = False
         self._conns: dict[str, Any] = {}  # node name -> the round trips' connection
         self._sent: deque[list[_Part]] = deque()  # written, not read yet (oldest first)
         self._stale = False  # the slot map must be read again before the next write
         self._wake_by_slot: dict[int, list[str]] = {}
         for key in wake_keys:
-            slot: int = client.keyslot(key)  # type: ignore[no-untyped-call]
-            self._wake_by_slot.setdefault(slot, []).append(key)
+            self._wake_by_slot.setdefault(key_slot(key.encode()), []).append(key)
         self._wait_conns: dict[int, tuple[str, Any]] = {}  # slot -> node name, connection
+
+    @property
+    def client(self) -> redis.Redis:
+        """The cluster's client (typed as a Redis: the same commands), made
+        (connected, the slot map read) at first use.
+
+        Raises:
+            a Redis error: the cluster cannot be reached now.
+        """
+        if self._client is None:
+            self._client = self._connect()
+        return self._client
+
+    @property
+    def _cluster(self) -> RedisCluster:
+        return cast(RedisCluster, self.client)
 
     def close(self) -> None:
         self._reset()
         for _, conn in self._wait_conns.values():
             conn.disconnect()
         self._wait_conns = {}
+        if self._client is not None:
+            self._client.close()
 
     # -- the slot map --------------------------------------------------------------
 
     def _refresh(self) -> None:
         """Read the slot map again (raises while the cluster cannot say), and drop
         the connections to nodes that no longer serve as masters."""
-        self.client.nodes_manager.initialize()
+        self._cluster.nodes_manager.initialize()
         self._stale = False
-        masters = {node.name for node in self.client.get_primaries()}  # type: ignore[no-untyped-call]
+        masters = {node.name for node in self._cluster.get_primaries()}  # type: ignore[no-untyped-call]
         for name in [n for n in self._conns if n not in masters]:
             self._conns.pop(name).disconnect()
 
     def _node_conn(self, node: ClusterNode) -> Any:
         conn = self._conns.get(node.name)
         if conn is None:
-            pool = self.client.get_redis_connection(node).connection_pool
+            pool = self._cluster.get_redis_connection(node).connection_pool
             conn = self._conns[node.name] = pool.make_connection()
         return conn
 
@@ -122,7 +141,7 @@ class NodeWire:
         try:
             if self._stale:
                 self._refresh()
-            node_of = self.client.get_node_from_key
+            node_of = self._cluster.get_node_from_key
             parts: dict[str, _Part] = {}
             for i, (_, keys, argv) in enumerate(commands):
                 node = node_of(keys[0] if keys else argv[1])  # type: ignore[no-untyped-call]
@@ -200,12 +219,12 @@ class NodeWire:
 
     def _wait_conn(self, slot: int) -> Any:
         """The blocking connection to the master of ``slot``, as the slot map has it."""
-        node = self.client.nodes_manager.get_node_from_slot(slot)
+        node = self._cluster.nodes_manager.get_node_from_slot(slot)
         name, conn = self._wait_conns.get(slot, (None, None))
         if name != node.name:
             if conn is not None:
                 conn.disconnect()
-            pool = self.client.get_redis_connection(node).connection_pool
+            pool = self._cluster.get_redis_connection(node).connection_pool
             conn = pool.make_connection()
             self._wait_conns[slot] = (node.name, conn)
         return conn

@@ -99,9 +99,10 @@ class RateKey:
 
 
 class KeyGate:
-    """Reserves tokens of per-key limits for a worker, on its own client."""
+    """Reserves tokens of per-key limits for a worker, on its own client
+    (``client()``: made at first use on a cluster, so it may raise)."""
 
-    def __init__(self, client: redis.Redis, namespace: str) -> None:
+    def __init__(self, client: Callable[[], redis.Redis], namespace: str) -> None:
         self.client = client
         self.namespace = namespace
         self._keys: dict[str, QueueKeys] = {}
@@ -119,7 +120,7 @@ class KeyGate:
         limit = rate_key.limit
         try:
             return RATE_TAKE.call(
-                self.client,
+                self.client(),
                 RATE_TAKE.keys_for(k, key),
                 RATE_TAKE.argv(limit.rate, limit.period_ms, limit.burst),
             )

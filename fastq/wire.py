@@ -15,19 +15,22 @@ the same calls, so the worker loop never learns which it runs on:
 - ``load_scripts()``: load the Lua scripts where the wire's requests go;
 - ``wait_for_work(timeout_s)``: block until a wake-up token comes on one of the
   queues' wake lists, or the timeout passes;
-- ``may_hold_leases``: a claim went out (or may have).
+- ``may_hold_leases``: a claim went out (or may have);
+- ``client``: the worker's client for what is not a round trip (``take``, the rate
+  keys); on a cluster made at its first use (it connects as it is made, and a
+  worker must boot while the cluster is away), so reading it may raise.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import redis
 from hiredis import pack_command
 
-from fastq import cluster, scripts
+from fastq import scripts
 from fastq.contracts import CLAIM
 
 # Redis ends a BLPOP whose timeout ran out only on a tick of its own clock (every
@@ -43,6 +46,9 @@ class Wire(Protocol):
     one_clock: bool
     may_hold_leases: bool
 
+    @property
+    def client(self) -> redis.Redis: ...
+
     def write(self, commands: list[scripts.Command]) -> None: ...
 
     def read(self, n: int) -> list[Any]: ...
@@ -56,14 +62,16 @@ class Wire(Protocol):
     def close(self) -> None: ...
 
 
-def wire_for(client: redis.Redis, wake_keys: Sequence[str]) -> Wire:
-    """The wire of ``client``: per node on a cluster, else one connection.
-    ``wake_keys``: the wake lists of the worker's queues."""
-    if cluster.is_cluster(client):
+def wire_for(
+    connect: Callable[[], redis.Redis], wake_keys: Sequence[str], *, cluster: bool
+) -> Wire:
+    """The wire of the clients ``connect`` makes: per node on a cluster, else one
+    connection. ``wake_keys``: the wake lists of the worker's queues."""
+    if cluster:
         from fastq.cluster_wire import NodeWire  # only a cluster's workers need it
 
-        return NodeWire(client, wake_keys)
-    return OneWire(client, wake_keys)
+        return NodeWire(connect, wake_keys)
+    return OneWire(connect(), wake_keys)
 
 
 def has_claim(commands: list[scripts.Command]) -> bool:
@@ -78,14 +86,19 @@ class OneWire:
     one_clock = True
 
     def __init__(self, client: redis.Redis, wake_keys: Sequence[str]) -> None:
-        self.client = client
+        self._client = client  # makes no connection until used
         self.wake_keys = list(wake_keys)
         # typed Any: redis-py's Connection methods carry no annotations
         self._conn: Any = client.connection_pool.make_connection()
         self.may_hold_leases = False
 
+    @property
+    def client(self) -> redis.Redis:
+        return self._client
+
     def close(self) -> None:
         self._conn.disconnect()
+        self._client.close()
 
     def write(self, commands: list[scripts.Command]) -> None:
         try:

@@ -268,21 +268,20 @@ class Worker:
         # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
         # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
         # socket could still be run by Redis after the worker has moved on.
-        client = self.app.new_client(
-            retries=0, socket_timeout_s=self.lease_ms / 1000 + self.idle_timeout_s
-        )
-        self._rt = RoundTrip(
-            client,
+        socket_timeout_s = self.lease_ms / 1000 + self.idle_timeout_s
+        self._rt = rt = RoundTrip(
+            lambda: self.app.new_client(retries=0, socket_timeout_s=socket_timeout_s),
             self.worker_id,
             self.queues,
             self.app.namespace,
+            cluster=self.app.cluster,
             lease_ms=self.lease_ms,
             dead_max_age_ms=self.app.dead_max_age_ms,
             dead_max_len=self.app.dead_max_len,
             max_stalls=self.app.max_stalls,
         )
         self._pump = Pump(self._rt, self.queues, self._outage)
-        self.runner.gate = KeyGate(client, self.app.namespace)
+        self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(self._rt, self.runner, f"worker {self.worker_id}")
         self.governor.open()  # here: it measures this (the main) thread

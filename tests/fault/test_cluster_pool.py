@@ -13,7 +13,7 @@ from typing import Iterator
 import psutil
 import pytest
 from clustertools import queues_on_each_master
-from pooltools import Pool, wait_until
+from pooltools import Pool, noted_runs, wait_until
 
 import fastq
 from fastq.cluster_server import ClusterServer
@@ -73,3 +73,69 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
     print(f"{kills} kills, {duplicates} re-runs, {handed_back} handed back")
     assert kills >= 3, "the drain ended before the test could kill anything"
     assert "handed back" in pool.log()  # by the master, on each queue's own master
+
+
+def replicas_caught_up(cluster: ClusterServer) -> bool:
+    """Has every replica the whole replication stream of its master?"""
+    for port in cluster.ports:
+        node = cluster.client(port)
+        try:
+            info = node.info("replication")
+        finally:
+            node.close()
+        if info["role"] != "master":
+            continue
+        offsets = [v["offset"] for k, v in info.items() if k.startswith("slave")]
+        if not offsets or min(offsets) < info["master_repl_offset"]:
+            return False
+    return True
+
+
+def settled(app: fastq.App, queues: list[str]) -> bool:
+    try:
+        return all(app.stats(q)["ready"] == app.stats(q)["inflight"] == 0 for q in queues)
+    except fastq.RedisUnavailable:  # the producer's client meets the failover too
+        return False
+
+
+def test_a_master_fails_over_mid_drain_and_the_pool_carries_on(
+    redis_cluster_replicas: ClusterServer, namespace: str, tmp_path: Path
+) -> None:
+    cluster = redis_cluster_replicas
+    owners = queues_on_each_master(cluster, "fo")
+    queues = list(owners.values())
+    per_queue = 1500
+    n = per_queue * len(queues)
+    app = fastq.App(cluster.url, namespace=namespace)
+    victim = next(node for node in cluster.nodes if node.port == min(owners))
+    pool = None
+    try:
+        for k, q in enumerate(queues):
+            calls = [(k * per_queue + i, 0.002) for i in range(per_queue)]
+            app.enqueue_many("note", calls, queue=q)
+        # a job the cluster kept: on the replica that takes over as well
+        wait_until(lambda: replicas_caught_up(cluster), 10, "the replicas")
+        pool = Pool(
+            cluster.url, namespace, tmp_path / "pool.log",
+            "-q", ",".join(queues), "-c", "3", "--batch", "20",
+        )  # fmt: skip
+        wait_until(lambda: len(noted_runs(pool)) >= n // 4, 30, "some progress")
+        victim.kill()  # its replica takes over after cluster-node-timeout (2 s)
+        time.sleep(0.3)
+        random.choice(pool.wait_children(3)).kill()  # its hand-back waits for the cluster
+        wait_until(lambda: set(noted_runs(pool)) >= set(range(n)), 60, "every job to run")
+        wait_until(lambda: settled(app, queues), 20, "every queue to settle")
+        assert pool.proc.poll() is None, pool.log()  # the pool never restarted
+        assert pool.stop() == 0, pool.log()
+    finally:
+        if pool is not None:
+            pool.kill()
+        app.close()
+        victim.start()  # back as a replica of its successor, for the tests that follow
+        cluster.wait_ok()
+    log = pool.log()
+    assert "Traceback" not in log, log
+    assert log.count("died (signal SIGKILL)") == 1, log  # ours: no child crashed
+    assert "Redis back after" in log  # the children waited out the failover
+    reruns = sum(noted_runs(pool).values()) - n
+    print(f"{reruns} re-runs after a failover and a child killed")

@@ -2,22 +2,26 @@
 live on different masters (picked by the cluster's own ``CLUSTER SLOTS``), and every
 feature its round trip carries works there: acks, retries, dead jobs, results,
 scheduled jobs, the peek across queues, the idle wait on every master, per-key rate
-limits, unique jobs, at-most-once jobs and the reaper's sweep."""
+limits, unique jobs, at-most-once jobs, the reaper's sweep, and a round trip that
+meets a moved slot."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import Counter
-from typing import Callable, Iterator
+from typing import Callable, Iterator, cast
 
 import pytest
 import redis
 from clustertools import queues_on_each_master
 from conftest import drain, drain_in_thread
+from redis.cluster import RedisCluster
 
 import fastq
+from fastq.batch import RoundTrip
 from fastq.cluster_server import ClusterServer
+from fastq.cluster_wire import SlotMoved
 from fastq.contracts import CLAIM
 from fastq.reaper import Reaper
 
@@ -239,3 +243,29 @@ def test_the_reaper_takes_back_expired_leases_on_every_master(
     for q in owners.values():
         stats = capp.stats(q)
         assert (stats["ready"], stats["inflight"], stats["stalled"]) == (3, 0, 3)
+
+
+def test_a_round_trip_answered_moved_reads_the_slot_map_again(
+    capp: fastq.App, owners: dict[int, str]
+) -> None:
+    """A node that no longer serves a slot answers MOVED: the round trip fails as
+    a lost one (the worker sends it again after a backoff) and the next one goes
+    where the refreshed slot map says."""
+    queue = owners[min(owners)]
+    job_id = capp.enqueue("job", (1,), queue=queue)
+    rt = RoundTrip(
+        lambda: capp.new_client(retries=0), "w1", [queue], capp.namespace, cluster=True,
+        lease_ms=60_000, dead_max_age_ms=60_000, dead_max_len=100, max_stalls=1,
+    )  # fmt: skip
+    try:
+        client = cast(RedisCluster, rt.client)
+        slot = client.keyslot(capp.keys(queue).ready)
+        slots = client.nodes_manager.slots_cache
+        wrong = next(n for n in client.get_primaries() if n.name != slots[slot][0].name)
+        slots[slot] = [wrong]  # as if the slot had moved since the map was read
+        with pytest.raises(SlotMoved):
+            rt.request({}, [queue], 10).result()
+        [claim] = rt.request({}, [queue], 10).result()
+        assert claim.reply.ids == [job_id.encode()]
+    finally:
+        rt.close()
