@@ -24,6 +24,7 @@ takes a later wake-up token unseen.
 from __future__ import annotations
 
 import select
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -74,6 +75,7 @@ class NodeWire:
     def __init__(self, connect: Callable[[], redis.Redis], wake_keys: Sequence[str]) -> None:
         self._connect = connect
         self._client: redis.Redis | None = None
+        self._making = threading.Lock()
         self.may_hold_leases = False
         self._conns: dict[str, Any] = {}  # node name -> the round trips' connection
         self._sent: deque[list[_Part]] = deque()  # written, not read yet (oldest first)
@@ -92,7 +94,9 @@ class NodeWire:
             a Redis error: the cluster cannot be reached now.
         """
         if self._client is None:
-            self._client = self._connect()
+            with self._making:  # a thread runner's rate-key gate may ask at once
+                if self._client is None:
+                    self._client = self._connect()
         return self._client
 
     @property
