@@ -366,6 +366,32 @@ def publish_staged(client: redis.Redis, app: fastq.App, queue: str) -> None:
     client.eval(PUBLISH_LUA, len(keys), *keys)
 
 
+
+def poll_drained(
+    app: fastq.App, queue: str, n: int, pool: Pool, label: str, t0: float, shown: Any
+) -> tuple[float, int, float]:
+    """Poll ``queue``'s stats every POLL_S from ``t0`` (feeding the progress bar
+    ``shown``) until ``n`` jobs are processed; a dead pool or ``60 + n / 500`` s
+    without the drain raise. Returns the time of the first poll that saw a job
+    processed, the count it saw, and the time of the last poll."""
+    timeout_s = 60 + n / 500
+    first_t, first_done = 0.0, 0
+    next_poll = t0
+    while True:
+        stats = app.stats(queue)
+        done = stats["processed"]
+        now = time.perf_counter()
+        shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
+        if done and not first_t:
+            first_t, first_done = now, done
+        if done >= n:
+            return first_t, first_done, now
+        if now - t0 > timeout_s:
+            raise BenchFailure(f"{label}: {done} of {n} jobs processed after {timeout_s}s")
+        pool.check_alive(label)
+        next_poll += POLL_S
+        time.sleep(max(0.0, next_poll - time.perf_counter()))
+
 def pool_drain(
     client: redis.Redis,
     url: str,
@@ -385,7 +411,6 @@ def pool_drain(
     """
     queue = job.queue
     app = (stage_jobs if warm else queue_jobs)(client, url, namespace, job, n)
-    timeout_s = 60 + n / 500
     pool = Pool(url, namespace, queue, concurrency, batch)
     try:
         pool.start()
@@ -400,24 +425,7 @@ def pool_drain(
             t0 = time.perf_counter()
             if warm:
                 publish_staged(client, app, queue)
-            first_t, first_done = 0.0, 0
-            next_poll = t0
-            while True:
-                stats = app.stats(queue)
-                done = stats["processed"]
-                now = time.perf_counter()
-                shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
-                if done and not first_t:
-                    first_t, first_done = now, done
-                if done >= n:
-                    break
-                if now - t0 > timeout_s:
-                    raise BenchFailure(
-                        f"{namespace}: {done} of {n} jobs processed after {timeout_s}s"
-                    )
-                pool.check_alive(namespace)
-                next_poll += POLL_S
-                time.sleep(max(0.0, next_poll - time.perf_counter()))
+            first_t, first_done, now = poll_drained(app, queue, n, pool, namespace, t0, shown)
             wall = now - t0
             pool_cpu = pool.cpu_s() - cpu0
             redis_cpu, evalsha = probe.delta()

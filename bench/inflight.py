@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 import drain_bar  # noqa: E402
 import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-from e2e_pool import POLL_S, Pool, check_queue  # noqa: E402
+from e2e_pool import Pool, check_queue, poll_drained  # noqa: E402
 
 from bench import inflight_jobs  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
@@ -118,28 +118,12 @@ def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> d
     pool = Pool(url, scenario, job.queue, CHILDREN, batch)
     pool.cmd[pool.cmd.index("bench.pool_jobs")] = APP_SPEC
     pool.cmd += options
-    timeout_s = 60 + n / 500
     try:
         pool.start()
         # opened before the clock starts, fed by the poll the timing needs anyway
         with drain_bar.bar(scenario, n) as shown:
             t0 = time.perf_counter()
-            first_t, first_done = 0.0, 0
-            while True:
-                stats = app.stats(job.queue)
-                done = stats["processed"]
-                now = time.perf_counter()
-                shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
-                if done and not first_t:
-                    first_t, first_done = now, done
-                if done >= n:
-                    break
-                if now - t0 > timeout_s:
-                    raise BenchFailure(
-                        f"{scenario}: {done} of {n} jobs processed after {timeout_s}s"
-                    )
-                pool.check_alive(scenario)
-                time.sleep(POLL_S)
+            first_t, first_done, now = poll_drained(app, job.queue, n, pool, scenario, t0, shown)
         pool.stop(scenario)
     finally:
         pool.cleanup()

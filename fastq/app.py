@@ -16,6 +16,7 @@ from fastq import redis_connect, scripts
 from fastq._accel import codec
 from fastq.admin import Admin
 from fastq.cluster import is_cluster_url
+from fastq.durable import durability
 from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
 from fastq.errors import FastqError
 from fastq.hooks import Hooks, JobHook
@@ -93,6 +94,14 @@ class App(Enqueuer, Admin):
             Redis Cluster. A ``redis+cluster://host:port[,host:port...]`` URL says
             so itself. Every feature works on a cluster, workers and pools
             included.
+        min_replicas: ``enqueue`` and ``enqueue_many`` return only once this many
+            replicas have the jobs (Redis ``WAIT``, in the same round trip), and
+            raise :class:`fastq.NotReplicated` (the jobs are on the master; retry
+            with ``job_ids=exc.ids``) when fewer confirm within
+            ``replica_timeout_s``. 0 (the default): do not wait, as Redis
+            replicates (asynchronously).
+        replica_timeout_s: how long an enqueue waits for the replicas, a finite
+            number of seconds in (0, 20].
     """
 
     def __init__(
@@ -105,7 +114,12 @@ class App(Enqueuer, Admin):
         max_stalls: int = 2,
         max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES,
         cluster: bool = False,
+        min_replicas: int = 0,
+        replica_timeout_s: float = 1.0,
     ) -> None:
+        self._durability = durability(min_replicas, replica_timeout_s)
+        self.min_replicas = min_replicas
+        self.replica_timeout_s = replica_timeout_s
         self._cluster_flag = bool(cluster)
         self.redis_url = check_url(
             redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL,

@@ -13,6 +13,7 @@ of queues, a wait over several queues) is one command per queue here.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
@@ -159,3 +160,17 @@ def masters_of(client: RedisCluster, keys: Sequence[Any]) -> list[redis.Redis]:
     """A plain client of each master serving one of ``keys``, each master once."""
     nodes = {node.name: node for node in (node_of(client, key) for key in keys)}
     return [client.get_redis_connection(node) for node in nodes.values()]
+
+
+def node_client(client: RedisCluster, key: Any) -> redis.Redis:
+    """A plain client of the master serving ``key``'s slot: its pipelines use one
+    connection, in order, and follow no redirection."""
+    node: redis.Redis = client.get_redis_connection(node_of(client, key))
+    return node
+
+
+def refresh_slots(client: RedisCluster) -> None:
+    """Read the slot map again (after a MOVED or a lost node, outside the cluster
+    client's own retries); a cluster that cannot be reached keeps the old one."""
+    with contextlib.suppress(RedisClusterException, redis.RedisError):
+        client.nodes_manager.initialize()

@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
 
 from redis import Redis
 
-from fastq import scripts
+from fastq import durable, scripts
 from fastq._accel import codec
 from fastq.contracts import ENQUEUE, enqueue_extras
-from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError, UnknownQueue
+from fastq.durable import Confirmation, Durability
+from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError, NotReplicated, UnknownQueue
 from fastq.job import (
     ArgChecker,
     EnqueueOptions,
@@ -66,6 +67,7 @@ class Enqueuer:
     redis_url: str
     namespace: str
     max_payload_bytes: int
+    _durability: Optional[Durability]  # App(min_replicas=...): None when off
     registry: dict[str, JobDef[Any]]
     _ids: IdGenerator
     _known_queues: set[str]  # queues this app has added to the namespace's set
@@ -176,10 +178,10 @@ class Enqueuer:
         envs: Sequence[bytes],
         unique: Optional[UniquePlan] = None,
         unique_keys: Sequence[str] = (),
-    ) -> list[Any]:
+    ) -> tuple[list[Any], Optional[Confirmation]]:
         """Send the jobs, one script call per chunk, pipelined; returns each chunk's
-        reply (an ``EnqueueReply``) or the error it got. Raises what stopped it from
-        reading them."""
+        reply (an ``EnqueueReply``) or the error it got, and with ``min_replicas``
+        what the replicas confirmed. Raises what stopped it from reading them."""
         keys = ENQUEUE.keys_for(self.keys(queue))
         due = options.due
         extras = enqueue_extras(
@@ -194,8 +196,13 @@ class Enqueuer:
             ukeys = unique_keys[lo:hi] if unique is not None else None
             argv = ENQUEUE.argv(priority, due, extras, ids[lo:hi], envs[lo:hi], ukeys)
             commands.append(ENQUEUE.command(keys, argv))
-        replies = scripts.call_many(client, commands, raise_on_error=False)
-        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
+        confirmed = None
+        if self._durability is None:
+            replies = scripts.call_many(client, commands, raise_on_error=False)
+        else:
+            barrier = self.keys(queue).stats
+            replies, confirmed = durable.call_many(client, commands, barrier, self._durability)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
 
     def enqueue(
         self,
@@ -233,6 +240,9 @@ class Enqueuer:
             TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
+            fastq.NotReplicated: with ``App(min_replicas=n)``, fewer than n
+                replicas confirmed the job within ``replica_timeout_s``; it is on
+                the master: retry with ``job_id=exc.ids[0]``.
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
@@ -267,9 +277,12 @@ class Enqueuer:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
         with self._producer_call():
             client = self._connect(queue)
-            replies = self._send(client, queue, priority, options, [job_id], [env], unique, ukeys)
+            replies, confirmed = self._send(
+                client, queue, priority, options, [job_id], [env], unique, ukeys
+            )
             if isinstance(replies[0], Exception):
                 raise replies[0]
+        self._check_replicated([job_id], confirmed, "job_id=exc.ids[0]")
         # a unique job refused by a held lock: the id of the job holding it
         holder: str = replies[0].holders.get(0, job_id)
         return holder
@@ -326,6 +339,9 @@ class Enqueuer:
             fastq.EnqueueInterrupted: Redis could not be reached, or the connection
                 was lost mid-blast: ``written`` went in, ``not_written`` may have.
                 An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
+            fastq.NotReplicated: with ``App(min_replicas=n)``, fewer than n
+                replicas confirmed the jobs within ``replica_timeout_s``; every
+                one is on the master (an ``EnqueueError``: retry the same way).
         """
         options = EnqueueOptions(
             delay_s=delay_s, at=at, priority=priority, queue=queue,
@@ -379,7 +395,9 @@ class Enqueuer:
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         try:
-            replies = self._send(client, queue, priority, options, ids, envs, unique, ukeys)
+            replies, confirmed = self._send(
+                client, queue, priority, options, ids, envs, unique, ukeys
+            )
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
@@ -396,6 +414,7 @@ class Enqueuer:
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
             ]
+        self._check_replicated(ids, confirmed, "job_ids=exc.ids")
         if unique is not None:
             # each unique job refused by a held lock: the id of the job holding it
             ids = list(ids)
@@ -410,6 +429,29 @@ class Enqueuer:
             f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
             "reference to the data (a key, a URL), not the data"
         )
+
+    def _check_replicated(
+        self, ids: list[str], confirmed: Optional[Confirmation], retry: str
+    ) -> None:
+        """Raise NotReplicated unless the replicas confirmed the call's writes."""
+        wanted = self._durability
+        if wanted is None or confirmed is None or confirmed.enough(wanted):
+            return
+        replicas = 0 if confirmed.error is not None else (confirmed.replicas or 0)
+        jobs = f"{len(ids)} job{'s are' if len(ids) > 1 else ' is'}"
+        what = f"{jobs} in Redis at {mask_url(self.redis_url)}"
+        if confirmed.error is not None:
+            why = f"the replicas could not be waited for ({confirmed.error})"
+        else:
+            why = (
+                f"{replicas} of the {wanted.min_replicas} replicas asked for "
+                f"(App(min_replicas=...)) confirmed within {wanted.timeout_s:g} s"
+            )
+        raise NotReplicated(
+            f"{what}, but {why}: a failover now could lose them; retry with {retry} "
+            "(idempotent: it adds nothing twice and waits again)",
+            ids=ids, replicas=replicas, min_replicas=wanted.min_replicas,
+        ) from confirmed.error  # fmt: skip
 
     def _blast_error(
         self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool

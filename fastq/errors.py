@@ -87,6 +87,28 @@ class EnqueueInterrupted(EnqueueError, RedisUnavailable):
     (and a builtin ``ConnectionError``). Retry with ``job_ids=exc.ids``."""
 
 
+class NotReplicated(EnqueueError):
+    """An enqueue of an ``App(min_replicas=n)``: every job is on the master, but fewer
+    than ``n`` replicas confirmed it within ``replica_timeout_s``, so a failover now
+    could lose it. An ``EnqueueError`` so that the usual retry finishes the job:
+    ``job_ids=exc.ids`` (or ``job_id=exc.ids[0]``) adds nothing twice and waits for
+    the replicas again.
+
+    Attributes:
+        ids, written: every id of the call (all on the master); ``not_written`` is empty.
+        replicas: how many replicas confirmed within the timeout (the fewest of
+            the call's round trips).
+        min_replicas: how many the app asks for.
+        fault: ``"not replicated"``; what Redis said, when it refused ``WAIT``
+            itself, is chained as ``__cause__``.
+    """
+
+    def __init__(self, message: str, *, ids: Sequence[str], replicas: int, min_replicas: int):
+        super().__init__(message, ids=ids, written=ids, not_written=(), fault="not replicated")
+        self.replicas = replicas
+        self.min_replicas = min_replicas
+
+
 class Retry(Exception):
     """Raise or return from a job to run it again later.
 

@@ -14,6 +14,7 @@ from redis import exceptions as rex
 
 from fastq import cluster
 from fastq.errors import RedisRefused
+from fastq.redis_connect import is_sentinel_url, sentinels_refusal
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
 
@@ -65,6 +66,14 @@ def check_redis(app: App, who: str) -> None:
                 f"Redis at {url} refused the connection ({exc}): check the user and "
                 "password in the URL",
             ) from None
+        if is_sentinel_url(app.redis_url):
+            refusal = sentinels_refusal(app.redis_url, CHECK_TIMEOUT_S)
+            if refusal is not None:
+                raise RedisRefused(
+                    Fault.DENIED.value,
+                    f"the sentinels of {url} refused the connection ({refusal}): check "
+                    "sentinel_username and sentinel_password in the URL",
+                ) from None
         log.warning("%s: cannot check Redis at %s now (%s); will retry", who, url, exc)
         if client is not None:
             client.close()

@@ -23,6 +23,7 @@ from typing import Any, Optional, cast
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit
 
 import redis
+from redis import exceptions as rex
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import SSLConnection, parse_url
 from redis.retry import Retry as RedisRetry
@@ -127,6 +128,36 @@ def _host_port(entry: str) -> tuple[str, int]:
     if not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"bad port in sentinel address {entry!r}")
     return host, int(port)
+
+
+def sentinels_refusal(url: str, timeout_s: float) -> Optional[BaseException]:
+    """Why the sentinels of ``url`` refuse fastq, when every one that answers refuses
+    its credentials (``sentinel_username`` / ``sentinel_password``); None otherwise.
+
+    redis-py's master lookup takes a refused login for a sentinel that is down and
+    reports "no master found", which a worker would retry forever."""
+    parsed = parse_sentinel_url(url)
+    options = {k: v for k, v in parsed.sentinel_options.items() if k in ("username", "password")}
+    refusal: Optional[BaseException] = None
+    for host, port in parsed.sentinels:
+        client = redis.Redis(
+            host, port, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
+            ssl=parsed.tls, **options,
+        )  # fmt: skip
+        try:
+            client.ping()
+            return None  # one sentinel takes the credentials: not a refusal
+        except (rex.AuthenticationError, rex.NoPermissionError) as exc:
+            refusal = exc
+        except rex.ResponseError as exc:  # NOAUTH, WRONGPASS as a plain reply
+            if str(exc).split(maxsplit=1)[:1] not in (["NOAUTH"], ["WRONGPASS"]):
+                return None
+            refusal = exc
+        except (rex.ConnectionError, rex.TimeoutError, OSError):
+            continue  # down: says nothing about the credentials
+        finally:
+            client.close()
+    return refusal
 
 
 def check_url(url: str, *, cluster: bool = False) -> str:

@@ -187,6 +187,17 @@ def test_a_sentinel_url_with_passwords_runs_jobs_and_never_shows_them(
             down.enqueue("count", (1,), queue="count")
         outputs["RedisUnavailable"] = str(info.value)
         assert "sentinel_password=***" in str(info.value)
+        # a worker started on it stops at once, in one line: no retrying forever
+        proc = subprocess.run(
+            fastq_cmd("worker", "--app", "tests.apps.counting", "--namespace", namespace,
+                      "-q", "count", "--burst"),
+            env=subprocess_env(wrong), capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1, proc.stderr
+        assert "the sentinels of redis+sentinel://:***@127.0.0.1:" in lines[0]
+        assert "sentinel_password" in lines[0]
+        outputs["worker, wrong sentinel password"] = proc.stdout + proc.stderr
     for where, text in outputs.items():
         assert PASSWORD not in text, where
         assert SENTINEL_PASSWORD not in text, where

@@ -10,6 +10,7 @@ import pytest
 import fastq
 from fastq import contracts
 from fastq import job as job_module
+from fastq.durable import durability
 from fastq.job import ArgChecker, IdGenerator
 from fastq.keys import QueueKeys, validate_queue_name
 
@@ -223,3 +224,34 @@ def test_any_job_id_fits_the_heartbeat_slot() -> None:
     longest = "~" * limits.MAX_JOB_ID_BYTES
     assert limits.check_job_id(longest) == longest
     assert len(longest.encode()) <= heartbeat.MAX_ID_BYTES
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"min_replicas": -1}, ValueError, "min_replicas must be >= 0"),
+        ({"min_replicas": 1.5}, TypeError, "min_replicas must be an int"),
+        ({"min_replicas": True}, TypeError, "min_replicas must be an int"),
+        ({"min_replicas": "1"}, TypeError, "min_replicas must be an int"),
+        ({"replica_timeout_s": 0}, ValueError, r"replica_timeout_s must be .* \(0, 20\]"),
+        ({"replica_timeout_s": -1}, ValueError, "replica_timeout_s"),
+        ({"replica_timeout_s": float("nan")}, ValueError, "replica_timeout_s"),
+        ({"replica_timeout_s": float("inf")}, ValueError, "replica_timeout_s"),
+        ({"replica_timeout_s": 21}, ValueError, "replica_timeout_s"),
+        ({"replica_timeout_s": "1"}, TypeError, "replica_timeout_s must be a number"),
+        ({"replica_timeout_s": None}, TypeError, "replica_timeout_s must be a number"),
+    ],
+)
+def test_durable_enqueue_options_are_checked(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        fastq.App(namespace="unit", **options)
+
+
+def test_durable_enqueue_options() -> None:
+    app = fastq.App(namespace="unit", min_replicas=2, replica_timeout_s=0.5)
+    assert (app.min_replicas, app.replica_timeout_s) == (2, 0.5)
+    assert durability(0, 1.0) is None  # off: the enqueue path is the plain one
+    assert durability(1, 0.0001).timeout_ms == 1  # never WAIT 0, which blocks forever
+    assert durability(1, 2.5).timeout_ms == 2500
