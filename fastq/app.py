@@ -93,8 +93,8 @@ class App(Enqueuer, Admin):
             (default 4 MiB).
         cluster: ``redis_url`` (``redis://`` or ``rediss://``) is one node of a
             Redis Cluster. A ``redis+cluster://host:port[,host:port...]`` URL says
-            so itself. On a cluster, enqueueing and the operator methods work;
-            workers do not run there yet.
+            so itself. Every feature works on a cluster, workers and pools
+            included.
         min_replicas: ``enqueue`` and ``enqueue_many`` return only once this many
             replicas have the jobs (Redis ``WAIT``, in the same round trip), and
             raise :class:`fastq.NotReplicated` (the jobs are on the master; retry

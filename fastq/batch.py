@@ -1,7 +1,9 @@
 """One worker round trip: acknowledge what ran, hand back what won't run, claim more.
 
 Everything a worker says to Redis between two batches goes out as one pipeline
-of raw EVALSHA calls, so a batch costs one round trip however it ended.
+of raw EVALSHA calls, so a batch costs one round trip however it ended. How it
+goes out (one connection, or one per node of a Redis Cluster) is the wire's
+business (:mod:`fastq.wire`).
 """
 
 from __future__ import annotations
@@ -10,25 +12,19 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import redis
-from hiredis import pack_command
 from redis.exceptions import NoScriptError
 
 from fastq import scripts
 from fastq.contracts import ACK, ACK_TAKEN, CLAIM, RELEASE, TAKE, ClaimReply, ReleaseMode
 from fastq.keys import QueueKeys, queue_of_key
 from fastq.results import store_commands
+from fastq.wire import Wire, wire_for
 
 log = logging.getLogger("fastq.worker")
 
-# Redis ends a BLPOP whose timeout ran out only on a tick of its own clock (every
-# 1/hz s, 100 ms by default; measured: a 1 ms BLPOP returns after ~100 ms). So a
-# worker sleeping until a due job blocks until this long before it, and sleeps the
-# rest itself, looking for a wake-up token every WAKE_POLL_S.
-BLPOP_OVERSHOOT_S = 0.15
-WAKE_POLL_S = 0.005
 # Due jobs one claim promotes at most. Measured on Redis 7.0 (loopback, this 2-core
 # box): 1.3 us a job of priority 0, ~6 us a job with a priority or a retry (side-hash
 # reads and deletes, a ZADD into prio); 250 keeps a claim well under 5 ms while a
@@ -162,7 +158,8 @@ class Claim:
 
 # A peek at a queue: plain reads of what its claim would look at first (ready jobs,
 # the earliest scheduled one, the paused flag), a few microseconds of Redis where an
-# empty claim call costs several times that.
+# empty claim call costs several times that; after one TIME for every queue (one
+# Redis), or one TIME each (a cluster: each queue's own node's clock).
 PEEK_COMMANDS = 3
 
 
@@ -216,8 +213,12 @@ class Request:
                 RELEASE.parse(reply).log_buried(log, queue_of_key(keys[0]))
         n_claims = len(self.claim_queues)
         if self.peek_queues:
-            at = len(replies) - n_claims - 1 - PEEK_COMMANDS * len(self.peek_queues)
-            self.peeked = _first_with_work(self.peek_queues, replies[at : len(replies) - n_claims])
+            one_clock = self.round_trip.wire.one_clock
+            step = PEEK_COMMANDS + (not one_clock)
+            at = len(replies) - n_claims - one_clock - step * len(self.peek_queues)
+            self.peeked = _first_with_work(
+                self.peek_queues, replies[at : len(replies) - n_claims], one_clock
+            )
         if not n_claims:
             return []
         return [
@@ -226,16 +227,27 @@ class Request:
         ]
 
 
-def _first_with_work(queues: Sequence[str], replies: list[Any]) -> Optional[str]:
+def _ms(time_reply: Any) -> int:
+    seconds, micros = time_reply
+    return int(seconds) * 1000 + int(micros) // 1000
+
+
+def _first_with_work(
+    queues: Sequence[str], replies: list[Any], one_clock: bool = True
+) -> Optional[str]:
     """The first of ``queues`` whose peek shows work a claim would take: ready or
     prioritised jobs, or a scheduled job already due (Redis' clock, from the TIME
-    that starts the peek), and not paused."""
-    seconds, micros = replies[0]
-    now_ms = int(seconds) * 1000 + int(micros) // 1000
+    that starts the peek, or each queue's own), and not paused."""
+    if one_clock:
+        now_ms, at, step = _ms(replies[0]), 1, PEEK_COMMANDS
+    else:
+        now_ms, at, step = 0, 0, PEEK_COMMANDS + 1
     for i, queue in enumerate(queues):
-        waiting, first_scheduled, paused = replies[
-            1 + PEEK_COMMANDS * i : 1 + PEEK_COMMANDS * (i + 1)
-        ]
+        start = at + step * i
+        if not one_clock:
+            now_ms = _ms(replies[start])
+            start += 1
+        waiting, first_scheduled, paused = replies[start : start + PEEK_COMMANDS]
         due = False
         if first_scheduled:  # [[id, score]] (RESP3) or [id, score] (RESP2)
             first = first_scheduled[0]
@@ -247,23 +259,24 @@ def _first_with_work(queues: Sequence[str], replies: list[Any]) -> Optional[str]
 
 
 class RoundTrip:
-    """Builds a worker's pipelined script calls and sends them on the worker's own
-    connection, so that a request can be written now and its replies read later."""
+    """Builds a worker's pipelined script calls and sends them on its wire (one
+    connection of the worker's own, or one per node of a cluster), so that a
+    request can be written now and its replies read later."""
 
     def __init__(
         self,
-        client: redis.Redis,
+        connect: Callable[[], redis.Redis],
         worker_id: str,
         queues: list[str],
         namespace: str,
         *,
+        cluster: bool = False,
         lease_ms: int,
         dead_max_age_ms: int,
         dead_max_len: int,
         max_stalls: int,
         promote_max: int = PROMOTE_MAX,
     ) -> None:
-        self.client = client
         self.worker_id = worker_id
         self.keys = {q: QueueKeys(namespace, q) for q in queues}
         self.lease_ms = lease_ms
@@ -275,64 +288,38 @@ class RoundTrip:
         self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._ack_taken_keys = {q: ACK_TAKEN.keys_for(k) for q, k in self.keys.items()}
-        # ours alone, outside the pool: replies are read in the order requests went out
-        # (typed Any: redis-py's Connection methods carry no annotations)
-        self._conn: Any = client.connection_pool.make_connection()
-        # a claim went out (or may have): the worker may hold leases in Redis
-        self.may_hold_leases = False
+        wake_keys = [k.wake for k in self.keys.values()]
+        self.wire: Wire = wire_for(connect, wake_keys, cluster=cluster)
+
+    @property
+    def client(self) -> redis.Redis:
+        """The worker's client, for calls outside its round trips (on a cluster
+        made at first use: reading it may raise as a Redis call does)."""
+        return self.wire.client
+
+    @property
+    def may_hold_leases(self) -> bool:
+        """A claim went out (or may have): the worker may hold leases in Redis."""
+        return self.wire.may_hold_leases
 
     def close(self) -> None:
-        self._conn.disconnect()
-        self.client.close()
+        self.wire.close()
 
     # -- the wire ----------------------------------------------------------------------
 
     def write(self, commands: list[scripts.Command]) -> None:
-        try:
-            # hiredis packs a whole call in C; redis-py's wrapper around it
-            # inspects every argument in Python first (a tenth of a worker's CPU)
-            packed = b"".join(
-                [pack_command(tuple(script.args(keys, argv))) for script, keys, argv in commands]
-            )
-            self._conn.connect()  # a refused connection sent nothing
-            if not self.may_hold_leases:
-                self.may_hold_leases = any(c[0] is CLAIM.script for c in commands)
-            self._conn.send_packed_command([packed])
-        except BaseException:
-            self._conn.disconnect()
-            raise
+        self.wire.write(commands)
 
     def read(self, n: int) -> list[Any]:
         """Read n replies; a script's error is returned in its place, not raised."""
-        replies: list[Any] = []
-        try:
-            for _ in range(n):
-                try:
-                    replies.append(self._conn.read_response())
-                except redis.ResponseError as exc:
-                    replies.append(exc)
-        except BaseException:
-            # a lost connection, or a signal mid-reply: the rest may still arrive
-            # later on this socket, so it is never used again
-            self._conn.disconnect()
-            raise
-        return replies
+        return self.wire.read(n)
 
     def replied(self) -> bool:
-        """Are there reply bytes waiting to be read (a poll, no read)? False on a
-        closed or failed connection: the read that follows says what went wrong."""
-        conn = self._conn
-        if conn._sock is None:
-            return False
-        try:
-            return bool(conn._parser.can_read(0))
-        except (OSError, redis.RedisError):
-            return False
+        """Are there reply bytes waiting to be read (a poll, no read)?"""
+        return self.wire.replied()
 
     def load_scripts(self) -> None:
-        for script in scripts.ALL:
-            self._conn.send_command("SCRIPT", "LOAD", script.source)
-        self.read(len(scripts.ALL))
+        self.wire.load_scripts()
 
     # -- requests ------------------------------------------------------------------------
 
@@ -379,9 +366,13 @@ class RoundTrip:
                 argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)
                 commands.append(RELEASE.command(self._release_keys[queue], argv))
         if peek:
-            commands.append((scripts.PLAIN, (), ("TIME",)))
+            one_clock = self.wire.one_clock
+            if one_clock:
+                commands.append((scripts.PLAIN, (), ("TIME",)))
             for queue in peek:
                 k = self.keys[queue]
+                if not one_clock:  # TIME on the queue's node
+                    commands.append((scripts.ON_NODE_OF, (k.ready,), ("TIME",)))
                 commands.append((scripts.PLAIN, (), ("EXISTS", k.ready, k.prio)))
                 commands.append((scripts.PLAIN, (), ("ZRANGE", k.scheduled, 0, 0, "WITHSCORES")))
                 commands.append((scripts.PLAIN, (), ("HGET", k.settings, "paused")))
@@ -404,22 +395,10 @@ class RoundTrip:
     def wait_for_work(self, timeout_s: float) -> bool:
         """Block until a wake-up token comes (a job was enqueued or promoted on one
         of the queues) or ``timeout_s`` passes, to within a millisecond: a worker
-        sleeping until a due job starts it on time.
+        sleeping until a due job starts it on time. A wait cut short by a signal
+        leaves no blocked command behind.
 
         Returns:
             Whether a token came.
         """
-        deadline = time.monotonic() + timeout_s
-        wake_keys = [k.wake for k in self.keys.values()]
-        blocking_s = timeout_s - BLPOP_OVERSHOOT_S
-        if blocking_s > 0 and self.client.blpop(wake_keys, timeout=blocking_s) is not None:
-            return True
-        while True:
-            if self.client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT"):  # type: ignore[no-untyped-call]
-                return True
-            left_s = deadline - time.monotonic()
-            if left_s <= 0:
-                return False
-            time.sleep(min(left_s, WAKE_POLL_S))
-            if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
-                return False
+        return self.wire.wait_for_work(timeout_s)

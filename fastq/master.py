@@ -203,16 +203,18 @@ class Master:
     def load_scripts(self) -> None:
         """Load the Lua scripts before forking, so that N children do not each meet
         NOSCRIPT and load them at once. Best effort: a child reloads them if needed."""
-        client = self.app.new_client(
-            retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
-        )
+        client = None
         try:
+            # a cluster's client connects as it is made: inside the try
+            client = self.app.new_client(
+                retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
+            )
             scripts.load_all(client)
         except REDIS_ERRORS as exc:
             log.warning("master %d: Redis unavailable (%s); children will retry", self.pid, exc)
         finally:
-            # no socket of the master's is inherited by its children
-            client.close()
+            if client is not None:  # no socket of the master's is inherited by its children
+                client.close()
 
     # -- signals -------------------------------------------------------------------
 

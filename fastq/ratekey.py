@@ -99,7 +99,8 @@ class RateKey:
 
 
 class KeyGate:
-    """Reserves tokens of per-key limits for a worker, on its own client.
+    """Reserves tokens of per-key limits for a worker, on its own client
+    (``client()``: made at first use on a cluster, so it may raise).
 
     ``home(queue, key)``: the queue whose keys hold ``key``'s state for jobs of
     ``queue``; for a shard, the key's shard of its queue (one state per key,
@@ -107,7 +108,7 @@ class KeyGate:
 
     def __init__(
         self,
-        client: redis.Redis,
+        client: Callable[[], redis.Redis],
         namespace: str,
         home: Optional[Callable[[str, str], str]] = None,
     ) -> None:
@@ -131,7 +132,7 @@ class KeyGate:
         limit = rate_key.limit
         try:
             return RATE_TAKE.call(
-                self.client,
+                self.client(),
                 RATE_TAKE.keys_for(k, key),
                 RATE_TAKE.argv(limit.rate, limit.period_ms, limit.burst),
             )

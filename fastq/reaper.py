@@ -10,6 +10,7 @@ lease is taken by exactly one script call.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import threading
@@ -148,15 +149,19 @@ class Reaper:
         if self.slot is not None:
             self.slot.reset()
         beat.start()
-        client = self.app.new_client(retries=0, socket_timeout_s=30.0)
+        client: Optional[redis.Redis] = None
         log.info("reaper: sweeping every %.1fs at most", self.interval_s)
         while not self.stopping:
             if self.parent_pid is not None and os.getppid() != self.parent_pid:
                 log.warning("reaper: its master is gone, stopping")
                 break
-            # periodic jobs first: a slot is due now, a sweep can wait a few ms
-            fire_s = self.fire(client)
+            fire_s = math.inf
             try:
+                if client is None:
+                    # in the loop: a cluster's client connects as it is made
+                    client = self.app.new_client(retries=0, socket_timeout_s=30.0)
+                # periodic jobs first: a slot is due now, a sweep can wait a few ms
+                fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
             except REDIS_ERRORS as exc:
                 sleep_s = self.outage.failed(exc)
@@ -167,5 +172,6 @@ class Reaper:
                 self.outage.recovered()
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
-        client.close()
+        if client is not None:
+            client.close()
         log.info("reaper: stopped")

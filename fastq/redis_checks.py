@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from redis import exceptions as rex
 
-from fastq.errors import FastqError, RedisRefused
+from fastq import cluster
+from fastq.errors import RedisRefused
 from fastq.redis_connect import is_sentinel_url, sentinels_refusal
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
@@ -38,27 +39,25 @@ def _text(value: Any) -> str:
 
 
 def check_redis(app: App, who: str) -> None:
-    """Connect to ``app``'s Redis and warn, one line each, about what can lose jobs;
-    record the queues the app registers jobs on (see ``App.declare_queue``).
+    """Connect to ``app``'s Redis (every master of a cluster) and warn, one line
+    each, about what can lose jobs; record the queues the app registers jobs on (see
+    ``App.declare_queue``).
 
     Redis unreachable: logged once; the caller's own retries take over.
 
     Raises:
         fastq.RedisRefused: Redis refused the password or the user (``WRONGPASS``,
             ``NOAUTH``): the process must not start and retry forever.
-        fastq.FastqError: Redis is a Redis Cluster, where workers do not run yet.
     """
     url = mask_url(app.redis_url)
-    if app.cluster:
-        raise FastqError(
-            f"{who}: Redis at {url} is a Redis Cluster: enqueueing and the operator "
-            "commands work on one, workers and pools do not yet (issue 15)"
-        )
-    client = app.new_client(
-        retries=0, socket_timeout_s=CHECK_TIMEOUT_S, connect_timeout_s=CHECK_TIMEOUT_S
-    )
+    client = None
     try:
-        info = client.info("server")
+        # a cluster's client connects as it is made, to read the slot map
+        client = app.new_client(
+            retries=0, socket_timeout_s=CHECK_TIMEOUT_S, connect_timeout_s=CHECK_TIMEOUT_S
+        )
+        nodes = _nodes(url, client)
+        infos = [(where, node, node.info("server")) for where, node in nodes]
     except REDIS_ERRORS as exc:
         fault = classify(exc)
         if fault is Fault.DENIED:
@@ -76,14 +75,26 @@ def check_redis(app: App, who: str) -> None:
                     "sentinel_username and sentinel_password in the URL",
                 ) from None
         log.warning("%s: cannot check Redis at %s now (%s); will retry", who, url, exc)
-        client.close()
+        if client is not None:
+            client.close()
         return
     try:
-        _check_version(who, url, _text(info.get("redis_version", "")))
-        _check_config(who, url, client)
+        for where, node, info in infos:
+            _check_version(who, where, _text(info.get("redis_version", "")))
+            _check_config(who, where, node)
         _announce_queues(who, app, client)
     finally:
         client.close()
+
+
+def _nodes(url: str, client: Any) -> list[tuple[str, Any]]:
+    """What to check, and how to name it: the Redis, or each master of a cluster."""
+    if not cluster.is_cluster(client):
+        return [(url, client)]
+    return [
+        (f"{url} (master {node.name})", client.get_redis_connection(node))
+        for node in client.get_primaries()  # type: ignore[no-untyped-call]
+    ]
 
 
 def _announce_queues(who: str, app: App, client: Any) -> None:

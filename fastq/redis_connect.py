@@ -246,8 +246,8 @@ def new_client(
     if cluster or is_cluster_url(url):
         options.pop("retry")
         nodes = new_cluster_client(parse_cluster_url(url), retry=retry, **options)
-        # the same commands as a Redis; typed as one until the worker side learns
-        # the cluster (issue 15)
+        # the same commands as a Redis: typed as one (what tells them apart is
+        # fastq.cluster.is_cluster)
         return cast(redis.Redis, nodes)
     if not is_sentinel_url(url):
         return redis.Redis.from_url(url, **options)

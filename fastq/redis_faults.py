@@ -9,7 +9,10 @@ fault                     replies                                          polic
 ========================  ===============================================  ===========
 ``UNAVAILABLE``           refused/reset/lost connection, timeout,          back off,
                           ``LOADING``, ``READONLY``, ``MASTERDOWN``,       retry
-                          ``CLUSTERDOWN``, ``TRYAGAIN``, ``UNBLOCKED``
+                          ``CLUSTERDOWN``, ``TRYAGAIN``, ``UNBLOCKED``;
+                          on a cluster: a slot not covered, no node
+                          reachable, ``MOVED`` in a worker's round trip
+                          (:class:`fastq.cluster_wire.SlotMoved`)
 ``BUSY``                  ``BUSY`` (a script or module runs too long)      back off, retry
 ``OUT_OF_MEMORY``         ``OOM``                                          back off, retry
 ``NO_SCRIPT``             ``NOSCRIPT`` (flushed, or a fresh server)        reload, resend
@@ -58,6 +61,7 @@ _BY_TYPE: tuple[tuple[type[BaseException], Fault], ...] = (
     (rex.ReadOnlyError, Fault.UNAVAILABLE),  # a demoted master: the new one is coming
     (rex.ClusterDownError, Fault.UNAVAILABLE),  # MASTERDOWN too
     (rex.TryAgainError, Fault.UNAVAILABLE),
+    (rex.SlotNotCoveredError, Fault.UNAVAILABLE),  # no master for a slot (yet)
     (rex.ConnectionError, Fault.UNAVAILABLE),  # LOADING too (BusyLoadingError)
     (rex.TimeoutError, Fault.UNAVAILABLE),
     (ConnectionError, Fault.UNAVAILABLE),  # the OS's, and fastq.RedisUnavailable
@@ -82,11 +86,19 @@ _BY_CODE = {
 }
 
 
+# redis-py's cluster client raises these (not RedisErrors) when it cannot read the
+# slot map: no node it knows answers, or the masters that answer do not cover every
+# slot (a failover under way). Its other RedisClusterExceptions are misuse: bugs.
+_CLUSTER_UNREACHABLE = ("Redis Cluster cannot be connected", "All slots are not covered")
+
+
 def classify(exc: BaseException) -> Optional[Fault]:
     """The fault ``exc`` reports, or None when it is no fault of Redis (a bug)."""
     for kind, fault in _BY_TYPE:
         if isinstance(exc, kind):
             return fault
+    if isinstance(exc, rex.RedisClusterException):
+        return Fault.UNAVAILABLE if str(exc).startswith(_CLUSTER_UNREACHABLE) else None
     if isinstance(exc, rex.ResponseError):
         words = str(exc).split(maxsplit=1)
         code = getattr(exc, "status_code", None) or (words[0] if words else "")
@@ -94,8 +106,14 @@ def classify(exc: BaseException) -> Optional[Fault]:
     return None
 
 
-# What the retrying processes catch: every Redis error, classified afterwards.
-REDIS_ERRORS: tuple[type[BaseException], ...] = (redis.RedisError, ConnectionError, TimeoutError)
+# What the retrying processes catch: every Redis error, classified afterwards
+# (redis-py's cluster errors about the slot map are no RedisError).
+REDIS_ERRORS: tuple[type[BaseException], ...] = (
+    redis.RedisError,
+    rex.RedisClusterException,
+    ConnectionError,
+    TimeoutError,
+)
 
 
 def backoff_s(failures: int, fault: Fault, *, base_s: float = 0.1, cap_s: float = 5.0) -> float:

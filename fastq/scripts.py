@@ -23,7 +23,7 @@ from redis.exceptions import NoScriptError
 
 from fastq import cluster
 
-Command = tuple[Union["Script", "Plain"], Sequence[Any], Sequence[Any]]
+Command = tuple[Union["Script", "Plain", "OnNodeOf"], Sequence[Any], Sequence[Any]]
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,20 @@ class Plain:
 
 
 PLAIN = Plain()
+
+
+@dataclass(frozen=True)
+class OnNodeOf:
+    """A plain command without a key (``TIME``) in a worker's round trip, sent on a
+    cluster to the node of its KEYS' first key: its KEYS only route it."""
+
+    name: str = "on-node-of"
+
+    def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
+        return list(argv)
+
+
+ON_NODE_OF = OnNodeOf()
 
 # Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
 NAMES = (

@@ -61,6 +61,8 @@ FLUSH_PATIENCE_S = 1.5
 LEASE_CALL_TIMEOUT_S = 2.0
 # With jobs in flight and the queues empty, a worker looks for new work this often.
 BUSY_POLL_S = 0.1
+# The read of the queues' shard counts at start times out within this.
+CHECK_TIMEOUT_S = 5.0
 
 
 class RedisGaveUp(FastqError):
@@ -261,35 +263,13 @@ class Worker:
         self.quiet = True
 
     def init_process(self) -> None:
-        """Per-process set-up, after any fork: connections, signals, heartbeat."""
+        """Per-process set-up, after any fork: signals, heartbeat, then the queues'
+        shards (from Redis, waited for) and the connections."""
         if self.worker_id is None:
             self.worker_id = default_worker_id()
         self._registry = dict(self.app.registry)
         self._outage = Outage(f"worker {self.worker_id}", log)
         logs.set_process_field("worker", str(self.worker_id))
-        # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
-        # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
-        # socket could still be run by Redis after the worker has moved on.
-        client = self.app.new_client(
-            retries=0, socket_timeout_s=self.lease_ms / 1000 + self.idle_timeout_s
-        )
-        self.layout = layout = QueueLayout(self.queues, self._shard_counts(client))
-        for name in layout.physical:
-            self.sizers.alias(name, layout.logical[layout.index_of[name]])
-        self._rt = RoundTrip(
-            client,
-            self.worker_id,
-            layout.physical,
-            self.app.namespace,
-            lease_ms=self.lease_ms,
-            dead_max_age_ms=self.app.dead_max_age_ms,
-            dead_max_len=self.app.dead_max_len,
-            max_stalls=self.app.max_stalls,
-        )
-        self._pump = Pump(self._rt, layout.physical, self._outage)
-        self.runner.gate = KeyGate(client, self.app.namespace, layout.rate_home)
-        if any(job.at_most_once for job in self._registry.values()):
-            self._at_most_once = AtMostOnce(self._rt, self.runner, f"worker {self.worker_id}")
         self.governor.open()  # here: it measures this (the main) thread
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
@@ -307,38 +287,80 @@ class Worker:
             parent_pid=self.parent_pid,
             watch=self.slots.watch,
         )
+        # beating before the shards are read: a child that waits for Redis at boot
+        # is alive, not hung
         self._heartbeat.start()
+        try:
+            self._open_queues(self._shard_counts())
+        except BaseException:
+            self._heartbeat.stop()
+            self.slots.close({})
+            raise
+        for hook in self.app.hooks.worker_start:
+            hook()
+
+    def _open_queues(self, shard_counts: dict[str, int]) -> None:
+        """The queues in Redis this worker serves (:class:`fastq.layout.QueueLayout`)
+        and what talks to them: the round trip, the pump, the lease keeper."""
+        self.layout = layout = QueueLayout(self.queues, shard_counts)
+        for name in layout.physical:
+            self.sizers.alias(name, layout.logical[layout.index_of[name]])
+        # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
+        # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
+        # socket could still be run by Redis after the worker has moved on.
+        socket_timeout_s = self.lease_ms / 1000 + self.idle_timeout_s
+        self._rt = rt = RoundTrip(
+            lambda: self.app.new_client(retries=0, socket_timeout_s=socket_timeout_s),
+            str(self.worker_id),
+            layout.physical,
+            self.app.namespace,
+            cluster=self.app.cluster,
+            lease_ms=self.lease_ms,
+            dead_max_age_ms=self.app.dead_max_age_ms,
+            dead_max_len=self.app.dead_max_len,
+            max_stalls=self.app.max_stalls,
+        )
+        self._pump = Pump(rt, layout.physical, self._outage)
+        self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
+        if any(job.at_most_once for job in self._registry.values()):
+            self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")
         call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
         self._leases = LeaseKeeper(
             lambda: self.app.new_client(
                 retries=0, socket_timeout_s=call_timeout_s, connect_timeout_s=call_timeout_s
             ),
-            self.worker_id,
-            list(self._rt.keys.values()),
+            str(self.worker_id),
+            list(rt.keys.values()),
             self.lease_ms,
             self.progress,
         )
         self._leases.start()
-        for hook in self.app.hooks.worker_start:
-            hook()
 
-    def _shard_counts(self, client: Any) -> dict[str, int]:
+    def _shard_counts(self) -> dict[str, int]:
         """The shard count of each queue served (:mod:`fastq.shards`): Redis' record,
-        with the app's declarations written to it. Waited for while Redis is away:
-        without it the worker cannot know which queues in Redis to serve.
+        with the app's declarations written to it. Waited for while Redis is away
+        (a stop signal ends the wait: then the app's own counts, for a worker that
+        only stops): without it the worker cannot know which queues to serve.
 
         Raises:
             fastq.shards.ShardCountMismatch: the app declares another count than Redis'.
             RedisGaveUp: as ``_wait_for_redis``.
         """
-        while True:
+        while not self.stopping:
+            client = None
             try:
+                # made here: a cluster's client connects as it is made
+                client = self.app.new_client(retries=0, socket_timeout_s=CHECK_TIMEOUT_S)
                 counts = self.app.shard_counts.resolve(client, self.app.namespace, self.queues)
             except REDIS_ERRORS as exc:
                 self._wait_for_redis(exc)
                 continue
+            finally:
+                if client is not None:
+                    client.close()
             self._outage.recovered()
             return counts
+        return dict(self.app.shard_counts.declared)
 
     def run(self) -> None:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
@@ -588,9 +610,7 @@ class Worker:
         if self.slot is not None:  # the master forks the rest of a pool once one waits
             self.slot.waiting_for_work(True)
         try:
-            if not self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s)):
-                # the BLPOP reply may still come: never reuse that connection
-                rt.client.connection_pool.disconnect()
+            self._wait_interruptibly(lambda: rt.wait_for_work(timeout_s))
         finally:
             if self.slot is not None:
                 self.slot.waiting_for_work(False)

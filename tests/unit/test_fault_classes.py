@@ -9,6 +9,7 @@ from redis import exceptions as rex
 from redis.sentinel import MasterNotFoundError
 
 from fastq import RedisRefused, RedisUnavailable
+from fastq.cluster_wire import SlotMoved
 from fastq.redis_faults import Fault, Outage, backoff_s, classify, for_producer
 
 
@@ -50,6 +51,22 @@ from fastq.redis_faults import Fault, Outage, backoff_s, classify, for_producer
             Fault.DENIED,
         ),
         (rex.ResponseError("NOAUTH Authentication required."), Fault.DENIED),
+        # a cluster failing over: the slot map is being rewritten
+        (SlotMoved("the slot map changed: 1234 127.0.0.1:7001"), Fault.UNAVAILABLE),
+        (rex.SlotNotCoveredError('Slot "1234" is not covered by the cluster.'), Fault.UNAVAILABLE),
+        (
+            rex.RedisClusterException(
+                "Redis Cluster cannot be connected. Please provide at least one reachable node: "
+                "Error 111 connecting to 127.0.0.1:7000. Connection refused."
+            ),
+            Fault.UNAVAILABLE,
+        ),
+        (
+            rex.RedisClusterException(
+                "All slots are not covered after query all startup_nodes. 10923 of 16384 covered..."
+            ),
+            Fault.UNAVAILABLE,
+        ),
     ],
 )
 def test_each_reply_has_its_class(exc: BaseException, fault: Fault) -> None:
@@ -62,6 +79,10 @@ def test_each_reply_has_its_class(exc: BaseException, fault: Fault) -> None:
         rex.ResponseError("ERR Error running script: claim: n must be a positive integer"),
         rex.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
         ValueError("not Redis at all"),
+        # a plain client of one cluster node: a wrong URL, not a failover
+        rex.MovedError("1234 127.0.0.1:7001"),
+        rex.ClusterCrossSlotError("Keys in request don't hash to the same slot"),
+        rex.RedisClusterException("No way to dispatch this command to Redis Cluster."),
     ],
 )
 def test_a_bug_is_not_a_fault(exc: BaseException) -> None:
