@@ -12,7 +12,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import psutil
 import pytest
@@ -25,6 +25,14 @@ from fastq.keys import shard_names
 from fastq.redis_server import RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
+
+
+@pytest.fixture
+def cluster_app(redis_cluster: Any, namespace: str) -> Iterator[fastq.App]:
+    a = fastq.App(redis_cluster.url, namespace=namespace)
+    yield a
+    a.close()
+
 
 SHARDS = 4
 
@@ -115,3 +123,42 @@ def test_a_lost_host_leases_come_back_from_every_shard(
     assert set(runs(r, app.namespace)) == set(range(n))
     stats = app.stats("q")
     assert (stats["ready"], stats["inflight"], stats["dead"]) == (0, 0, 0)
+
+
+def test_sigkill_children_mid_drain_of_a_sharded_queue_on_a_cluster(
+    redis_cluster: Any, cluster_app: fastq.App, tmp_path: Path
+) -> None:
+    """The same on a real Redis Cluster: the queue's 8 shards live on 3 masters; the
+    master's hand-backs reach every shard's own master."""
+    app = cluster_app
+    shards, batch = 8, 50
+    n = shards * 1500
+    app.declare_queue("q", shards=shards)
+    app.enqueue_many("work", [(i,) for i in range(n)], queue="q")
+    pool = Pool(
+        redis_cluster.url, app.namespace, tmp_path / "pool.log",
+        "-c", "3", "--batch", str(batch), "--lease", "300",
+    )  # fmt: skip
+    try:
+        pool.wait_children(3)
+        kills = 0
+        while app.stats("q")["processed"] < n * 0.8 and kills < 6:
+            time.sleep(0.15)
+            victims = pool.children()
+            if victims:
+                try:
+                    random.choice(victims).kill()
+                except psutil.NoSuchProcess:
+                    continue
+                kills += 1
+        wait_until(lambda: app.stats("q")["processed"] == n, 60, "the drain")
+        assert pool.stop() == 0, pool.log()
+    finally:
+        pool.kill()
+    ran = {int(k): int(v) for k, v in app.redis.hgetall(f"{app.namespace}:runs").items()}
+    assert set(ran) == set(range(n)), "a job was lost"
+    stats = app.stats("q")
+    assert (stats["processed"], stats["ready"], stats["inflight"], stats["dead"]) == (n, 0, 0, 0)
+    duplicates = sum(v - 1 for v in ran.values())
+    assert duplicates <= stats["stalled"] + stats["orphaned"] <= kills * 2 * batch
+    assert kills >= 3, "the drain ended before the test could kill anything"

@@ -5,6 +5,7 @@ come with the cluster workers.)"""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import Counter
 from typing import Iterator
@@ -89,3 +90,40 @@ def test_a_durable_blast_on_a_sharded_queue_waits_on_each_shards_master(
         assert app.stats("mailer")["ready"] == len(ids) == 4000
     finally:
         app.close()
+
+
+def test_a_worker_drains_a_sharded_queue_over_every_master(
+    redis_cluster: ClusterServer, capp: fastq.App
+) -> None:
+    """One worker serves the eight shards on three masters: every job once, every
+    shard served; a job due later in any shard is waited for; idle, it wakes for a
+    job enqueued in any shard."""
+    from conftest import drain, drain_in_thread
+
+    runs: Counter[int] = Counter()
+
+    @capp.job(queue="mailer", shards=SHARDS)
+    def send(i: int) -> None:
+        runs[i] += 1
+
+    send.enqueue_many([(i,) for i in range(SHARDS * 1000)])
+    send.enqueue_with(delay_s=0.3, job_id="later")(-1)
+    drain(capp, ["mailer"], burst_horizon_s=2.0)
+    assert runs == Counter(range(-1, SHARDS * 1000))
+    for name in shard_names("mailer", SHARDS):
+        processed = int(capp.redis.hget(capp.keys(name).stats, "processed") or 0)
+        assert processed >= 1000
+    worker, thread = drain_in_thread(capp, ["mailer"], burst=False, idle_timeout_s=5.0)
+    try:
+        time.sleep(0.3)  # idle, blocked on every shard's wake-up list
+        t0 = time.monotonic()
+        for i in range(SHARDS):
+            send.enqueue(100_000 + i)  # a shard each in turn
+        deadline = time.monotonic() + 3
+        while sum(runs.values()) < SHARDS * 1000 + 1 + SHARDS:
+            assert time.monotonic() < deadline, "an idle worker missed a wake-up"
+            time.sleep(0.005)
+        assert time.monotonic() - t0 < 1.0  # woken, not after its idle timeout
+    finally:
+        worker.stop()
+        thread.join(10)
