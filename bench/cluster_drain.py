@@ -8,6 +8,8 @@ no-op jobs queued beforehand, timed from the first job processed to the last:
               master does all the work
     cluster3  the same cluster, the N jobs spread over 3 queues, one on each master
               (``-q a,b,c``): the round trip fans out to three nodes
+    sharded3  the same cluster, one queue of 3 shards, one on each master (``-q m``):
+              one hot queue over three nodes
 
 Redis CPU is summed over the nodes (``INFO cpu``), and EVALSHA calls (claims, acks)
 counted per node, so the figures say where the time goes: client side (the pool's
@@ -28,7 +30,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -42,6 +44,7 @@ from redis.cluster import key_slot  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
 from fastq.cluster_server import ClusterServer  # noqa: E402
+from fastq.keys import shard_names  # noqa: E402
 from fastq.redis_server import RedisServer  # noqa: E402
 
 CHILDREN = 2
@@ -65,31 +68,49 @@ def node_figures(clients: list[Any]) -> list[tuple[float, int]]:
     return out
 
 
-def queues_on_masters(cluster: ClusterServer, k: int) -> list[str]:
-    """``k`` queue names, each on a different master (by CLUSTER SLOTS)."""
+def _master_of(cluster: ClusterServer) -> Callable[[str], int]:
+    """The port of the master of a queue's slot (by CLUSTER SLOTS)."""
     node = cluster.client(cluster.ports[0])
     try:
         ranges = node.execute_command("CLUSTER", "SLOTS")
     finally:
         node.close()
     owners = [(int(r[0]), int(r[1]), int(r[2][1])) for r in ranges]
+
+    def master(queue: str) -> int:
+        slot = key_slot(f"{{{queue}}}".encode())
+        return next(p for lo, hi, p in owners if lo <= slot <= hi)
+
+    return master
+
+
+def queues_on_masters(cluster: ClusterServer, k: int) -> list[str]:
+    """``k`` queue names, each on a different master (by CLUSTER SLOTS)."""
+    master = _master_of(cluster)
     found: dict[int, str] = {}
     i = 0
     while len(found) < k:
         name = f"q{i}"
-        slot = key_slot(f"{{{name}}}".encode())
-        port = next(p for lo, hi, p in owners if lo <= slot <= hi)
-        found.setdefault(port, name)
+        found.setdefault(master(name), name)
         i += 1
     return list(found.values())
 
 
+def sharded_on_masters(cluster: ClusterServer, k: int) -> str:
+    """A queue name whose ``k`` shards are each on a different master."""
+    master = _master_of(cluster)
+    i = 0
+    while len({master(name) for name in shard_names(f"m{i}", k)}) < k:
+        i += 1
+    return f"m{i}"
+
+
 def drain(
-    url: str, namespace: str, queues: list[str], n: int, clients: list[Any]
+    url: str, namespace: str, queues: list[str], n: int, clients: list[Any], shards: int = 1
 ) -> dict[str, Any]:
     app = pool_jobs.app
     app.configure(redis_url=url, namespace=namespace)
-    app.declare_queue(*queues)
+    app.declare_queue(*queues, shards=shards if shards > 1 else None)
     per_queue = [n // len(queues) + (1 if i < n % len(queues) else 0) for i in range(len(queues))]
     start = 0
     for queue, m in zip(queues, per_queue):
@@ -155,12 +176,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = p.parse_args(argv)
     drain_bar.configure(args.progress)
     n = 5_000 if args.quick and args.jobs == 100_000 else args.jobs
-    results: dict[str, list[dict[str, Any]]] = {"single": [], "cluster1": [], "cluster3": []}
+    results: dict[str, list[dict[str, Any]]] = {
+        "single": [], "cluster1": [], "cluster3": [], "sharded3": [],
+    }  # fmt: skip
     try:
         with RedisServer() as single, ClusterServer(masters=3) as cluster:
             single_clients = node_clients(None, single)
             cluster_clients = node_clients(cluster, None)
             three = queues_on_masters(cluster, 3)
+            hot = sharded_on_masters(cluster, 3)
             machine = machine_info(single_clients[0])
             print(machine_header("cluster_drain", machine), flush=True)
             for r in range(args.repeat):
@@ -172,6 +196,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                 )
                 results["cluster3"].append(
                     drain(cluster.url, f"cluster3-{r}", three, n, cluster_clients)
+                )
+                results["sharded3"].append(
+                    drain(cluster.url, f"sharded3-{r}", [hot], n, cluster_clients, shards=3)
                 )
     except BenchFailure as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
@@ -190,7 +217,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(
         f"cluster1/single {medians['cluster1'] / medians['single']:.2f}  "
         f"cluster3/single {medians['cluster3'] / medians['single']:.2f}  "
-        f"cluster3/cluster1 {medians['cluster3'] / medians['cluster1']:.2f}"
+        f"cluster3/cluster1 {medians['cluster3'] / medians['cluster1']:.2f}  "
+        f"sharded3/cluster1 {medians['sharded3'] / medians['cluster1']:.2f}"
     )
     if args.json:
         Path(args.json).write_text(

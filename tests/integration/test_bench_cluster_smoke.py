@@ -27,9 +27,12 @@ def test_cluster_bench_quick_run(tmp_path: Path) -> None:
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     report = json.loads(out.read_text())
     results = report["results"]
-    assert set(results) == {"single", "cluster1", "cluster3"}
+    assert set(results) == {"single", "cluster1", "cluster3", "sharded3"}
     three = results["cluster3"][0]
     assert len(three["queues"]) == 3 and all(r[0]["jobs"] == 2000 for r in results.values())
     # every master took claims and acks: the round trip fanned out to all three
     assert len(three["evalsha_per_node"]) == 3 and min(three["evalsha_per_node"]) > 0
     assert "cluster3/single" in proc.stdout
+    # one queue of three shards, one on each master: every master served it
+    sharded = results["sharded3"][0]
+    assert len(sharded["queues"]) == 1 and min(sharded["evalsha_per_node"]) > 0
