@@ -19,7 +19,8 @@ def validate_queue_name(name: object) -> str:
     Raises:
         TypeError: ``name`` is not a string.
         ValueError: it is empty, too long, or holds any other character (``,``,
-            ``:``, ``{``, ``}``, whitespace, control or zero-width characters).
+            ``:``, ``{``, ``}``, ``#``: the shards' names, whitespace, control or
+            zero-width characters).
     """
     return check_queue_name(name)
 

@@ -10,8 +10,8 @@ get wrong (id length and prefix, numeric priority and delay); keep both in step.
   :data:`RESERVED_PREFIX` are fastq's own (the held sets' sentinel is one).
 - **Queue names**: 1 to :data:`MAX_QUEUE_NAME_CHARS` ASCII letters, digits, ``_``,
   ``.`` and ``-``: no ``,`` (``-q a,b`` means two queues), no ``:``/``{``/``}`` (key
-  structure and the Cluster hash tag), no whitespace, control or zero-width
-  characters (look-alike queues).
+  structure and the Cluster hash tag), no ``#`` (fastq's shard names), no
+  whitespace, control or zero-width characters (look-alike queues).
 - **Namespaces**: the same characters plus ``:``.
 - **Shards** (a sharded queue, :mod:`fastq.shards`): an int of 1 to
   :data:`MAX_SHARDS` shards. ``#`` (:data:`SHARD_SEP`) is never in a user's queue
