@@ -26,6 +26,7 @@ from fastq.errors import (
     ResultNotSerializable,
     ResultTimeout,
     Retry,
+    ShardCountMismatch,
     UnknownQueue,
 )
 from fastq.introspect import JobInfo, TaggedJob, TagPage
@@ -57,6 +58,7 @@ __all__ = [
     "ResultNotSerializable",
     "ResultTimeout",
     "Retry",
+    "ShardCountMismatch",
     "TagPage",
     "TaggedJob",
     "UnknownQueue",

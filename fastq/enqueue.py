@@ -14,7 +14,14 @@ from fastq import cluster, durable, scripts
 from fastq._accel import codec
 from fastq.contracts import ENQUEUE, enqueue_extras
 from fastq.durable import Confirmation, Durability
-from fastq.errors import EnqueueError, EnqueueInterrupted, FastqError, NotReplicated, UnknownQueue
+from fastq.errors import (
+    EnqueueError,
+    EnqueueInterrupted,
+    FastqError,
+    NotReplicated,
+    ShardCountMismatch,
+    UnknownQueue,
+)
 from fastq.job import (
     ArgChecker,
     EnqueueOptions,
@@ -29,7 +36,7 @@ from fastq.limits import check_job_id
 from fastq.redis_faults import REDIS_ERRORS, Fault, classify
 from fastq.redis_url import mask_url
 from fastq.retry import Backoff, envelope_overrides
-from fastq.shards import ShardCountMismatch, ShardCounts, shard_of
+from fastq.shards import ShardCounts, shard_of
 
 # One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
 # values). A call is atomic, also against OOM (Redis refuses a script's write only when

@@ -42,6 +42,22 @@ class UnknownQueue(FastqError, ValueError):
         self.known = list(known)
 
 
+class ShardCountMismatch(FastqError, ValueError):
+    """The app declares a shard count for a queue (``shards=K``) other than the one
+    Redis records for it (``<namespace>:shards``): nothing was written. The count
+    of a queue cannot change under its producers and workers (see the README's
+    "Sharded queues" to change it)."""
+
+    def __init__(self, queue: str, declared: int, stored: int, namespace: str) -> None:
+        super().__init__(
+            f"queue {queue!r} has {stored} shard{'s' if stored > 1 else ''} in Redis "
+            f"({namespace}:shards) but this app declares shards={declared}: the count of "
+            "a queue cannot change under its producers and workers (see 'Sharded queues' "
+            "in the README to change it)"
+        )
+        self.queue, self.declared, self.stored = queue, declared, stored
+
+
 class EnqueueError(FastqError):
     """Some jobs of an ``enqueue_many`` went into Redis and others did not.
 

@@ -56,7 +56,7 @@ class ShardViews:
 
         Raises:
             TypeError, ValueError: an invalid queue name.
-            fastq.shards.ShardCountMismatch: this app declares another count.
+            fastq.ShardCountMismatch: this app declares another count.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         validate_queue_name(queue)

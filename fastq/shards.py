@@ -11,7 +11,7 @@ each with its own hash tag, so that one hot queue uses several Redis Cluster nod
   shards=K)``, ``app.declare_queue(..., shards=K)``) and read by every other
   process: a worker started with ``-q mailer``, a producer that enqueues by name,
   the CLI without ``--app``. A queue absent from it has one shard. An app that
-  declares another count than Redis' is refused (:class:`ShardCountMismatch`):
+  declares another count than Redis' is refused (``fastq.ShardCountMismatch``):
   changing K under running workers would strand jobs (see the README).
 - **Routing** (:func:`shard_of`): a job goes to the shard of its ``shard_key``, of
   its unique key (its lock lives in that shard's slot), or of the id the caller
@@ -31,26 +31,13 @@ from typing import Any, Optional
 
 import redis
 
-from fastq.errors import FastqError
+from fastq.errors import ShardCountMismatch
 from fastq.keys import QueueKeys, shard_names
 from fastq.limits import check_queue_name, check_shards
 
 # A queue that neither Redis nor the app says is sharded is taken to have one shard
 # for this long, then asked again: a queue sharded meanwhile is seen without a restart.
 UNDECLARED_TTL_S = 30.0
-
-
-class ShardCountMismatch(FastqError, ValueError):
-    """The app declares a shard count for a queue other than the one Redis records."""
-
-    def __init__(self, queue: str, declared: int, stored: int, namespace: str) -> None:
-        super().__init__(
-            f"queue {queue!r} has {stored} shard{'s' if stored > 1 else ''} in Redis "
-            f"({namespace}:shards) but this app declares shards={declared}: the count of "
-            "a queue cannot change under its producers and workers (see 'Sharded queues' "
-            "in the README to change it)"
-        )
-        self.queue, self.declared, self.stored = queue, declared, stored
 
 
 def shards_key(namespace: str) -> str:

@@ -343,7 +343,7 @@ class Worker:
         only stops): without it the worker cannot know which queues to serve.
 
         Raises:
-            fastq.shards.ShardCountMismatch: the app declares another count than Redis'.
+            fastq.ShardCountMismatch: the app declares another count than Redis'.
             RedisGaveUp: as ``_wait_for_redis``.
         """
         while not self.stopping:
