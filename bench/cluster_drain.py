@@ -203,9 +203,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except BenchFailure as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
         return 1
-    medians = {
-        name: statistics.median(r["jobs_s"] for r in runs) for name, runs in results.items()
-    }
+    medians = {name: statistics.median(r["jobs_s"] for r in runs) for name, runs in results.items()}
     print(f"\n{n:,} no-op jobs a drain, fastq pool -c {CHILDREN}, median of {args.repeat}")
     print(f"{'scenario':10} {'jobs/s':>10} {'pool µs/job':>12} {'Redis µs/job':>13}  per node")
     for name, runs in results.items():

@@ -366,7 +366,6 @@ def publish_staged(client: redis.Redis, app: fastq.App, queue: str) -> None:
     client.eval(PUBLISH_LUA, len(keys), *keys)
 
 
-
 def poll_drained(
     app: fastq.App, queue: str, n: int, pool: Pool, label: str, t0: float, shown: Any
 ) -> tuple[float, int, float]:
@@ -391,6 +390,7 @@ def poll_drained(
         pool.check_alive(label)
         next_poll += POLL_S
         time.sleep(max(0.0, next_poll - time.perf_counter()))
+
 
 def pool_drain(
     client: redis.Redis,

@@ -739,7 +739,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_pool)
 
     rp = sub.add_parser(
-        "reaper", help="return expired leases, promote due jobs, trim dead sets",
+        "reaper",
+        help="return expired leases, promote due jobs, trim dead sets",
         epilog="examples:\n  fastq reaper --app myapp\n"
         "  fastq reaper --app myapp -q mailer --interval 0.5",
     )
@@ -751,17 +752,20 @@ def build_parser() -> argparse.ArgumentParser:
     rp.set_defaults(func=cmd_reaper)
 
     pa = sub.add_parser(
-        "pause", help="stop workers claiming from a queue (jobs in hand finish)",
+        "pause",
+        help="stop workers claiming from a queue (jobs in hand finish)",
         epilog="examples:\n  fastq pause -q mailer\n  fastq pause -q mailer --namespace shop",
     )
     pa.set_defaults(func=cmd_pause)
     rs = sub.add_parser(
-        "resume", help="let workers claim from a paused queue again, at once",
+        "resume",
+        help="let workers claim from a paused queue again, at once",
         epilog="examples:\n  fastq resume -q mailer",
     )
     rs.set_defaults(func=cmd_resume)
     pu = sub.add_parser(
-        "purge", help="delete a queue's ready and scheduled jobs (never in flight)",
+        "purge",
+        help="delete a queue's ready and scheduled jobs (never in flight)",
         epilog="examples:\n  fastq purge -q mailer\n  fastq purge -q mailer --dead --broken --yes",
     )
     pu.add_argument("--dead", action="store_true", help="delete its dead jobs too")
@@ -774,7 +778,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_connection_options(flow_parser)
 
     ins = sub.add_parser(
-        "inspect", help="show one job: state, arguments, attempts, error",
+        "inspect",
+        help="show one job: state, arguments, attempts, error",
         epilog="examples:\n  fastq inspect 4xYfQiT5ez0000\n"
         "  fastq inspect 4xYfQiT5ez0000 -q mailer --json",
     )
@@ -797,7 +802,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection_options(li)
     li.set_defaults(func=cmd_limit)
     ca = sub.add_parser(
-        "cancel", help="cancel a job by id, or every job with a tag (--tag)",
+        "cancel",
+        help="cancel a job by id, or every job with a tag (--tag)",
         epilog="examples:\n  fastq cancel 4xYfQiT5ez0000\n"
         "  fastq cancel --tag campaign-42 -q mailer",
     )
@@ -805,7 +811,8 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--tag", help="cancel every live job with this tag; prints how many")
     ca.set_defaults(func=cmd_cancel)
     jo = sub.add_parser(
-        "jobs", help="list the live jobs with a tag: id, queue, state",
+        "jobs",
+        help="list the live jobs with a tag: id, queue, state",
         epilog="examples:\n  fastq jobs --tag campaign-42\n"
         "  fastq jobs --tag campaign-42 -q mailer | wc -l",
     )
@@ -817,7 +824,8 @@ def build_parser() -> argparse.ArgumentParser:
         _add_connection_options(tag_parser)
 
     pe = sub.add_parser(
-        "periodic", help="list periodic jobs with their last and next fire times",
+        "periodic",
+        help="list periodic jobs with their last and next fire times",
         epilog="examples:\n  fastq periodic --app myapp",
     )
     pe.add_argument("--app", required=True, help="module (or module:attr) of the app")
@@ -825,7 +833,8 @@ def build_parser() -> argparse.ArgumentParser:
     pe.set_defaults(func=cmd_periodic)
 
     d = sub.add_parser(
-        "demo", help="a mailing blast: enqueue 30,000 fake emails and drain them",
+        "demo",
+        help="a mailing blast: enqueue 30,000 fake emails and drain them",
         epilog="examples:\n  fastq demo\n"
         "  fastq demo --jobs 100000\n  fastq demo --redis-url redis://127.0.0.1:6379/5",
     )

@@ -171,8 +171,10 @@ class Enqueuer:
         client = self.redis
         if queue not in self._known_queues:
             key = f"{self.namespace}:queues"
-            registered = queue == "default" or queue in self._declared_queues or any(
-                job.queue == queue for job in self.registry.values()
+            registered = (
+                queue == "default"
+                or queue in self._declared_queues
+                or any(job.queue == queue for job in self.registry.values())
             )
             if registered:
                 client.sadd(key, queue)
