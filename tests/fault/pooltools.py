@@ -4,6 +4,7 @@ killed at the end)."""
 
 from __future__ import annotations
 
+import random
 import signal
 import subprocess
 import time
@@ -83,6 +84,28 @@ def wait_until(cond: Callable[[], bool], timeout_s: float, what: str) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+def kill_children_while(
+    children: Callable[[], list[psutil.Process]],
+    busy: Callable[[], bool],
+    *,
+    max_kills: int,
+    every_s: float,
+) -> int:
+    """SIGKILL a random child (of ``children()``) every ``every_s`` while ``busy()``,
+    at most ``max_kills`` times; returns how many were killed."""
+    kills = 0
+    while busy() and kills < max_kills:
+        time.sleep(every_s)
+        victims = children()
+        if victims:
+            try:
+                random.choice(victims).kill()
+            except psutil.NoSuchProcess:  # it died between the listing and the kill
+                continue
+            kills += 1
+    return kills
 
 
 def gone(proc: psutil.Process) -> bool:

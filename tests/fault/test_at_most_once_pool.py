@@ -3,13 +3,10 @@ stop never run one twice; a kill loses at most what the killed child had taken."
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Callable
 
-import psutil
 import pytest
-from pooltools import Pool, noted_runs, pools, redis_server, wait_until  # noqa: F401
+from pooltools import Pool, kill_children_while, noted_runs, pools, redis_server, wait_until  # noqa: F401
 
 import fastq
 
@@ -28,16 +25,9 @@ def test_sigkilled_children_never_run_an_at_most_once_job_twice(
     app.enqueue_many("note_once", [(i, 0.002) for i in range(n)], queue="q")
     pool = pools("-c", "2", "--batch", str(batch))
     pool.wait_children(2)
-    kills = 0
-    while app.stats("q")["ready"] > n * 0.2 and kills < 6:
-        time.sleep(0.3)
-        victims = pool.children()
-        if victims:
-            try:
-                random.choice(victims).kill()
-            except psutil.NoSuchProcess:  # it died between the listing and the kill
-                continue
-            kills += 1
+    kills = kill_children_while(
+        pool.children, lambda: app.stats("q")["ready"] > n * 0.2, max_kills=6, every_s=0.3
+    )
     wait_until(lambda: settled(app), 60, "the drain")
     assert pool.stop() == 0, pool.log()
     ran = noted_runs(pool)

@@ -10,10 +10,9 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-import psutil
 import pytest
 from clustertools import queues_on_each_master
-from pooltools import Pool, noted_runs, wait_until
+from pooltools import Pool, kill_children_while, noted_runs, wait_until
 
 import fastq
 from fastq.cluster_server import ClusterServer
@@ -46,16 +45,9 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
     )  # fmt: skip
     try:
         pool.wait_children(3)
-        kills = 0
-        while processed(capp, queues) < n * 0.8 and kills < 8:
-            time.sleep(0.15)
-            victims = pool.children()
-            if victims:
-                try:
-                    random.choice(victims).kill()
-                except psutil.NoSuchProcess:  # it died between the listing and the kill
-                    continue
-                kills += 1
+        kills = kill_children_while(
+            pool.children, lambda: processed(capp, queues) < n * 0.8, max_kills=8, every_s=0.15
+        )
         wait_until(lambda: processed(capp, queues) == n, 60, "the drain")
         assert pool.stop() == 0, pool.log()
     finally:

@@ -7,7 +7,6 @@ re-runs stay within what the killed children held.
 from __future__ import annotations
 
 import os
-import random
 import re
 import signal
 import subprocess
@@ -16,11 +15,10 @@ from pathlib import Path
 from typing import Callable
 
 import orjson
-import psutil
 import pytest
 import redis
 from conftest import fastq_cmd, subprocess_env
-from pooltools import Pool, gone, pools, redis_server, runs, wait_until  # noqa: F401
+from pooltools import Pool, gone, kill_children_while, pools, redis_server, runs, wait_until  # noqa: F401
 
 import fastq
 from fastq.redis_server import RedisServer
@@ -35,16 +33,9 @@ def test_sigkill_random_children_while_draining(
     app.enqueue_many("work", [(i,) for i in range(n)], queue="q")
     pool = pools("-c", "4", "--batch", str(batch))
     pool.wait_children(4)
-    kills = 0
-    while app.stats("q")["processed"] < n * 0.8 and kills < 15:
-        time.sleep(0.2)
-        victims = pool.children()
-        if victims:
-            try:
-                random.choice(victims).kill()
-            except psutil.NoSuchProcess:  # it died between the listing and the kill
-                continue
-            kills += 1
+    kills = kill_children_while(
+        pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=15, every_s=0.2
+    )
     wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
     assert pool.stop() == 0, pool.log()
     ran = runs(r, app.namespace)

@@ -7,18 +7,15 @@ leases are taken back by a reaper that sweeps every shard."""
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-import psutil
 import pytest
 import redis
 from conftest import fastq_cmd, subprocess_env
-from pooltools import Pool, pools, redis_server, runs, wait_until  # noqa: F401
+from pooltools import Pool, kill_children_while, pools, redis_server, runs, wait_until  # noqa: F401
 
 import fastq
 from fastq.keys import shard_names
@@ -54,16 +51,9 @@ def test_sigkill_children_while_draining_a_sharded_queue(
     # leases outlast the test: only the master's hand-backs can bring jobs back
     pool = pools("-c", "4", "--batch", str(batch), "--lease", "300")
     pool.wait_children(4)
-    kills = 0
-    while app.stats("q")["processed"] < n * 0.8 and kills < 10:
-        time.sleep(0.2)
-        victims = pool.children()
-        if victims:
-            try:
-                random.choice(victims).kill()
-            except psutil.NoSuchProcess:
-                continue
-            kills += 1
+    kills = kill_children_while(
+        pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=10, every_s=0.2
+    )
     wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
     assert pool.stop() == 0, pool.log()
     ran = runs(r, app.namespace)
@@ -141,16 +131,9 @@ def test_sigkill_children_mid_drain_of_a_sharded_queue_on_a_cluster(
     )  # fmt: skip
     try:
         pool.wait_children(3)
-        kills = 0
-        while app.stats("q")["processed"] < n * 0.8 and kills < 6:
-            time.sleep(0.15)
-            victims = pool.children()
-            if victims:
-                try:
-                    random.choice(victims).kill()
-                except psutil.NoSuchProcess:
-                    continue
-                kills += 1
+        kills = kill_children_while(
+            pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=6, every_s=0.15
+        )
         wait_until(lambda: app.stats("q")["processed"] == n, 60, "the drain")
         assert pool.stop() == 0, pool.log()
     finally:

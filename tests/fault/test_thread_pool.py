@@ -8,14 +8,11 @@ held (at most N in flight each: a child never claims more than its free threads)
 
 from __future__ import annotations
 
-import random
-import time
 from typing import Callable
 
-import psutil
 import pytest
 import redis
-from pooltools import Pool, pools, redis_server, runs, wait_until  # noqa: F401
+from pooltools import Pool, kill_children_while, pools, redis_server, runs, wait_until  # noqa: F401
 
 import fastq
 
@@ -42,16 +39,9 @@ def test_sigkill_children_with_jobs_in_threads(
     # enough stalls allowed that no job goes dead here
     pool = pools(*app_spec, "-c", "2", *options, "--batch", "20", "--max-stalls", "20")
     pool.wait_children(2)
-    kills = 0
-    while app.stats("q")["processed"] < n * 0.7 and kills < 6:
-        time.sleep(0.3)
-        victims = pool.children()
-        if victims:
-            try:
-                random.choice(victims).kill()
-            except psutil.NoSuchProcess:
-                continue
-            kills += 1
+    kills = kill_children_while(
+        pool.children, lambda: app.stats("q")["processed"] < n * 0.7, max_kills=6, every_s=0.3
+    )
     wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
     assert pool.stop() == 0, pool.log()
     ran = runs(r, app.namespace)
