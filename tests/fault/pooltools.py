@@ -4,13 +4,14 @@ killed at the end)."""
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import psutil
 import pytest
@@ -106,6 +107,43 @@ def kill_children_while(
                 continue
             kills += 1
     return kills
+
+
+def lose_host(pool: Pool, workers: list[psutil.Process]) -> None:
+    """The host is lost: the pool's master, its workers and its reaper SIGKILLed at once."""
+    assert pool.proc is not None
+    for pid in [pool.proc.pid] + [k.pid for k in workers + pool.children("reaper")]:
+        os.kill(pid, signal.SIGKILL)
+    pool.proc.wait()
+
+
+def recover_lost_host(
+    app: Any, r: redis.Redis, url: str, pools: Callable[..., Pool], n: int, leased: int
+) -> None:
+    """After ``lose_host``: a reaper of its own takes back the ``leased`` jobs of the
+    lost pool when their leases expire, then a second pool (no reaper) finishes the
+    drain. Every one of the ``n`` jobs ran; nothing is left queued, held or dead."""
+    reaper = subprocess.Popen(
+        fastq_cmd(
+            "reaper", "--app", "tests.apps.pool_jobs", "--namespace", app.namespace,
+            "--interval", "0.2",
+        ),
+        env=subprocess_env(url),
+    )  # fmt: skip
+    try:
+        wait_until(
+            lambda: app.stats("q")["stalled"] >= leased, 10, "the reaper to take back leases"
+        )
+        assert app.stats("q")["inflight"] == 0
+        second = pools("-c", "2", "--no-reaper")
+        wait_until(lambda: app.stats("q")["processed"] == n, 60, "the new pool to finish")
+        assert second.stop() == 0
+    finally:
+        reaper.terminate()
+        assert reaper.wait(timeout=10) == 0
+    assert set(runs(r, app.namespace)) == set(range(n))
+    stats = app.stats("q")
+    assert (stats["ready"], stats["inflight"], stats["dead"]) == (0, 0, 0)
 
 
 def gone(proc: psutil.Process) -> bool:

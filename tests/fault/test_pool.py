@@ -6,7 +6,6 @@ re-runs stay within what the killed children held.
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
@@ -18,7 +17,17 @@ import orjson
 import pytest
 import redis
 from conftest import fastq_cmd, subprocess_env
-from pooltools import Pool, gone, kill_children_while, pools, redis_server, runs, wait_until  # noqa: F401
+from pooltools import (  # noqa: F401
+    Pool,
+    gone,
+    kill_children_while,
+    lose_host,
+    pools,
+    recover_lost_host,
+    redis_server,
+    runs,
+    wait_until,
+)
 
 import fastq
 from fastq.redis_server import RedisServer
@@ -62,40 +71,10 @@ def test_lost_host_then_a_reaper_and_a_new_pool_finish(
     first = pools("-c", "2", "--batch", "10", "--lease", "2")
     workers = first.wait_children(2)
     wait_until(lambda: app.stats("q")["processed"] >= 50, 30, "some progress")
-    # the host is lost: master and every child die at once
-    everyone = [first.proc.pid] + [k.pid for k in workers + first.children("reaper")]
-    for pid in everyone:
-        os.kill(pid, signal.SIGKILL)
-    first.proc.wait()
+    lose_host(first, workers)
     leased = app.stats("q")["inflight"]
     assert leased > 0
-    reaper = subprocess.Popen(
-        fastq_cmd(
-            "reaper",
-            "--app",
-            "tests.apps.pool_jobs",
-            "--namespace",
-            app.namespace,
-            "--interval",
-            "0.2",
-        ),
-        env=subprocess_env(redis_server.url),
-    )
-    try:
-        wait_until(
-            lambda: app.stats("q")["stalled"] >= leased,
-            10,
-            "the reaper to take back expired leases",
-        )
-        second = pools("-c", "2", "--no-reaper")
-        wait_until(lambda: app.stats("q")["processed"] == n, 60, "the new pool to finish")
-        assert second.stop() == 0
-    finally:
-        reaper.terminate()
-        assert reaper.wait(timeout=10) == 0
-    assert set(runs(r, app.namespace)) == set(range(n))
-    stats = app.stats("q")
-    assert (stats["ready"], stats["inflight"], stats["dead"]) == (0, 0, 0)
+    recover_lost_host(app, r, redis_server.url, pools, n, leased)
 
 
 def test_sigterm_mid_drain_loses_nothing_and_runs_nothing_twice(

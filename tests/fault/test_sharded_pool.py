@@ -6,16 +6,21 @@ leases are taken back by a reaper that sweeps every shard."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
 import redis
-from conftest import fastq_cmd, subprocess_env
-from pooltools import Pool, kill_children_while, pools, redis_server, runs, wait_until  # noqa: F401
+from pooltools import (  # noqa: F401
+    Pool,
+    kill_children_while,
+    lose_host,
+    pools,
+    recover_lost_host,
+    redis_server,
+    runs,
+    wait_until,
+)
 
 import fastq
 from fastq.keys import shard_names
@@ -80,39 +85,11 @@ def test_a_lost_host_leases_come_back_from_every_shard(
     first = pools("-c", "4", "--batch", "5", "--lease", "2")
     workers = first.wait_children(4)
     wait_until(lambda: app.stats("q")["processed"] >= 50, 30, "some progress")
-    everyone = [first.proc.pid] + [k.pid for k in workers + first.children("reaper")]
-    for pid in everyone:
-        os.kill(pid, signal.SIGKILL)
-    first.proc.wait()
+    lose_host(first, workers)
     leased = app.stats("q")["inflight"]
     holding = [name for name in shard_names("q", SHARDS) if r.zcard(app.keys(name).leases)]
     assert leased > 0 and len(holding) >= 2, holding
-    reaper = subprocess.Popen(
-        fastq_cmd(
-            "reaper",
-            "--app",
-            "tests.apps.pool_jobs",
-            "--namespace",
-            app.namespace,
-            "--interval",
-            "0.2",
-        ),  # fmt: skip
-        env=subprocess_env(redis_server.url),
-    )
-    try:
-        wait_until(
-            lambda: app.stats("q")["stalled"] >= leased, 10, "the reaper to take back leases"
-        )
-        assert app.stats("q")["inflight"] == 0
-        second = pools("-c", "2", "--no-reaper")
-        wait_until(lambda: app.stats("q")["processed"] == n, 60, "the new pool to finish")
-        assert second.stop() == 0
-    finally:
-        reaper.terminate()
-        assert reaper.wait(timeout=10) == 0
-    assert set(runs(r, app.namespace)) == set(range(n))
-    stats = app.stats("q")
-    assert (stats["ready"], stats["inflight"], stats["dead"]) == (0, 0, 0)
+    recover_lost_host(app, r, redis_server.url, pools, n, leased)
 
 
 def test_sigkill_children_mid_drain_of_a_sharded_queue_on_a_cluster(
