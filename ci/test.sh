@@ -11,7 +11,7 @@ PY="$VENV/bin/python"
 "$PY" -m mypy fastq
 
 status=0
-"$PY" -m pytest -q -p no:cacheprovider "$@" || status=$?
+"$PY" -m pytest -q -p no:cacheprovider --durations=25 "$@" || status=$?
 if [ "$status" -eq 0 ] && [ $# -eq 0 ]; then
   # the pure-Python reference codec must pass the behaviour tests too
   FASTQ_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider \
