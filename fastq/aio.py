@@ -30,7 +30,7 @@ from fastq import context
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
-from fastq.inflight import WAIT_TICK_S, wait_for_free
+from fastq.inflight import WAIT_TICK_S, Finished, wait_for_free
 from fastq.metrics import counted
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
@@ -71,7 +71,7 @@ class _Flight:
         self.ran_s = 0.0  # how long it ran (measured with one slot)
 
 
-class AsyncRunner:
+class AsyncRunner(Finished):
     """Runs the ``async def`` jobs of a worker, up to ``concurrency`` at once.
 
     Args:
@@ -196,20 +196,6 @@ class AsyncRunner:
             self._loop.call_soon_threadsafe(self._start_all, flights, queue_index)
         return rest
 
-    def collect(self, pending: dict[str, Outcomes]) -> int:
-        with self._cond:
-            if not self._finished_n:
-                return 0
-            finished, self._finished = self._finished, {}
-            n, self._finished_n = self._finished_n, 0
-        progress = self.progress
-        for queue, out in finished.items():
-            if out.progress_ended and progress is not None:
-                # said ended here, not on the loop: this waits for a send in flight
-                out.progress_ended = progress.ended(queue, out.progress_ended)
-            pending[queue].merge(out)
-        return n
-
     def measured(self) -> tuple[float, int]:
         """With one slot, the batch sizer sizes the claims: it measures the jobs
         run one after another here as it does the batches the worker runs."""
@@ -217,26 +203,6 @@ class AsyncRunner:
             ran = self._ran_s, self._ran_n
             self._ran_s, self._ran_n = 0.0, 0
         return ran
-
-    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while not self._finished_n and self._in_flight and not stopping():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(min(left, WAIT_TICK_S))
-
-    def drain(self, pending: dict[str, Outcomes]) -> int:
-        if self._in_flight:
-            log.info(
-                "worker %s: stopping; waiting for %d jobs in flight",
-                self.worker_id(), self._in_flight,
-            )  # fmt: skip
-        with self._cond:
-            while self._in_flight:
-                self._cond.wait(WAIT_TICK_S)
-        return self.collect(pending)
 
     def close(self, pending: dict[str, Outcomes]) -> int:
         loop, thread = self._loop, self._thread

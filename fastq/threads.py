@@ -32,7 +32,7 @@ from fastq import context
 from fastq.batch import Outcomes
 from fastq.errors import Fail, JobTimeout, Retry
 from fastq.heartbeat import HeartbeatSlot
-from fastq.inflight import WAIT_TICK_S, wait_for_free
+from fastq.inflight import Finished, wait_for_free
 from fastq.metrics import counted
 from fastq.runner import Runnable, SyncRunner
 from fastq.settle import settle_failure
@@ -61,7 +61,7 @@ class _Flight:
         self.record = -1  # the master's record it holds while it runs (-1: none)
 
 
-class ThreadRunner:
+class ThreadRunner(Finished):
     """Runs the sync jobs of a worker in ``threads`` threads.
 
     Args:
@@ -78,6 +78,7 @@ class ThreadRunner:
             thread): the worker stops claiming, drains and exits.
     """
 
+    _where = "in threads"
     may_claim_ahead = False
     beats_itself = False
     watch: Optional[Callable[[], None]] = None
@@ -177,41 +178,8 @@ class ThreadRunner:
                 self._todo.put(flight)
         return rest
 
-    def collect(self, pending: dict[str, Outcomes]) -> int:
-        with self._cond:
-            if not self._finished_n:
-                return 0
-            finished, self._finished = self._finished, {}
-            n, self._finished_n = self._finished_n, 0
-        progress = self.progress
-        for queue_name, out in finished.items():
-            if out.progress_ended and progress is not None:
-                out.progress_ended = progress.ended(queue_name, out.progress_ended)
-            pending[queue_name].merge(out)
-        return n
-
     def measured(self) -> tuple[float, int]:
         return 0.0, 0  # it claims its free threads: the batch sizer is not asked
-
-    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while not self._finished_n and self._in_flight and not stopping():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(min(left, WAIT_TICK_S))
-
-    def drain(self, pending: dict[str, Outcomes]) -> int:
-        if self._in_flight:
-            log.info(
-                "worker %s: stopping; waiting for %d jobs in threads",
-                self.worker_id(), self._in_flight,
-            )  # fmt: skip
-        with self._cond:
-            while self._in_flight:
-                self._cond.wait(WAIT_TICK_S)
-        return self.collect(pending)
 
     def close(self, pending: dict[str, Outcomes]) -> int:
         """Hand back what has not finished: those not started as unstarted, the
