@@ -50,6 +50,10 @@ class RedisServer:
             )
         self.executable = path
         self.port = port or free_port()
+        # a port picked here may be taken by another process before the server binds
+        # it (tests run side by side): start() then picks another
+        self._port_is_ours = port is None
+        self._ports_tried = 1
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
         self.dir = tempfile.mkdtemp(prefix="fastq-redis-")
@@ -81,17 +85,32 @@ class RedisServer:
         password = self._password()
         while True:
             try:
-                client = redis.Redis(port=self.port, password=password, socket_connect_timeout=0.2)
+                client = redis.Redis(
+                    port=self.port,
+                    password=password,
+                    socket_connect_timeout=0.2,
+                    socket_timeout=2.0,
+                )
                 client.ping()
                 client.close()
+                self._port_is_ours = False  # restart() keeps the port it has now
                 return self
             except redis.ConnectionError:
+                if self.process.poll() is not None and self._lost_the_port_race():
+                    self.port = free_port()
+                    return self.start(timeout_s)
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
                     raise RuntimeError(
                         f"{self.executable} did not start on port {self.port}: {self.log_tail()}"
                     ) from None
                 time.sleep(0.02)
+
+    def _lost_the_port_race(self) -> bool:
+        if not self._port_is_ours or self._ports_tried >= 5:
+            return False
+        self._ports_tried += 1
+        return "Address already in use" in self.log_tail()
 
     def _password(self) -> Optional[str]:
         if "--requirepass" in self.extra_args:
