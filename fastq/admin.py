@@ -144,35 +144,29 @@ class Admin(ShardViews):
             burst: an int within 1..1,000,000; default: the jobs of 50 ms at this
                 rate, at least 1 (1 for 14/s, 5 for 100/s). 1: strictly evenly spaced.
 
-        A sharded queue takes no limit (``rate=None`` lifts one on every shard):
-        its shards live on different Redis nodes, and a limit checked inside each
-        shard's claim cannot share one state with the others. A limit across its
-        shards is a per-key limit with a constant key (``@app.job(...,
-        rate_key="mailer", rate=100)``): one state, in one shard.
+        A sharded queue's limit is the whole queue's, split evenly: each of its K
+        shards (on other Redis nodes, with no state in common) lets ``rate / K``
+        start per period, ``burst // K`` at once (at least 1). The queue reaches
+        the whole rate while every shard has work (producers spread a blast
+        evenly); a shard that runs dry leaves its share unused. A limit
+        exact whatever the spread is a per-key limit with a constant key
+        (``@app.job(..., rate_key="mailer", rate=100)``: one state, one round trip
+        more per batch).
 
         Raises:
             TypeError, ValueError: a bad rate, period or burst, an invalid or
-                unknown queue, or a limit on a sharded queue; nothing is written then.
+                unknown queue; nothing is written then.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         limit = None if rate is None else check_rate_limit(rate, per_s, burst)
         with self._producer_call():
             shards = self._known_queue(queue)
-            if limit is not None and len(shards) > 1:
-                raise ValueError(
-                    f"queue {queue!r} is sharded ({len(shards)} shards): it takes no rate "
-                    "limit of the whole queue (each shard's claim would need one shared "
-                    "state, on another Redis node); a per-key limit with a constant key "
-                    f"limits it across its shards: @app.job(queue={queue!r}, "
-                    f"rate_key={queue!r}, rate={rate})"
-                )
             for keys in shards:
-                flow.set_rate_limit(self.redis, keys, limit)
+                flow.set_rate_limit(self.redis, keys, limit, len(shards))
 
     def rate_limit(self, queue: str) -> Optional[RateLimit]:
         """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
-        None when it has none (of a sharded queue: its shard 0's, one it had before
-        it was sharded).
+        None when it has none (of a sharded queue: the whole queue's).
 
         Raises:
             TypeError, ValueError: an invalid queue name.

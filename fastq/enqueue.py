@@ -70,6 +70,27 @@ def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
     return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
 
 
+def _runs(at: Sequence[int], chunk: int) -> list[Sequence[int]]:
+    """``at`` in runs of at most ``chunk`` (one script call each)."""
+    return [at[lo : lo + chunk] for lo in range(0, len(at), chunk)]
+
+
+def _even_runs(n: int, shards: int) -> list[range]:
+    """Jobs 0..n-1 in ``shards`` contiguous runs whose sizes differ by one at most.
+
+    Fresh ids are spread evenly rather than a chunk per shard in turn: a blast of
+    any size then gives every shard (every node) the same share to drain, and a
+    sharded queue's rate limit, split evenly over its shards, runs at its whole
+    rate until the blast is nearly done."""
+    base, extra = divmod(n, shards)
+    out, lo = [], 0
+    for s in range(shards):
+        hi = lo + base + (1 if s < extra else 0)
+        out.append(range(lo, hi))
+        lo = hi
+    return out
+
+
 def _call_unique_key(name: str, call: Any) -> str:
     """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
     if isinstance(call, dict):
@@ -214,24 +235,28 @@ class Enqueuer:
         chunk goes to. One shard: runs of ``chunk`` jobs. Sharded: every job to the
         shard of its ``route_keys`` entry (a unique key, or an id the caller chose,
         so that enqueueing it again finds it), or all to ``shard_key``'s, or fresh
-        ids a chunk per shard in turn (round-robin, one script call each)."""
-        runs = [range(lo, min(lo + chunk, n)) for lo in range(0, n, chunk)]
+        ids spread evenly (:func:`_even_runs`)."""
         if shards == 1:
-            return [(queue, run) for run in runs]
+            return [(queue, run) for run in _runs(range(n), chunk)]
         names = shard_names(queue, shards)
         if options.shard_key is not None:
             home = names[shard_of(options.shard_key, shards)]
-            return [(home, run) for run in runs]
+            return [(home, run) for run in _runs(range(n), chunk)]
         if route_keys is None:
-            first = self.shard_counts.next_turn(len(runs))
-            return [(names[(first + c) % shards], run) for c, run in enumerate(runs)]
+            used = min(n, shards)
+            first = self.shard_counts.next_turn(used)
+            return [
+                (names[(first + s) % shards], run)
+                for s, share in enumerate(_even_runs(n, used))
+                for run in _runs(share, chunk)
+            ]
         by_shard: dict[int, list[int]] = {}
         for i, key in enumerate(route_keys):
             by_shard.setdefault(shard_of(key, shards), []).append(i)
         return [
-            (names[shard], at[lo : lo + chunk])
+            (names[shard], run)
             for shard, at in sorted(by_shard.items())
-            for lo in range(0, len(at), chunk)
+            for run in _runs(at, chunk)
         ]
 
     def _send(
@@ -430,7 +455,8 @@ class Enqueuer:
                 ...  # once Redis has room (or is back)
                 ids = app.enqueue_many("send_email", calls, job_ids=exc.ids)
 
-        On a sharded queue, fresh ids go a chunk per shard in turn; ids given
+        On a sharded queue, fresh ids are spread evenly over the shards (each
+        shard a contiguous share, starting at the next shard in turn); ids given
         (``job_ids``) and unique jobs each to their own key's shard, so that a
         retry finds them; all to ``shard_key``'s shard when it is given.
 

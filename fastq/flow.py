@@ -7,9 +7,10 @@ deletes the field and pushes the queue's wake-up token in one transaction, so
 the idle workers claim again at once. Jobs held by workers are untouched by
 both: they finish and are acknowledged as usual.
 
-A rate limit is four fields of the same hash, read by the same HMGET in the claim:
-``rate``, ``rate_period_ms`` and ``rate_burst`` (written here) and ``rate_tat_us``
-(the GCRA state the claim keeps; see ``claim.lua``). Setting a limit starts it
+A rate limit is fields of the same hash, read by the same HMGET in the claim:
+``rate``, ``rate_period_ms`` and ``rate_burst`` (written here), ``rate_shards`` (a
+sharded queue's shard count: each shard's claim takes its share of the limit) and
+``rate_tat_us`` (the GCRA state the claim keeps; see ``claim.lua``). Setting a limit starts it
 afresh (a full burst) and wakes the idle workers, like a resume: a worker throttled
 by the old limit may be asleep until a token far ahead.
 
@@ -19,7 +20,7 @@ A purge deletes waiting jobs in bounded calls of ``purge.lua`` (each at most
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import redis
 
@@ -51,22 +52,30 @@ def is_paused(client: redis.Redis, keys: QueueKeys) -> bool:
 
 
 _RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")
+_RATE_SHARDS = "rate_shards"
 _RATE_STATE = "rate_tat_us"
 
 
-def set_rate_limit(client: redis.Redis, keys: QueueKeys, limit: Optional[RateLimit]) -> None:
-    """Set the queue's rate limit (None: lift it), and wake its idle workers."""
+def set_rate_limit(
+    client: redis.Redis, keys: QueueKeys, limit: Optional[RateLimit], shards: int = 1
+) -> None:
+    """Set the queue's rate limit (None: lift it), and wake its idle workers.
+
+    ``shards``: the queue is one of a sharded queue's ``shards`` shards, and
+    ``limit`` the whole queue's: this shard's claims take a ``1/shards`` share
+    (one token every ``shards`` intervals, ``burst // shards`` at once, at least 1).
+    """
     pipe = client.pipeline(transaction=True)
-    pipe.hdel(keys.settings, *_RATE_FIELDS, _RATE_STATE)
+    pipe.hdel(keys.settings, *_RATE_FIELDS, _RATE_SHARDS, _RATE_STATE)
     if limit is not None:
-        pipe.hset(
-            keys.settings,
-            mapping={
-                "rate": limit.rate,
-                "rate_period_ms": limit.period_ms,
-                "rate_burst": limit.burst,
-            },
-        )
+        fields: dict[Any, Any] = {
+            "rate": limit.rate,
+            "rate_period_ms": limit.period_ms,
+            "rate_burst": limit.burst,
+        }
+        if shards > 1:
+            fields[_RATE_SHARDS] = shards
+        pipe.hset(keys.settings, mapping=fields)
     pipe.rpush(keys.wake, 1)
     pipe.ltrim(keys.wake, 0, 0)
     pipe.execute()

@@ -13,11 +13,14 @@ each with its own hash tag, so that one hot queue uses several Redis Cluster nod
   the CLI without ``--app``. A queue absent from it has one shard. An app that
   declares another count than Redis' is refused (``fastq.ShardCountMismatch``):
   changing K under running workers would strand jobs (see the README).
+- **A rate limit** of a sharded queue is the whole queue's, split evenly over its
+  shards (:func:`fastq.flow.set_rate_limit`). A queue sharded after it was given
+  one has it on shard 0 only: the process that records the count spreads it.
 - **Routing** (:func:`shard_of`): a job goes to the shard of its ``shard_key``, of
   its unique key (its lock lives in that shard's slot), or of the id the caller
-  gave (so enqueueing an id again finds it); fresh ids go round-robin, one
-  ``enqueue_many`` chunk (one script call) per shard in turn. The hash is CRC-32,
-  the same in every process and language.
+  gave (so enqueueing an id again finds it); fresh ids are spread evenly, an
+  ``enqueue_many`` a contiguous share per shard, starting at the next in turn.
+  The hash is CRC-32, the same in every process and language.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any, Optional
 
 import redis
 
+from fastq import flow
 from fastq.errors import ShardCountMismatch
 from fastq.keys import QueueKeys, shard_names
 from fastq.limits import check_queue_name, check_shards
@@ -56,7 +60,7 @@ class ShardCounts:
     def __init__(self) -> None:
         self.declared: dict[str, int] = {}
         self._known: dict[str, tuple[int, float]] = {}  # queue -> (count, valid until)
-        # round-robin over the shards for fresh ids; each process starts elsewhere
+        # the shard a call's fresh ids start at, in turn; each process starts elsewhere
         self._turn = itertools.count(int.from_bytes(os.urandom(2), "big"))
 
     def check(self, queue: str, shards: Optional[int]) -> None:
@@ -123,7 +127,11 @@ class ShardCounts:
             for queue in missing:
                 pipe.hsetnx(key, queue, self.declared[queue])
             pipe.hmget(key, ask)  # another process may have written first
-            stored = _counts(pipe.execute()[-1])
+            *written, now_stored = pipe.execute()
+            stored = _counts(now_stored)
+            for queue, won in zip(missing, written):
+                if won and self.declared[queue] > 1:
+                    _spread_rate_limit(client, namespace, queue, self.declared[queue])
         for queue, count in zip(ask, stored):
             declared = self.declared.get(queue)
             if count is not None and declared is not None and count != declared:
@@ -141,11 +149,20 @@ class ShardCounts:
         return cached if cached is not None else self.resolve(client, namespace, [queue])[queue]
 
     def next_turn(self, chunks: int = 1) -> int:
-        """The first of ``chunks`` turns of the round-robin (each a shard in turn)."""
+        """The first of ``chunks`` turns (each a shard in turn)."""
         first = next(self._turn)
         for _ in range(chunks - 1):
             next(self._turn)
         return first
+
+
+def _spread_rate_limit(client: redis.Redis, namespace: str, queue: str, shards: int) -> None:
+    """A queue just sharded: the rate limit it had (on what is now its shard 0) is
+    set on every shard, as the whole queue's (each shard takes its share)."""
+    limit = flow.rate_limit(client, QueueKeys(namespace, queue))
+    if limit is not None:
+        for keys in keys_of(namespace, queue, shards):
+            flow.set_rate_limit(client, keys, limit, shards)
 
 
 def _counts(values: Sequence[Any]) -> list[Optional[int]]:
@@ -181,7 +198,7 @@ def keys_of(namespace: str, queue: str, shards: int) -> list[QueueKeys]:
 
 def sum_stats(per_shard: Sequence[dict[str, int]]) -> dict[str, int]:
     """A sharded queue's stats: the sum of its shards' counts; ``paused`` if any
-    shard is paused; the rate limit fields of shard 0 (sharded queues take none);
+    shard is paused; the rate limit fields of shard 0 (the whole queue's limit);
     ``shards``: how many."""
     if len(per_shard) == 1:
         return per_shard[0]

@@ -17,9 +17,11 @@
 -- KEYS[8]  wake       list   wake-up token for idle workers
 -- KEYS[9]  sched_prio hash   scheduled id -> priority, for those whose priority is not 0
 -- KEYS[10] settings   hash   the queue's settings: paused = "1" while paused; a rate
---                            limit: rate jobs per rate_period_ms, rate_burst, and
---                            rate_tat_us (the GCRA state, written here); ustart = "1"
---                            once it had a unique job of mode 'start'
+--                            limit: rate jobs per rate_period_ms, rate_burst,
+--                            rate_shards (the whole queue's limit, this shard's
+--                            share a 1/rate_shards of it; absent: 1) and rate_tat_us
+--                            (the GCRA state, written here); ustart = "1" once it
+--                            had a unique job of mode 'start'
 -- KEYS[11] broken     hash   id -> why it could not run: an id popped without an
 --                            envelope, not cancelled, is recorded here ("no payload")
 -- KEYS[12] cancelled  zset   id -> cancel time (ms): a popped id without an envelope
@@ -59,7 +61,8 @@
 -- A rate limit is a GCRA (lib/gcra.lua): one job start every rate_period_ms / rate,
 -- up to rate_burst at once after a quiet spell, its state one time (rate_tat_us).
 -- A claim takes one token per job, so no window of length W ever sees more than
--- burst + W * rate / period claimed jobs, across every worker of every host.
+-- burst + W * rate / period claimed jobs, across every worker of every host (of a
+-- sharded queue's K shards together: max(burst, K) + W * rate / period).
 --
 -- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
 -- still drain its way out.
@@ -74,7 +77,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 0. Settings: one HMGET, on a key that does not exist for a queue without any.
 local settings = redis.call('HMGET', KEYS[10], 'paused', 'rate', 'rate_period_ms',
-    'rate_burst', 'rate_tat_us', 'ustart')
+    'rate_burst', 'rate_tat_us', 'ustart', 'rate_shards')
 local throttle = -1
 local interval_us, tat_us, tokens
 if settings[2] then
@@ -84,9 +87,12 @@ if settings[1] == '1' then
     return {now, -2, tonumber(t[2]) % 1000, throttle}
 end
 if throttle == 0 then
-    -- the rate limit: how many jobs this claim may take (tokens), at most n
-    interval_us = tonumber(settings[3]) * 1000 / tonumber(settings[2])
-    local burst = tonumber(settings[4])
+    -- the rate limit: how many jobs this claim may take (tokens), at most n. Each
+    -- of a sharded queue's K shards (on other nodes, with no state in common) takes
+    -- a K-th: tokens K times further apart, a K-th of the burst.
+    local shards = tonumber(settings[7]) or 1
+    interval_us = tonumber(settings[3]) * 1000 * shards / tonumber(settings[2])
+    local burst = math.max(1, math.floor(tonumber(settings[4]) / shards))
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     tokens, tat_us = gcra_open(tonumber(settings[5]), now_us, interval_us, burst)
     if tokens < 1 then

@@ -471,3 +471,31 @@ def test_a_reserved_slot_is_spent_by_its_run_a_retry_takes_a_new_token(
     assert info is not None and info.attempts == 1 and info.last_error is not None
     assert b"rate_slot" not in info.raw  # its next attempt waits for a token of its own
     assert app.get_job(first, "mail") is not None
+
+
+def test_a_sharded_queues_limit_is_the_whole_queues_and_its_shards_share_it(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    """Each of 4 shards takes a quarter of the limit: together they keep it, and,
+    since a blast is spread evenly, they reach it (a worker moves on to another
+    shard while one waits for its next token)."""
+    shards, n, rate, burst = 4, 120, 40, 4
+
+    @app.job(queue="mailer", shards=shards)
+    def tick(i: int) -> None:
+        seconds, micros = app.redis.time()
+        app.redis.rpush(f"{app.namespace}:starts", f"{i} {seconds * 1_000_000 + micros}")
+
+    tick.enqueue_many([(i,) for i in range(n)])
+    app.set_rate_limit("mailer", rate, per_s=1, burst=burst)
+    assert app.rate_limit("mailer") == RateLimit(rate, 1000, burst)  # the whole queue's
+    assert app.stats("mailer")["rate"] == rate
+    drain(app, ["mailer"])
+    runs = starts(r, app.namespace)
+    assert sorted(i for i, _ in runs) == list(range(n))
+    at_us = sorted(at for _, at in runs)
+    # each shard's burst is burst // shards (at least 1): shards of them at once at most
+    assert_starts_within_the_limit(at_us, rate, 1000, max(burst, shards), 1)
+    took_s = (at_us[-1] - at_us[0]) / 1e6
+    # at the whole rate: (n - burst) / rate = 2.9 s; one shard's share would take 4 times as long
+    assert took_s < 2 * (n - burst) / rate, f"{n} starts took {took_s:.1f} s"

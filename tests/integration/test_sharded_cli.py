@@ -42,7 +42,13 @@ def test_queues_stats_pause_inspect_wait_and_a_worker_on_a_sharded_queue(
     assert proc.returncode == 0, proc.stderr
     assert orjson.loads(proc.stdout)["queue"] == "mailer"
     proc = run_cli(redis_server.url, "limit", "mailer", "10/s", *ns)
-    assert proc.returncode != 0 and "is sharded (4 shards)" in proc.stderr
+    assert (
+        proc.returncode == 0
+        and proc.stdout == "mailer: at most 10/s (burst 1), across every worker\n"
+    )
+    row = orjson.loads(run_cli(redis_server.url, "stats", *ns, "--json").stdout)["mailer"]
+    assert row["limit"] == "10/s(burst1)"  # the whole queue's
+    assert run_cli(redis_server.url, "limit", "mailer", "off", *ns).returncode == 0
     proc = run_cli(redis_server.url, "wait", "-q", "mailer", *ns, "--timeout", "0.3s")
     assert proc.returncode == 1 and "mailer: 0/3000 done" in proc.stdout  # the sum
     worker = subprocess.Popen(

@@ -60,6 +60,15 @@ def test_a_sharded_queue_spreads_over_the_masters_and_is_seen_as_one(
     capp.pause("mailer")
     assert capp.stats("mailer")["paused"] == 1
     capp.resume("mailer")
+    capp.set_rate_limit("mailer", 80, per_s=1, burst=16)  # the whole queue's, on every shard
+    for name in names:
+        client = redis_cluster.client(owner[name])
+        try:
+            settings = client.hmget(capp.keys(name).settings, ["rate", "rate_shards"])
+            assert settings == [b"80", str(SHARDS).encode()], name
+        finally:
+            client.close()
+    assert str(capp.rate_limit("mailer")) == "80/s (burst 16)"
     info = capp.get_job("order-7")
     assert info is not None and info.queue == "mailer"
     assert capp.cancel(ids[-1]) and capp.stats("mailer")["cancelled"] == 1

@@ -66,15 +66,17 @@ def test_a_blast_spreads_over_the_shards_and_drains_with_exact_counts(app: fastq
 
     ids = send.enqueue_many([(i,) for i in range(8000)])
     assert len(set(ids)) == 8000
-    # eight chunks of 1,000 (one script call each), a shard each in turn
+    # a quarter each, in chunks of 1,000 (one script call each)
     assert shard_depths(app, "mailer") == [2000] * SHARDS
+    send.enqueue_many([(i,) for i in range(8000, 8006)])  # 6 jobs: 2, 2, 1, 1 in turn
+    assert sorted(shard_depths(app, "mailer")) == [2001, 2001, 2002, 2002]
     stats = app.stats("mailer")
-    assert stats["ready"] == stats["enqueued"] == 8000 and stats["shards"] == SHARDS
+    assert stats["ready"] == stats["enqueued"] == 8006 and stats["shards"] == SHARDS
     drain(app, ["mailer"], batch_size=100)
-    assert runs == Counter(range(8000))  # each job once
-    assert processed_by_shard(app, "mailer") == [2000] * SHARDS
+    assert runs == Counter(range(8006))  # each job once
+    assert sorted(processed_by_shard(app, "mailer")) == [2001, 2001, 2002, 2002]
     stats = app.stats("mailer")
-    assert stats["processed"] == 8000
+    assert stats["processed"] == 8006
     assert stats["ready"] == stats["inflight"] == stats["scheduled"] == 0
 
 
@@ -192,9 +194,9 @@ def test_get_job_cancel_and_tags_look_in_every_shard(app: fastq.App) -> None:
         pass
 
     ids = send.enqueue_many([(i,) for i in range(40)], tags=["blast"])
-    assert sorted(shard_depths(app, "mailer")) == [0, 0, 0, 40]  # one chunk
+    assert shard_depths(app, "mailer") == [10] * SHARDS  # spread evenly
     more = [send.enqueue_with(tags=["blast"])(i) for i in range(8)]  # a shard each in turn
-    assert sum(1 for d in shard_depths(app, "mailer") if d) >= 2
+    assert shard_depths(app, "mailer") == [12] * SHARDS
     for job_id in (ids[0], *more):
         info = app.get_job(job_id)
         assert info is not None and info.queue == "mailer" and info.state == "queued"
@@ -262,7 +264,7 @@ def test_a_producer_and_a_worker_that_do_not_declare_the_shards_read_them_from_r
     send.enqueue(0)  # records the count in Redis
     producer = fastq.App(redis_server.url, namespace=namespace)  # registers no jobs
     producer.enqueue_many("send", [(i,) for i in range(3000)], queue="mailer")
-    assert sum(1 for d in shard_depths(app, "mailer") if d >= 1000) == 3  # three chunks in turn
+    assert sorted(shard_depths(app, "mailer")) == [750, 750, 750, 751]  # spread evenly
     ran: Counter[int] = Counter()
     other = fastq.App(redis_server.url, namespace=namespace)
 
@@ -296,10 +298,6 @@ def test_bad_shard_inputs_are_refused(app: fastq.App, redis_server: Any, namespa
         app.job(queue="mailer", shards=8, name="other")(noop)
     app.job(queue="mailer", name="plain")(noop)  # the queue's count, said once
     app.enqueue("noop")
-    with pytest.raises(ValueError, match="is sharded .4 shards.: it takes no rate limit"):
-        app.set_rate_limit("mailer", 10)
-    app.set_rate_limit("mailer", None)  # lifting none is fine
-    assert app.rate_limit("mailer") is None
     other = fastq.App(redis_server.url, namespace=namespace)
     other.declare_queue("mailer", shards=8)
     mismatch = "has 4 shards in Redis .* declares shards=8"
@@ -508,3 +506,30 @@ def test_a_sharded_queue_keeps_its_place_in_the_q_order(app: fastq.App) -> None:
     # the round whose peek found it claimed both: the mailer batch it took runs too
     done = len(order) - order[::-1].index("high")
     assert order[late:done].count("mailer") <= 200 and order[late:done].count("high") == 300
+
+
+def test_sharding_a_queue_with_a_rate_limit_spreads_the_limit_over_its_shards(
+    redis_server: Any, namespace: str
+) -> None:
+    """The limit was shard 0's alone: the process that records the count sets it on
+    every shard, as the whole queue's, so the new shards are not left unlimited."""
+    before = fastq.App(redis_server.url, namespace=namespace)
+    before.declare_queue("mailer")
+    before.enqueue("send", queue="mailer")
+    before.set_rate_limit("mailer", 20, per_s=1, burst=8)
+    after = fastq.App(redis_server.url, namespace=namespace)
+    after.declare_queue("mailer", shards=SHARDS)
+    after.enqueue("send", queue="mailer")  # records the count
+    for name in shard_names("mailer", SHARDS):
+        settings = after.redis.hgetall(after.keys(name).settings)
+        assert settings == {
+            b"rate": b"20",
+            b"rate_period_ms": b"1000",
+            b"rate_burst": b"8",
+            b"rate_shards": b"4",
+        }, name
+    assert str(after.rate_limit("mailer")) == "20/s (burst 8)"
+    after.set_rate_limit("mailer", None)
+    assert all(
+        not after.redis.exists(after.keys(name).settings) for name in shard_names("mailer", SHARDS)
+    )
