@@ -14,7 +14,11 @@ window of one period (the limit allows rate + burst - 1 claims there; the starts
 a claim come after it, by up to the jobs a worker holds), and claims per job (script
 calls on Redis per job: each throttled worker sleeps until the next token, so a few).
 
+With ``--shards K`` the queue is sharded: the limit is the whole queue's, each shard
+taking a K-th of it, and a blast is spread evenly over the shards.
+
     python bench/rate_limit.py                      # 3,000 and 600 jobs at 100/s, 3 pools of -c 4
+    python bench/rate_limit.py --shards 4           # the same on a queue of 4 shards
     python bench/rate_limit.py --cases 40 --rate 20 --pools 1 -c 2   # the CI smoke
 """
 
@@ -100,7 +104,7 @@ def max_in_window(starts_us: list[int], window_us: float) -> int:
     return best
 
 
-def run_case(app: fastq.App, jobs: int, rate: int, per_s: float) -> dict[str, Any]:
+def run_case(app: fastq.App, jobs: int, rate: int, per_s: float, shards: int) -> dict[str, Any]:
     r = app.redis
     starts_key = f"{app.namespace}:starts"
     r.delete(starts_key)
@@ -112,7 +116,7 @@ def run_case(app: fastq.App, jobs: int, rate: int, per_s: float) -> dict[str, An
     claims_before = r.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
     t0 = time.perf_counter()
     rate_jobs.send.enqueue_many([(i,) for i in range(jobs)])
-    while int(r.hget(app.keys(QUEUE).stats, "processed") or 0) - done_before < jobs:
+    while app.stats(QUEUE)["processed"] - done_before < jobs:
         time.sleep(0.002)
     elapsed_s = time.perf_counter() - t0
     calls = r.info("commandstats")["cmdstat_evalsha"]["calls"] - claims_before
@@ -129,7 +133,9 @@ def run_case(app: fastq.App, jobs: int, rate: int, per_s: float) -> dict[str, An
         "ideal_s": (jobs - limit.burst) / rate * per_s,
         "start_span_s": (starts[-1] - starts[0]) / 1e6 if starts else 0.0,
         "max_starts_per_period": max_in_window(starts, per_s * 1e6),
-        "allowed_per_period": rate + limit.burst - 1,
+        # a sharded queue's shards may each let burst // shards (at least 1) go at once
+        "allowed_per_period": rate + max(limit.burst, shards) - 1,
+        "shards": shards,
         "script_calls_per_job": calls / jobs,
     }
 
@@ -141,6 +147,7 @@ def main() -> None:
     parser.add_argument("--per", type=float, default=1.0, help="the period, in seconds")
     parser.add_argument("--pools", type=int, default=3)
     parser.add_argument("-c", "--concurrency", type=int, default=4, help="children per pool")
+    parser.add_argument("--shards", type=int, default=1, help="shards of the queue")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args()
     cases = [int(n) for n in args.cases.split(",")]
@@ -152,11 +159,14 @@ def main() -> None:
         app = rate_jobs.app
         app.configure(redis_url=server.url, namespace=f"rate{os.getpid()}")
         app.redis.sadd(f"{app.namespace}:queues", QUEUE)  # a known queue before any job
+        if args.shards > 1:  # recorded in Redis, where the pools read it
+            app.declare_queue(QUEUE, shards=args.shards)
+            assert app.shards(QUEUE) == args.shards
         pools = [Pool(server.url, app.namespace, args.concurrency) for _ in range(args.pools)]
         for pool in pools:
             pool.wait_up()
         for jobs in cases:
-            results.append(run_case(app, jobs, args.rate, args.per))
+            results.append(run_case(app, jobs, args.rate, args.per, args.shards))
     finally:
         for pool in pools:
             pool.stop()
@@ -165,7 +175,7 @@ def main() -> None:
         server.cleanup()
     print(
         f"fastq.ACCELERATED={fastq.ACCELERATED}; {args.pools} pools of -c {args.concurrency} "
-        f"on one queue, one redis-server"
+        f"on one queue of {args.shards} shard(s), one redis-server"
     )
     print(
         f"{'jobs':>6} {'limit':>14} {'elapsed s':>10} {'target s':>9} {'error':>7} "

@@ -10,6 +10,7 @@ once), no child is replaced, and the pool stops cleanly.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Iterator
@@ -166,4 +167,74 @@ def test_a_master_failed_over_mid_drain_loses_no_job_and_restarts_no_child(
         f"the new master after {failed_over_s:.1f} s, the first ack reached it after "
         f"{resumed_s:.1f} s, drained after {drained_s:.1f} s; {twice} jobs ran twice "
         "(acks the replica never got)"
+    )
+
+
+def test_durable_enqueues_through_sentinel_survive_a_failover(
+    topology: Topology, namespace: str
+) -> None:
+    """``App(min_replicas=1)`` on a Sentinel URL: every enqueue that returned is on the
+    replica Sentinel promotes when the master is SIGKILLed mid-blast. With no replica
+    left, enqueues raise ``NotReplicated`` (the jobs are on the new master, not
+    confirmed); once the old master is back as its replica, the usual retry
+    (``job_ids=exc.ids``) confirms them without adding any twice."""
+    app = fastq.App(topology.url, namespace=namespace, min_replicas=1, replica_timeout_s=0.5)
+    app.declare_queue("q")
+    confirmed: list[str] = []
+    unconfirmed: list[str] = []
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def produce() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                confirmed.extend(
+                    app.enqueue_many("note", [(i + k, 0) for k in range(50)], queue="q")
+                )
+            except fastq.NotReplicated as exc:
+                unconfirmed.extend(exc.ids)
+                return
+            except (fastq.RedisUnavailable, fastq.EnqueueError) as exc:
+                failures.append(type(exc).__name__)  # the failover: not returned, so not counted
+                time.sleep(0.05)
+            i += 50
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    try:
+        wait_until(lambda: len(confirmed) >= 2000, 30, "a durable blast under way")
+        topology.master.kill()  # SIGKILL mid-blast: whatever it had not passed on is gone
+        sentinel = topology.sentinels[0]
+        wait_until(lambda: sentinel.master_port_now() == topology.replica.port, 30, "the failover")
+        producer.join(timeout=30)  # the new master has no replica: NotReplicated ends it
+        assert not producer.is_alive()
+    finally:
+        stop.set()
+        producer.join(timeout=30)
+    new_master = redis.Redis(port=topology.replica.port)
+    try:
+        jobs_key = app.keys("q").jobs
+        missing = [i for i in confirmed if not new_master.hexists(jobs_key, i)]
+        assert missing == [], f"{len(missing)} of {len(confirmed)} confirmed jobs were lost"
+        assert unconfirmed and all(new_master.hexists(jobs_key, i) for i in unconfirmed)
+        # the old master comes back; Sentinel makes it the new master's replica
+        topology.master.start()
+
+        def a_replica_again() -> bool:
+            replica = new_master.info("replication").get("slave0")
+            return isinstance(replica, dict) and replica.get("state") == "online"
+
+        wait_until(a_replica_again, 40, "the old master to rejoin as a replica")
+        ids = app.enqueue_many("note", [(0, 0)] * len(unconfirmed), queue="q", job_ids=unconfirmed)
+        assert ids == unconfirmed
+        total = len(confirmed) + len(unconfirmed)
+        assert new_master.hlen(jobs_key) == total  # nothing added twice
+    finally:
+        new_master.close()
+        app.close()
+    print(
+        f"\ndurable enqueue through Sentinel: {len(confirmed)} confirmed before the "
+        f"failover, none lost; {len(unconfirmed)} unconfirmed with no replica, confirmed "
+        f"by the retry; {len(failures)} calls failed during the failover ({set(failures)})"
     )
