@@ -133,8 +133,8 @@ def run_case(app: fastq.App, jobs: int, rate: int, per_s: float, shards: int) ->
         "ideal_s": (jobs - limit.burst) / rate * per_s,
         "start_span_s": (starts[-1] - starts[0]) / 1e6 if starts else 0.0,
         "max_starts_per_period": max_in_window(starts, per_s * 1e6),
-        # a sharded queue's shards may each let burst // shards (at least 1) go at once
-        "allowed_per_period": rate + max(limit.burst, shards) - 1,
+        # a sharded queue's shards may each let ceil(burst / shards) go at once
+        "allowed_per_period": rate + shards * -(-limit.burst // shards) - 1,
         "shards": shards,
         "script_calls_per_job": calls / jobs,
     }

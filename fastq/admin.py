@@ -146,7 +146,7 @@ class Admin(ShardViews):
 
         A sharded queue's limit is the whole queue's, split evenly: each of its K
         shards (on other Redis nodes, with no state in common) lets ``rate / K``
-        start per period, ``burst // K`` at once (at least 1). The queue reaches
+        start per period, ``ceil(burst / K)`` at once. The queue reaches
         the whole rate while every shard has work (producers spread a blast
         evenly); a shard that runs dry leaves its share unused. A limit
         exact whatever the spread is a per-key limit with a constant key

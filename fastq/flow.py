@@ -63,7 +63,7 @@ def set_rate_limit(
 
     ``shards``: the queue is one of a sharded queue's ``shards`` shards, and
     ``limit`` the whole queue's: this shard's claims take a ``1/shards`` share
-    (one token every ``shards`` intervals, ``burst // shards`` at once, at least 1).
+    (one token every ``shards`` intervals, ``ceil(burst / shards)`` at once).
     """
     pipe = client.pipeline(transaction=True)
     pipe.hdel(keys.settings, *_RATE_FIELDS, _RATE_SHARDS, _RATE_STATE)

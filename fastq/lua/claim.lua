@@ -62,7 +62,7 @@
 -- up to rate_burst at once after a quiet spell, its state one time (rate_tat_us).
 -- A claim takes one token per job, so no window of length W ever sees more than
 -- burst + W * rate / period claimed jobs, across every worker of every host (of a
--- sharded queue's K shards together: max(burst, K) + W * rate / period).
+-- sharded queue's K shards together: K * ceil(burst / K) + W * rate / period).
 --
 -- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
 -- still drain its way out.
@@ -89,10 +89,12 @@ end
 if throttle == 0 then
     -- the rate limit: how many jobs this claim may take (tokens), at most n. Each
     -- of a sharded queue's K shards (on other nodes, with no state in common) takes
-    -- a K-th: tokens K times further apart, a K-th of the burst.
+    -- a K-th: tokens K times further apart, a K-th of the burst rounded up (a burst
+    -- rounded down to 1 loses the time of every late wake-up: 4% at 100/s on 4
+    -- shards, bench/rate_limit.py --shards 4).
     local shards = tonumber(settings[7]) or 1
     interval_us = tonumber(settings[3]) * 1000 * shards / tonumber(settings[2])
-    local burst = math.max(1, math.floor(tonumber(settings[4]) / shards))
+    local burst = math.ceil(tonumber(settings[4]) / shards)
     local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
     tokens, tat_us = gcra_open(tonumber(settings[5]), now_us, interval_us, burst)
     if tokens < 1 then

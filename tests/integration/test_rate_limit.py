@@ -494,8 +494,8 @@ def test_a_sharded_queues_limit_is_the_whole_queues_and_its_shards_share_it(
     runs = starts(r, app.namespace)
     assert sorted(i for i, _ in runs) == list(range(n))
     at_us = sorted(at for _, at in runs)
-    # each shard's burst is burst // shards (at least 1): shards of them at once at most
-    assert_starts_within_the_limit(at_us, rate, 1000, max(burst, shards), 1)
+    # each shard's burst is ceil(burst / shards): shards of them at once at most
+    assert_starts_within_the_limit(at_us, rate, 1000, shards * math.ceil(burst / shards), 1)
     took_s = (at_us[-1] - at_us[0]) / 1e6
     # at the whole rate: (n - burst) / rate = 2.9 s; one shard's share would take 4 times as long
     assert took_s < 2 * (n - burst) / rate, f"{n} starts took {took_s:.1f} s"
