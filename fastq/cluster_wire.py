@@ -23,8 +23,8 @@ master's until the move is finalized). An ASK answered by another ASK, or a hop
 that fails, fails the round trip as above. Redis serves a command of several keys
 there only if every key it names exists: a script's keys include some that do not
 (an empty dead set), so the scripts meet ``TRYAGAIN`` on both nodes and the
-queue's round trips fail, backed off, until the slot is finalized; what follows
-ASK are the single-key commands (a result kept, a peek's reads).
+queue's round trips fail, backed off, until the slot is finalized; what an ASK
+brings through are the single-key commands (a result kept, a peek's ZRANGE).
 
 A BLPOP's keys must share one slot, not just one node, so the idle wait blocks on
 one connection per slot of the worker's queues (one per queue, unless two queues'
