@@ -8,11 +8,23 @@ packed and written on that node's connection (the worker's own, outside the
 client's pools), and the replies read node by node, each on its own socket, and put
 back in the order the commands were given.
 
-A reply that says the slot map moved (``MOVED``, ``ASK``, ``CLUSTERDOWN``,
+A reply that says the slot map moved (``MOVED``, ``CLUSTERDOWN``, ``TRYAGAIN``,
 ``READONLY`` from a demoted master...) or a lost connection makes the wire refresh
 its slot map before its next write; the round trip is then reported as failed
 (the error raised) and the worker treats it as it treats any lost reply: its
 outcomes are sent again and it hands back every lease it still holds.
+
+While a slot migrates (resharding: ``MIGRATING`` on its master, ``IMPORTING`` on
+the next one), a command whose keys have all left its master is answered ``ASK``:
+the wire sends it once more, after ``ASKING``, to the node the ASK names (on a
+connection of its own: the round trips' one may have later requests in flight),
+puts that reply in its place, and keeps its slot map (the slot is still its
+master's until the move is finalized). An ASK answered by another ASK, or a hop
+that fails, fails the round trip as above. Redis serves a command of several keys
+there only if every key it names exists: a script's keys include some that do not
+(an empty dead set), so the scripts meet ``TRYAGAIN`` on both nodes and the
+queue's round trips fail, backed off, until the slot is finalized; what an ASK
+brings through are the single-key commands (a result kept, a peek's ZRANGE).
 
 A BLPOP's keys must share one slot, not just one node, so the idle wait blocks on
 one connection per slot of the worker's queues (one per queue, unless two queues'
@@ -45,10 +57,13 @@ _MOVE_CODES = ("UNBLOCKED", "MASTERDOWN", "LOADING")
 
 # One node's share of a request: its connection and the indices of its commands.
 _Part = tuple[Any, list[int]]
+# A request written and not read: its commands (resent on an ASK) and its parts.
+_Sent = tuple[list[scripts.Command], list[_Part]]
 
 
 class SlotMoved(rex.ConnectionError):
-    """A node answered ``MOVED`` or ``ASK``: the command did not run there, the slot
+    """A node answered ``MOVED`` (or ``ASK`` where it is not followed: an idle
+    wait's BLPOP, an ASK's own reply): the command did not run there, the slot
     map changed (a failover, a resharding). Reported as a lost connection: the wire
     reads the slot map again, and the worker sends its round trip again. (On a
     client of one node, a MOVED means a misconfigured URL: not this.)"""
@@ -58,6 +73,10 @@ def _rerouted(exc: rex.ResponseError) -> rex.ResponseError | SlotMoved:
     if isinstance(exc, rex.AskError):  # MovedError too
         return SlotMoved(f"the slot map changed: {exc}")
     return exc
+
+
+def _is_ask(reply: Any) -> bool:
+    return isinstance(reply, rex.AskError) and not isinstance(reply, rex.MovedError)
 
 
 def _moved(exc: BaseException) -> bool:
@@ -78,7 +97,8 @@ class NodeWire:
         self._making = threading.Lock()
         self.may_hold_leases = False
         self._conns: dict[str, Any] = {}  # node name -> the round trips' connection
-        self._sent: deque[list[_Part]] = deque()  # written, not read yet (oldest first)
+        self._ask_conns: dict[str, Any] = {}  # node name -> the ASK hops' connection
+        self._sent: deque[_Sent] = deque()  # written, not read yet (oldest first)
         self._stale = False  # the slot map must be read again before the next write
         self._wake_by_slot: dict[int, list[str]] = {}
         for key in wake_keys:
@@ -119,14 +139,16 @@ class NodeWire:
         self._cluster.nodes_manager.initialize()
         self._stale = False
         masters = {node.name for node in self._cluster.get_primaries()}  # type: ignore[no-untyped-call]
-        for name in [n for n in self._conns if n not in masters]:
-            self._conns.pop(name).disconnect()
+        for conns in (self._conns, self._ask_conns):
+            for name in [n for n in conns if n not in masters]:
+                conns.pop(name).disconnect()
 
-    def _node_conn(self, node: ClusterNode) -> Any:
-        conn = self._conns.get(node.name)
+    def _node_conn(self, node: ClusterNode, conns: dict[str, Any] | None = None) -> Any:
+        conns = self._conns if conns is None else conns
+        conn = conns.get(node.name)
         if conn is None:
             pool = self._cluster.get_redis_connection(node).connection_pool
-            conn = self._conns[node.name] = pool.make_connection()
+            conn = conns[node.name] = pool.make_connection()
         return conn
 
     def _failed(self, exc: BaseException) -> None:
@@ -135,7 +157,7 @@ class NodeWire:
 
     def _reset(self) -> None:
         """Every reply in flight is lost: the connections closed, nothing left to read."""
-        for conn in self._conns.values():
+        for conn in [*self._conns.values(), *self._ask_conns.values()]:
             conn.disconnect()
         self._sent.clear()
 
@@ -168,12 +190,12 @@ class NodeWire:
             self._failed(exc)
             self._reset()  # what went out to some nodes is never read
             raise
-        self._sent.append(sent)
+        self._sent.append((commands, sent))
 
     def read(self, n: int) -> list[Any]:
         if not self._sent:  # a failure since it was written reset the connections
             raise redis.ConnectionError("the connection was lost before the reply came")
-        sent = self._sent.popleft()
+        commands, sent = self._sent.popleft()
         replies: list[Any] = [None] * n
         try:
             for conn, indices in sent:
@@ -181,9 +203,10 @@ class NodeWire:
                     try:
                         replies[i] = conn.read_response()
                     except redis.ResponseError as exc:
-                        replies[i] = _rerouted(exc)
-                        if _moved(exc):
-                            self._stale = True
+                        replies[i] = self._error_reply(exc, follow_ask=True)
+            asked = [i for i, reply in enumerate(replies) if _is_ask(reply)]
+            if asked:
+                self._follow_asks(commands, asked, replies)
         except BaseException as exc:
             # a lost connection, or a signal mid-reply: the rest may still arrive
             self._failed(exc)
@@ -191,21 +214,61 @@ class NodeWire:
             raise
         return replies
 
+    def _error_reply(self, exc: rex.ResponseError, *, follow_ask: bool) -> Any:
+        """What stands in a command's place for its error reply: an ASK to follow
+        as it is, a MOVED (or an ASK not followed) as SlotMoved."""
+        if follow_ask and _is_ask(exc):
+            return exc  # the slot is still its master's: the slot map stands
+        if _moved(exc):
+            self._stale = True
+        return _rerouted(exc)
+
+    def _follow_asks(
+        self, commands: list[scripts.Command], asked: list[int], replies: list[Any]
+    ) -> None:
+        """Send each asked command once to the node its ASK names, after ASKING (as
+        the read phase does: grouped per node, written to all, then read node by
+        node), and put its reply in its place. Raises as a lost connection does."""
+        hops: dict[str, tuple[Any, list[int]]] = {}
+        for i in asked:
+            ask: rex.AskError = replies[i]
+            node = self._cluster.get_node(host=ask.host, port=ask.port)  # type: ignore[no-untyped-call]
+            if node is None:  # a node the slot map does not know (yet)
+                raise SlotMoved(f"an ASK to an unknown node: {ask}")
+            hop = hops.get(node.name)
+            if hop is None:
+                hop = hops[node.name] = (self._node_conn(node, self._ask_conns), [])
+            hop[1].append(i)
+        for conn, indices in hops.values():
+            conn.connect()
+            packed = []
+            for i in indices:
+                script, keys, argv = commands[i]
+                packed += [pack_command(("ASKING",)), pack_command(tuple(script.args(keys, argv)))]
+            conn.send_packed_command([b"".join(packed)])
+        for conn, indices in hops.values():
+            for i in indices:
+                conn.read_response()  # ASKING's +OK; an error raises: the hop failed
+                try:
+                    replies[i] = conn.read_response()
+                except redis.ResponseError as exc:
+                    replies[i] = self._error_reply(exc, follow_ask=False)
+
     def replied(self) -> bool:
         """Has every node of the oldest request begun to answer?"""
         if not self._sent:
             return False
         try:
             return all(
-                conn._sock is not None and conn._parser.can_read(0) for conn, _ in self._sent[0]
+                conn._sock is not None and conn._parser.can_read(0) for conn, _ in self._sent[0][1]
             )
         except (OSError, redis.RedisError):
             return False
 
     def load_scripts(self) -> None:
-        """Load the scripts on every master this wire talks to (after a NOSCRIPT:
-        a promoted replica, a flushed node)."""
-        conns = list(self._conns.values())
+        """Load the scripts on every master this wire talks to, ASKs' targets too
+        (after a NOSCRIPT: a promoted replica, a flushed node)."""
+        conns = [*self._conns.values(), *self._ask_conns.values()]
         try:
             for conn in conns:
                 conn.connect()

@@ -12,7 +12,8 @@ fault                     replies                                          polic
                           ``CLUSTERDOWN``, ``TRYAGAIN``, ``UNBLOCKED``;
                           on a cluster: a slot not covered, no node
                           reachable, ``MOVED`` in a worker's round trip
-                          (:class:`fastq.cluster_wire.SlotMoved`)
+                          (:class:`fastq.cluster_wire.SlotMoved`), a
+                          command redis-py redirected until it gave up
 ``BUSY``                  ``BUSY`` (a script or module runs too long)      back off, retry
 ``OUT_OF_MEMORY``         ``OOM``                                          back off, retry
 ``NO_SCRIPT``             ``NOSCRIPT`` (flushed, or a fresh server)        reload, resend
@@ -61,6 +62,9 @@ _BY_TYPE: tuple[tuple[type[BaseException], Fault], ...] = (
     (rex.ReadOnlyError, Fault.UNAVAILABLE),  # a demoted master: the new one is coming
     (rex.ClusterDownError, Fault.UNAVAILABLE),  # MASTERDOWN too
     (rex.TryAgainError, Fault.UNAVAILABLE),
+    # redis-py's cluster client gave up on a command its redirections kept failing
+    # ("TTL exhausted."): TRYAGAIN all along while its slot migrates (resharding)
+    (rex.ClusterError, Fault.UNAVAILABLE),
     (rex.SlotNotCoveredError, Fault.UNAVAILABLE),  # no master for a slot (yet)
     (rex.ConnectionError, Fault.UNAVAILABLE),  # LOADING too (BusyLoadingError)
     (rex.TimeoutError, Fault.UNAVAILABLE),

@@ -53,6 +53,8 @@ from fastq.redis_faults import Fault, Outage, backoff_s, classify, for_producer
         (rex.ResponseError("NOAUTH Authentication required."), Fault.DENIED),
         # a cluster failing over: the slot map is being rewritten
         (SlotMoved("the slot map changed: 1234 127.0.0.1:7001"), Fault.UNAVAILABLE),
+        # a slot migrating: redis-py's client met TRYAGAIN until its TTL ran out
+        (rex.ClusterError("TTL exhausted."), Fault.UNAVAILABLE),
         (rex.SlotNotCoveredError('Slot "1234" is not covered by the cluster.'), Fault.UNAVAILABLE),
         (
             rex.RedisClusterException(
