@@ -475,7 +475,7 @@ FIRE = _Fire("fire")
 PURGE_BATCH_MAX = 5000  # purge.lua refuses more: unpack() is bounded by Lua's stack
 
 
-class _Purge(Contract[int]):
+class _Purge(Contract[tuple[int, int]]):
     keys = (
         "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
         "stalls", "stats", "links", "tagged", "unique", "unique_exp",
@@ -485,9 +485,12 @@ class _Purge(Contract[int]):
     def argv(self, limit: int, ready: bool, scheduled: bool, dead: bool, broken: bool) -> list[Any]:
         return [limit, int(ready), int(scheduled), int(dead), int(broken)]
 
-    def parse(self, raw: Any) -> int:
-        """Jobs deleted; fewer than ``limit``: the selected sections are empty."""
-        return int(raw)
+    def parse(self, raw: Any) -> tuple[int, int]:
+        """``(taken, deleted)``: the ids taken from the sections (fewer than
+        ``limit``: they are empty) and the jobs deleted among them (a cancelled
+        job's id, still in the ready list, is taken but no job)."""
+        taken, deleted = raw
+        return int(taken), int(deleted)
 
 
 PURGE = _Purge("purge")

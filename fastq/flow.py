@@ -123,10 +123,10 @@ def purge(
     calls_left = _selected_count(client, keys, ready, scheduled, dead, broken) // batch + 1
     total = 0
     while calls_left > 0:
-        n = PURGE.call(client, ks, argv)
-        total += n
+        taken, deleted = PURGE.call(client, ks, argv)
+        total += deleted
         calls_left -= 1
-        if n < batch:  # the selected sections are empty
+        if taken < batch:  # the selected sections are empty
             break
     return total
 

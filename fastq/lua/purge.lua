@@ -27,8 +27,10 @@
 -- ARGV[4] dead       1: delete dead jobs, 0: keep
 -- ARGV[5] broken     1: delete broken jobs, 0: keep
 --
--- Returns the number of jobs deleted; fewer than limit means the selected
--- sections are empty. Jobs held by workers (in flight) are in none of these
+-- Returns {taken, deleted}: the ids taken from the sections (fewer than limit: the
+-- selected sections are empty) and the jobs deleted among them. A cancelled job's
+-- id stays in the ready list until popped (its cancel deleted the envelope and
+-- counted it): taken, it is not a job deleted. Jobs held by workers (in flight) are in none of these
 -- sections and are never touched: their ack finds them as usual. The tag entries
 -- and unique locks of what is deleted go with it (a 'w' lock too: its job is gone).
 
@@ -75,6 +77,7 @@ if sel[2] == 1 then
     end
     take_zset(KEYS[2], nil)
 end
+local queued = #ids  -- ids[1..queued] were ready: a cancelled one has no envelope
 if sel[3] == 1 then
     take_zset(KEYS[3], KEYS[4])
 end
@@ -91,11 +94,19 @@ if sel[5] == 1 and #ids < limit then
 end
 
 if #ids == 0 then
-    return 0
+    return {0, 0}
 end
 end_links({links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}, ids,
     true)
-redis.call('HDEL', KEYS[8], unpack(ids))
+local deleted = #ids - queued
+if queued > 0 then
+    deleted = deleted + redis.call('HDEL', KEYS[8], unpack(ids, 1, queued))
+end
+if #ids > queued then
+    redis.call('HDEL', KEYS[8], unpack(ids, queued + 1, #ids))
+end
 redis.call('HDEL', KEYS[9], unpack(ids))
-redis.call('HINCRBY', KEYS[10], 'purged', #ids)
-return #ids
+if deleted > 0 then
+    redis.call('HINCRBY', KEYS[10], 'purged', deleted)
+end
+return {#ids, deleted}

@@ -135,10 +135,10 @@ def test_purge_of_30000_ready_and_scheduled_jobs_leaves_in_flight_ones_alone(
     calls: list[int] = []
     real_call = PURGE.call
 
-    def counting_call(client: Any, keys: Any, argv: Any) -> int:
-        n = real_call(client, keys, argv)
-        calls.append(n)
-        return n
+    def counting_call(client: Any, keys: Any, argv: Any) -> tuple[int, int]:
+        taken, deleted = real_call(client, keys, argv)
+        calls.append(taken)
+        return taken, deleted
 
     monkeypatch.setattr(PURGE, "call", counting_call)
     assert app.purge("mailer") == 30_000
