@@ -4,28 +4,18 @@ once, the figures in the JSON report. The ratios are the benchmark's to report."
 
 from __future__ import annotations
 
-import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_cluster_bench_quick_run(tmp_path: Path) -> None:
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli is not installed: it creates the Redis Cluster (redis-tools)")
-    out = tmp_path / "cluster.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/cluster_drain.py", "-n", "2000", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    report, proc = run_bench("cluster_drain.py", "-n", "2000", tmp_path=tmp_path, timeout_s=180)
     results = report["results"]
     assert set(results) == {"single", "cluster1", "cluster3", "sharded3"}
     three = results["cluster3"][0]

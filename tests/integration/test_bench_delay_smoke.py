@@ -4,29 +4,16 @@ JSON report. The targets themselves are the benchmark's to report, not asserted.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_delay_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "delay.json"
     args = ["--quick", "--jobs", "200", "--span", "1", "--campaign-jobs", "2000"]
-    proc = subprocess.run(
-        [sys.executable, "bench/e2e_delay.py", *args, "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    report, proc = run_bench("e2e_delay.py", *args, tmp_path=tmp_path)
     spread, campaign = report["scenarios"]["spread"], report["scenarios"]["campaign"]
     assert spread["jobs"] == 200 and campaign["jobs"] == 2000
     assert spread["early"] == 0  # never early: that would be a bug, not a slow machine

@@ -3,26 +3,16 @@ replica and reports throughput, latencies and their ratios in JSON."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_durable_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "durable.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/durable_enqueue.py", "--jobs", "2000", "--batch", "1000",
-         "--singles", "50", "--repeat", "1", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    figures = json.loads(out.read_text())
+    args = ["--jobs", "2000", "--batch", "1000", "--singles", "50", "--repeat", "1"]
+    figures, proc = run_bench("durable_enqueue.py", *args, tmp_path=tmp_path)
     for mode in ("min_replicas=0", "min_replicas=1"):
         assert figures[mode]["enqueue_many_jobs_per_s"] > 0
         assert 0 < figures[mode]["enqueue_p50_ms"] <= figures[mode]["enqueue_p99_ms"]

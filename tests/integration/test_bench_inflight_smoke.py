@@ -3,28 +3,15 @@ status 0, and the figures come out in the JSON report."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_inflight_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "inflight.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/inflight.py", "--quick", "-n", "1000", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    report, _ = run_bench("inflight.py", "--quick", "-n", "1000", tmp_path=tmp_path)
     names = ["bare", "blast", "tblast", "anoop", "anoop1", "noop"]
     assert report["options"]["scenarios"] == names
     for name in names:

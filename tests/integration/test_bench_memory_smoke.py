@@ -4,35 +4,15 @@ bytes per job, the per-key breakdown and an envelope come out in the JSON report
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_memory_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "memory.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "bench/memory_per_job.py",
-            "--quick",
-            "--jobs",
-            "2000",
-            "--json",
-            str(out),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    report, proc = run_bench("memory_per_job.py", "--quick", "--jobs", "2000", tmp_path=tmp_path)
     mailing, big = report["payloads"]["mailing"], report["payloads"]["1kb"]
     for r in (mailing, big):
         assert r["jobs"] == 2000

@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_native_cpu_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "cpu.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/native_cpu.py", "--quick", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    report, proc = run_bench("native_cpu.py", "--quick", tmp_path=tmp_path)
     for role in ("worker", "producer"):
         for mode in ("native", "pure"):
             assert report["median_us"][role][mode] > 0, (role, mode, report)

@@ -3,32 +3,20 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_peers_io_at_a_given_concurrency(tmp_path: Path) -> None:
-    out = tmp_path / "peers.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            *("bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)),
-            *("--workloads", "io", "--io-ms", "20", "--io-concurrency", "50", "--no-chart"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+    report, _ = run_bench(
+        "peers/run.py",
+        *("--quick", "--only", "fastq", "--workloads", "io"),
+        *("--io-ms", "20", "--io-concurrency", "50", "--no-chart"),
+        tmp_path=tmp_path,
     )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
     assert report["options"]["io_concurrency"] == 50
     assert report["options"]["fastq_concurrency"] == 50
     assert report["io_how"]["fastq"] == "100 (async def jobs, pool -c 2 --concurrency 50)"

@@ -4,32 +4,20 @@ blast enqueues, each counted exactly, and the JSON report says so."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
-    out = tmp_path / "peers.json"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            *("bench/peers/run.py", "--quick", "--only", "fastq", "--json", str(out)),
-            *("--workloads", "drain,io,rtt,blast,memory"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    report, proc = run_bench(
+        "peers/run.py",
+        *("--quick", "--only", "fastq", "--workloads", "drain,io,rtt,blast,memory"),
+        tmp_path=tmp_path,
+        timeout_s=180,
     )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
     assert report["options"]["peers"] == ["fastq"]
     assert list(report["versions"]) == ["fastq"]  # nothing else installed or run
     sizes = {"drain": 1000, "io": 200, "rtt": 1000, "blast": 1000, "memory": 1000}

@@ -3,29 +3,16 @@ and the figures come out in the JSON report."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench, run_bench_script
 
 
 @pytest.mark.slow
 def test_pool_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "pool.json"
-    args = ["--quick", "--only", "launched,c2,c2warm,c32warm,smtp", "--json", str(out)]
-    proc = subprocess.run(
-        [sys.executable, "bench/e2e_pool.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    args = ["--quick", "--only", "launched,c2,c2warm,c32warm,smtp"]
+    report, proc = run_bench("e2e_pool.py", *args, tmp_path=tmp_path)
     assert report["options"]["scenarios"] == ["launched", "c2", "c2warm", "c32warm", "smtp"]
     for name in ("c2", "c2warm", "c32warm", "smtp"):
         figures = report["scenarios"][name]
@@ -42,10 +29,5 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
 
 def test_pool_bench_with_metrics() -> None:
     pytest.importorskip("prometheus_client")
-    proc = subprocess.run(
-        [sys.executable, "bench/e2e_pool.py", "--quick", "-n", "5000", "--only", "c2",
-         "--metrics"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    proc = run_bench_script("e2e_pool.py", "--quick", "-n", "5000", "--only", "c2", "--metrics")
     assert "c2" in proc.stdout

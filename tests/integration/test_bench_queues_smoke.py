@@ -4,28 +4,15 @@ served in) come out in the JSON report. The ratio is the benchmark's to report."
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_queues_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "queues.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/many_queues.py", "--quick", "--jobs", "2000", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    report, proc = run_bench("many_queues.py", "--quick", "--jobs", "2000", tmp_path=tmp_path)
     one, last, spread = (report["scenarios"][k] for k in ("one", "last", "spread"))
     assert one["queues"] == "d" and last["queues"] == "a,b,c,d"
     assert one["jobs"] == last["jobs"] == spread["jobs"] == 2000

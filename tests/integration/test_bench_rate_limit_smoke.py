@@ -3,26 +3,16 @@ through a real pool under the limit, and reports its figures in JSON."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_rate_limit_bench_tiny_run(tmp_path: Path) -> None:
-    out = tmp_path / "rate.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/rate_limit.py", "--cases", "40", "--rate", "20", "--pools", "1",
-         "-c", "2", "--json", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    [case] = json.loads(out.read_text())
+    args = ["--cases", "40", "--rate", "20", "--pools", "1", "-c", "2"]
+    [case], _ = run_bench("rate_limit.py", *args, tmp_path=tmp_path, timeout_s=180)
     assert (case["jobs"], case["rate"], case["burst"]) == (40, 20, 1)
     # not a speed but the limit: 40 starts span at least the intervals the limit puts
     # between their claims, less what the 2 workers may hold claimed but not started

@@ -4,28 +4,16 @@ The ratios themselves are the benchmark's to report, not asserted."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_rtt_bench_quick_run(tmp_path: Path) -> None:
-    out = tmp_path / "rtt.json"
-    proc = subprocess.run(
-        [sys.executable, "bench/e2e_rtt.py", "--quick", "--jobs", "1000", "--json", str(out)],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    report = json.loads(out.read_text())
+    args = ["--quick", "--jobs", "1000"]
+    report, proc = run_bench("e2e_rtt.py", *args, tmp_path=tmp_path, timeout_s=180)
     assert set(report["scenarios"]) == {"direct", "proxy0", "rtt1", "rtt5"}
     for link, figures in report["scenarios"].items():
         assert figures["jobs"] == 1000 and figures["jobs_s"] > 0, link
