@@ -35,7 +35,7 @@ def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
 
 
 def test_metrics_count_every_job_once_across_a_killed_child(
-    app: fastq.App, pools: Callable[..., Pool], tmp_path: Path  # noqa: F811
+    app: fastq.App, pools: Callable[..., Pool], tmp_path: Path
 ) -> None:
     n = 600
     port = _free_port()

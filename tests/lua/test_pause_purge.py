@@ -64,9 +64,7 @@ def test_purge_deletes_ready_prio_and_scheduled_but_never_held_jobs(
     assert r.hget(k.stats, "purged") == b"9"
 
 
-def test_purge_takes_a_cancelled_jobs_id_but_counts_only_jobs(
-    r: redis.Redis, k: QueueKeys
-) -> None:
+def test_purge_takes_a_cancelled_jobs_id_but_counts_only_jobs(r: redis.Redis, k: QueueKeys) -> None:
     enqueue(r, k, ["a", "b", "c"])
     r.hdel(k.jobs, "b")  # as a cancel leaves it: the envelope gone, the id still listed
     r.zadd(k.cancelled, {"b": 1})
