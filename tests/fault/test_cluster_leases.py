@@ -1,0 +1,117 @@
+"""Leases on a Redis Cluster while one master stalls: the lease keeper of a worker
+serving queues on several masters keeps extending the leases it holds on the
+masters that answer, so their long jobs are never taken back and run twice."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from clustertools import port_of, queues_on_each_master
+from pooltools import Pool, noted_runs, wait_until
+
+import fastq
+from fastq.cluster_server import ClusterServer
+from fastq.reaper import Reaper
+from fastq.shards import shards_key
+
+pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
+
+LEASE_S = 2.0
+STALL_S = 3 * LEASE_S
+JOB_S = STALL_S + 4.0
+
+
+@pytest.fixture
+def stallable_cluster() -> Iterator[ClusterServer]:
+    """A cluster of its own (a master of it is stopped), without replicas: nothing
+    fails over. Its node timeout outlasts the stall, so the other masters keep
+    serving their slots meanwhile, as a production cluster (15 s by default) does
+    through a shorter stall."""
+    if shutil.which("redis-cli") is None:
+        pytest.skip("redis-cli is not installed: it creates the Redis Cluster (redis-tools)")
+    with ClusterServer(3, node_timeout_ms=60_000) as cluster:
+        yield cluster
+
+
+def lease_deadlines(
+    cluster: ClusterServer, port: int, app: fastq.App, queue: str
+) -> tuple[int, list[int]]:
+    """(now, the lease deadline of each worker holding jobs of ``queue``), in ms by
+    the clock of its master at ``port``, which the reaper goes by."""
+    node = cluster.client(port)
+    try:
+        seconds, micros = node.time()
+        deadlines = node.zrange(app.keys(queue).leases, 0, -1, withscores=True)
+    finally:
+        node.close()
+    return seconds * 1000 + micros // 1000, [int(score) for _, score in deadlines]
+
+
+def done(app: fastq.App, queue: str) -> bool:
+    """Has ``queue`` a job done and none waiting or running?"""
+    stats = app.stats(queue)
+    return stats["processed"] >= 1 and stats["ready"] == stats["inflight"] == 0
+
+
+def test_a_stalled_master_costs_no_lease_on_the_other_masters(
+    stallable_cluster: ClusterServer, namespace: str, tmp_path: Path
+) -> None:
+    cluster = stallable_cluster
+    owners = queues_on_each_master(cluster, "lease")
+    # the victim holds none of the namespace's own keys, which a reaper reads
+    shards_port = port_of(cluster, shards_key(namespace))
+    victim_port = next(port for port in sorted(owners) if port != shards_port)
+    stalled = owners[victim_port]
+    # where the healthy queues live, asked before the stall (a stopped node never answers)
+    healthy_ports = {q: port for port, q in owners.items() if port != victim_port}
+    healthy = list(healthy_ports)
+    victim = next(node for node in cluster.nodes if node.port == victim_port)
+    assert victim.process is not None
+    app = fastq.App(cluster.url, namespace=namespace)
+    for i, queue in enumerate(healthy):
+        app.enqueue("note", (i, JOB_S), queue=queue)
+    # A reaper elsewhere, sweeping the healthy queues: the pool's own would sweep the
+    # stalled master's queue too, and hold back every lease until it answers.
+    reaper = Reaper(app, healthy, interval_s=0.1, handle_signals=False)
+    reaping = threading.Thread(target=reaper.run)
+    reaping.start()
+    # the stalled master's queue first: the one each lease keeper extends first
+    pool = Pool(
+        cluster.url, namespace, tmp_path / "pool.log",
+        "-q", ",".join([stalled, *healthy]), "-c", str(len(healthy)), "--batch", "1",
+        "--lease", str(LEASE_S), "--no-reaper",
+    )  # fmt: skip
+    lapsed: list[tuple[str, int, list[int]]] = []
+    try:
+        wait_until(
+            lambda: all(app.stats(q)["inflight"] == 1 for q in healthy), 20, "the jobs to start"
+        )
+        os.kill(victim.process.pid, signal.SIGSTOP)
+        try:
+            stall_ends = time.monotonic() + STALL_S
+            while time.monotonic() < stall_ends:
+                for queue in healthy:
+                    now_ms, deadlines = lease_deadlines(cluster, healthy_ports[queue], app, queue)
+                    if len(deadlines) != 1 or deadlines[0] <= now_ms:
+                        lapsed.append((queue, now_ms, deadlines))
+                time.sleep(0.1)
+        finally:
+            os.kill(victim.process.pid, signal.SIGCONT)
+        wait_until(lambda: all(done(app, q) for q in healthy), 4 * JOB_S, "the jobs to end")
+        assert pool.stop() == 0, pool.log()
+        stats = [app.stats(q) for q in healthy]
+    finally:
+        pool.kill()
+        reaper.stop()
+        reaping.join(timeout=30)
+        app.close()
+    assert noted_runs(pool) == {i: 1 for i in range(len(healthy))}, pool.log()
+    assert [(s["processed"], s["stalled"]) for s in stats] == [(1, 0)] * len(healthy)
+    assert lapsed == [], pool.log()  # each lease was extended on time, all along
