@@ -1,6 +1,7 @@
-"""Leases on a Redis Cluster while one master stalls: the lease keeper of a worker
-serving queues on several masters keeps extending the leases it holds on the
-masters that answer, so their long jobs are never taken back and run twice."""
+"""A Redis Cluster while one master stalls (SIGSTOP), without replicas: a worker's
+new clients are made from the masters that answer, and the lease keeper of a worker
+serving queues on several masters keeps extending the leases it holds on those, so
+their long jobs are never taken back and run twice."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import shutil
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
@@ -19,6 +21,7 @@ from pooltools import Pool, noted_runs, wait_until
 import fastq
 from fastq.cluster_server import ClusterServer
 from fastq.reaper import Reaper
+from fastq.redis_server import RedisServer
 from fastq.shards import shards_key
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
@@ -28,7 +31,7 @@ STALL_S = 3 * LEASE_S
 JOB_S = STALL_S + 4.0
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def stallable_cluster() -> Iterator[ClusterServer]:
     """A cluster of its own (a master of it is stopped), without replicas: nothing
     fails over. Its node timeout outlasts the stall, so the other masters keep
@@ -54,6 +57,31 @@ def lease_deadlines(
     return seconds * 1000 + micros // 1000, [int(score) for _, score in deadlines]
 
 
+@contextmanager
+def stopped(node: RedisServer) -> Iterator[None]:
+    assert node.process is not None
+    os.kill(node.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(node.process.pid, signal.SIGCONT)
+
+
+def test_a_client_is_made_while_any_one_master_stalls(
+    stallable_cluster: ClusterServer, namespace: str
+) -> None:
+    """As a worker makes its clients (its lease keeper's a quarter of a lease in):
+    with no retries, and call timeouts of a tenth of a 2 s lease."""
+    app = fastq.App(stallable_cluster.url, namespace=namespace)
+    for node in stallable_cluster.nodes:
+        with stopped(node):
+            started = time.monotonic()
+            client = app.new_client(retries=0, socket_timeout_s=0.2, connect_timeout_s=0.2)
+            took_s = time.monotonic() - started
+            client.close()
+        assert took_s < 1.0, f"{took_s:.1f} s with {node.port} stalled"
+
+
 def done(app: fastq.App, queue: str) -> bool:
     """Has ``queue`` a job done and none waiting or running?"""
     stats = app.stats(queue)
@@ -73,7 +101,6 @@ def test_a_stalled_master_costs_no_lease_on_the_other_masters(
     healthy_ports = {q: port for port, q in owners.items() if port != victim_port}
     healthy = list(healthy_ports)
     victim = next(node for node in cluster.nodes if node.port == victim_port)
-    assert victim.process is not None
     app = fastq.App(cluster.url, namespace=namespace)
     for i, queue in enumerate(healthy):
         app.enqueue("note", (i, JOB_S), queue=queue)
@@ -93,8 +120,7 @@ def test_a_stalled_master_costs_no_lease_on_the_other_masters(
         wait_until(
             lambda: all(app.stats(q)["inflight"] == 1 for q in healthy), 20, "the jobs to start"
         )
-        os.kill(victim.process.pid, signal.SIGSTOP)
-        try:
+        with stopped(victim):
             stall_ends = time.monotonic() + STALL_S
             while time.monotonic() < stall_ends:
                 for queue in healthy:
@@ -102,8 +128,6 @@ def test_a_stalled_master_costs_no_lease_on_the_other_masters(
                     if len(deadlines) != 1 or deadlines[0] <= now_ms:
                         lapsed.append((queue, now_ms, deadlines))
                 time.sleep(0.1)
-        finally:
-            os.kill(victim.process.pid, signal.SIGCONT)
         wait_until(lambda: all(done(app, q) for q in healthy), 4 * JOB_S, "the jobs to end")
         assert pool.stop() == 0, pool.log()
         stats = [app.stats(q) for q in healthy]
