@@ -20,6 +20,8 @@ from pooltools import Pool, noted_runs, wait_until
 
 import fastq
 from fastq.cluster_server import ClusterServer
+from fastq.context import ProgressBuffer
+from fastq.heartbeat import LeaseKeeper
 from fastq.reaper import Reaper
 from fastq.redis_server import RedisServer
 from fastq.shards import shards_key
@@ -80,6 +82,46 @@ def test_a_client_is_made_while_any_one_master_stalls(
             took_s = time.monotonic() - started
             client.close()
         assert took_s < 1.0, f"{took_s:.1f} s with {node.port} stalled"
+
+
+def hgetall(cluster: ClusterServer, port: int, key: str) -> dict[bytes, bytes]:
+    node = cluster.client(port)
+    try:
+        return node.hgetall(key)  # type: ignore[return-value]
+    finally:
+        node.close()
+
+
+def test_progress_reaches_the_masters_that_answer(
+    stallable_cluster: ClusterServer, namespace: str
+) -> None:
+    """The reports of a stalled master's queue wait for the next beat; the others
+    are written at once."""
+    cluster = stallable_cluster
+    owners = queues_on_each_master(cluster, "progress")
+    victim_port = min(owners)
+    app = fastq.App(cluster.url, namespace=namespace)
+    progress = ProgressBuffer()
+    keeper = LeaseKeeper(
+        lambda: app.new_client(retries=0, socket_timeout_s=0.2, connect_timeout_s=0.2),
+        "w1", [app.keys(q) for q in owners.values()], 2000, progress,
+    )  # fmt: skip
+    try:
+        for queue in owners.values():
+            progress.report(queue, b"job", b'"half"')
+        with stopped(next(node for node in cluster.nodes if node.port == victim_port)):
+            keeper.send_progress()
+            written = {
+                port: hgetall(cluster, port, app.keys(queue).progress)
+                for port, queue in owners.items()
+                if port != victim_port
+            }
+        assert written == {port: {b"job": b'"half"'} for port in owners if port != victim_port}
+        assert progress.take() == {owners[victim_port]: {b"job": b'"half"'}}
+    finally:
+        if keeper.client is not None:
+            keeper.client.close()
+        app.close()
 
 
 def done(app: fastq.App, queue: str) -> bool:
