@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any, Sequence
 from urllib.parse import quote
 
 import redis
+from redis.backoff import NoBackoff
 from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
+from redis.retry import Retry
 
 from fastq.redis_url import mask_url
 
@@ -33,6 +35,8 @@ DEFAULT_PORT = 6379
 # Transactions (MULTI/EXEC on one slot) in a cluster pipeline: pause, resume and
 # rate limits write with one
 MIN_REDIS_PY = (6, 1)
+# Tries of the first command a new client sends (each on another master)
+CONSTRUCTION_RETRIES = 3
 # host:port, host alone, or [IPv6]:port
 _NODE = re.compile(
     r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<host>[^\[\]:/?#@,\s]+))(?::(?P<port>\d+))?$"
@@ -120,12 +124,16 @@ def check_redis_py() -> None:
 def new_cluster_client(target: ClusterTarget, *, retry: Any, **options: Any) -> RedisCluster:
     """A ``RedisCluster`` client of ``target``; ``retry`` is its own retry policy
     (MOVED, ASK, TRYAGAIN, CLUSTERDOWN and lost connections, the slot map refreshed
-    between tries), ``options`` go to every node's connections."""
+    between tries), ``options`` go to every node's connections. It is made while a
+    master does not answer, as long as another one does."""
     check_redis_py()
     try:
-        return RedisCluster(
+        client = RedisCluster(
             startup_nodes=[ClusterNode(h, p) for h, p in target.nodes],  # type: ignore[no-untyped-call]
-            retry=retry,
+            # As it is made, the client asks one master (its first) for COMMAND: with
+            # no retry, a master that does not answer would stop every client of the
+            # cluster from being made. Retried on another master, then ``retry`` on.
+            retry=Retry(NoBackoff(), CONSTRUCTION_RETRIES),
             **{**target.options, **options},
         )
     except RedisClusterException as exc:
@@ -135,6 +143,8 @@ def new_cluster_client(target: ClusterTarget, *, retry: Any, **options: Any) -> 
         if isinstance(exc.__cause__, redis.RedisError):
             raise exc.__cause__ from exc
         raise redis.ConnectionError(str(exc)) from exc
+    client.set_retry(retry)
+    return client
 
 
 # -- routing -----------------------------------------------------------------------

@@ -27,10 +27,11 @@ from typing import Callable, Optional
 
 import redis
 
+from fastq import cluster
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
 from fastq.contracts import EXTEND
 from fastq.keys import QueueKeys
-from fastq.redis_faults import REDIS_ERRORS, Outage
+from fastq.redis_faults import REDIS_ERRORS, Outage, classify, unanswered
 
 log = logging.getLogger("fastq.worker")
 
@@ -255,6 +256,8 @@ class LeaseKeeper(threading.Thread):
         self.progress = progress
         self.progress_ttl_ms = max(PROGRESS_TTL_LEASES * lease_ms, 60_000)
         self._keys_by_queue = {k.queue: k for k in keys}
+        self._extend_keys = {k.queue: EXTEND.keys_for(k, worker_id) for k in keys}
+        self._silent_nodes: set[str] = set()  # the nodes that did not answer the last round
         self.outage = Outage(f"worker {worker_id} (leases)", log)
         self._stop_event = threading.Event()
 
@@ -277,42 +280,93 @@ class LeaseKeeper(threading.Thread):
             self.client.close()
 
     def send_progress(self) -> None:
-        """Write the latest report of each running job, in one pipeline; on a Redis
-        error they are kept for the next beat."""
+        """Write the latest report of each running job, in one pipeline per node (one
+        on a single Redis); the reports a node failed to take are kept for the next
+        beat."""
         assert self.progress is not None
         with self.progress.sending:
             latest = self.progress.take()
             if not latest:
                 return
             try:
-                if self.client is None:
-                    self.client = self.connect()
-                pipe = self.client.pipeline(transaction=False)
-                for queue, reports in latest.items():
-                    key = self._keys_by_queue[queue].progress
-                    pipe.hset(key, mapping=reports)  # type: ignore[arg-type]
-                    # the reports of a worker that died are deleted by no one: the
-                    # hash goes once no worker reported for a while
-                    pipe.pexpire(key, self.progress_ttl_ms)
-                pipe.execute()
+                client = self._connected()
+                by_node = self._by_node(client, [self._keys_by_queue[q] for q in latest])
             except REDIS_ERRORS as exc:
                 self.progress.give_back(latest)
                 log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
+                return
+            for _, node_keys in by_node:
+                pipe = client.pipeline(transaction=False)
+                for k in node_keys:
+                    pipe.hset(k.progress, mapping=latest[k.queue])  # type: ignore[arg-type]
+                    # the reports of a worker that died are deleted by no one: the
+                    # hash goes once no worker reported for a while
+                    pipe.pexpire(k.progress, self.progress_ttl_ms)
+                try:
+                    pipe.execute()
+                except REDIS_ERRORS as exc:
+                    self.progress.give_back({k.queue: latest[k.queue] for k in node_keys})
+                    log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
 
     def extend_leases(self) -> Optional[float]:
         """One extension of every queue's lease; None when done, else how soon to
-        try again."""
+        try again.
+
+        Each queue is extended on its own: a call that fails costs the other queues
+        nothing. A node (a master of a cluster) that does not answer is called once
+        a round, after the nodes that answered last round, so each costs the others
+        one call timeout at most and only in the round it falls silent."""
         try:
-            if self.client is None:
-                self.client = self.connect()
-            for k in self.keys:
-                argv = EXTEND.argv(self.worker_id, self.lease_ms)
-                EXTEND.call(self.client, EXTEND.keys_for(k, self.worker_id), argv)
+            client = self._connected()
+            by_node = self._by_node(client, self.keys)
         except REDIS_ERRORS as exc:
+            return self._extension_failed(exc)
+        argv = EXTEND.argv(self.worker_id, self.lease_ms)
+        fault: Optional[BaseException] = None
+        retry_s: Optional[float] = None
+        silent: set[str] = set()
+        for node, node_keys in by_node:
+            for k in node_keys:
+                try:
+                    EXTEND.call(client, self._extend_keys[k.queue], argv)
+                except REDIS_ERRORS as exc:
+                    if classify(exc) is None:
+                        retry_s = self._extension_failed(exc)
+                        continue
+                    fault = fault or exc
+                    if unanswered(exc):
+                        silent.add(node)
+                        break  # its other queues would wait as long, for nothing
+        self._silent_nodes = silent
+        if fault is None:
+            self.outage.recovered()
+            return retry_s
+        return self._extension_failed(fault)
+
+    def _extension_failed(self, exc: BaseException) -> float:
+        try:
+            return self.outage.failed(exc)
+        except REDIS_ERRORS:  # not Redis' fault: say so loudly, and keep extending
+            log.exception("worker %s: extending its leases failed", self.worker_id)
+            return RETRY_MAX_S
+
+    def _connected(self) -> redis.Redis:
+        if self.client is None:
+            self.client = self.connect()
+        return self.client
+
+    def _by_node(
+        self, client: redis.Redis, keys: list[QueueKeys]
+    ) -> list[tuple[str, list[QueueKeys]]]:
+        """``keys`` by the node serving their queue (all in one on a single Redis),
+        the nodes that did not answer the last extension last."""
+        if not cluster.is_cluster(client):
+            return [("", keys)]
+        by_node: dict[str, list[QueueKeys]] = {}
+        for k in keys:
             try:
-                return self.outage.failed(exc)
-            except REDIS_ERRORS:  # not Redis' fault: say so loudly, and keep extending
-                log.exception("worker %s: extending its leases failed", self.worker_id)
-                return RETRY_MAX_S
-        self.outage.recovered()
-        return None
+                node = cluster.node_of(client, k.leases).name
+            except REDIS_ERRORS:  # no master for its slot (yet): its own call says so
+                node = f"{{{k.queue}}}"
+            by_node.setdefault(node, []).append(k)
+        return sorted(by_node.items(), key=lambda node: node[0] in self._silent_nodes)

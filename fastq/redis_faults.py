@@ -110,6 +110,14 @@ def classify(exc: BaseException) -> Optional[Fault]:
     return None
 
 
+def unanswered(exc: BaseException) -> bool:
+    """Did the server not answer at all (refused, cut, or silent until the timeout)?
+    Then every other call to it would fail the same way, and as slowly."""
+    return isinstance(exc, (rex.ConnectionError, rex.TimeoutError, OSError)) and not isinstance(
+        exc, (rex.AuthenticationError, rex.BusyLoadingError)
+    )
+
+
 # What the retrying processes catch: every Redis error, classified afterwards
 # (redis-py's cluster errors about the slot map are no RedisError).
 REDIS_ERRORS: tuple[type[BaseException], ...] = (

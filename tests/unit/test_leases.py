@@ -57,3 +57,41 @@ def test_a_bug_is_logged_with_its_traceback_and_the_thread_goes_on(
         assert leases.extend_leases() == RETRY_MAX_S
     assert caplog.records[0].exc_info is not None
     assert leases.extend_leases() is None
+
+
+class PerQueueClient(FlakyClient):
+    """Answers EXTEND with the error set for its queue (every time), else with 1."""
+
+    def __init__(self, errors: dict[str, BaseException]) -> None:
+        super().__init__()
+        self.by_queue = errors
+        self.called: list[str] = []
+
+    def execute_command(self, *args: Any) -> Any:
+        queue = args[3].decode() if isinstance(args[3], bytes) else args[3]  # KEYS[1]
+        queue = queue[queue.index("{") + 1 : queue.index("}")]
+        self.called.append(queue)
+        if queue in self.by_queue:
+            raise self.by_queue[queue]
+        return 1
+
+
+def keeper_of(client: PerQueueClient, queues: list[str]) -> LeaseKeeper:
+    keys = [QueueKeys("t", q) for q in queues]
+    return LeaseKeeper(lambda: client, "w1", keys, 60_000)  # type: ignore[arg-type,return-value]
+
+
+def test_a_queue_whose_extension_fails_costs_the_others_nothing() -> None:
+    client = PerQueueClient({"a": rex.ResponseError("WRONGTYPE Operation against a key")})
+    assert keeper_of(client, ["a", "b", "c"]).extend_leases() == RETRY_MAX_S
+    assert client.called == ["a", "b", "c"]
+
+
+def test_a_redis_that_does_not_answer_is_called_once_a_round() -> None:
+    """A single Redis timing out costs one call timeout a round, not one per queue."""
+    client = PerQueueClient({"a": rex.TimeoutError("Timeout reading from socket")})
+    leases = keeper_of(client, ["a", "b", "c"])
+    for _ in range(2):
+        retry_s = leases.extend_leases()
+        assert retry_s is not None and retry_s <= 5.0
+    assert client.called == ["a", "a"]
