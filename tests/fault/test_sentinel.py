@@ -226,7 +226,17 @@ def test_durable_enqueues_through_sentinel_survive_a_failover(
             return isinstance(replica, dict) and replica.get("state") == "online"
 
         wait_until(a_replica_again, 40, "the old master to rejoin as a replica")
-        ids = app.enqueue_many("note", [(0, 0)] * len(unconfirmed), queue="q", job_ids=unconfirmed)
+        # retried as a user would: a replica just synced streams (and confirms) only
+        # once its first ACK reached the master, up to a second later
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                ids = app.enqueue_many(
+                    "note", [(0, 0)] * len(unconfirmed), queue="q", job_ids=unconfirmed
+                )
+                break
+            except fastq.NotReplicated:
+                assert time.monotonic() < deadline, "the rejoined replica never confirmed"
         assert ids == unconfirmed
         total = len(confirmed) + len(unconfirmed)
         assert new_master.hlen(jobs_key) == total  # nothing added twice
