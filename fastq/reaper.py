@@ -15,11 +15,13 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Optional
 
 import redis
 
+from fastq import cluster
 from fastq.batch import PROMOTE_MAX
 from fastq.contracts import REAP, RELEASE, ReleaseMode
 from fastq.firer import Firer
@@ -37,6 +39,22 @@ _QUEUES_REFRESH_S = 10.0
 # for the same reason the reaper's calls did, and they are retried within 2 s.
 LEASE_GRACE_S = 5.0
 SLOW_SWEEP_S = 2.0
+# A single Redis is given this long to answer: a slower answer is a stall, which
+# the grace above covers.
+CALL_TIMEOUT_S = 30.0
+# A master of a cluster only this long: the other masters' sweeps wait behind a
+# master that does not answer (stopped, gone, or before its failover); one slower
+# than SLOW_SWEEP_S has stalled anyway, and gets the same grace after its outage.
+CLUSTER_CALL_TIMEOUT_S = SLOW_SWEEP_S
+
+
+@dataclass
+class _NodeSweep:
+    """What the reaper knows of one node (a master of a cluster, or the one Redis)."""
+
+    outage: Outage
+    take_back_after: float = 0.0  # monotonic time; see LEASE_GRACE_S
+    retry_at: float = 0.0  # monotonic time of the next call after a failure; 0: none
 
 
 class Reaper:
@@ -65,8 +83,9 @@ class Reaper:
         self.handle_signals = handle_signals
         self.parent_pid = parent_pid
         self.slot = slot
+        # a failure before any sweep (no client, no queue list), and a single Redis'
         self.outage = Outage("reaper", log)
-        self.take_back_after = 0.0  # monotonic time; see LEASE_GRACE_S
+        self._nodes: dict[str, _NodeSweep] = {}  # by node name; "" on a single Redis
         self.stopping = False
         self._queues: list[str] = []
         self._queues_at = 0.0
@@ -90,20 +109,67 @@ class Reaper:
         return self._queues
 
     def sweep(self, client: redis.Redis) -> float:
-        """One pass over every queue; returns how long the reaper may sleep."""
+        """One pass over every queue; returns how long the reaper may sleep.
+
+        Each master of a cluster is swept on its own: a master that fails costs the
+        others nothing, and its expired leases alone wait for the grace after its
+        outage. A failed master is called again when its backoff is due, after the
+        masters that answered, so one that does not answer costs the others one
+        call timeout per retry, not every sweep."""
+        now = time.monotonic()
+        waits: list[float] = []
+        silent = [name for name, node in self._nodes.items() if node.retry_at]
+        for name, queues in cluster.by_node(client, self.queues(), self._leases_key, silent):
+            node = self._node(name)
+            if node.retry_at > now:
+                waits.append(node.retry_at - now)
+                continue
+            try:
+                waits.append(self._sweep_node(client, node, queues))
+            except REDIS_ERRORS as exc:
+                delay_s = node.outage.failed(exc)
+                node.take_back_after = math.inf
+                node.retry_at = time.monotonic() + delay_s
+                waits.append(delay_s)
+            else:
+                if node.outage.ongoing:
+                    node.take_back_after = time.monotonic() + LEASE_GRACE_S
+                node.outage.recovered()
+                node.retry_at = 0.0
+        return min(waits, default=self.interval_s)
+
+    def _leases_key(self, queue: str) -> str:
+        return self.app.keys(queue).leases
+
+    def _node(self, name: str) -> _NodeSweep:
+        """The sweep state of node ``name`` (``""``: a single Redis, whose outages
+        are the reaper's own)."""
+        node = self._nodes.get(name)
+        if node is None:
+            outage = self.outage if name == "" else Outage(f"reaper (master {name})", log)
+            node = self._nodes[name] = _NodeSweep(outage)
+        return node
+
+    def _sweep_node(self, client: redis.Redis, node: _NodeSweep, queues: list[str]) -> float:
+        """Sweep ``queues`` (one node's); returns how long the reaper may sleep.
+
+        Raises:
+            a Redis error: the first call that failed (the node's later queues wait
+                for its next sweep).
+        """
         sleep_s = self.interval_s
         app = self.app
-        for queue in self.queues():
+        for queue in queues:
             keys = app.keys(queue)
             argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
             called = time.monotonic()
             reaped = REAP.call(client, REAP.keys_for(keys), argv)
             waited_s = time.monotonic() - called
             if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
-                log.warning("reaper: Redis took %.1f s to answer", waited_s)
-                self.take_back_after = time.monotonic() + LEASE_GRACE_S
+                log.warning("%s: Redis took %.1f s to answer", node.outage.who, waited_s)
+                node.take_back_after = time.monotonic() + LEASE_GRACE_S
             promoted, expired = reaped.promoted, reaped.expired_workers
-            if time.monotonic() < self.take_back_after:
+            if time.monotonic() < node.take_back_after:
                 expired = []  # a grace after an outage: see LEASE_GRACE_S
                 sleep_s = min(sleep_s, 0.5)
             for worker_id in expired:
@@ -141,6 +207,15 @@ class Reaper:
         self.fire_outage.recovered()
         return wait_s
 
+    def _new_client(self) -> redis.Redis:
+        if not self.app.cluster:
+            return self.app.new_client(retries=0, socket_timeout_s=CALL_TIMEOUT_S)
+        return self.app.new_client(
+            retries=0,
+            socket_timeout_s=CLUSTER_CALL_TIMEOUT_S,
+            connect_timeout_s=CLUSTER_CALL_TIMEOUT_S,
+        )
+
     def run(self) -> None:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self._handle_stop_signal)
@@ -159,16 +234,18 @@ class Reaper:
             try:
                 if client is None:
                     # in the loop: a cluster's client connects as it is made
-                    client = self.app.new_client(retries=0, socket_timeout_s=30.0)
+                    client = self._new_client()
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
-            except REDIS_ERRORS as exc:
+            except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
                 sleep_s = self.outage.failed(exc)
-                self.take_back_after = float("inf")
+                for node in self._nodes.values():
+                    node.take_back_after = math.inf
             else:
                 if self.outage.ongoing:
-                    self.take_back_after = time.monotonic() + LEASE_GRACE_S
+                    for node in self._nodes.values():
+                        node.take_back_after = time.monotonic() + LEASE_GRACE_S
                 self.outage.recovered()
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
