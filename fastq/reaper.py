@@ -52,9 +52,8 @@ CLUSTER_CALL_TIMEOUT_S = SLOW_SWEEP_S
 class _NodeSweep:
     """What the reaper knows of one node (a master of a cluster, or the one Redis)."""
 
-    outage: Outage
+    outage: Outage  # its retry_at: when a node that failed is called again
     take_back_after: float = 0.0  # monotonic time; see LEASE_GRACE_S
-    retry_at: float = 0.0  # monotonic time of the next call after a failure; 0: none
 
 
 class Reaper:
@@ -86,6 +85,7 @@ class Reaper:
         # a failure before any sweep (no client, no queue list), and a single Redis'
         self.outage = Outage("reaper", log)
         self._nodes: dict[str, _NodeSweep] = {}  # by node name; "" on a single Redis
+        self._node_of: dict[str, str] = {}  # queue -> the node that served it last
         self.stopping = False
         self._queues: list[str] = []
         self._queues_at = 0.0
@@ -118,25 +118,34 @@ class Reaper:
         call timeout per retry, not every sweep."""
         now = time.monotonic()
         waits: list[float] = []
-        silent = [name for name, node in self._nodes.items() if node.retry_at]
-        for name, queues in cluster.by_node(client, self.queues(), self._leases_key, silent):
+        failed = [name for name, node in self._nodes.items() if node.outage.ongoing]
+        for name, queues in cluster.by_node(client, self.queues(), self._leases_key, failed):
             node = self._node(name)
-            if node.retry_at > now:
-                waits.append(node.retry_at - now)
+            self._take_over(name, node, queues)
+            if node.outage.retry_at > now:
+                waits.append(node.outage.retry_at - now)
                 continue
             try:
                 waits.append(self._sweep_node(client, node, queues))
             except REDIS_ERRORS as exc:
-                delay_s = node.outage.failed(exc)
+                waits.append(node.outage.failed(exc))
                 node.take_back_after = math.inf
-                node.retry_at = time.monotonic() + delay_s
-                waits.append(delay_s)
             else:
                 if node.outage.ongoing:
                     node.take_back_after = time.monotonic() + LEASE_GRACE_S
                 node.outage.recovered()
-                node.retry_at = 0.0
         return min(waits, default=self.interval_s)
+
+    def _take_over(self, name: str, node: _NodeSweep, queues: list[str]) -> None:
+        """Queues that moved to node ``name`` from one in trouble (a failover) keep
+        a grace: their workers could not extend their leases there either."""
+        for queue in queues:
+            was = self._node_of.setdefault(queue, name)
+            if was != name:
+                if self._nodes[was].take_back_after > time.monotonic():
+                    grace_ends = time.monotonic() + LEASE_GRACE_S
+                    node.take_back_after = max(node.take_back_after, grace_ends)
+                self._node_of[queue] = name
 
     def _leases_key(self, queue: str) -> str:
         return self.app.keys(queue).leases
