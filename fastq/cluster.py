@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence, TypeVar
 from urllib.parse import quote
@@ -192,6 +193,34 @@ def by_node(
             node = f"{{{key}}}"
         groups.setdefault(node, []).append(item)
     return sorted(groups.items(), key=lambda group: group[0] in last)
+
+
+class SilentNodes:
+    """The nodes that did not answer at all (stopped, gone), and when each is
+    called again: shared by what calls them in turn (the reaper's firing and its
+    sweep), so that a silent node costs the others one call timeout per try, and
+    is tried no more often than every ``retry_s``."""
+
+    def __init__(self, retry_s: float) -> None:
+        self.retry_s = retry_s
+        self._retry_at: dict[str, float] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._retry_at
+
+    def wait_s(self, name: str) -> float:
+        """How long node ``name`` is left alone yet (0: call it)."""
+        return max(self._retry_at.get(name, 0.0) - time.monotonic(), 0.0)
+
+    def failed(self, name: str, delay_s: float) -> float:
+        """Node ``name`` did not answer; returns how long it is left alone: its
+        backoff ``delay_s``, at least ``retry_s``."""
+        delay_s = max(delay_s, self.retry_s)
+        self._retry_at[name] = time.monotonic() + delay_s
+        return delay_s
+
+    def answered(self, name: str) -> None:
+        self._retry_at.pop(name, None)
 
 
 def masters_of(client: RedisCluster, keys: Sequence[Any]) -> list[redis.Redis]:

@@ -26,7 +26,7 @@ from fastq.batch import PROMOTE_MAX
 from fastq.contracts import REAP, RELEASE, ReleaseMode
 from fastq.firer import Firer
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
-from fastq.redis_faults import REDIS_ERRORS, Outage
+from fastq.redis_faults import REDIS_ERRORS, Outage, unanswered
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -46,6 +46,9 @@ CALL_TIMEOUT_S = 30.0
 # master that does not answer (stopped, gone, or before its failover); one slower
 # than SLOW_SWEEP_S has stalled anyway, and gets the same grace after its outage.
 CLUSTER_CALL_TIMEOUT_S = SLOW_SWEEP_S
+# A master that does not answer at all is tried again this often at most: each try
+# keeps the others waiting a call timeout.
+SILENT_RETRY_S = 5.0
 
 
 @dataclass
@@ -90,8 +93,11 @@ class Reaper:
         self._queues: list[str] = []
         self._queues_at = 0.0
         self._wake = threading.Event()
-        self.firer = Firer(app, queues)
-        self.fire_outage = Outage("reaper (periodic jobs)", log)
+        # the masters of a cluster that did not answer, left alone by the sweep and the firing
+        self.silent = cluster.SilentNodes(SILENT_RETRY_S)
+        self.firer = Firer(
+            app, queues, who="reaper (periodic jobs)", logger=log, silent=self.silent
+        )
 
     def stop(self) -> None:
         self.stopping = True
@@ -114,26 +120,33 @@ class Reaper:
         Each master of a cluster is swept on its own: a master that fails costs the
         others nothing, and its expired leases alone wait for the grace after its
         outage. A failed master is called again when its backoff is due, after the
-        masters that answered, so one that does not answer costs the others one
-        call timeout per retry, not every sweep."""
+        masters that answered; one that does not answer at all, every
+        ``SILENT_RETRY_S`` at most (by the firing too), so it costs the others one
+        call timeout per try, not every sweep."""
         now = time.monotonic()
         waits: list[float] = []
         failed = [name for name, node in self._nodes.items() if node.outage.ongoing]
+        failed += [name for name in self._nodes if name in self.silent]
         for name, queues in cluster.by_node(client, self.queues(), self._leases_key, failed):
             node = self._node(name)
             self._take_over(name, node, queues)
-            if node.outage.retry_at > now:
-                waits.append(node.outage.retry_at - now)
+            wait_s = max(node.outage.retry_at - now, self.silent.wait_s(name))
+            if wait_s > 0:
+                waits.append(wait_s)
                 continue
             try:
                 waits.append(self._sweep_node(client, node, queues))
             except REDIS_ERRORS as exc:
-                waits.append(node.outage.failed(exc))
+                delay_s = node.outage.failed(exc)
+                if name and unanswered(exc):
+                    delay_s = self.silent.failed(name, delay_s)
+                waits.append(delay_s)
                 node.take_back_after = math.inf
             else:
                 if node.outage.ongoing:
                     node.take_back_after = time.monotonic() + LEASE_GRACE_S
                 node.outage.recovered()
+                self.silent.answered(name)
         return min(waits, default=self.interval_s)
 
     def _take_over(self, name: str, node: _NodeSweep, queues: list[str]) -> None:
@@ -209,12 +222,7 @@ class Reaper:
         """Fire the periodic jobs that are due; returns the seconds until the next
         slot. A refusal (a full Redis refuses new jobs) is logged once and retried,
         and never keeps the sweep, which frees memory, from running."""
-        try:
-            wait_s = self.firer.fire_due(client)
-        except REDIS_ERRORS as exc:
-            return self.fire_outage.failed(exc)
-        self.fire_outage.recovered()
-        return wait_s
+        return self.firer.fire_due(client)
 
     def _new_client(self) -> redis.Redis:
         if not self.app.cluster:

@@ -241,3 +241,43 @@ def test_a_stalled_master_keeps_no_lapsed_lease_on_the_others(
         reaping.join(timeout=60)
         app.close()
     assert not reaping.is_alive()
+
+
+def tick() -> None:
+    pass
+
+
+def test_a_stalled_master_keeps_no_periodic_job_of_the_others_from_firing(
+    stallable_cluster: ClusterServer, namespace: str
+) -> None:
+    """The stalled master's schedule is the one the reaper fires first; the other
+    masters' schedules fire on time all along."""
+    cluster = stallable_cluster
+    owners = queues_on_each_master(cluster, "tick")
+    shards_port = port_of(cluster, shards_key(namespace))
+    victim_port = next(port for port in sorted(owners) if port != shards_port)
+    victim = next(node for node in cluster.nodes if node.port == victim_port)
+    healthy = {port: q for port, q in owners.items() if port != victim_port}
+    app = fastq.App(cluster.url, namespace=namespace)
+    for i, queue in enumerate([owners[victim_port], *healthy.values()]):
+        app.periodic(every_s=1, queue=queue, overlap=True, name=f"tick{i}")(tick)
+    reaper = Reaper(app, list(owners.values()), handle_signals=False)
+    reaping = threading.Thread(target=reaper.run)
+
+    def fired() -> list[int]:
+        return [ready_and_held(cluster, port, app, queue)[0] for port, queue in healthy.items()]
+
+    try:
+        reaping.start()
+        wait_until(lambda: min(fired()) >= 1, 10, "the first slots to fire")
+        with stopped(victim):
+            before = fired()
+            time.sleep(5.0)
+            during = fired()
+    finally:
+        reaper.stop()
+        reaping.join(timeout=60)
+        app.close()
+    assert not reaping.is_alive()
+    # a slot a second, but for the first call to the stalled master (2 s at most)
+    assert [n - b >= 3 for n, b in zip(during, before)] == [True] * len(healthy), (before, during)
