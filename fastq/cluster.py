@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import re
+import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterable, Sequence, TypeVar
 from urllib.parse import quote
 
 import redis
@@ -25,6 +26,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
+from fastq.redis_faults import REDIS_ERRORS
 from fastq.redis_url import mask_url
 
 if TYPE_CHECKING:
@@ -164,6 +166,61 @@ def node_of(client: RedisCluster, key: Any) -> ClusterNode:
     """The master that serves ``key``'s slot, from the client's slot map."""
     node: ClusterNode = client.get_node_from_key(key)  # type: ignore[no-untyped-call]
     return node
+
+
+T = TypeVar("T")
+
+
+def by_node(
+    client: redis.Redis,
+    items: Iterable[T],
+    key_of: Callable[[T], Any],
+    last: Collection[str] = (),
+) -> list[tuple[str, list[T]]]:
+    """``items`` grouped by the master serving ``key_of(item)``'s slot, by its name
+    (``host:port``), the nodes named in ``last`` (those that did not answer last
+    time) after the others; on a single Redis, all in one group named ``""``. An
+    item whose slot has no master (yet) is a group of its own, named after its key:
+    its own call says what is wrong."""
+    if not is_cluster(client):
+        return [("", list(items))]
+    groups: dict[str, list[T]] = {}
+    for item in items:
+        key = key_of(item)
+        try:
+            node = node_of(client, key).name
+        except REDIS_ERRORS:
+            node = f"{{{key}}}"
+        groups.setdefault(node, []).append(item)
+    return sorted(groups.items(), key=lambda group: group[0] in last)
+
+
+class SilentNodes:
+    """The nodes that did not answer at all (stopped, gone), and when each is
+    called again: shared by what calls them in turn (the reaper's firing and its
+    sweep), so that a silent node costs the others one call timeout per try, and
+    is tried no more often than every ``retry_s``."""
+
+    def __init__(self, retry_s: float) -> None:
+        self.retry_s = retry_s
+        self._retry_at: dict[str, float] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._retry_at
+
+    def wait_s(self, name: str) -> float:
+        """How long node ``name`` is left alone yet (0: call it)."""
+        return max(self._retry_at.get(name, 0.0) - time.monotonic(), 0.0)
+
+    def failed(self, name: str, delay_s: float) -> float:
+        """Node ``name`` did not answer; returns how long it is left alone: its
+        backoff ``delay_s``, at least ``retry_s``."""
+        delay_s = max(delay_s, self.retry_s)
+        self._retry_at[name] = time.monotonic() + delay_s
+        return delay_s
+
+    def answered(self, name: str) -> None:
+        self._retry_at.pop(name, None)
 
 
 def masters_of(client: RedisCluster, keys: Sequence[Any]) -> list[redis.Redis]:

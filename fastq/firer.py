@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import redis
 
+from fastq import cluster
 from fastq._accel import codec
 from fastq.contracts import FIRE, FireOutcome
 from fastq.periodic import PeriodicJob
-from fastq.redis_faults import REDIS_ERRORS, for_producer
+from fastq.redis_faults import REDIS_ERRORS, Outage, for_producer, unanswered
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -44,56 +45,106 @@ class Firer:
     returns how long to sleep until the next slot.
     """
 
-    def __init__(self, app: App, queues: Optional[list[str]] = None) -> None:
+    def __init__(
+        self,
+        app: App,
+        queues: Optional[list[str]] = None,
+        *,
+        who: str = "firer",
+        logger: logging.Logger = log,
+        silent: Optional[cluster.SilentNodes] = None,
+    ) -> None:
         self.app = app
         self.jobs = [job for job in app.schedules.values() if queues is None or job.queue in queues]
         self._keys = {job.name: FIRE.keys_for(app.keys(job.queue)) for job in self.jobs}
-        # the next slot to try, per job name; filled from Redis on the first call
+        # the next slot to try, per job name; filled from Redis as each node first answers
         self._next_ms: dict[str, int] = {}
         self._retry_s = math.inf
         self._skewed = False
+        self._who = who
+        self._logger = logger
+        self._outages: dict[str, Outage] = {}  # by node name; "" on a single Redis
+        self._silent = silent if silent is not None else cluster.SilentNodes(0.0)
 
     def fire_due(self, client: redis.Redis) -> float:
         """Fire every schedule whose slot has come; returns the seconds until the
-        next slot (``inf`` when there is no schedule).
+        next slot (``inf`` when there is no schedule), or until Redis is tried again.
+
+        A fault of Redis is logged once per outage (as ``who``, on ``logger``) and
+        tried again after a backoff; the slots not fired yet are fired then. Each
+        master of a cluster on its own: one that fails costs the others nothing, and
+        is tried again when its backoff is due, after the others (one that does not
+        answer at all: not before ``silent`` says, shared with the reaper's sweep).
 
         Raises:
-            redis.RedisError: as the client raised it (the reaper classifies it);
-                the slots not fired yet are tried again at the next call.
+            redis.RedisError: what is no fault of Redis (a bug), as the client raised it.
         """
         if not self.jobs:
             return math.inf
-        if not self._next_ms:
-            self._load(client)
         self._retry_s = math.inf
+        waits: list[float] = []
+        now = time.monotonic()
+        failed = [name for name, outage in self._outages.items() if outage.ongoing]
+        failed += [name for name in self._outages if name in self._silent]
+        for name, jobs in cluster.by_node(client, self.jobs, self._periodic_key, failed):
+            outage = self._outage(name)
+            wait_s = max(outage.retry_at - now, self._silent.wait_s(name))
+            if wait_s > 0:
+                waits.append(wait_s)
+                continue
+            try:
+                self._fire_due(client, jobs)
+            except REDIS_ERRORS as exc:
+                delay_s = outage.failed(exc)  # its slots not fired yet wait for it
+                if name and unanswered(exc):
+                    delay_s = self._silent.failed(name, delay_s)
+                waits.append(delay_s)
+                continue
+            outage.recovered()
+            self._silent.answered(name)
+            wait_ms = min(self._next_ms[job.name] for job in jobs) - _now_ms()
+            waits.append(max(wait_ms / 1000, 0.0) + _WAKE_MARGIN_S)
+        return min([*waits, self._retry_s])
+
+    def _periodic_key(self, job: PeriodicJob) -> str:
+        return self._keys[job.name][0]
+
+    def _outage(self, name: str) -> Outage:
+        outage = self._outages.get(name)
+        if outage is None:
+            who = self._who if name == "" else f"{self._who} (master {name})"
+            outage = self._outages[name] = Outage(who, self._logger)
+        return outage
+
+    def _fire_due(self, client: redis.Redis, jobs: list[PeriodicJob]) -> None:
+        """Fire the due slots of ``jobs`` (one node's)."""
+        unknown = [job for job in jobs if job.name not in self._next_ms]
+        if unknown:
+            self._load(client, unknown)
         now_ms = _now_ms()
-        for job in self.jobs:
+        for job in jobs:
             next_ms = self._next_ms[job.name]
             if next_ms <= now_ms:
                 slot_ms = job.schedule.latest_ms(next_ms, now_ms)
                 self._next_ms[job.name] = self._fire(client, job, slot_ms)
-        wait_ms = min(self._next_ms.values()) - _now_ms()
-        return min(max(wait_ms / 1000, 0.0) + _WAKE_MARGIN_S, self._retry_s)
 
-    def _load(self, client: redis.Redis) -> None:
-        """The next slot of each schedule: after the last fired (a missed one is due
-        at once), or, for a schedule never fired, the next from now."""
+    def _load(self, client: redis.Redis, jobs: list[PeriodicJob]) -> None:
+        """The next slot of each of ``jobs``: after the last fired (a missed one is
+        due at once), or, for a schedule never fired, the next from now."""
         pipe = client.pipeline(transaction=False)
-        for job in self.jobs:
+        for job in jobs:
             pipe.hget(self._keys[job.name][0], job.name)
-        if self.jobs:  # known to the namespace, for `fastq stats` and other reapers
-            pipe.sadd(f"{self.app.namespace}:queues", *{job.queue for job in self.jobs})
+        # known to the namespace, for `fastq stats` and other reapers
+        pipe.sadd(f"{self.app.namespace}:queues", *{job.queue for job in jobs})
         replies = pipe.execute()
         now_ms = _now_ms()
-        next_ms: dict[str, int] = {}
-        for job, last in zip(self.jobs, replies):
+        for job, last in zip(jobs, replies):
             after = int(last) if last is not None else now_ms
-            next_ms[job.name] = job.schedule.next_after_ms(after)
-        self._next_ms = next_ms
+            self._next_ms[job.name] = job.schedule.next_after_ms(after)
         log.info(
             "firer: %d periodic jobs: %s",
-            len(self.jobs),
-            ", ".join(f"{job.name} ({job.schedule.describe()})" for job in self.jobs),
+            len(jobs),
+            ", ".join(f"{job.name} ({job.schedule.describe()})" for job in jobs),
         )
 
     def _fire(self, client: redis.Redis, job: PeriodicJob, slot_ms: int) -> int:

@@ -360,13 +360,4 @@ class LeaseKeeper(threading.Thread):
     ) -> list[tuple[str, list[QueueKeys]]]:
         """``keys`` by the node serving their queue (all in one on a single Redis),
         the nodes that did not answer the last extension last."""
-        if not cluster.is_cluster(client):
-            return [("", keys)]
-        by_node: dict[str, list[QueueKeys]] = {}
-        for k in keys:
-            try:
-                node = cluster.node_of(client, k.leases).name
-            except REDIS_ERRORS:  # no master for its slot (yet): its own call says so
-                node = f"{{{k.queue}}}"
-            by_node.setdefault(node, []).append(k)
-        return sorted(by_node.items(), key=lambda node: node[0] in self._silent_nodes)
+        return cluster.by_node(client, keys, lambda k: k.leases, last=self._silent_nodes)

@@ -15,16 +15,18 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from types import FrameType
 from typing import TYPE_CHECKING, Optional
 
 import redis
 
+from fastq import cluster
 from fastq.batch import PROMOTE_MAX
 from fastq.contracts import REAP, RELEASE, ReleaseMode
 from fastq.firer import Firer
 from fastq.heartbeat import Heartbeat, HeartbeatSlot
-from fastq.redis_faults import REDIS_ERRORS, Outage
+from fastq.redis_faults import REDIS_ERRORS, Outage, unanswered
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -37,6 +39,24 @@ _QUEUES_REFRESH_S = 10.0
 # for the same reason the reaper's calls did, and they are retried within 2 s.
 LEASE_GRACE_S = 5.0
 SLOW_SWEEP_S = 2.0
+# A single Redis is given this long to answer: a slower answer is a stall, which
+# the grace above covers.
+CALL_TIMEOUT_S = 30.0
+# A master of a cluster only this long: the other masters' sweeps wait behind a
+# master that does not answer (stopped, gone, or before its failover); one slower
+# than SLOW_SWEEP_S has stalled anyway, and gets the same grace after its outage.
+CLUSTER_CALL_TIMEOUT_S = SLOW_SWEEP_S
+# A master that does not answer at all is tried again this often at most: each try
+# keeps the others waiting a call timeout.
+SILENT_RETRY_S = 5.0
+
+
+@dataclass
+class _NodeSweep:
+    """What the reaper knows of one node (a master of a cluster, or the one Redis)."""
+
+    outage: Outage  # its retry_at: when a node that failed is called again
+    take_back_after: float = 0.0  # monotonic time; see LEASE_GRACE_S
 
 
 class Reaper:
@@ -65,14 +85,19 @@ class Reaper:
         self.handle_signals = handle_signals
         self.parent_pid = parent_pid
         self.slot = slot
+        # a failure before any sweep (no client, no queue list), and a single Redis'
         self.outage = Outage("reaper", log)
-        self.take_back_after = 0.0  # monotonic time; see LEASE_GRACE_S
+        self._nodes: dict[str, _NodeSweep] = {}  # by node name; "" on a single Redis
+        self._node_of: dict[str, str] = {}  # queue -> the node that served it last
         self.stopping = False
         self._queues: list[str] = []
         self._queues_at = 0.0
         self._wake = threading.Event()
-        self.firer = Firer(app, queues)
-        self.fire_outage = Outage("reaper (periodic jobs)", log)
+        # the masters of a cluster that did not answer, left alone by the sweep and the firing
+        self.silent = cluster.SilentNodes(SILENT_RETRY_S)
+        self.firer = Firer(
+            app, queues, who="reaper (periodic jobs)", logger=log, silent=self.silent
+        )
 
     def stop(self) -> None:
         self.stopping = True
@@ -90,20 +115,83 @@ class Reaper:
         return self._queues
 
     def sweep(self, client: redis.Redis) -> float:
-        """One pass over every queue; returns how long the reaper may sleep."""
+        """One pass over every queue; returns how long the reaper may sleep.
+
+        Each master of a cluster is swept on its own: a master that fails costs the
+        others nothing, and its expired leases alone wait for the grace after its
+        outage. A failed master is called again when its backoff is due, after the
+        masters that answered; one that does not answer at all, every
+        ``SILENT_RETRY_S`` at most (by the firing too), so it costs the others one
+        call timeout per try, not every sweep."""
+        now = time.monotonic()
+        waits: list[float] = []
+        failed = [name for name, node in self._nodes.items() if node.outage.ongoing]
+        failed += [name for name in self._nodes if name in self.silent]
+        for name, queues in cluster.by_node(client, self.queues(), self._leases_key, failed):
+            node = self._node(name)
+            self._take_over(name, node, queues)
+            wait_s = max(node.outage.retry_at - now, self.silent.wait_s(name))
+            if wait_s > 0:
+                waits.append(wait_s)
+                continue
+            try:
+                waits.append(self._sweep_node(client, node, queues))
+            except REDIS_ERRORS as exc:
+                delay_s = node.outage.failed(exc)
+                if name and unanswered(exc):
+                    delay_s = self.silent.failed(name, delay_s)
+                waits.append(delay_s)
+                node.take_back_after = math.inf
+            else:
+                if node.outage.ongoing:
+                    node.take_back_after = time.monotonic() + LEASE_GRACE_S
+                node.outage.recovered()
+                self.silent.answered(name)
+        return min(waits, default=self.interval_s)
+
+    def _take_over(self, name: str, node: _NodeSweep, queues: list[str]) -> None:
+        """Queues that moved to node ``name`` from one in trouble (a failover) keep
+        a grace: their workers could not extend their leases there either."""
+        for queue in queues:
+            was = self._node_of.setdefault(queue, name)
+            if was != name:
+                if self._nodes[was].take_back_after > time.monotonic():
+                    grace_ends = time.monotonic() + LEASE_GRACE_S
+                    node.take_back_after = max(node.take_back_after, grace_ends)
+                self._node_of[queue] = name
+
+    def _leases_key(self, queue: str) -> str:
+        return self.app.keys(queue).leases
+
+    def _node(self, name: str) -> _NodeSweep:
+        """The sweep state of node ``name`` (``""``: a single Redis, whose outages
+        are the reaper's own)."""
+        node = self._nodes.get(name)
+        if node is None:
+            outage = self.outage if name == "" else Outage(f"reaper (master {name})", log)
+            node = self._nodes[name] = _NodeSweep(outage)
+        return node
+
+    def _sweep_node(self, client: redis.Redis, node: _NodeSweep, queues: list[str]) -> float:
+        """Sweep ``queues`` (one node's); returns how long the reaper may sleep.
+
+        Raises:
+            a Redis error: the first call that failed (the node's later queues wait
+                for its next sweep).
+        """
         sleep_s = self.interval_s
         app = self.app
-        for queue in self.queues():
+        for queue in queues:
             keys = app.keys(queue)
             argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
             called = time.monotonic()
             reaped = REAP.call(client, REAP.keys_for(keys), argv)
             waited_s = time.monotonic() - called
             if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
-                log.warning("reaper: Redis took %.1f s to answer", waited_s)
-                self.take_back_after = time.monotonic() + LEASE_GRACE_S
+                log.warning("%s: Redis took %.1f s to answer", node.outage.who, waited_s)
+                node.take_back_after = time.monotonic() + LEASE_GRACE_S
             promoted, expired = reaped.promoted, reaped.expired_workers
-            if time.monotonic() < self.take_back_after:
+            if time.monotonic() < node.take_back_after:
                 expired = []  # a grace after an outage: see LEASE_GRACE_S
                 sleep_s = min(sleep_s, 0.5)
             for worker_id in expired:
@@ -134,12 +222,16 @@ class Reaper:
         """Fire the periodic jobs that are due; returns the seconds until the next
         slot. A refusal (a full Redis refuses new jobs) is logged once and retried,
         and never keeps the sweep, which frees memory, from running."""
-        try:
-            wait_s = self.firer.fire_due(client)
-        except REDIS_ERRORS as exc:
-            return self.fire_outage.failed(exc)
-        self.fire_outage.recovered()
-        return wait_s
+        return self.firer.fire_due(client)
+
+    def _new_client(self) -> redis.Redis:
+        if not self.app.cluster:
+            return self.app.new_client(retries=0, socket_timeout_s=CALL_TIMEOUT_S)
+        return self.app.new_client(
+            retries=0,
+            socket_timeout_s=CLUSTER_CALL_TIMEOUT_S,
+            connect_timeout_s=CLUSTER_CALL_TIMEOUT_S,
+        )
 
     def run(self) -> None:
         if self.handle_signals and threading.current_thread() is threading.main_thread():
@@ -159,16 +251,18 @@ class Reaper:
             try:
                 if client is None:
                     # in the loop: a cluster's client connects as it is made
-                    client = self.app.new_client(retries=0, socket_timeout_s=30.0)
+                    client = self._new_client()
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
-            except REDIS_ERRORS as exc:
+            except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
                 sleep_s = self.outage.failed(exc)
-                self.take_back_after = float("inf")
+                for node in self._nodes.values():
+                    node.take_back_after = math.inf
             else:
                 if self.outage.ongoing:
-                    self.take_back_after = time.monotonic() + LEASE_GRACE_S
+                    for node in self._nodes.values():
+                        node.take_back_after = time.monotonic() + LEASE_GRACE_S
                 self.outage.recovered()
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()

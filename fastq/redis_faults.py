@@ -154,6 +154,7 @@ class Outage:
 
     ``failed(exc)`` returns how long to wait before the next try, logging only
     when an episode starts or its kind changes; ``recovered()`` logs the end.
+    ``retry_at``: when that wait ends (``time.monotonic()``), 0 once recovered.
     """
 
     def __init__(self, who: str, logger: logging.Logger) -> None:
@@ -162,6 +163,7 @@ class Outage:
         self.fault: Optional[Fault] = None
         self.failures = 0
         self.since = 0.0
+        self.retry_at = 0.0
 
     @property
     def ongoing(self) -> bool:
@@ -186,10 +188,13 @@ class Outage:
                 level, "%s: Redis %s: %s%s; retrying with backoff", self.who, fault.value, exc, hint
             )
             self.fault = fault
-        return backoff_s(self.failures, fault)
+        delay_s = backoff_s(self.failures, fault)
+        self.retry_at = time.monotonic() + delay_s
+        return delay_s
 
     def recovered(self) -> None:
         """Redis answered: end the episode, if one was on."""
+        self.retry_at = 0.0
         if self.fault is None:
             return
         self.log.warning(

@@ -21,6 +21,7 @@ from pooltools import Pool, noted_runs, wait_until
 import fastq
 from fastq.cluster_server import ClusterServer
 from fastq.context import ProgressBuffer
+from fastq.contracts import CLAIM
 from fastq.heartbeat import LeaseKeeper
 from fastq.reaper import Reaper
 from fastq.redis_server import RedisServer
@@ -181,3 +182,102 @@ def test_a_stalled_master_costs_no_lease_on_the_other_masters(
     assert noted_runs(pool) == {i: 1 for i in range(len(healthy))}, pool.log()
     assert [(s["processed"], s["stalled"]) for s in stats] == [(1, 0)] * len(healthy)
     assert lapsed == [], pool.log()  # each lease was extended on time, all along
+
+
+def ready_and_held(
+    cluster: ClusterServer, port: int, app: fastq.App, queue: str
+) -> tuple[int, int]:
+    """(jobs ready, workers holding a lease) of ``queue``, asked of its master at ``port``."""
+    node = cluster.client(port)
+    try:
+        keys = app.keys(queue)
+        return node.llen(keys.ready), node.zcard(keys.leases)
+    finally:
+        node.close()
+
+
+def test_a_stalled_master_keeps_no_lapsed_lease_on_the_others(
+    stallable_cluster: ClusterServer, namespace: str
+) -> None:
+    """The reaper sweeps the stalled master's queue first; meanwhile a worker on
+    another master dies holding jobs: they are taken back within seconds."""
+    cluster = stallable_cluster
+    owners = queues_on_each_master(cluster, "reap")
+    shards_port = port_of(cluster, shards_key(namespace))  # the reaper reads it
+    victim_port = next(port for port in sorted(owners) if port != shards_port)
+    victim = next(node for node in cluster.nodes if node.port == victim_port)
+    healthy = {port: q for port, q in owners.items() if port != victim_port}
+    app = fastq.App(cluster.url, namespace=namespace)
+    reaper = Reaper(app, [owners[victim_port], *healthy.values()], handle_signals=False)
+    reaping = threading.Thread(target=reaper.run)
+    try:
+        for queue in healthy.values():
+            app.enqueue_many("note", [(i, 0) for i in range(3)], queue=queue, delay_s=0.5)
+        reaping.start()
+        # promoted by the reaper: it swept, its client made while every master answered
+        wait_until(
+            lambda: all(ready_and_held(cluster, p, app, q) == (3, 0) for p, q in healthy.items()),
+            10,
+            "the reaper to promote the delayed jobs",
+        )
+        with stopped(victim):
+            # a worker that dies as it claimed: its lease lapses in a second
+            for queue in healthy.values():
+                claimed = CLAIM.call(
+                    app.redis, CLAIM.keys_for(app.keys(queue), "w-dead"),
+                    CLAIM.argv("w-dead", 3, 1000, 100),
+                )  # fmt: skip
+                assert len(claimed.ids) == 3
+            wait_until(
+                lambda: all(
+                    ready_and_held(cluster, port, app, queue) == (3, 0)
+                    for port, queue in healthy.items()
+                ),
+                8,
+                "the dead worker's jobs to be taken back",
+            )
+    finally:
+        reaper.stop()
+        reaping.join(timeout=60)
+        app.close()
+    assert not reaping.is_alive()
+
+
+def tick() -> None:
+    pass
+
+
+def test_a_stalled_master_keeps_no_periodic_job_of_the_others_from_firing(
+    stallable_cluster: ClusterServer, namespace: str
+) -> None:
+    """The stalled master's schedule is the one the reaper fires first; the other
+    masters' schedules fire on time all along."""
+    cluster = stallable_cluster
+    owners = queues_on_each_master(cluster, "tick")
+    shards_port = port_of(cluster, shards_key(namespace))
+    victim_port = next(port for port in sorted(owners) if port != shards_port)
+    victim = next(node for node in cluster.nodes if node.port == victim_port)
+    healthy = {port: q for port, q in owners.items() if port != victim_port}
+    app = fastq.App(cluster.url, namespace=namespace)
+    for i, queue in enumerate([owners[victim_port], *healthy.values()]):
+        app.periodic(every_s=1, queue=queue, overlap=True, name=f"tick{i}")(tick)
+    reaper = Reaper(app, list(owners.values()), handle_signals=False)
+    reaping = threading.Thread(target=reaper.run)
+
+    def fired() -> list[int]:
+        return [ready_and_held(cluster, port, app, queue)[0] for port, queue in healthy.items()]
+
+    try:
+        reaping.start()
+        wait_until(lambda: min(fired()) >= 1, 10, "the first slots to fire")
+        with stopped(victim):
+            before = fired()
+            time.sleep(5.0)
+            during = fired()
+    finally:
+        reaper.stop()
+        reaping.join(timeout=60)
+        app.close()
+    assert not reaping.is_alive()
+    # a slot a second, but for the first call to the stalled master (2 s at most)
+    assert [n - b >= 3 for n, b in zip(during, before)] == [True] * len(healthy), (before, during)
