@@ -224,7 +224,11 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         with self._producer_call():
-            members = self.redis.smembers(f"{self.namespace}:queues")
+            return self.queues_on(self.redis)
+
+    def queues_on(self, client: Redis) -> list[str]:
+        """:meth:`queues`, read with ``client``, raising what it raises."""
+        members = client.smembers(f"{self.namespace}:queues")
         seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
         return sorted(seen | {j.queue for j in self.registry.values()})
 

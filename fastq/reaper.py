@@ -91,6 +91,7 @@ class Reaper:
         self._node_of: dict[str, str] = {}  # queue -> the node that served it last
         self.stopping = False
         self._queues: list[str] = []
+        self._queues_read = False
         self._queues_at = 0.0
         self._wake = threading.Event()
         # the masters of a cluster that did not answer, left alone by the sweep and the firing
@@ -107,10 +108,24 @@ class Reaper:
         """Only sets flags; the loop exits at its next turn."""
         self.stop()
 
-    def queues(self) -> list[str]:
-        """The queues in Redis to sweep: every shard of a sharded queue."""
+    def queues(self, client: redis.Redis) -> list[str]:
+        """The queues in Redis to sweep: every shard of a sharded queue. Read again
+        every ``_QUEUES_REFRESH_S`` with the reaper's client; while the Redis (the
+        master) that keeps the list does not answer, the last list read stands, so
+        that the other masters are swept meanwhile.
+
+        Raises:
+            a Redis error: the list could not be read, and none was before.
+        """
         if time.monotonic() >= self._queues_at:
-            self._queues = self.app.physical_queues(self.fixed_queues)
+            try:
+                self._queues = self.app.physical_queues_on(client, self.fixed_queues)
+            except REDIS_ERRORS:
+                if not self._queues_read:
+                    raise
+                log.debug("reaper: the queue list could not be read; the last one stands")
+            else:
+                self._queues_read = True
             self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
         return self._queues
 
@@ -127,7 +142,7 @@ class Reaper:
         waits: list[float] = []
         failed = [name for name, node in self._nodes.items() if node.outage.ongoing]
         failed += [name for name in self._nodes if name in self.silent]
-        for name, queues in cluster.by_node(client, self.queues(), self._leases_key, failed):
+        for name, queues in cluster.by_node(client, self.queues(client), self._leases_key, failed):
             node = self._node(name)
             self._take_over(name, node, queues)
             wait_s = max(node.outage.retry_at - now, self.silent.wait_s(name))

@@ -35,6 +35,8 @@ class ShardViews:
 
         def queues(self) -> list[str]: ...
 
+        def queues_on(self, client: Redis) -> list[str]: ...
+
         def _producer_call(self) -> AbstractContextManager[None]: ...
 
     def _shards(self, queue: str, client: Optional[Redis] = None) -> list[QueueKeys]:
@@ -70,9 +72,14 @@ class ShardViews:
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        names = self.queues() if queues is None else queues
         with self._producer_call():
-            counts = self.shard_counts.resolve(
-                self.redis, self.namespace, [q for q in names if valid_name(q)]
-            )
+            return self.physical_queues_on(self.redis, queues)
+
+    def physical_queues_on(self, client: Redis, queues: Optional[list[str]] = None) -> list[str]:
+        """:meth:`physical_queues`, read with ``client`` (the reaper's own), raising
+        what it raises."""
+        names = self.queues_on(client) if queues is None else queues
+        counts = self.shard_counts.resolve(
+            client, self.namespace, [q for q in names if valid_name(q)]
+        )
         return [k.queue for q in names for k in keys_of(self.namespace, q, counts.get(q, 1))]
