@@ -228,6 +228,7 @@ def test_durable_enqueues_through_sentinel_survive_a_failover(
         wait_until(a_replica_again, 40, "the old master to rejoin as a replica")
         # retried as a user would: a replica just synced streams (and confirms) only
         # once its first ACK reached the master, up to a second later
+        held = new_master.hlen(jobs_key)
         deadline = time.monotonic() + 20
         while True:
             try:
@@ -238,8 +239,9 @@ def test_durable_enqueues_through_sentinel_survive_a_failover(
             except fastq.NotReplicated:
                 assert time.monotonic() < deadline, "the rejoined replica never confirmed"
         assert ids == unconfirmed
-        total = len(confirmed) + len(unconfirmed)
-        assert new_master.hlen(jobs_key) == total  # nothing added twice
+        # nothing added twice (a call that failed mid-failover may have written its
+        # jobs too: they were there before the retry, and are counted in ``held``)
+        assert new_master.hlen(jobs_key) == held >= len(confirmed) + len(unconfirmed)
     finally:
         new_master.close()
         app.close()
