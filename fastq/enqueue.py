@@ -244,7 +244,9 @@ class Enqueuer:
             return [(home, run) for run in _runs(range(n), chunk)]
         if route_keys is None:
             used = min(n, shards)
-            first = self.shard_counts.next_turn(used)
+            # the turn moves on past the shards that took one job more (n mod K), so
+            # that calls whose size K does not divide even out over time
+            first = self.shard_counts.next_turn(n % shards)
             return [
                 (names[(first + s) % shards], run)
                 for s, share in enumerate(_even_runs(n, used))

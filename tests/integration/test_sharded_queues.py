@@ -70,13 +70,15 @@ def test_a_blast_spreads_over_the_shards_and_drains_with_exact_counts(app: fastq
     assert shard_depths(app, "mailer") == [2000] * SHARDS
     send.enqueue_many([(i,) for i in range(8000, 8006)])  # 6 jobs: 2, 2, 1, 1 in turn
     assert sorted(shard_depths(app, "mailer")) == [2001, 2001, 2002, 2002]
+    send.enqueue_many([(i,) for i in range(8006, 8012)])  # the extra two on the others
+    assert shard_depths(app, "mailer") == [2003] * SHARDS
     stats = app.stats("mailer")
-    assert stats["ready"] == stats["enqueued"] == 8006 and stats["shards"] == SHARDS
+    assert stats["ready"] == stats["enqueued"] == 8012 and stats["shards"] == SHARDS
     drain(app, ["mailer"], batch_size=100)
-    assert runs == Counter(range(8006))  # each job once
-    assert sorted(processed_by_shard(app, "mailer")) == [2001, 2001, 2002, 2002]
+    assert runs == Counter(range(8012))  # each job once
+    assert processed_by_shard(app, "mailer") == [2003] * SHARDS
     stats = app.stats("mailer")
-    assert stats["processed"] == 8006
+    assert stats["processed"] == 8012
     assert stats["ready"] == stats["inflight"] == stats["scheduled"] == 0
 
 
