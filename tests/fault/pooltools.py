@@ -110,16 +110,30 @@ def kill_children_while(
 
 
 def drain_while_killing_children(
-    app: Any, r: redis.Redis, pool: Pool, n: int, slots_per_child: int
-) -> None:
-    """With jobs 0..n-1 queued on ``q`` and ``pool`` starting two children of
+    app: Any,
+    r: redis.Redis,
+    pool: Pool,
+    n: int,
+    slots_per_child: int,
+    *,
+    children: int = 2,
+    until: float = 0.7,
+    max_kills: int = 6,
+    every_s: float = 0.3,
+    min_kills: int = 2,
+) -> tuple[int, int]:
+    """With jobs 0..n-1 queued on ``q`` and ``pool`` starting ``children`` children of
     ``slots_per_child`` slots each (and stalls allowed enough that none goes dead):
-    SIGKILL a child every 0.3 s, at most 6 times, until 70% are processed, then let
-    the drain finish and stop the pool. Every job ran, nothing is left queued, held
-    or dead, and the re-runs stay within what the killed children held."""
-    pool.wait_children(2)
+    SIGKILL a child every ``every_s``, at most ``max_kills`` times, until ``until`` of
+    the jobs are processed, then let the drain finish and stop the pool. Every job
+    ran, nothing is left queued, held or dead, and the re-runs stay within what the
+    killed children held. Returns ``(re-runs, kills)``."""
+    pool.wait_children(children)
     kills = kill_children_while(
-        pool.children, lambda: app.stats("q")["processed"] < n * 0.7, max_kills=6, every_s=0.3
+        pool.children,
+        lambda: app.stats("q")["processed"] < n * until,
+        max_kills=max_kills,
+        every_s=every_s,
     )
     wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
     assert pool.stop() == 0, pool.log()
@@ -131,7 +145,8 @@ def drain_while_killing_children(
     # a killed child held at most its slots, plus jobs that finished unacknowledged
     # (at most its slots again): the round trip that acks them also claims
     assert duplicates <= stats["stalled"] + stats["orphaned"] <= kills * 2 * slots_per_child
-    assert kills >= 2, "the drain ended before the test could kill anything"
+    assert kills >= min_kills, "the drain ended before the test could kill anything"
+    return duplicates, kills
 
 
 def lose_host(pool: Pool, workers: list[psutil.Process]) -> None:
