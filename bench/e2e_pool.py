@@ -757,6 +757,19 @@ def source_state() -> dict[str, Any]:
     return {"commit": commit or None, "dirty": [line[3:] for line in status.splitlines()]}
 
 
+def announce(client: redis.Redis, title: str, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Print a benchmark's header (the machine, then ``what`` is measured, then the
+    files that differ from the commit measured); returns the machine and the source
+    state, for its JSON report."""
+    machine = machine_info(client)
+    print(machine_header(title, machine))
+    print(what)
+    source = source_state()
+    if source["dirty"]:
+        print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
+    return machine, source
+
+
 def timed(scenario: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     """Run a scenario; note how long it took, set-up and checks included."""
     t0 = time.perf_counter()
@@ -773,15 +786,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     started = time.perf_counter()
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq pool benchmark", machine))
-        print(
+        machine, source = announce(
+            client,
+            "fastq pool benchmark",
             f"{n:,} no-op jobs, batch {batch}, scenarios {','.join(args.scenarios)}; "
-            f"throwaway redis-server at {server.url}"
+            f"throwaway redis-server at {server.url}",
         )
-        source = source_state()
-        if source["dirty"]:
-            print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
         # fastq's scripts are loaded as a long-lived producer has them
         scripts.load_all(client)
         noop = pool_jobs.noop

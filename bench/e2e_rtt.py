@@ -35,8 +35,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import drain_bar  # noqa: E402
 import orjson  # noqa: E402
 import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-from e2e_pool import pool_drain, source_state  # noqa: E402
+from e2e_core import BenchFailure  # noqa: E402
+from e2e_pool import announce, pool_drain  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
 from fastq import scripts  # noqa: E402
@@ -124,16 +124,13 @@ def main(argv: Optional[list[str]] = None) -> int:
     started = time.perf_counter()
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq RTT benchmark", machine))
-        print(
+        machine, source = announce(
+            client,
+            "fastq RTT benchmark",
             f"pool -c {CONCURRENCY}, {n:,} no-op jobs, batch {batch}, "
             f"{'warm (pool up and idle, then the blast)' if warm else 'cold (from Popen)'}; "
-            f"throwaway redis-server at {server.url}"
+            f"throwaway redis-server at {server.url}",
         )
-        source = source_state()
-        if source["dirty"]:
-            print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
         scripts.load_all(client)
         runs: dict[str, list[dict[str, Any]]] = {}
         for round_ in range(args.repeat):  # interleaved, so drift hits every link alike

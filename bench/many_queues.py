@@ -37,8 +37,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import drain_bar  # noqa: E402
 import orjson  # noqa: E402
 import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-from e2e_pool import APP_SPEC, Probe, check_queue, fresh_app, source_state  # noqa: E402
+from e2e_core import BenchFailure  # noqa: E402
+from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
 from fastq import scripts  # noqa: E402
@@ -194,12 +194,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     results: dict[str, Any] = {}
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq many-queues benchmark", machine))
-        print(f"{n:,} no-op jobs, batch {batch}; throwaway redis-server at {server.url}")
-        source = source_state()
-        if source["dirty"]:
-            print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
+        machine, source = announce(
+            client,
+            "fastq many-queues benchmark",
+            f"{n:,} no-op jobs, batch {batch}; throwaway redis-server at {server.url}",
+        )
         scripts.load_all(client)
         runs: dict[str, list[dict[str, Any]]] = {"one": [], "last": []}
         for round_ in range(args.repeat):  # interleaved, so drift hits both alike

@@ -38,8 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 import drain_bar  # noqa: E402
 import orjson  # noqa: E402
 import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-from e2e_pool import APP_SPEC, Probe, check_queue, fresh_app, source_state  # noqa: E402
+from e2e_core import BenchFailure  # noqa: E402
+from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
 from fastq import scripts  # noqa: E402
@@ -184,15 +184,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {"one": [], "sharded": []}
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq sharded-queue benchmark", machine))
-        print(
+        machine, source = announce(
+            client,
+            "fastq sharded-queue benchmark",
             f"{n:,} no-op jobs, batch {batch}, {workers} burst worker(s); throwaway "
-            f"redis-server at {server.url}"
+            f"redis-server at {server.url}",
         )
-        source = source_state()
-        if source["dirty"]:
-            print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
         scripts.load_all(client)
         for round_ in range(args.repeat):  # interleaved, so drift hits both alike
             for name, shards in (("one", 1), ("sharded", k)):
