@@ -51,9 +51,8 @@ class RedisServer:
         self.executable = path
         self.port = port or free_port()
         # a port picked here may be taken by another process before the server binds
-        # it (tests run side by side): start() then picks another
-        self._port_is_ours = port is None
-        self._ports_tried = 1
+        # it (tests run side by side): start() then picks another, a few times at most
+        self._repicks_left = 4 if port is None else 0
         self.appendonly = appendonly
         self.extra_args = list(extra_args or [])
         self.dir = tempfile.mkdtemp(prefix="fastq-redis-")
@@ -93,7 +92,7 @@ class RedisServer:
                 )
                 client.ping()
                 client.close()
-                self._port_is_ours = False  # restart() keeps the port it has now
+                self._repicks_left = 0  # restart() keeps the port it has now
                 return self
             except redis.ConnectionError:
                 if self.process.poll() is not None and self._lost_the_port_race():
@@ -107,9 +106,9 @@ class RedisServer:
                 time.sleep(0.02)
 
     def _lost_the_port_race(self) -> bool:
-        if not self._port_is_ours or self._ports_tried >= 5:
+        if self._repicks_left == 0:
             return False
-        self._ports_tried += 1
+        self._repicks_left -= 1
         return "Address already in use" in self.log_tail()
 
     def _password(self) -> Optional[str]:
