@@ -18,8 +18,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import fastq  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
-from fastq.worker import Worker  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
+from fastq.worker.worker import Worker  # noqa: E402
 
 DELIVERIES = ("at_least_once", "at_most_once")
 

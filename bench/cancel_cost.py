@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import redis  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 
 def server_time(r: redis.Redis, fn: Callable[[], Any]) -> dict[str, float]:

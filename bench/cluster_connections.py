@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from fastq.cluster_server import ClusterServer  # noqa: E402
+from fastq.testing.cluster_server import ClusterServer  # noqa: E402
 
 
 def connections(cluster: ClusterServer) -> list[int]:

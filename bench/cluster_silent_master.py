@@ -28,9 +28,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from clustertools import port_of, queues_on_each_master  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq import reaper as reaper_module  # noqa: E402
-from fastq.cluster_server import ClusterServer  # noqa: E402
-from fastq.shards import shards_key  # noqa: E402
+from fastq.protocol.shards import shards_key  # noqa: E402
+from fastq.reaper import reaper as reaper_module  # noqa: E402
+from fastq.testing.cluster_server import ClusterServer  # noqa: E402
 
 
 def main() -> None:

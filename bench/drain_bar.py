@@ -1,4 +1,4 @@
-"""The benchmarks' drain bar: ``fastq wait``'s view (``fastq.progress``) on stderr.
+"""The benchmarks' drain bar: ``fastq wait``'s view (``fastq.cli.progress``) on stderr.
 
 A drain's timing loop feeds it the counts it already reads, so that the bar adds
 no Redis round trip to the measured drain; a drain without such a loop gets
@@ -17,7 +17,7 @@ import sys
 import threading
 from typing import Any, Callable, Iterator, Optional
 
-from fastq.progress import CountView, Tally, make_view
+from fastq.cli.progress import CountView, Tally, make_view
 
 POLLED_EVERY_S = 0.5
 

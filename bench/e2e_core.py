@@ -6,7 +6,7 @@ Everything runs against one throwaway ``redis-server`` this script starts itself
 1. bare enqueue   pipelined ``HSET jobs id payload`` + ``LPUSH ready id``
 2. fastq enqueue  ``noop.enqueue_many(...)``
 3. bare drain     one forked child: raw EVALSHA ack + claim, one round trip per batch
-4. fastq drain    one forked child running ``fastq.worker.Worker(..., burst=True)``
+4. fastq drain    one forked child running ``fastq.worker.worker.Worker(..., burst=True)``
 5. latency        an idle fastq worker child, jobs enqueued at a steady rate
 
 Scenarios 1-4 run ``--repeat`` times and the best of each is reported. The ratios
@@ -40,10 +40,10 @@ import orjson  # noqa: E402
 import redis  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq import scripts  # noqa: E402
 from fastq.job import JobDef  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
-from fastq.worker import Worker  # noqa: E402
+from fastq.protocol import scripts  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
+from fastq.worker.worker import Worker  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_consumer import (  # noqa: E402  (re-exported to e2e_pool and script_cost)

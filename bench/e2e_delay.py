@@ -50,8 +50,8 @@ import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
 
 from bench import delay_jobs  # noqa: E402
-from fastq import scripts  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.protocol import scripts  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 APP_SPEC = "bench.delay_jobs"
 QUEUE = "delayed"

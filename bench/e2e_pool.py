@@ -70,9 +70,9 @@ from e2e_core import (  # noqa: E402  (the bare baseline and fork helpers of e2e
 
 import fastq  # noqa: E402
 from bench import pool_jobs  # noqa: E402  (the bench enqueues the pool's own jobs)
-from fastq import scripts  # noqa: E402
-from fastq.keys import QueueKeys  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.protocol import scripts  # noqa: E402
+from fastq.protocol.keys import QueueKeys  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 APP_SPEC = "bench.pool_jobs"  # what the pool imports (from ROOT, its working directory)
 SCENARIOS = (

@@ -39,8 +39,8 @@ from e2e_core import BenchFailure  # noqa: E402
 from e2e_pool import announce, pool_drain  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
-from fastq import scripts  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.protocol import scripts  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 # name -> hold each way in ms (None: no proxy)
 LINKS: dict[str, Optional[float]] = {"direct": None, "proxy0": 0.0, "rtt1": 0.5, "rtt5": 2.5}

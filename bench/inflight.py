@@ -49,7 +49,7 @@ from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
 from e2e_pool import Pool, check_queue, poll_drained  # noqa: E402
 
 from bench import inflight_jobs  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 APP_SPEC = "bench.inflight_jobs"
 SCENARIOS = ("bare", "blast", "tblast", "anoop", "anoop1", "noop")
@@ -71,7 +71,7 @@ DRAINS: dict[str, tuple[Any, list[str]]] = {
 
 BARE = """
 import asyncio, sys, time
-from fastq.aio import new_event_loop
+from fastq.runners.aio import new_event_loop
 n, conc, job_s = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
 left = [n]
 async def one():

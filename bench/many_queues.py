@@ -41,10 +41,10 @@ from e2e_core import BenchFailure  # noqa: E402
 from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
-from fastq import scripts  # noqa: E402
-from fastq.contracts import CLAIM  # noqa: E402
-from fastq.keys import QueueKeys  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.protocol import scripts  # noqa: E402
+from fastq.protocol.contracts import CLAIM  # noqa: E402
+from fastq.protocol.keys import QueueKeys  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 QUEUES = ("a", "b", "c", "d")
 POLL_S = 0.005

@@ -31,7 +31,7 @@ import redis  # noqa: E402
 from e2e_core import machine_header, machine_info  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 QUEUE = "mail"
 NAMESPACE = "mem"

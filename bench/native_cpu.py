@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 import orjson  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 QUEUE = "cpu"
 MODES = ("native", "pure")
@@ -74,7 +74,7 @@ def _cpu_s() -> float:
 
 
 def child_worker(url: str, namespace: str, jobs: int) -> dict[str, Any]:
-    from fastq.worker import Worker
+    from fastq.worker.worker import Worker
 
     app, _, _ = make_app(url, namespace)
     worker = Worker(app, [QUEUE], burst=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import fastq  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 
 def measure(url: str, ready: int, scheduled: int) -> dict[str, float]:

@@ -42,7 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 import fastq  # noqa: E402
 from bench import rate_jobs  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 QUEUE = "limited"
 

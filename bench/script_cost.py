@@ -24,9 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
 
 import fastq  # noqa: E402
-from fastq.batch import Outcomes  # noqa: E402
-from fastq.contracts import ACK, CLAIM  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.protocol.contracts import ACK, CLAIM  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
+from fastq.worker.roundtrip import Outcomes  # noqa: E402
 
 NO_LISTPACK = ["--hash-max-listpack-entries", "0", "--zset-max-listpack-entries", "0"]
 

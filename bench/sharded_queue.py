@@ -42,9 +42,9 @@ from e2e_core import BenchFailure  # noqa: E402
 from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
 
 from bench import pool_jobs  # noqa: E402
-from fastq import scripts  # noqa: E402
-from fastq.keys import QueueKeys, shard_names  # noqa: E402
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.protocol import scripts  # noqa: E402
+from fastq.protocol.keys import QueueKeys, shard_names  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 POLL_S = 0.01
 SHARDS = 4

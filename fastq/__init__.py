@@ -29,8 +29,8 @@ from fastq.errors import (
     ShardCountMismatch,
     UnknownQueue,
 )
-from fastq.introspect import JobInfo, TaggedJob, TagPage
 from fastq.job import JobDef, JobPolicy
+from fastq.protocol.introspect import JobInfo, TaggedJob, TagPage
 from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
 
 __all__ = [

@@ -1,5 +1,5 @@
 import sys
 
-from fastq.cli import main
+from fastq.cli.main import main
 
 sys.exit(main())

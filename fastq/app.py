@@ -1,6 +1,6 @@
 """The producer API: an App holds the configuration and the connection to Redis, and
-registers jobs; it enqueues (:mod:`fastq.enqueue`) and serves operators
-(:mod:`fastq.admin`) through the classes it inherits."""
+registers jobs; it enqueues (:mod:`fastq.producer.enqueue`) and serves operators
+(:mod:`fastq.admin.operator`) through the classes it inherits."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, 
 
 import redis
 
-from fastq import redis_connect, scripts
 from fastq._accel import codec
-from fastq.admin import Admin
-from fastq.cluster import is_cluster_url
-from fastq.durable import durability
-from fastq.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
+from fastq.admin.operator import Admin
+from fastq.connection import client as redis_connect
+from fastq.connection.client import check_url
+from fastq.connection.cluster import is_cluster_url
+from fastq.connection.faults import REDIS_ERRORS, for_producer
 from fastq.errors import FastqError
 from fastq.hooks import Hooks, JobHook
 from fastq.job import (
@@ -29,8 +29,15 @@ from fastq.job import (
     check_delivery,
     check_runnable,
 )
-from fastq.keys import QueueKeys, validate_queue_name
-from fastq.limits import (
+from fastq.periodic import PeriodicJob, make_schedule
+from fastq.producer.durable import durability
+from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
+from fastq.protocol import scripts
+from fastq.protocol.keys import QueueKeys, validate_queue_name
+from fastq.protocol.shards import ShardCounts
+from fastq.ratelimit import RateKey
+from fastq.retry import Backoff, policy_from_keywords
+from fastq.validate import (
     check_namespace,
     check_priority,
     check_rate_limit,
@@ -38,12 +45,6 @@ from fastq.limits import (
     check_unique_for_s,
     check_unique_until,
 )
-from fastq.periodic import PeriodicJob, make_schedule
-from fastq.ratekey import RateKey
-from fastq.redis_connect import check_url
-from fastq.redis_faults import REDIS_ERRORS, for_producer
-from fastq.retry import Backoff, policy_from_keywords
-from fastq.shards import ShardCounts
 
 R = TypeVar("R")
 
@@ -75,8 +76,8 @@ class App(Enqueuer, Admin):
     """A fastq application: the registry of jobs and the connection to Redis.
 
     Here: configuration, connections and registration. The enqueue methods
-    come from :class:`fastq.enqueue.Enqueuer`, the operator ones (stats, pause,
-    purge, cancel, results...) from :class:`fastq.admin.Admin`.
+    come from :class:`fastq.producer.enqueue.Enqueuer`, the operator ones (stats, pause,
+    purge, cancel, results...) from :class:`fastq.admin.operator.Admin`.
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
@@ -212,7 +213,7 @@ class App(Enqueuer, Admin):
         socket_timeout_s: Optional[float] = 30.0,
         connect_timeout_s: float = 5.0,
     ) -> redis.Redis:
-        """A fresh client (:func:`fastq.redis_connect.new_client`). Workers pass
+        """A fresh client (:func:`fastq.connection.client.new_client`). Workers pass
         ``retries=0``: they must see every connection error to know that a reply may
         have been lost."""
         return redis_connect.new_client(
@@ -353,7 +354,7 @@ class App(Enqueuer, Admin):
                 the same key, across every worker (``burst`` as
                 :meth:`set_rate_limit`'s). A job whose key has no token now is
                 rescheduled to the token reserved for it, without counting an
-                attempt (see :mod:`fastq.ratekey`).
+                attempt (see :mod:`fastq.ratelimit`).
             unique_for_s: its jobs are unique for this many seconds: an enqueue
                 while a job of the same key (a hash of the name and arguments, or
                 ``unique_key=``) holds the lock adds nothing and returns that
@@ -365,7 +366,7 @@ class App(Enqueuer, Admin):
             shards: spread ``queue`` over this many shards (1 to 64), each a queue
                 of its own in Redis with its own hash tag, so that one hot queue
                 uses several Redis Cluster nodes; it is still served, counted,
-                paused and searched as one queue (see :mod:`fastq.shards`). Said
+                paused and searched as one queue (see :mod:`fastq.protocol.shards`). Said
                 of the queue, once: the other jobs of the queue may leave it out.
 
         Raises:

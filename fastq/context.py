@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 
-from fastq.keys import logical_queue
-from fastq.limits import MAX_PROGRESS_META_BYTES
+from fastq.protocol.keys import logical_queue
+from fastq.validate import MAX_PROGRESS_META_BYTES
 
 if TYPE_CHECKING:
-    from fastq.runner import Runnable
+    from fastq.runners.sync import Runnable
 
 # How often the lease thread sends the progress reported since its last beat.
 PROGRESS_FLUSH_S = 0.5

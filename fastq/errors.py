@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
-from fastq.limits import check_delay_s
+from fastq.validate import check_delay_s
 
 
 class FastqError(Exception):
@@ -76,7 +76,7 @@ class EnqueueError(FastqError):
         written: the ids Redis took.
         not_written: the others (for :class:`EnqueueInterrupted`, those that may
             or may not have gone in).
-        fault: what Redis said, as classified by ``fastq.redis_faults`` (e.g.
+        fault: what Redis said, as classified by ``fastq.connection.faults`` (e.g.
             ``"out of memory"``), or ``"error"`` when it is no fault of Redis. The
             error itself is chained as ``__cause__``.
     """

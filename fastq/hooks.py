@@ -7,7 +7,7 @@ managers nest). A job hook that raises is logged, with its name, and changes
 nothing: the job's outcome is recorded as it would have been without hooks.
 
 The runners pay nothing when no job hook is registered: a job definition is then
-"plain" and run by the native loop (:mod:`fastq.runner`); with hooks, every job goes
+"plain" and run by the native loop (:mod:`fastq.runners.sync`); with hooks, every job goes
 through :meth:`Hooks.started` and :meth:`Hooks.ended`.
 """
 
@@ -18,11 +18,11 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from fastq.batch import Outcomes
-from fastq.keys import logical_queue
+from fastq.protocol.keys import logical_queue
+from fastq.worker.roundtrip import Outcomes
 
 if TYPE_CHECKING:
-    from fastq.runner import Runnable
+    from fastq.runners.sync import Runnable
 
 log = logging.getLogger("fastq.hooks")
 

@@ -31,7 +31,8 @@ from typing import (
 import orjson
 
 from fastq._accel import ids
-from fastq.limits import (
+from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
+from fastq.validate import (
     check_at,
     check_delay_s,
     check_job_id,
@@ -44,10 +45,9 @@ from fastq.limits import (
     check_unique_key,
     check_unique_until,
 )
-from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
 
 if TYPE_CHECKING:
-    from fastq.ratekey import RateKey
+    from fastq.ratelimit import RateKey
 
 R = TypeVar("R")
 
@@ -66,7 +66,7 @@ class EnqueueOptions:
 
     Raises:
         TypeError, ValueError: an option is of the wrong type or out of range
-            (see :mod:`fastq.limits`); ``delay_s`` and ``at`` both given.
+            (see :mod:`fastq.validate`); ``delay_s`` and ``at`` both given.
     """
 
     delay_s: float = 0
@@ -384,9 +384,9 @@ class JobDef(Generic[R]):
         self.unique_for_s = None if unique_for_s is None else check_unique_for_s(unique_for_s)
         self.unique_until = check_unique_until(unique_until)
         self.arg_checker = ArgChecker(fn)
-        # a per-key rate limit (fastq.ratekey); None: none, at no cost
+        # a per-key rate limit (fastq.ratelimit); None: none, at no cost
         self.rate_key = rate_key
-        # an async def: a worker awaits it on its event loop (fastq.aio)
+        # an async def: a worker awaits it on its event loop (fastq.runners.aio)
         self.is_async = check_runnable(fn, name)
         if self.is_async and self.at_most_once:
             raise TypeError(

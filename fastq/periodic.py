@@ -2,7 +2,7 @@
 
 A schedule is a sequence of *slots*, instants in Unix milliseconds. Every reaper
 computes the same slots, so that a slot can be fired once across all of them (the
-compare-and-set lives in ``lua/fire.lua``, the firing in :mod:`fastq.firer`):
+compare-and-set lives in ``lua/fire.lua``, the firing in :mod:`fastq.reaper.firer`):
 
 - ``every_s``: the multiples of ``every_s`` since the Unix epoch, so that all hosts
   agree without talking (``every_s=3600`` fires on the hour, UTC).
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from fastq.limits import check_job_id
+from fastq.validate import check_job_id
 
 # every_s bounds: sub-second schedules would keep every reaper busy for nothing
 MIN_EVERY_S = 1.0

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from fastq._accel import backoff as _kernels
-from fastq.limits import MAX_DELAY_S, check_delay_s
+from fastq.validate import MAX_DELAY_S, check_delay_s
 
 __all__ = [
     "Backoff",

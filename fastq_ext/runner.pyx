@@ -5,7 +5,7 @@ Same arguments, same results, same calls in the same order as the reference. Wha
 is native: the loop, the tuple unpacking, the plain-job check (cached per job
 definition, and for the definition of the job before) and the heartbeat slot's
 ``start_job``, written straight into the shared mmap (the same bytes
-:meth:`fastq.heartbeat.HeartbeatSlot.start_job` writes: the master reads them).
+:meth:`fastq.shm.heartbeat.HeartbeatSlot.start_job` writes: the master reads them).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -17,7 +17,7 @@ from libc.stdint cimport uint32_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
-# the slot's layout (fastq.heartbeat: "dddIId" then the id): what start_job writes
+# the slot's layout (fastq.shm.heartbeat: "dddIId" then the id): what start_job writes
 cdef enum:
     _STARTED_AT = 8
     _DEADLINE_AT = 16

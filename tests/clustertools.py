@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from redis.cluster import key_slot
 
-from fastq.cluster_server import ClusterServer
+from fastq.testing.cluster_server import ClusterServer
 
 
 def slot_owners(cluster: ClusterServer) -> list[tuple[int, int, int]]:

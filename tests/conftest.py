@@ -18,9 +18,9 @@ import pytest
 import redis
 
 import fastq
-from fastq.cluster_server import ClusterServer
-from fastq.redis_server import RedisServer
-from fastq.worker import Worker
+from fastq.testing.cluster_server import ClusterServer
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -71,7 +71,7 @@ from e2e_core import BenchFailure, machine_info  # noqa: E402
 from e2e_pool import check_queue  # noqa: E402
 from e2e_rtt import Proxy  # noqa: E402
 
-from fastq.redis_server import RedisServer  # noqa: E402
+from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 COUNT_KEY = "peerbench:count"  # drivers/counting.py and bullmq/bench.mjs
 SEEN_KEY = "peerbench:seen"

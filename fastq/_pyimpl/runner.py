@@ -4,7 +4,7 @@
 no result kept, no job hook: the common case) and hands every other job to
 ``run_other``, the runner's general path. It records what it can in ``out`` and
 leaves the batch's setup and teardown (the job context, the heartbeat slot's idle,
-what a stop or a job's BaseException leaves) to :meth:`fastq.runner.SyncRunner.run`,
+what a stop or a job's BaseException leaves) to :meth:`fastq.runners.sync.SyncRunner.run`,
 which reads ``cursor.index`` to know which job was in hand.
 """
 

@@ -18,7 +18,7 @@ import pytest
 import redis
 from conftest import fastq_cmd, subprocess_env
 
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 
 class Pool:

@@ -19,13 +19,13 @@ from clustertools import port_of, queues_on_each_master
 from pooltools import Pool, noted_runs, wait_until
 
 import fastq
-from fastq.cluster_server import ClusterServer
 from fastq.context import ProgressBuffer
-from fastq.contracts import CLAIM
-from fastq.heartbeat import LeaseKeeper
-from fastq.reaper import Reaper
-from fastq.redis_server import RedisServer
-from fastq.shards import shards_key
+from fastq.protocol.contracts import CLAIM
+from fastq.protocol.shards import shards_key
+from fastq.reaper.reaper import Reaper
+from fastq.shm.heartbeat import LeaseKeeper
+from fastq.testing.cluster_server import ClusterServer
+from fastq.testing.redis_server import RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

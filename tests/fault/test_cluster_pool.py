@@ -15,7 +15,7 @@ from clustertools import queues_on_each_master
 from pooltools import Pool, kill_children_while, noted_runs, wait_until
 
 import fastq
-from fastq.cluster_server import ClusterServer
+from fastq.testing.cluster_server import ClusterServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

@@ -31,7 +31,7 @@ from pooltools import (  # noqa: F401
 )
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

@@ -24,7 +24,7 @@ from conftest import fastq_cmd, subprocess_env
 from pooltools import Pool, noted_runs, pools, redis_server, wait_until  # noqa: F401
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(240)]
 

@@ -21,7 +21,7 @@ import redis
 from pooltools import Pool, noted_runs, wait_until
 
 import fastq
-from fastq.redis_server import RedisSentinel, RedisServer
+from fastq.testing.redis_server import RedisSentinel, RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(120)]
 

@@ -23,8 +23,8 @@ from pooltools import (  # noqa: F401
 )
 
 import fastq
-from fastq.keys import shard_names
-from fastq.redis_server import RedisServer
+from fastq.protocol.keys import shard_names
+from fastq.testing.redis_server import RedisServer
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

@@ -1,4 +1,4 @@
-"""``async def`` jobs run by a worker with many in flight (fastq.aio)."""
+"""``async def`` jobs run by a worker with many in flight (fastq.runners.aio)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from conftest import drain
 
 import fastq
-from fastq.worker import Worker
+from fastq.worker.worker import Worker
 
 
 def test_async_jobs_drain_exactly_once_with_many_in_flight(app: fastq.App) -> None:

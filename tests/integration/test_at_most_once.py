@@ -12,9 +12,9 @@ import redis
 from conftest import drain
 
 import fastq
-from fastq.batch import RoundTrip
 from fastq.job import Delivery
-from fastq.worker import HardStop, Worker
+from fastq.worker.roundtrip import RoundTrip
+from fastq.worker.worker import HardStop, Worker
 
 
 def burst_worker(app: fastq.App, **options: object) -> Worker:

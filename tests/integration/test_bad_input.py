@@ -10,7 +10,7 @@ import redis
 from conftest import drain, namespace_keys
 
 import fastq
-from fastq.redis_server import free_port
+from fastq.testing.redis_server import free_port
 
 
 class Unserializable:

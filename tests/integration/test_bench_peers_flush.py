@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 import redis
 
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 DRIVERS = Path(__file__).resolve().parent.parent.parent / "bench" / "peers" / "drivers"
 

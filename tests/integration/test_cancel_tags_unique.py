@@ -15,8 +15,8 @@ import redis
 from conftest import ROOT, drain, drain_in_thread, fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_server import RedisServer
-from fastq.worker import Worker
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
 
 class Runs:

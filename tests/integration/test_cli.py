@@ -11,7 +11,7 @@ import redis
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 
 def run_cli(url: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -190,7 +190,7 @@ def test_an_idle_worker_stops_at_once_on_sigterm(redis_server: RedisServer, app:
 def test_a_worker_stopped_during_its_round_trip_does_not_sit_out_an_idle_wait(
     redis_server: RedisServer, app: fastq.App
 ) -> None:
-    from fastq.worker import Worker
+    from fastq.worker.worker import Worker
 
     worker = Worker(app, ["q"], handle_signals=False, idle_timeout_s=30)
     worker.init_process()

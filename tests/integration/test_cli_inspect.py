@@ -8,7 +8,7 @@ from conftest import drain
 from test_cli import run_cli
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 
 def inspect_cli(url: str, namespace: str, *args: str) -> tuple[int, str, str]:

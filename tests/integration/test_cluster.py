@@ -20,11 +20,11 @@ from conftest import fastq_cmd, subprocess_env
 from redis.exceptions import MovedError
 
 import fastq
-from fastq import scripts
-from fastq.cluster_server import ClusterServer
-from fastq.contracts import CLAIM
 from fastq.errors import RedisRefused, ResultTimeout
-from fastq.results import store_commands
+from fastq.protocol import scripts
+from fastq.protocol.contracts import CLAIM
+from fastq.protocol.results import store_commands
+from fastq.testing.cluster_server import ClusterServer
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -16,7 +16,7 @@ from clustertools import queues_on_each_master
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.cluster_server import ClusterServer
+from fastq.testing.cluster_server import ClusterServer
 
 pytestmark = pytest.mark.timeout(60)
 

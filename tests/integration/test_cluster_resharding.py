@@ -28,11 +28,11 @@ from redis import exceptions as rex
 from redis.cluster import key_slot
 
 import fastq
-from fastq import scripts
-from fastq.batch import RoundTrip
-from fastq.cluster_server import ClusterServer
-from fastq.contracts import CLAIM
-from fastq.reaper import Reaper
+from fastq.protocol import scripts
+from fastq.protocol.contracts import CLAIM
+from fastq.reaper.reaper import Reaper
+from fastq.testing.cluster_server import ClusterServer
+from fastq.worker.roundtrip import RoundTrip
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -19,11 +19,11 @@ from conftest import drain, drain_in_thread
 from redis.cluster import RedisCluster
 
 import fastq
-from fastq.batch import RoundTrip
-from fastq.cluster_server import ClusterServer
-from fastq.cluster_wire import SlotMoved
-from fastq.contracts import CLAIM
-from fastq.reaper import Reaper
+from fastq.protocol.contracts import CLAIM
+from fastq.reaper.reaper import Reaper
+from fastq.testing.cluster_server import ClusterServer
+from fastq.worker.roundtrip import RoundTrip
+from fastq.worker.wire.cluster import SlotMoved
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -15,7 +15,7 @@ import redis
 from conftest import drain, drain_in_thread
 
 import fastq
-from fastq.worker import Worker
+from fastq.worker.worker import Worker
 
 
 def redis_ms(r: redis.Redis) -> int:

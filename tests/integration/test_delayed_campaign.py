@@ -20,9 +20,9 @@ import pytest
 import redis
 
 import fastq
-from fastq.reaper import Reaper
-from fastq.redis_server import RedisServer
-from fastq.worker import Worker
+from fastq.reaper.reaper import Reaper
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
 N_JOBS = 30_000
 CHUNK = 1_000

@@ -21,8 +21,8 @@ import redis
 from redis.cluster import RedisCluster, key_slot
 
 import fastq
-from fastq.cluster_server import ClusterServer
-from fastq.redis_server import RedisServer
+from fastq.testing.cluster_server import ClusterServer
+from fastq.testing.redis_server import RedisServer
 
 pytestmark = pytest.mark.timeout(60)
 

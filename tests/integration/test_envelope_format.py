@@ -14,7 +14,7 @@ import redis
 from conftest import drain
 
 import fastq
-from fastq.contracts import ENQUEUE
+from fastq.protocol.contracts import ENQUEUE
 
 
 def stored(r: redis.Redis, app: fastq.App, queue: str, job_id: str) -> list[Any]:

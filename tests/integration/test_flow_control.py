@@ -11,8 +11,8 @@ import redis
 from conftest import drain_in_thread, namespace_keys
 
 import fastq
-from fastq import flow
-from fastq.contracts import ACK, CLAIM, PURGE
+from fastq.protocol import control
+from fastq.protocol.contracts import ACK, CLAIM, PURGE
 
 
 def wait_for(predicate: Any, timeout_s: float = 20.0) -> None:
@@ -40,14 +40,14 @@ def test_pause_during_a_drain_stops_claims_within_one_batch_and_resume_continues
 
     app.enqueue_many("send", [(i,) for i in range(2000)], queue="mailer")
     claims = 0
-    real_claim = fastq.worker.Pump.claim
+    real_claim = fastq.worker.worker.Pump.claim
 
     def counting_claim(self: Any, *args: Any, **kwargs: Any) -> Any:
         nonlocal claims
         claims += 1
         return real_claim(self, *args, **kwargs)
 
-    monkeypatch.setattr(fastq.worker.Pump, "claim", counting_claim)
+    monkeypatch.setattr(fastq.worker.worker.Pump, "claim", counting_claim)
     worker, thread = drain_in_thread(app, ["mailer"], burst=False, idle_timeout_s=60)
     try:
         wait_for(lambda: bool(at_pause) and app.stats("mailer")["inflight"] == 0)
@@ -209,7 +209,7 @@ def test_bad_input_is_refused_and_writes_nothing(
 def test_purge_batch_out_of_range_is_refused(app: fastq.App) -> None:
     for batch in (0, 5001, True, 1.5):
         with pytest.raises(ValueError, match="batch"):
-            flow.purge(
+            control.purge(
                 app.redis, app.keys("q"), ready=True, scheduled=False, dead=False,
                 broken=False, batch=batch,  # type: ignore[arg-type]
             )  # fmt: skip
@@ -230,7 +230,7 @@ def test_purge_does_not_chase_a_producer_forever(app: fastq.App, r: redis.Redis)
     producer = threading.Thread(target=produce, daemon=True)
     producer.start()
     try:
-        n = flow.purge(
+        n = control.purge(
             app.redis, app.keys("mailer"), ready=True, scheduled=True, dead=False,
             broken=False, batch=10,
         )  # fmt: skip

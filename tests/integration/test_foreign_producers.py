@@ -13,8 +13,8 @@ import pytest
 import redis
 from conftest import ROOT, fastq_cmd, subprocess_env
 
-from fastq import scripts
-from fastq.redis_server import RedisServer
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer
 
 KEY_SUFFIXES = (
     "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",

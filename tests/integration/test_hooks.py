@@ -157,7 +157,7 @@ def test_worker_start_and_stop_hooks(app: fastq.App) -> None:
 
 def test_no_hook_keeps_jobs_plain(app: fastq.App) -> None:
     """Without job hooks the native loop runs jobs itself; with one, it does not."""
-    from fastq.runner import SyncRunner
+    from fastq.runners.sync import SyncRunner
 
     @app.job(queue="q")
     def work() -> None:

@@ -12,8 +12,8 @@ import redis
 from conftest import drain, drain_in_thread
 
 import fastq
-from fastq.cpuslots import CpuSlots
-from fastq.worker import HardStop
+from fastq.shm.cpuslots import CpuSlots
+from fastq.worker.worker import HardStop
 
 
 def test_enqueue_many_runs_each_job_once(app: fastq.App) -> None:
@@ -255,7 +255,7 @@ def test_queues_are_taken_in_the_order_given(app: fastq.App) -> None:
 
 def test_graceful_stop_hands_back_unstarted_jobs_in_order(app: fastq.App) -> None:
     ran: list[int] = []
-    holder: dict[str, fastq.worker.Worker] = {}
+    holder: dict[str, fastq.worker.worker.Worker] = {}
 
     @app.job(queue="q")
     def step(i: int) -> None:
@@ -264,7 +264,7 @@ def test_graceful_stop_hands_back_unstarted_jobs_in_order(app: fastq.App) -> Non
             holder["w"].stop()
 
     step.enqueue_many([(i,) for i in range(10)])
-    worker = fastq.worker.Worker(app, ["q"], batch_size=10, burst=True, handle_signals=False)
+    worker = fastq.worker.worker.Worker(app, ["q"], batch_size=10, burst=True, handle_signals=False)
     holder["w"] = worker
     worker.run()
     assert ran == [0, 1, 2]

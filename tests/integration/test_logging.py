@@ -8,7 +8,7 @@ import subprocess
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 
 def _worker(url: str, app: fastq.App, *log_options: str) -> subprocess.CompletedProcess[str]:

@@ -9,8 +9,7 @@ from pathlib import Path
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.batch import Outcomes
-from fastq.metrics import (
+from fastq.shm.metrics import (
     BUCKETS_S,
     DEAD,
     DURATION_AT,
@@ -20,7 +19,8 @@ from fastq.metrics import (
     MetricsBoard,
     lengths,
 )
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.roundtrip import Outcomes
 
 
 def test_metrics_port_without_prometheus_client_is_a_clear_error(

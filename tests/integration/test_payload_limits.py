@@ -8,8 +8,8 @@ import redis
 from conftest import drain, namespace_keys
 
 import fastq
-from fastq.redis_server import RedisServer
-from fastq.settle import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
+from fastq.runners.settle import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
+from fastq.testing.redis_server import RedisServer
 
 
 def test_an_oversize_job_is_refused_at_enqueue_and_nothing_is_written(

@@ -16,9 +16,9 @@ import redis
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.contracts import FIRE, FireOutcome
-from fastq.firer import Firer
-from fastq.redis_server import RedisServer
+from fastq.protocol.contracts import FIRE, FireOutcome
+from fastq.reaper.firer import Firer
+from fastq.testing.redis_server import RedisServer
 
 APP = "tests.apps.periodic_jobs"
 

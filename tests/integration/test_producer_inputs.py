@@ -12,8 +12,8 @@ import redis
 from conftest import namespace_keys
 
 import fastq
-from fastq import scripts
-from fastq.redis_server import RedisServer, free_port
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer, free_port
 
 SENTINEL = "fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id"
 NAN, INF = float("nan"), float("inf")
@@ -285,7 +285,7 @@ def test_a_producer_without_jobs_warns_once_of_a_queue_redis_does_not_know(
 def test_a_starting_worker_makes_its_apps_queues_known(
     app: fastq.App, r: redis.Redis, send: fastq.JobDef[None]
 ) -> None:
-    from fastq.redis_checks import check_redis
+    from fastq.connection.checks import check_redis
 
     assert not r.sismember(f"{app.namespace}:queues", "q")
     check_redis(app, "worker")  # what a worker and a pool's master do as they start

@@ -16,8 +16,8 @@ import redis
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_connect import new_client
-from fastq.redis_server import RedisSentinel, RedisServer, free_port
+from fastq.connection.client import new_client
+from fastq.testing.redis_server import RedisSentinel, RedisServer, free_port
 
 PASSWORD = "Pw-7f3a9c-s3cret"  # grepped for in every output
 SENTINEL_PASSWORD = "Spw-41d2e8-s3cret"  # the sentinels' own, grepped for too

@@ -11,8 +11,8 @@ from typing import Any
 from conftest import drain
 
 import fastq
-from fastq.sizer import BatchSizer
-from fastq.worker import Worker
+from fastq.worker.sizer import BatchSizer
+from fastq.worker.worker import Worker
 
 
 def test_a_worker_serves_its_first_queue_first_and_drains_the_second(app: fastq.App) -> None:

@@ -20,9 +20,9 @@ import redis
 from conftest import drain, fastq_cmd, namespace_keys, subprocess_env
 
 import fastq
-from fastq.limits import MAX_RATE, RateLimit
-from fastq.pump import Pump
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
+from fastq.validate import MAX_RATE, RateLimit
+from fastq.worker.pump import Pump
 
 HOUR_MS = 3_600_000
 

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 import fastq
-from fastq import reaper as reaper_module
-from fastq.reaper import Reaper
+from fastq.reaper import reaper as reaper_module
+from fastq.reaper.reaper import Reaper
 
 
 def test_the_last_queue_list_stands_while_it_cannot_be_read(

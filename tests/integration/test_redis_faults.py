@@ -12,7 +12,7 @@ import redis
 from conftest import drain, fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 pytestmark = pytest.mark.fault
 

@@ -7,8 +7,8 @@ import socket
 import pytest
 import redis
 
-from fastq import redis_server
-from fastq.redis_server import RedisServer
+from fastq.testing import redis_server
+from fastq.testing.redis_server import RedisServer
 
 
 def test_a_picked_port_taken_before_the_server_binds_it_is_picked_again(

@@ -14,8 +14,8 @@ import redis
 from conftest import drain, drain_in_thread
 
 import fastq
-import fastq.settle
-from fastq.introspect import JobInfo
+import fastq.runners.settle
+from fastq.protocol.introspect import JobInfo
 
 SLACK_S = 0.25  # from the worker's failed_at to the ack's Redis TIME, on a loaded box
 
@@ -50,7 +50,7 @@ def assert_delays(measured: list[float], expected_s: list[float]) -> None:
 @pytest.fixture
 def fixed_draw(monkeypatch: pytest.MonkeyPatch) -> float:
     """The uniform draw of curves with jitter, fixed."""
-    monkeypatch.setattr(fastq.settle, "draw", lambda: 0.5)
+    monkeypatch.setattr(fastq.runners.settle, "draw", lambda: 0.5)
     return 0.5
 
 

@@ -16,9 +16,9 @@ import redis
 from redis.sentinel import Sentinel
 
 import fastq
-from fastq.introspect import queue_stats
-from fastq.redis_server import RedisServer
-from fastq.worker import Worker
+from fastq.protocol.introspect import queue_stats
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(60)]
 

@@ -10,7 +10,7 @@ import redis
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
-from fastq.redis_server import RedisServer
+from fastq.testing.redis_server import RedisServer
 
 APP = "tests.apps.sharded_jobs"
 

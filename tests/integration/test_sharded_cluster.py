@@ -14,8 +14,8 @@ import pytest
 from redis.cluster import key_slot
 
 import fastq
-from fastq.cluster_server import ClusterServer
-from fastq.keys import shard_names
+from fastq.protocol.keys import shard_names
+from fastq.testing.cluster_server import ClusterServer
 
 pytestmark = pytest.mark.timeout(60)
 

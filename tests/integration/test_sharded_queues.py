@@ -15,13 +15,13 @@ import redis
 from conftest import drain
 
 import fastq
-from fastq import layout as layout_module
-from fastq import worker as worker_module
-from fastq.batch import RoundTrip
-from fastq.keys import shard_names
-from fastq.shards import shard_of
-from fastq.sizer import BatchSizer
-from fastq.worker import Worker
+from fastq.protocol.keys import shard_names
+from fastq.protocol.shards import shard_of
+from fastq.worker import queues as layout_module
+from fastq.worker import worker as worker_module
+from fastq.worker.roundtrip import RoundTrip
+from fastq.worker.sizer import BatchSizer
+from fastq.worker.worker import Worker
 
 SHARDS = 4
 
@@ -373,7 +373,7 @@ def test_a_pool_of_workers_drains_a_sharded_queue(app: fastq.App) -> None:
 
 def test_shard_names_stay_inside_their_hash_tag(r: redis.Redis) -> None:
     """Each shard is a slot of its own: the name is the whole hash tag."""
-    from fastq.keys import QueueKeys
+    from fastq.protocol.keys import QueueKeys
 
     names = shard_names("mailer", 8)
     assert names == ["mailer", *(f"mailer#{i}" for i in range(1, 8))]
@@ -411,7 +411,7 @@ def test_jobs_hooks_and_progress_see_the_queue_not_the_shard(app: fastq.App) -> 
 
 
 def test_a_pools_metrics_count_a_shards_jobs_under_its_queue(app: fastq.App) -> None:
-    from fastq.metrics import PROCESSED, MetricsBoard
+    from fastq.shm.metrics import PROCESSED, MetricsBoard
 
     @app.job(queue="mailer", shards=SHARDS)
     def send() -> None:
@@ -431,7 +431,7 @@ def test_a_periodic_job_on_a_sharded_queue_fires_into_shard_0_and_runs(
 ) -> None:
     """A schedule's runs and its last-fired slot live in shard 0 (the queue's own
     name), whatever count a reaper knows, so every reaper fires each slot once."""
-    from fastq.firer import Firer
+    from fastq.reaper.firer import Firer
 
     ran: list[str] = []
 

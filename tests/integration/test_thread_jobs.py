@@ -1,4 +1,4 @@
-"""Sync jobs run by a worker in a pool of threads (``--threads N``, fastq.threads)."""
+"""Sync jobs run by a worker in a pool of threads (``--threads N``, fastq.runners.threads)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import Counter
 from conftest import drain
 
 import fastq
-from fastq.worker import Worker
+from fastq.worker.worker import Worker
 
 
 def test_thread_jobs_drain_exactly_once_with_many_in_flight(app: fastq.App) -> None:

@@ -1,5 +1,5 @@
 """A pool worker's heartbeat slot says when it waits for work: a starting pool
-forks its second wave on that (fastq.ramp)."""
+forks its second wave on that (fastq.pool.ramp)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import time
 from typing import Callable
 
 import fastq
-from fastq.heartbeat import HeartbeatBoard
-from fastq.worker import Worker
+from fastq.shm.heartbeat import HeartbeatBoard
+from fastq.worker.worker import Worker
 
 
 def wait_until(cond: Callable[[], bool], what: str, timeout_s: float = 10.0) -> None:

@@ -11,9 +11,8 @@ import pytest
 import redis
 from test_scripts import ack, claim, claimed_ids, env, release
 
-from fastq import scripts
-from fastq.batch import Outcomes
-from fastq.contracts import (
+from fastq.protocol import scripts
+from fastq.protocol.contracts import (
     CANCEL,
     ENQUEUE,
     PURGE,
@@ -23,8 +22,9 @@ from fastq.contracts import (
     ReleaseMode,
     enqueue_extras,
 )
-from fastq.introspect import get_job
-from fastq.keys import QueueKeys
+from fastq.protocol.introspect import get_job
+from fastq.protocol.keys import QueueKeys
+from fastq.worker.roundtrip import Outcomes
 
 
 @pytest.fixture

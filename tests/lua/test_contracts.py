@@ -1,4 +1,4 @@
-"""Every script's header against its declaration in ``fastq.contracts``.
+"""Every script's header against its declaration in ``fastq.protocol.contracts``.
 
 A script's header is its leading comment block. Its KEYS lines read
 ``-- KEYS[i] name  type  what``, its ARGV lines ``-- ARGV[i] name  what`` and, for a
@@ -16,8 +16,8 @@ from typing import Any, Optional
 
 import pytest
 
-from fastq import contracts
-from fastq.keys import QueueKeys
+from fastq.protocol import contracts
+from fastq.protocol.keys import QueueKeys
 
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)(\s|$)")
 _ARGV = re.compile(r"^-- ARGV\[(\d+)(\.\.)?\]\s+(\w+)(\s|$)")
@@ -70,11 +70,11 @@ def check(contract: contracts.Contract[Any], source: str) -> list[str]:
 
 
 def source_of(name: str) -> str:
-    return resources.files("fastq").joinpath("lua", f"{name}.lua").read_text()
+    return resources.files("fastq.protocol").joinpath("lua", f"{name}.lua").read_text()
 
 
 def test_every_script_has_a_declaration_and_every_declaration_a_script() -> None:
-    lua = resources.files("fastq").joinpath("lua")
+    lua = resources.files("fastq.protocol").joinpath("lua")
     files = {p.name[: -len(".lua")] for p in lua.iterdir() if p.name.endswith(".lua")}
     assert files == {c.name for c in contracts.ALL}
 

@@ -12,9 +12,9 @@ import orjson
 import pytest
 import redis
 
-from fastq import scripts
-from fastq.contracts import ENQUEUE
-from fastq.keys import QueueKeys
+from fastq.protocol import scripts
+from fastq.protocol.contracts import ENQUEUE
+from fastq.protocol.keys import QueueKeys
 
 
 def env(job_id: str) -> bytes:

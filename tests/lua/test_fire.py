@@ -10,9 +10,9 @@ import pytest
 import redis
 from conftest import namespace_keys
 
-from fastq.batch import Outcomes
-from fastq.contracts import ACK, CLAIM, FIRE, FireOutcome, FireReply
-from fastq.keys import QueueKeys
+from fastq.protocol.contracts import ACK, CLAIM, FIRE, FireOutcome, FireReply
+from fastq.protocol.keys import QueueKeys
+from fastq.worker.roundtrip import Outcomes
 
 
 def fire(

@@ -11,10 +11,10 @@ import pytest
 import redis
 from test_scripts import SENTINEL, claimed_ids, env
 
-from fastq.batch import Outcomes
-from fastq.contracts import ACK, CLAIM, ENQUEUE, EXTEND, REAP, RELEASE, ReleaseMode
-from fastq.keys import QueueKeys
-from fastq.redis_server import RedisServer
+from fastq.protocol.contracts import ACK, CLAIM, ENQUEUE, EXTEND, REAP, RELEASE, ReleaseMode
+from fastq.protocol.keys import QueueKeys
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.roundtrip import Outcomes
 
 
 @pytest.fixture(scope="module")

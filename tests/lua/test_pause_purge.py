@@ -7,9 +7,9 @@ import redis
 from conftest import namespace_keys
 from test_scripts import claim, claimed_ids, enqueue, env
 
-from fastq import flow
-from fastq.contracts import PAUSED, PURGE
-from fastq.keys import QueueKeys
+from fastq.protocol import control
+from fastq.protocol.contracts import PAUSED, PURGE
+from fastq.protocol.keys import QueueKeys
 
 
 @pytest.fixture
@@ -29,11 +29,11 @@ def test_a_paused_claim_takes_nothing_and_says_paused_not_empty(
 ) -> None:
     enqueue(r, k, ["a", "b"])
     enqueue(r, k, ["s"], delay_ms=1)
-    flow.pause(r, k)
+    control.pause(r, k)
     reply = claim(r, k, "w1", 10)
     assert (len(reply), reply.paused, reply.next_due_ms) == (0, True, PAUSED)
     assert r.llen(k.ready) == 2 and not r.exists(k.held("w1"))
-    flow.resume(r, k)
+    control.resume(r, k)
     assert r.lpop(k.wake) is not None  # the resume woke the idle workers
     reply = claim(r, k, "w1", 10)
     assert not reply.paused and sorted(claimed_ids(reply))[:2] == ["a", "b"]

@@ -11,9 +11,9 @@ import orjson
 import pytest
 import redis
 
-from fastq.batch import Outcomes
-from fastq.contracts import ACK, CLAIM, ENQUEUE, REAP, ClaimReply, due_at
-from fastq.keys import QueueKeys
+from fastq.protocol.contracts import ACK, CLAIM, ENQUEUE, REAP, ClaimReply, due_at
+from fastq.protocol.keys import QueueKeys
+from fastq.worker.roundtrip import Outcomes
 
 
 def env(job_id: str, priority: int = 0, old: bool = False) -> bytes:

@@ -11,10 +11,10 @@ import redis
 from conftest import namespace_keys
 from test_scripts import claim, claimed_ids, enqueue
 
-from fastq import flow
-from fastq.contracts import PAUSED, RATE_TAKE, UNLIMITED
-from fastq.keys import QueueKeys
-from fastq.limits import RateLimit
+from fastq.protocol import control
+from fastq.protocol.contracts import PAUSED, RATE_TAKE, UNLIMITED
+from fastq.protocol.keys import QueueKeys
+from fastq.validate import RateLimit
 
 HOUR_MS = 3_600_000
 
@@ -25,7 +25,7 @@ def k(namespace: str) -> QueueKeys:
 
 
 def per_hour(r: redis.Redis, k: QueueKeys, rate: int, burst: int) -> None:
-    flow.set_rate_limit(r, k, RateLimit(rate, HOUR_MS, burst))
+    control.set_rate_limit(r, k, RateLimit(rate, HOUR_MS, burst))
     r.delete(k.wake)  # the wake-up a new limit leaves, so tests see the claim's own
 
 
@@ -103,7 +103,7 @@ def test_the_wake_up_chain_wakes_siblings_only_while_tokens_remain(
 def test_pause_wins_over_the_limit_and_the_reply_says_both(r: redis.Redis, k: QueueKeys) -> None:
     per_hour(r, k, 1, 1)
     enqueue(r, k, ["a"])
-    flow.pause(r, k)
+    control.pause(r, k)
     reply = claim(r, k, "w1", 10)
     assert (len(reply), reply.paused, reply.rate_limited, reply.next_due_ms) == (
         0,
@@ -121,13 +121,13 @@ def test_setting_a_limit_starts_afresh_and_wakes_workers_and_off_removes_it(
     enqueue(r, k, ["a", "b", "c"])
     assert len(claim(r, k, "w1", 10)) == 1
     assert claim(r, k, "w1", 10).throttled
-    flow.set_rate_limit(r, k, RateLimit(2, HOUR_MS, 2))  # a new limit: a full burst
+    control.set_rate_limit(r, k, RateLimit(2, HOUR_MS, 2))  # a new limit: a full burst
     assert r.lpop(k.wake) is not None
-    assert flow.rate_limit(r, k) == RateLimit(2, HOUR_MS, 2)
+    assert control.rate_limit(r, k) == RateLimit(2, HOUR_MS, 2)
     assert len(claim(r, k, "w1", 10)) == 2
     enqueue(r, k, ["d"])
-    flow.set_rate_limit(r, k, None)
-    assert flow.rate_limit(r, k) is None
+    control.set_rate_limit(r, k, None)
+    assert control.rate_limit(r, k) is None
     assert not r.exists(k.settings)  # nothing else was set: the key is gone
     reply = claim(r, k, "w1", 10)
     assert (claimed_ids(reply), reply.throttle_ms) == (["d"], UNLIMITED)
@@ -135,8 +135,8 @@ def test_setting_a_limit_starts_afresh_and_wakes_workers_and_off_removes_it(
 
 def test_off_keeps_a_pause(r: redis.Redis, k: QueueKeys) -> None:
     per_hour(r, k, 1, 1)
-    flow.pause(r, k)
-    flow.set_rate_limit(r, k, None)
+    control.pause(r, k)
+    control.set_rate_limit(r, k, None)
     assert r.hgetall(k.settings) == {b"paused": b"1"}
 
 

@@ -1,4 +1,4 @@
-"""revive.lua, and the envelopes fastq.revive hands it, on a real server."""
+"""revive.lua, and the envelopes fastq.admin.revive hands it, on a real server."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import orjson
 import pytest
 import redis
 
-from fastq.contracts import REVIVE, ReviveSection
-from fastq.keys import QueueKeys
-from fastq.revive import fresh_envelope, revive
+from fastq.admin.revive import fresh_envelope, revive
+from fastq.protocol.contracts import REVIVE, ReviveSection
+from fastq.protocol.keys import QueueKeys
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import pytest
 import redis
 from conftest import namespace_keys
 
-from fastq.batch import Outcomes
-from fastq.contracts import (
+from fastq.protocol.contracts import (
     ACK,
     CLAIM,
     ENQUEUE,
@@ -23,8 +22,9 @@ from fastq.contracts import (
     ReleaseMode,
     ReleaseReply,
 )
-from fastq.introspect import get_job
-from fastq.keys import QueueKeys
+from fastq.protocol.introspect import get_job
+from fastq.protocol.keys import QueueKeys
+from fastq.worker.roundtrip import Outcomes
 
 
 def env(job_id: str, priority: int = 0) -> bytes:

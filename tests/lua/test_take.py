@@ -8,8 +8,8 @@ import pytest
 import redis
 from test_scripts import claim, claimed_ids, enqueue, held, reap, release
 
-from fastq.contracts import ACK_TAKEN, TAKE, ReleaseMode
-from fastq.keys import QueueKeys
+from fastq.protocol.contracts import ACK_TAKEN, TAKE, ReleaseMode
+from fastq.protocol.keys import QueueKeys
 
 
 def take(r: redis.Redis, k: QueueKeys, worker: str, ids: list[str]) -> list[str]:

@@ -8,11 +8,11 @@ from typing import Any, AsyncIterator, Iterator
 import pytest
 
 import fastq
-from fastq import contracts
 from fastq import job as job_module
-from fastq.durable import durability
 from fastq.job import ArgChecker, IdGenerator
-from fastq.keys import QueueKeys, validate_queue_name
+from fastq.producer.durable import durability
+from fastq.protocol import contracts
+from fastq.protocol.keys import QueueKeys, validate_queue_name
 
 
 def test_keys_carry_the_queue_hash_tag() -> None:
@@ -218,7 +218,8 @@ def test_job_module_does_not_import_the_app() -> None:
 
 
 def test_any_job_id_fits_the_heartbeat_slot() -> None:
-    from fastq import heartbeat, limits
+    from fastq import validate as limits
+    from fastq.shm import heartbeat
 
     assert limits.MAX_JOB_ID_BYTES <= heartbeat.MAX_ID_BYTES
     longest = "~" * limits.MAX_JOB_ID_BYTES

@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from fastq.cli import build_parser
+from fastq.cli.main import build_parser
 
 
 def _commands() -> dict[str, argparse.ArgumentParser]:

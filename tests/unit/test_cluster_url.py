@@ -10,10 +10,10 @@ from redis.cluster import key_slot
 from redis.connection import SSLConnection
 
 import fastq
-from fastq import contracts
-from fastq.cluster import is_cluster_url, parse_cluster_url
-from fastq.keys import QueueKeys
-from fastq.redis_url import mask_url
+from fastq.connection.cluster import is_cluster_url, parse_cluster_url
+from fastq.connection.url import mask_url
+from fastq.protocol import contracts
+from fastq.protocol.keys import QueueKeys
 
 
 def test_a_cluster_url_names_its_nodes_and_options() -> None:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from fastq.cpuslots import CpuSlots
+from fastq.shm.cpuslots import CpuSlots
 
 
 def _fork(fn: object) -> int:

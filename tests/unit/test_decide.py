@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastq.decide import ClaimFrom, EmptyClaims, Round, Sleep, Stop
+from fastq.worker.decide import ClaimFrom, EmptyClaims, Round, Sleep, Stop
 
 
 def empty(claims: EmptyClaims, due_ms: int = -1, **kw: object) -> object:

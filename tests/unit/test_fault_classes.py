@@ -9,8 +9,8 @@ from redis import exceptions as rex
 from redis.sentinel import MasterNotFoundError
 
 from fastq import RedisRefused, RedisUnavailable
-from fastq.cluster_wire import SlotMoved
-from fastq.redis_faults import Fault, Outage, backoff_s, classify, for_producer
+from fastq.connection.faults import Fault, Outage, backoff_s, classify, for_producer
+from fastq.worker.wire.cluster import SlotMoved
 
 
 @pytest.mark.parametrize(

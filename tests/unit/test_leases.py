@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from redis import exceptions as rex
 
-from fastq.heartbeat import RETRY_MAX_S, LeaseKeeper
-from fastq.keys import QueueKeys
+from fastq.protocol.keys import QueueKeys
+from fastq.shm.heartbeat import RETRY_MAX_S, LeaseKeeper
 
 
 class FlakyClient:

@@ -15,10 +15,10 @@ from typing import Any, Iterator
 import pytest
 
 import fastq
-from fastq import master as master_module
-from fastq.contracts import ReleaseMode
-from fastq.handback import HandBack
-from fastq.master import EXIT_BOOT, KILL_GRACE_S, Child, Master, PoolConfig
+from fastq.pool import master as master_module
+from fastq.pool.handback import HandBack
+from fastq.pool.master import EXIT_BOOT, KILL_GRACE_S, Child, Master, PoolConfig
+from fastq.protocol.contracts import ReleaseMode
 
 
 class FakeOS:
@@ -214,7 +214,7 @@ def test_a_signal_handler_only_enqueues(master: Master, fake_os: FakeOS) -> None
             os.close(fd)
 
 
-# -- start-up in two waves (fastq.ramp) ---------------------------------------------------
+# -- start-up in two waves (fastq.pool.ramp) ---------------------------------------------------
 
 
 @pytest.fixture
@@ -305,7 +305,7 @@ def test_a_pool_no_bigger_than_its_first_wave_starts_whole(fake_os: FakeOS) -> N
 
 
 def test_asleep_tells_a_sleeping_process_from_a_running_one() -> None:
-    from fastq.ramp import asleep
+    from fastq.pool.ramp import asleep
 
     assert not asleep(os.getpid())  # this process runs the test
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
@@ -343,7 +343,7 @@ def test_a_dead_child_hands_back_every_job_it_held_in_flight(fake_os: FakeOS) ->
 
 
 def test_only_the_job_that_blocked_the_loop_counts_a_stall() -> None:
-    from fastq.heartbeat import HeartbeatBoard
+    from fastq.shm.heartbeat import HeartbeatBoard
 
     board = HeartbeatBoard(2, records=4)
     try:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fastq.progress import CountView, Rate, Tally, make_view, plain_line, tally, watch_drain
+from fastq.cli.progress import CountView, Rate, Tally, make_view, plain_line, tally, watch_drain
 
 ZERO = {
     "ready": 0, "scheduled": 0, "inflight": 0, "processed": 0, "failed": 0, "total_dead": 0,

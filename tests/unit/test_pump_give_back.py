@@ -9,9 +9,9 @@ from typing import Sequence
 import pytest
 import redis
 
-from fastq.batch import Outcomes
-from fastq.pump import Pump
-from fastq.redis_faults import Outage
+from fastq.connection.faults import Outage
+from fastq.worker.pump import Pump
+from fastq.worker.roundtrip import Outcomes
 
 
 class LostReply:

@@ -12,9 +12,9 @@ from typing import Any, Optional
 import pytest
 import redis
 
-from fastq.batch import Outcomes
-from fastq.pump import RTT_WEIGHT, Pump
-from fastq.redis_faults import Outage
+from fastq.connection.faults import Outage
+from fastq.worker.pump import RTT_WEIGHT, Pump
+from fastq.worker.roundtrip import Outcomes
 
 
 @dataclass
@@ -130,7 +130,7 @@ def test_a_stopping_worker_hands_back_every_claim_in_flight_or_in_hand() -> None
 def rt(monkeypatch: pytest.MonkeyPatch) -> FakeRoundTrip:
     """A round trip whose clock is the pump's."""
     fake = FakeRoundTrip(jobs={"a": [b"a1"] * 1000})
-    monkeypatch.setattr("fastq.pump.time.monotonic", lambda: fake.now)
+    monkeypatch.setattr("fastq.worker.pump.time.monotonic", lambda: fake.now)
     return fake
 
 

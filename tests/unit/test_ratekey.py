@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from fastq.limits import RateLimit
-from fastq.ratekey import MAX_KEY_CHARS, RateKey
+from fastq.ratelimit import MAX_KEY_CHARS, RateKey
+from fastq.validate import RateLimit
 
 LIMIT = RateLimit(5, 1000, 1)
 

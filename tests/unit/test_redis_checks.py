@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from redis import exceptions as rex
 
-from fastq.redis_checks import _check_config, _check_version
+from fastq.connection.checks import _check_config, _check_version
 
 
 def test_an_old_redis_is_named_with_the_reason(caplog: pytest.LogCaptureFixture) -> None:

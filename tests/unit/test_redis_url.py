@@ -9,9 +9,9 @@ import redis
 from redis.sentinel import SentinelConnectionPool
 
 import fastq
-from fastq.redis_connect import SentinelMasterClient, parse_sentinel_url
-from fastq.redis_faults import Fault, classify
-from fastq.redis_url import mask_url, with_tls_files
+from fastq.connection.client import SentinelMasterClient, parse_sentinel_url
+from fastq.connection.faults import Fault, classify
+from fastq.connection.url import mask_url, with_tls_files
 
 
 @pytest.mark.parametrize(

@@ -15,12 +15,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import fastq
-from fastq import context, runner, settle
+from fastq import context
 from fastq._pyimpl import runner as ref_runner
-from fastq.batch import Outcomes
 from fastq.errors import Fail, Retry
-from fastq.heartbeat import HeartbeatBoard
-from fastq.runner import HardStop, SyncRunner
+from fastq.runners import settle
+from fastq.runners import sync as runner
+from fastq.runners.sync import HardStop, SyncRunner
+from fastq.shm.heartbeat import HeartbeatBoard
+from fastq.worker.roundtrip import Outcomes
 from fastq_ext import runner as native_runner
 
 LOOPS = {"native": native_runner, "reference": ref_runner}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastq.sizer import (
+from fastq.worker.sizer import (
     COVER_MAX_BATCH_S,
     COVER_MAX_FACTOR,
     COVER_MAX_N,
@@ -105,7 +105,7 @@ def test_a_long_idle_spell_keeps_the_round_trip_but_measures_the_jobs_afresh() -
 
 
 def test_a_batch_past_max_n_never_holds_more_than_the_cap_of_work() -> None:
-    """What bounds the wait of work arriving in an earlier queue (fastq.decide): a
+    """What bounds the wait of work arriving in an earlier queue (fastq.worker.decide): a
     batch holds at most max_n jobs, or past it at most COVER_MAX_BATCH_S of work,
     whatever the jobs and the round trip."""
     for job_s in (1e-7, 1e-6, 1e-5, 5e-5, 1e-4, 1e-3, 0.02):

@@ -1,0 +1,1 @@
+"""The ``fastq`` command (rank 9: the top)."""

@@ -1,0 +1,175 @@
+"""The master's hand-backs: a dead child's leased jobs returned to the front of
+their queues, sent from a thread of their own so that the master's supervision
+loop never waits on Redis.
+
+The loop only queues what it learnt (which worker died, which job it was running
+and why it died); this thread sends the release calls and retries until Redis
+takes them, logging an outage once. It does its I/O (Redis, logging) only while
+holding ``fork_gate``, which the master takes before each fork: a child forked
+while another thread holds a process-wide lock (stderr's buffer, the resolver's)
+would inherit it held, and hang on its first log line. Anything still unsent when the master stops
+comes back when the leases expire: a reaper takes them then.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Optional
+
+import redis
+
+from fastq.connection.faults import REDIS_ERRORS, Outage
+from fastq.protocol.contracts import RELEASE, ReleaseMode
+from fastq.protocol.keys import shard_names
+
+if TYPE_CHECKING:
+    from fastq.app import App
+
+log = logging.getLogger("fastq.master")
+
+# the master's Redis calls time out quickly: a stalled Redis is retried, not waited on
+CALL_TIMEOUT_S = 2.0
+
+
+@dataclass(frozen=True)
+class HandBack:
+    """What the master knows of a child that exited.
+
+    ``running``: the queue index and id of the job it was running, if any (None
+    as the id: too long to note). ``running_mode``: how that job goes back:
+    STALLED (the child died or hung running it) or INTERRUPTED (the operator
+    hard-stopped the pool). ``held``: the queue index and id of each job it held
+    in flight (a child with ``--concurrency``), going back as ``running`` does.
+    ``rest_mode``: how its other leases go back: ORPHANED (it crashed) or UNSTARTED.
+    """
+
+    worker_id: str
+    running: Optional[tuple[int, Optional[bytes]]]
+    running_mode: ReleaseMode
+    rest_mode: ReleaseMode
+    held: tuple[tuple[int, bytes], ...] = ()
+
+
+class HandBacks(threading.Thread):
+    """Sends queued hand-backs of ``queues`` in order, retrying each until Redis
+    takes it; ``close()`` gives the unsent ones ``patience_s`` more."""
+
+    def __init__(
+        self,
+        app: App,
+        queues: list[str],
+        connect: Optional[Callable[[], redis.Redis]] = None,
+    ) -> None:
+        super().__init__(name="fastq-handbacks", daemon=True)
+        self.app = app
+        self.queues = list(queues)
+        self.connect = connect or (
+            lambda: app.new_client(
+                retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
+            )
+        )
+        self.outage = Outage("master (hand-backs)", log)
+        self._todo: queue.Queue[Optional[HandBack]] = queue.Queue()
+        self._client: Optional[redis.Redis] = None
+        self._closing = threading.Event()
+        self._deadline = float("inf")
+        self.fork_gate = threading.Lock()
+
+    def put(self, hand_back: HandBack) -> None:
+        """Only enqueues: called from the supervision loop."""
+        self._todo.put(hand_back)
+
+    def close(self, patience_s: float = 1.5) -> None:
+        """Stop after sending what is queued, trying for ``patience_s`` at most
+        (a quarter of it while Redis is known to be away: a stop must be prompt)."""
+        if self.outage.ongoing:
+            patience_s /= 4
+        self._deadline = time.monotonic() + patience_s
+        self._closing.set()
+        self._todo.put(None)
+        self.join(patience_s + CALL_TIMEOUT_S)
+
+    def run(self) -> None:
+        try:
+            while True:
+                item = self._todo.get()
+                if item is None:
+                    return
+                while not self._send(item):
+                    if time.monotonic() >= self._deadline:
+                        self._give_up(item)
+                        return
+        finally:
+            if self._client is not None:
+                with self.fork_gate:
+                    self._client.close()
+
+    def _give_up(self, item: HandBack) -> None:
+        left = [item]
+        while not self._todo.empty():
+            more = self._todo.get_nowait()
+            if more is not None:
+                left.append(more)
+        with self.fork_gate:
+            log.warning(
+                "master: Redis unavailable; the jobs of %s come back when their leases expire",
+                ", ".join(h.worker_id for h in left),
+            )
+
+    def _send(self, item: HandBack) -> bool:
+        """Send one hand-back; False if it must be tried again (after a backoff)."""
+        with self.fork_gate:
+            delay = self._try(item)
+        if delay is None:
+            return True
+        if self._closing.is_set():  # stopping: a last few tries, close together
+            time.sleep(min(delay, 0.2))
+        else:
+            self._closing.wait(delay)
+        return False
+
+    def _try(self, item: HandBack) -> Optional[float]:
+        """One try; None when done, else how long to back off."""
+        try:
+            if self._client is None:
+                self._client = self.connect()
+            self.release(self._client, item)
+        except REDIS_ERRORS as exc:
+            try:
+                return self.outage.failed(exc)
+            except REDIS_ERRORS:  # a bug: never let it take the master down
+                log.exception("master: could not hand back the jobs of %s", item.worker_id)
+                return None
+        self.outage.recovered()
+        return None
+
+    def release(self, client: redis.Redis, item: HandBack) -> None:
+        """The release calls of one hand-back (each is idempotent: only jobs the
+        worker still holds move, so a resend after a lost reply moves nothing)."""
+        wid, max_stalls = item.worker_id, self.app.max_stalls
+        # Redis' counts: a mismatch with the app's stopped its workers at boot already
+        counts = self.app.shard_counts.resolve(
+            client, self.app.namespace, self.queues, strict=False
+        )
+        for index, queue_name in enumerate(self.queues):
+            running = item.running
+            # an id the slot could not hold is not guessed at: no innocent job counts a stall
+            ran = [job_id for i, job_id in item.held if i == index]
+            if running is not None and running[0] == index and running[1] is not None:
+                ran.append(running[1])
+            # the slot names a queue, not its shard: each shard moves only ids it holds
+            for name in shard_names(queue_name, counts.get(queue_name, 1)):
+                keys = RELEASE.keys_for(self.app.keys(name), wid)
+                if ran:
+                    argv = RELEASE.argv(wid, item.running_mode, max_stalls, ran)
+                    RELEASE.call(client, keys, argv).log_buried(log, name)
+                argv = RELEASE.argv(wid, item.rest_mode, max_stalls)
+                moved = RELEASE.call(client, keys, argv).moved
+                if moved:
+                    log.warning(
+                        "master: %d jobs of %s handed back to %s", moved, item.worker_id, name
+                    )

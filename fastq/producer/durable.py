@@ -1,0 +1,150 @@
+"""Durable enqueue: the enqueue script calls, then ``WAIT`` for the replicas, in one
+round trip (``App(min_replicas=n)``; off by default).
+
+Redis replicates asynchronously: a job the master took but had not passed on when
+it died is lost in the failover. ``WAIT n timeout_ms`` answers how many replicas
+have acknowledged the last write *of its own connection*, so it goes in the same
+pipeline as the script calls, behind them: it costs the wait, not a round trip.
+
+In front of it goes a barrier, ``HINCRBY stats enqueued 0``: it changes nothing but
+is replicated. ``WAIT`` is documented to cover the connection's own writes, and a
+retry whose ids all exist writes none; the master has one replication stream, so
+the barrier's offset covers every write it took before, the jobs of an earlier
+attempt (on any connection) included. (Redis today records the offset after any
+command of the connection, a write or not; the barrier does not rely on it.)
+
+On a Redis Cluster a call's keys are all one queue's, so one slot and one master:
+the pipeline goes through a plain client of that master, one connection in order.
+The cluster pipeline would resend a redirected call alone, on another connection,
+where ``WAIT`` does not see it. A call answered ``MOVED`` did not run: the slot map
+is read again and it is sent once more, with a barrier and a ``WAIT`` of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+import redis
+from redis.exceptions import MovedError, NoScriptError
+
+from fastq.connection import cluster
+from fastq.connection.faults import REDIS_ERRORS
+from fastq.protocol import scripts
+
+# Below the producer's socket timeout (30 s), so that a WAIT is answered before its
+# connection gives up on it (and redis-py resends the whole blast).
+MAX_REPLICA_TIMEOUT_S = 20.0
+# Round trips of one call at most: a resend after NOSCRIPT or MOVED, then one more
+ROUNDS = 3
+
+
+@dataclass(frozen=True)
+class Durability:
+    """How many replicas must confirm an enqueue, and how long to wait for them."""
+
+    min_replicas: int
+    timeout_s: float
+
+    @property
+    def timeout_ms(self) -> int:
+        # WAIT 0 would block forever: a timeout under 1 ms waits 1 ms
+        return max(1, round(self.timeout_s * 1000))
+
+
+def durability(min_replicas: object, replica_timeout_s: object) -> Optional[Durability]:
+    """The checked options of ``App(min_replicas=..., replica_timeout_s=...)``; None
+    when off (``min_replicas=0``).
+
+    Raises:
+        TypeError: ``min_replicas`` not an int, or the timeout not a number.
+        ValueError: ``min_replicas`` < 0, or the timeout not a finite number of
+            seconds in (0, ``MAX_REPLICA_TIMEOUT_S``].
+    """
+    if isinstance(min_replicas, bool) or not isinstance(min_replicas, int):
+        raise TypeError(f"min_replicas must be an int, not {min_replicas!r}")
+    if min_replicas < 0:
+        raise ValueError(f"min_replicas must be >= 0 (0: do not wait), not {min_replicas}")
+    if isinstance(replica_timeout_s, bool) or not isinstance(replica_timeout_s, (int, float)):
+        raise TypeError(f"replica_timeout_s must be a number of seconds, not {replica_timeout_s!r}")
+    if not (math.isfinite(replica_timeout_s) and 0 < replica_timeout_s <= MAX_REPLICA_TIMEOUT_S):
+        raise ValueError(
+            f"replica_timeout_s must be a finite number of seconds in (0, "
+            f"{MAX_REPLICA_TIMEOUT_S:g}], not {replica_timeout_s!r}"
+        )
+    return Durability(min_replicas, float(replica_timeout_s)) if min_replicas else None
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """What the replicas said of one call's writes.
+
+    ``replicas``: the fewest that a round trip's ``WAIT`` counted (None: nothing
+    was written, nothing to confirm); ``error``: what Redis answered instead of a
+    count, to the barrier or to ``WAIT`` (a refused write, ``NOPERM``, a demoted
+    master).
+    """
+
+    replicas: Optional[int]
+    error: Optional[Exception]
+
+    def enough(self, wanted: Durability) -> bool:
+        if self.error is not None:
+            return False
+        return self.replicas is None or self.replicas >= wanted.min_replicas
+
+
+def _round(
+    client: redis.Redis, commands: Sequence[scripts.Command], barrier_key: str, wanted: Durability
+) -> list[Any]:
+    pipe: Any = client.pipeline(transaction=False)
+    for script, keys, argv in commands:
+        pipe.execute_command(*script.args(keys, argv))
+    pipe.execute_command("HINCRBY", barrier_key, "enqueued", 0)
+    pipe.execute_command("WAIT", wanted.min_replicas, wanted.timeout_ms)
+    replies: list[Any] = pipe.execute(raise_on_error=False)
+    return replies
+
+
+def call_many(
+    client: redis.Redis, commands: Sequence[scripts.Command], barrier_key: str, wanted: Durability
+) -> tuple[list[Any], Confirmation]:
+    """Send ``commands`` (script calls on ``barrier_key``'s queue) as
+    :func:`fastq.protocol.scripts.call_many` does with ``raise_on_error=False``, each round
+    trip ending in a barrier and ``WAIT``; return their replies and what the
+    replicas confirmed. Raises what stopped it from reading the replies."""
+    rc = client if cluster.is_cluster(client) else None
+    replies: list[Any] = [None] * len(commands)
+    pending = list(range(len(commands)))
+    fewest: Optional[int] = None
+    error: Optional[Exception] = None
+    for attempt in range(ROUNDS):
+        target = cluster.node_client(rc, barrier_key) if rc is not None else client
+        try:
+            *calls, barrier, waited = _round(
+                target, [commands[i] for i in pending], barrier_key, wanted
+            )
+        except REDIS_ERRORS:
+            if rc is not None:
+                cluster.refresh_slots(rc)  # a failover: the next call finds the new master
+            raise
+        again = []
+        for i, reply in zip(pending, calls):
+            replies[i] = reply
+            if isinstance(reply, (NoScriptError, MovedError)):
+                again.append(i)
+        if any(not isinstance(r, Exception) for r in (*calls, barrier)):
+            # this round trip wrote: its own WAIT must confirm it
+            if isinstance(barrier, Exception) or isinstance(waited, Exception):
+                error = error or (barrier if isinstance(barrier, Exception) else waited)
+            else:
+                fewest = int(waited) if fewest is None else min(fewest, int(waited))
+        if not again or attempt == ROUNDS - 1:
+            break
+        if any(isinstance(replies[i], NoScriptError) for i in again):
+            scripts.load_all(target)
+        if rc is not None and any(isinstance(replies[i], MovedError) for i in again):
+            cluster.refresh_slots(rc)
+        pending = again
+    return replies, Confirmation(fewest, error)

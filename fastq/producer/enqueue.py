@@ -1,0 +1,635 @@
+"""The enqueue path of an App: route, encode, and send jobs in chunked script calls."""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
+
+from redis import Redis
+
+from fastq._accel import codec
+from fastq.connection import cluster
+from fastq.connection.faults import REDIS_ERRORS, Fault, classify
+from fastq.connection.url import mask_url
+from fastq.errors import (
+    EnqueueError,
+    EnqueueInterrupted,
+    FastqError,
+    NotReplicated,
+    ShardCountMismatch,
+    UnknownQueue,
+)
+from fastq.job import (
+    ArgChecker,
+    EnqueueOptions,
+    IdGenerator,
+    JobDef,
+    UniquePlan,
+    default_unique_key,
+    unique_plan,
+)
+from fastq.producer import durable
+from fastq.producer.durable import Confirmation, Durability
+from fastq.protocol import scripts
+from fastq.protocol.contracts import ENQUEUE, enqueue_extras
+from fastq.protocol.keys import QueueKeys, shard_names, validate_queue_name
+from fastq.protocol.shards import ShardCounts, shard_of
+from fastq.retry import Backoff, envelope_overrides
+from fastq.validate import check_job_id
+
+# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
+# values). A call is atomic, also against OOM (Redis refuses a script's write only when
+# it is the script's first), so a chunk goes in whole or not at all.
+ENQUEUE_CHUNK = 1000
+# ... and this many when they carry tags or unique locks: each job then costs the
+# script two to four times as much, and one call must stay short
+ENQUEUE_CHUNK_EXTRAS = 250
+# A job's envelope (its arguments as JSON, with its name and options) at most, by
+# default: Redis holds every job whole in memory and a worker reads a batch of them
+# in one reply; big data belongs in a store, with its key in the job.
+DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
+# What the first connection of an enqueue_many may raise: mapped already, or raw.
+log = logging.getLogger("fastq.enqueue")
+
+_CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+
+# One script call of an enqueue: the queue in Redis (a shard of a sharded queue) and
+# the indexes of its jobs among the call's (a range for a run of them).
+Part = tuple[str, Sequence[int]]
+
+
+def _pick(items: Sequence[Any], at: Sequence[int]) -> Sequence[Any]:
+    if isinstance(at, range):
+        return items[at.start : at.stop]
+    return [items[i] for i in at]
+
+
+def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
+    """Jobs per enqueue script call."""
+    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
+
+
+def _runs(at: Sequence[int], chunk: int) -> list[Sequence[int]]:
+    """``at`` in runs of at most ``chunk`` (one script call each)."""
+    return [at[lo : lo + chunk] for lo in range(0, len(at), chunk)]
+
+
+def _even_runs(n: int, shards: int) -> list[range]:
+    """Jobs 0..n-1 in ``shards`` contiguous runs whose sizes differ by one at most.
+
+    Fresh ids are spread evenly rather than a chunk per shard in turn: a blast of
+    any size then gives every shard (every node) the same share to drain, and a
+    sharded queue's rate limit, split evenly over its shards, runs at its whole
+    rate until the blast is nearly done."""
+    base, extra = divmod(n, shards)
+    out, lo = [], 0
+    for s in range(shards):
+        hi = lo + base + (1 if s < extra else 0)
+        out.append(range(lo, hi))
+        lo = hi
+    return out
+
+
+def _call_unique_key(name: str, call: Any) -> str:
+    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
+    if isinstance(call, dict):
+        return default_unique_key(name, (), call)
+    return default_unique_key(name, call, None)
+
+
+class Enqueuer:
+    """The enqueue methods of :class:`fastq.App` (which provides what is declared
+    below): ``enqueue``, ``enqueue_many`` and the ``submit`` calls a ``JobDef``
+    enqueues through."""
+
+    redis_url: str
+    namespace: str
+    max_payload_bytes: int
+    _durability: Optional[Durability]  # App(min_replicas=...): None when off
+    registry: dict[str, JobDef[Any]]
+    _ids: IdGenerator
+    _known_queues: set[str]  # queues this app has added to the namespace's set
+    _declared_queues: set[str]  # declare_queue()'s: new queues on purpose
+    shard_counts: ShardCounts
+
+    if TYPE_CHECKING:
+
+        @property
+        def redis(self) -> Redis: ...
+
+        def keys(self, queue: str) -> QueueKeys: ...
+
+        def _producer_call(self) -> AbstractContextManager[None]: ...
+
+    def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"job name must be a non-empty str, not {name!r}")
+        jobdef = self.registry.get(name)
+        queue = options.queue
+        if queue is None:
+            queue = jobdef.queue if jobdef else "default"
+        priority = options.priority
+        if priority is None:
+            priority = jobdef.priority if jobdef else 0
+        return queue, priority
+
+    def _tail(self, name: str, priority: int, options: EnqueueOptions) -> tuple[bytes, ...]:
+        # the envelope's optional fields (docs/protocol.md): none for most jobs
+        shared: dict[str, Any] = {}
+        if priority:
+            shared["p"] = priority
+        if not (options.retry is None and options.retries is None and options.age_limit_s is None):
+            # the retry overrides that differ from the job's own policy, so that a
+            # worker of any host applies them; the common enqueue adds nothing
+            jobdef = self.registry.get(name)
+            own = jobdef.policy if jobdef is not None else None
+            shared.update(
+                envelope_overrides(
+                    (own.backoff, own.retries, own.age_limit_s) if own is not None else None,
+                    options.retry,
+                    options.retries,
+                    options.age_limit_s,
+                )
+            )
+        tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
+        return tail
+
+    def declare_queue(self, *queues: str, shards: Optional[int] = None) -> None:
+        """Let this app enqueue on ``queues`` although no job of it is registered
+        there and Redis does not know them yet: a new queue, on purpose. With
+        ``shards``, each is a sharded queue of that many shards (as ``@app.job(...,
+        shards=K)`` says).
+
+        Without it an enqueue on such a queue raises ``UnknownQueue`` in an app that
+        registers jobs (a typo in a queue name would otherwise hold jobs that no
+        worker serves), and logs a warning, once, in an app that registers none (a
+        producer cannot tell a typo from a queue whose workers have not started).
+        A queue is known once a job of this app is registered on it, it is
+        declared, or the namespace knows it (something was enqueued on it, or a
+        worker whose app registers jobs there has started). ``"default"`` is
+        always known.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name, a bad ``shards``, or
+                another count than the queue was declared with.
+        """
+        for queue in queues:
+            validate_queue_name(queue)
+            self.shard_counts.check(queue, shards)
+        for queue in queues:
+            self.shard_counts.declare(queue, shards)
+            self._declared_queues.add(queue)
+
+    def _connect(self, queue: str) -> tuple[Redis, int]:
+        """The client, with ``queue`` known to the namespace before it holds a job,
+        and the queue's shard count.
+
+        Raises:
+            UnknownQueue: neither this app nor the namespace knows ``queue``.
+            ShardCountMismatch: this app declares another shard count than Redis'.
+        """
+        client = self.redis
+        if queue not in self._known_queues:
+            key = f"{self.namespace}:queues"
+            registered = (
+                queue == "default"
+                or queue in self._declared_queues
+                or any(job.queue == queue for job in self.registry.values())
+            )
+            if registered:
+                client.sadd(key, queue)
+            elif not client.sismember(key, queue):
+                known = sorted(self._known_to(client))
+                if self.registry:  # an app that registers jobs knows its queues
+                    raise UnknownQueue(queue, known)
+                # a producer that registers no job cannot tell a typo from a queue
+                # whose workers have not started yet: it says so, once
+                log.warning(
+                    "enqueue on queue %r, which Redis does not know yet (known: %s): a "
+                    "typo? app.declare_queue(%r) says it is new", queue,
+                    ", ".join(known) or "none", queue,
+                )  # fmt: skip
+                client.sadd(key, queue)
+            self._known_queues.add(queue)
+        shards = self.shard_counts.cached(queue)
+        if shards is None:
+            shards = self.shard_counts.resolve(client, self.namespace, [queue])[queue]
+        return client, shards
+
+    def _known_to(self, client: Redis) -> set[str]:
+        members = client.smembers(f"{self.namespace}:queues")
+        names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        return names | {job.queue for job in self.registry.values()} | self._declared_queues
+
+    def _parts(
+        self,
+        queue: str,
+        shards: int,
+        n: int,
+        chunk: int,
+        options: EnqueueOptions,
+        route_keys: Optional[Sequence[str]],
+    ) -> list[Part]:
+        """The script calls of an enqueue of ``n`` jobs: which queue (shard) each
+        chunk goes to. One shard: runs of ``chunk`` jobs. Sharded: every job to the
+        shard of its ``route_keys`` entry (a unique key, or an id the caller chose,
+        so that enqueueing it again finds it), or all to ``shard_key``'s, or fresh
+        ids spread evenly (:func:`_even_runs`)."""
+        if shards == 1:
+            return [(queue, run) for run in _runs(range(n), chunk)]
+        names = shard_names(queue, shards)
+        if options.shard_key is not None:
+            home = names[shard_of(options.shard_key, shards)]
+            return [(home, run) for run in _runs(range(n), chunk)]
+        if route_keys is None:
+            used = min(n, shards)
+            # the turn moves on past the shards that took one job more (n mod K), so
+            # that calls whose size K does not divide even out over time
+            first = self.shard_counts.next_turn(n % shards)
+            return [
+                (names[(first + s) % shards], run)
+                for s, share in enumerate(_even_runs(n, used))
+                for run in _runs(share, chunk)
+            ]
+        by_shard: dict[int, list[int]] = {}
+        for i, key in enumerate(route_keys):
+            by_shard.setdefault(shard_of(key, shards), []).append(i)
+        return [
+            (names[shard], run)
+            for shard, at in sorted(by_shard.items())
+            for run in _runs(at, chunk)
+        ]
+
+    def _send(
+        self,
+        client: Redis,
+        parts: list[Part],
+        priority: int,
+        options: EnqueueOptions,
+        ids: Sequence[str],
+        envs: Sequence[bytes],
+        unique: Optional[UniquePlan] = None,
+        unique_keys: Sequence[str] = (),
+    ) -> tuple[list[Any], Optional[Confirmation]]:
+        """Send the jobs, one script call per part, pipelined; returns each part's
+        reply (an ``EnqueueReply``) or the error it got, and with ``min_replicas``
+        what the replicas confirmed. Raises what stopped it from reading them."""
+        due = options.due
+        extras = enqueue_extras(
+            options.tags or (),
+            unique.until if unique is not None else None,
+            unique.window_ms if unique is not None else 0,
+        )
+        commands = []
+        keys_of: dict[str, list[str]] = {}
+        for name, at in parts:
+            keys = keys_of.get(name)
+            if keys is None:
+                keys = keys_of[name] = ENQUEUE.keys_for(self.keys(name))
+            ukeys = _pick(unique_keys, at) if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, _pick(ids, at), _pick(envs, at), ukeys)
+            commands.append(ENQUEUE.command(keys, argv))
+        confirmed = None
+        if self._durability is None:
+            replies = scripts.call_many(client, commands, raise_on_error=False)
+        else:
+            replies, confirmed = self._send_durable(client, [name for name, _ in parts], commands)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
+
+    def _send_durable(
+        self, client: Redis, names: list[str], commands: list[scripts.Command]
+    ) -> tuple[list[Any], Confirmation]:
+        """The calls with a ``WAIT`` for the replicas: behind all of them on one
+        Redis (one replication stream); one round per shard on a cluster (a
+        ``WAIT`` counts its own connection's writes, one node's)."""
+        wanted = self._durability
+        assert wanted is not None
+        shards = list(dict.fromkeys(names))
+        one_node = len(shards) == 1 or not cluster.is_cluster(client)
+        if one_node:
+            return durable.call_many(client, commands, self.keys(shards[0]).stats, wanted)
+        replies: list[Any] = [None] * len(commands)
+        fewest: Optional[int] = None
+        error: Optional[Exception] = None
+        for shard in shards:
+            at = [i for i, name in enumerate(names) if name == shard]
+            got, confirmed = durable.call_many(
+                client, [commands[i] for i in at], self.keys(shard).stats, wanted
+            )
+            for i, reply in zip(at, got):
+                replies[i] = reply
+            error = error or confirmed.error
+            if confirmed.replicas is not None:
+                fewest = confirmed.replicas if fewest is None else min(fewest, confirmed.replicas)
+        return replies, Confirmation(fewest, error)
+
+    def enqueue(
+        self,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: Optional[dict[str, Any]] = None,
+        *,
+        queue: Optional[str] = None,
+        job_id: Optional[str] = None,
+        priority: Optional[int] = None,
+        delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> str:
+        """Enqueue one job by its registered name; returns the job id (for a unique
+        job refused because its key's lock is held: the id of the job holding it).
+
+        A job name this app does not know is accepted (another service may run it)
+        and sent to ``queue`` or ``"default"``. A ``job_id`` makes the call
+        idempotent: while a job with that id exists, enqueueing it again does
+        nothing. Options as in :meth:`fastq.JobDef.enqueue_with`.
+
+        On a sharded queue the job goes to the shard of its ``shard_key``, its
+        unique key or the ``job_id`` given (the same shard every time), else to
+        the next shard in turn.
+
+        Raises:
+            TypeError: args do not fit the registered function, or are not
+                JSON-serializable (NaN and infinities included); nothing is sent.
+            ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
+                datetime included), or the job is larger than the app's
+                ``max_payload_bytes``; nothing is sent.
+            TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
+            fastq.RedisUnavailable: Redis could not be reached.
+            fastq.RedisRefused: Redis refused the write (out of memory, ACL).
+            fastq.NotReplicated: with ``App(min_replicas=n)``, fewer than n
+                replicas confirmed the job within ``replica_timeout_s``; it is on
+                the master: retry with ``job_id=exc.ids[0]``.
+        """
+        options = EnqueueOptions(
+            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+            shard_key=shard_key,
+        )  # fmt: skip
+        return self.submit(name, args, kwargs, options)
+
+    def submit(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]],
+        options: EnqueueOptions,
+    ) -> str:
+        """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
+        queue, priority = self._route(name, options)
+        if not isinstance(args, (list, tuple)):
+            raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
+        if kwargs is not None and not isinstance(kwargs, dict):
+            raise TypeError(f"kwargs must be a dict, not {type(kwargs).__name__}")
+        jobdef = self.registry.get(name)
+        if jobdef is not None:
+            jobdef.arg_checker.check(args, kwargs)
+        unique = unique_plan(options, jobdef)
+        job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
+        env = codec.encode_envelope(args, kwargs, self._tail(name, priority, options))
+        if len(env) > self.max_payload_bytes:
+            raise ValueError(self._too_large(name, len(env)))
+        ukeys = []
+        if unique is not None:
+            ukeys.append(unique.key or default_unique_key(name, args, kwargs))
+        with self._producer_call():
+            client, shards = self._connect(queue)
+            route = ukeys if unique is not None else None
+            if route is None and options.job_id is not None:
+                route = [job_id]
+            parts = self._parts(queue, shards, 1, 1, options, route)
+            replies, confirmed = self._send(
+                client, parts, priority, options, [job_id], [env], unique, ukeys
+            )
+            if isinstance(replies[0], Exception):
+                raise replies[0]
+        self._check_replicated([job_id], confirmed, "job_id=exc.ids[0]")
+        # a unique job refused by a held lock: the id of the job holding it
+        holder: str = replies[0].holders.get(0, job_id)
+        return holder
+
+    def enqueue_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        *,
+        queue: Optional[str] = None,
+        job_ids: Optional[Sequence[str]] = None,
+        priority: Optional[int] = None,
+        delay_s: float = 0,
+        at: Union[datetime, float, None] = None,
+        retry: Optional[Backoff] = None,
+        retries: Optional[int] = None,
+        age_limit_s: Optional[float] = None,
+        tags: Optional[Sequence[str]] = None,
+        unique_for_s: Optional[float] = None,
+        unique_key: Optional[str] = None,
+        unique_until: Optional[str] = None,
+        shard_key: Optional[str] = None,
+    ) -> list[str]:
+        """Enqueue many calls of one job in pipelined batches; returns their ids (a
+        unique job refused by a held lock gives the holder's id in its place).
+
+        Each call is a tuple/list of positional arguments or a dict of keyword
+        arguments. All calls are checked and encoded before anything is sent.
+        Options as in :meth:`fastq.JobDef.enqueue_with`: with ``at``, every job is
+        due in the same millisecond (of Redis' clock) and they start in order.
+
+        The jobs go in chunks of ``ENQUEUE_CHUNK`` (1,000; 250 with tags or unique
+        locks), each one atomic script
+        call, all in one round trip. When Redis takes only some chunks (it fills
+        up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
+        went in. Sending the same calls again with ``job_ids=exc.ids`` is
+        idempotent: ids already in Redis are left alone::
+
+            try:
+                ids = app.enqueue_many("send_email", calls)
+            except fastq.EnqueueError as exc:
+                ...  # once Redis has room (or is back)
+                ids = app.enqueue_many("send_email", calls, job_ids=exc.ids)
+
+        On a sharded queue, fresh ids are spread evenly over the shards (each
+        shard a contiguous share, starting at the next shard in turn); ids given
+        (``job_ids``) and unique jobs each to their own key's shard, so that a
+        retry finds them; all to ``shard_key``'s shard when it is given.
+
+        Raises:
+            TypeError: a call does not fit the function or is not JSON-serializable
+                (NaN and infinities included; the message names its index);
+                nothing is sent.
+            ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
+                invalid one; a bad queue name, priority, delay or ``at``; a call
+                larger than the app's ``max_payload_bytes`` (the message names its
+                index); nothing is sent. (``TypeError`` for ``delay_s`` and ``at`` both given.)
+            fastq.EnqueueError: Redis refused some or all chunks (out of memory, an
+                ACL); ``written`` went in, ``not_written`` did not.
+            fastq.EnqueueInterrupted: Redis could not be reached, or the connection
+                was lost mid-blast: ``written`` went in, ``not_written`` may have.
+                An ``EnqueueError`` and a ``fastq.RedisUnavailable`` both.
+            fastq.NotReplicated: with ``App(min_replicas=n)``, fewer than n
+                replicas confirmed the jobs within ``replica_timeout_s``; every
+                one is on the master (an ``EnqueueError``: retry the same way).
+        """
+        options = EnqueueOptions(
+            delay_s=delay_s, at=at, priority=priority, queue=queue,
+            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
+            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
+            shard_key=shard_key,
+        )  # fmt: skip
+        return self.submit_many(name, calls, options, job_ids)
+
+    def submit_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        options: EnqueueOptions,
+        job_ids: Optional[Sequence[str]] = None,
+    ) -> list[str]:
+        """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
+        if options.job_id is not None:
+            raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
+        queue, priority = self._route(name, options)
+        calls = calls if isinstance(calls, list) else list(calls)
+        jobdef = self.registry.get(name)
+        if jobdef is not None:
+            self._check_calls(jobdef.arg_checker, calls)
+        unique = unique_plan(options, jobdef)
+        if job_ids is None:
+            ids = self._ids.next_ids(len(calls))
+        else:
+            ids = list(job_ids)
+            if len(ids) != len(calls):
+                raise ValueError(f"{len(ids)} job_ids for {len(calls)} calls")
+            for i, job_id in enumerate(ids):
+                try:
+                    check_job_id(job_id)
+                except (TypeError, ValueError) as exc:
+                    raise type(exc)(f"job_ids[{i}]: {exc}") from None
+            if len(set(ids)) != len(ids):
+                raise ValueError("job_ids repeat an id")
+        envs = codec.encode_calls(calls, self._tail(name, priority, options))
+        if envs and max(map(len, envs)) > self.max_payload_bytes:
+            i = next(i for i, env in enumerate(envs) if len(env) > self.max_payload_bytes)
+            raise ValueError(f"call {i}: {self._too_large(name, len(envs[i]))}")
+        if not ids:
+            return ids
+        ukeys: list[str] = []
+        if unique is not None:
+            ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
+        try:
+            client, shards = self._connect(queue)
+        except (UnknownQueue, ShardCountMismatch):
+            raise  # bad input, not a failed blast: nothing was sent
+        except _CONNECT_ERRORS as exc:
+            raise self._blast_error(ids, [], exc, sent=False) from exc
+        route = ukeys if unique is not None else (ids if job_ids is not None else None)
+        parts = self._parts(queue, shards, len(ids), _chunk(options, unique), options, route)
+        try:
+            replies, confirmed = self._send(
+                client, parts, priority, options, ids, envs, unique, ukeys
+            )
+        except REDIS_ERRORS as exc:
+            # Sent, but no reply read (redis-py reads a pipeline's replies all or
+            # none, after resending it on its own retries): some may be in.
+            raise self._blast_error(ids, [], exc, sent=True) from exc
+        failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
+        if failed:
+            written = [
+                job_id
+                for (_, at), reply in zip(parts, replies)
+                if not isinstance(reply, Exception)
+                for job_id in _pick(ids, at)
+            ]
+            raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
+                failed[0]
+            ]
+        self._check_replicated(ids, confirmed, "job_ids=exc.ids")
+        if unique is not None:
+            # each unique job refused by a held lock: the id of the job holding it
+            ids = list(ids)
+            for (_, at), reply in zip(parts, replies):
+                for i, holder in reply.holders.items():
+                    ids[at[i]] = holder
+        return ids
+
+    def _too_large(self, name: str, size: int) -> str:
+        return (
+            f"job {name!r} is {size:,} bytes encoded, over the limit of "
+            f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
+            "reference to the data (a key, a URL), not the data"
+        )
+
+    def _check_replicated(
+        self, ids: list[str], confirmed: Optional[Confirmation], retry: str
+    ) -> None:
+        """Raise NotReplicated unless the replicas confirmed the call's writes."""
+        wanted = self._durability
+        if wanted is None or confirmed is None or confirmed.enough(wanted):
+            return
+        replicas = 0 if confirmed.error is not None else (confirmed.replicas or 0)
+        jobs = f"{len(ids)} job{'s are' if len(ids) > 1 else ' is'}"
+        what = f"{jobs} in Redis at {mask_url(self.redis_url)}"
+        if confirmed.error is not None:
+            why = f"the replicas could not be waited for ({confirmed.error})"
+        else:
+            why = (
+                f"{replicas} of the {wanted.min_replicas} replicas asked for "
+                f"(App(min_replicas=...)) confirmed within {wanted.timeout_s:g} s"
+            )
+        raise NotReplicated(
+            f"{what}, but {why}: a failover now could lose them; retry with {retry} "
+            "(idempotent: it adds nothing twice and waits again)",
+            ids=ids, replicas=replicas, min_replicas=wanted.min_replicas,
+        ) from confirmed.error  # fmt: skip
+
+    def _blast_error(
+        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
+    ) -> EnqueueError:
+        """The EnqueueError of a blast that Redis took only part of (or none)."""
+        done = set(written)
+        not_written = [job_id for job_id in ids if job_id not in done]
+        fault = classify(cause)
+        if isinstance(cause, FastqError) and cause.__cause__ is not None:
+            fault = classify(cause.__cause__) or fault
+        how = fault.value if fault is not None else "error"
+        retry = "; retry with job_ids=exc.ids (idempotent)"
+        if fault is Fault.UNAVAILABLE:
+            maybe = "may or may not have gone in" if sent else "did not go in"
+            return EnqueueInterrupted(
+                f"cannot reach Redis at {mask_url(self.redis_url)} ({cause}): {len(written)} of "
+                f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
+                ids=ids, written=written, not_written=not_written, fault=how,
+            )  # fmt: skip
+        return EnqueueError(
+            f"Redis at {mask_url(self.redis_url)} took {len(written)} of {len(ids)} jobs, "
+            f"{len(not_written)} did not go in ({how}: {cause}){retry}",
+            ids=ids, written=written, not_written=not_written, fault=how,
+        )  # fmt: skip
+
+    @staticmethod
+    def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
+        # calls of a count of positional arguments the function takes fit without a
+        # bind: skipped by one native pass; only the others are checked one by one
+        low, high = checker.counts or (-1, -1)
+        i = codec.first_misfit(calls, low, high, 0)
+        while i < len(calls):
+            call = calls[i]
+            try:
+                if isinstance(call, (tuple, list)):
+                    checker.check(call, None)
+                elif isinstance(call, dict):
+                    checker.check((), call)
+            except TypeError as exc:
+                raise TypeError(f"call {i}: {exc}") from None
+            i = codec.first_misfit(calls, low, high, i + 1)

@@ -1,0 +1,147 @@
+"""Flow control of one queue from the outside: pause, resume, rate limits, purge.
+
+A pause is a field of the queue's settings hash, read by ``claim.lua`` (one HGET
+per claim, on a key that does not exist for a queue never paused): a paused
+claim takes nothing and says so, and workers sleep until a wake-up. Resume
+deletes the field and pushes the queue's wake-up token in one transaction, so
+the idle workers claim again at once. Jobs held by workers are untouched by
+both: they finish and are acknowledged as usual.
+
+A rate limit is fields of the same hash, read by the same HMGET in the claim:
+``rate``, ``rate_period_ms`` and ``rate_burst`` (written here), ``rate_shards`` (a
+sharded queue's shard count: each shard's claim takes its share of the limit) and
+``rate_tat_us`` (the GCRA state the claim keeps; see ``claim.lua``). Setting a limit starts it
+afresh (a full burst) and wakes the idle workers, like a resume: a worker throttled
+by the old limit may be asleep until a token far ahead.
+
+A purge deletes waiting jobs in bounded calls of ``purge.lua`` (each at most
+``batch`` ids), so that purging a queue of any size never blocks Redis for long.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import redis
+
+from fastq.protocol.contracts import PURGE, PURGE_BATCH_MAX
+from fastq.protocol.keys import QueueKeys
+from fastq.validate import RateLimit
+
+PURGE_BATCH = 1000  # ids per purge call: about a millisecond of Redis time
+
+
+def pause(client: redis.Redis, keys: QueueKeys) -> None:
+    """Mark the queue paused: from the next claim on, workers take nothing from it."""
+    client.hset(keys.settings, "paused", "1")
+
+
+def resume(client: redis.Redis, keys: QueueKeys) -> None:
+    """Lift a pause and wake the queue's idle workers (a no-op pause lifted is
+    harmless: the token only makes one idle worker claim once)."""
+    pipe = client.pipeline(transaction=True)
+    pipe.hdel(keys.settings, "paused")
+    pipe.rpush(keys.wake, 1)
+    # one token is enough: a claim that leaves work behind pushes the next one
+    pipe.ltrim(keys.wake, 0, 0)
+    pipe.execute()
+
+
+def is_paused(client: redis.Redis, keys: QueueKeys) -> bool:
+    return client.hget(keys.settings, "paused") == b"1"
+
+
+_RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")
+_RATE_SHARDS = "rate_shards"
+_RATE_STATE = "rate_tat_us"
+
+
+def set_rate_limit(
+    client: redis.Redis, keys: QueueKeys, limit: Optional[RateLimit], shards: int = 1
+) -> None:
+    """Set the queue's rate limit (None: lift it), and wake its idle workers.
+
+    ``shards``: the queue is one of a sharded queue's ``shards`` shards, and
+    ``limit`` the whole queue's: this shard's claims take a ``1/shards`` share
+    (one token every ``shards`` intervals, ``ceil(burst / shards)`` at once).
+    """
+    pipe = client.pipeline(transaction=True)
+    pipe.hdel(keys.settings, *_RATE_FIELDS, _RATE_SHARDS, _RATE_STATE)
+    if limit is not None:
+        fields: dict[Any, Any] = {
+            "rate": limit.rate,
+            "rate_period_ms": limit.period_ms,
+            "rate_burst": limit.burst,
+        }
+        if shards > 1:
+            fields[_RATE_SHARDS] = shards
+        pipe.hset(keys.settings, mapping=fields)
+    pipe.rpush(keys.wake, 1)
+    pipe.ltrim(keys.wake, 0, 0)
+    pipe.execute()
+
+
+def rate_limit(client: redis.Redis, keys: QueueKeys) -> Optional[RateLimit]:
+    """The queue's rate limit, None when it has none."""
+    fields: list[Optional[bytes]] = client.hmget(keys.settings, _RATE_FIELDS)  # type: ignore[assignment]
+    rate, period_ms, burst = fields
+    if rate is None or period_ms is None or burst is None:
+        return None
+    return RateLimit(int(rate), int(period_ms), int(burst))
+
+
+def purge(
+    client: redis.Redis,
+    keys: QueueKeys,
+    *,
+    ready: bool,
+    scheduled: bool,
+    dead: bool,
+    broken: bool,
+    batch: int = PURGE_BATCH,
+) -> int:
+    """Delete the selected waiting jobs of a queue, ``batch`` at a time.
+
+    Args:
+        ready, scheduled, dead, broken: which jobs to delete; at least one.
+        batch: ids deleted per script call (1 to ``PURGE_BATCH_MAX``).
+
+    Returns:
+        How many jobs were deleted.
+
+    Raises:
+        ValueError: nothing selected, or ``batch`` out of range.
+    """
+    if not (ready or scheduled or dead or broken):
+        raise ValueError("purge: nothing selected (ready, scheduled, dead and broken are all off)")
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= PURGE_BATCH_MAX:
+        raise ValueError(f"purge: batch must be an int within 1..{PURGE_BATCH_MAX}, not {batch!r}")
+    ks = PURGE.keys_for(keys)
+    argv = PURGE.argv(batch, ready, scheduled, dead, broken)
+    # jobs a busy producer adds meanwhile are not chased forever: at most as many
+    # calls as the jobs there at the start need, plus one
+    calls_left = _selected_count(client, keys, ready, scheduled, dead, broken) // batch + 1
+    total = 0
+    while calls_left > 0:
+        taken, deleted = PURGE.call(client, ks, argv)
+        total += deleted
+        calls_left -= 1
+        if taken < batch:  # the selected sections are empty
+            break
+    return total
+
+
+def _selected_count(
+    client: redis.Redis, keys: QueueKeys, ready: bool, scheduled: bool, dead: bool, broken: bool
+) -> int:
+    pipe = client.pipeline(transaction=False)
+    if ready:
+        pipe.llen(keys.ready)
+        pipe.zcard(keys.prio)
+    if scheduled:
+        pipe.zcard(keys.scheduled)
+    if dead:
+        pipe.zcard(keys.dead)
+    if broken:
+        pipe.hlen(keys.broken)
+    return sum(int(n) for n in pipe.execute())

@@ -1,0 +1,370 @@
+"""Read-only views of a queue and its jobs, with plain Redis commands."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import orjson
+import redis
+
+from fastq.protocol.keys import QueueKeys
+
+COUNTERS = (
+    "enqueued",
+    "processed",
+    "failed",
+    "retried",
+    "dead",
+    "broken",
+    "stalled",
+    "orphaned",
+    "interrupted",
+    "stale_acks",
+    "purged",
+    "cancelled",
+    "revived",
+)
+
+
+@dataclass(frozen=True)
+class JobInfo:
+    """A job as it stands in Redis. Times are Unix seconds."""
+
+    id: str
+    queue: str
+    state: str  # "queued", "scheduled", "active", "dead", "broken" or "cancelled"
+    name: Optional[str]
+    args: list[Any] = field(default_factory=list)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    attempts: int = 0  # attempts that ended in a failure (or a Retry)
+    stalls: int = 0  # times its worker died or hung while running it
+    enqueued_at: Optional[float] = None
+    due_at: Optional[float] = None
+    lease_until: Optional[float] = None
+    worker: Optional[str] = None
+    failed_at: Optional[float] = None
+    last_error: Optional[str] = None
+    traceback: Optional[str] = None
+    broken_reason: Optional[str] = None
+    raw: bytes = b""
+    # the latest ``set_progress`` of a running job (None: it reported none)
+    progress: Optional[float] = None
+    progress_meta: Any = None
+    tags: list[str] = field(default_factory=list)
+    cancelled_at: Optional[float] = None  # a cancelled job's only other field is its id
+
+
+def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:
+    """(worker id, lease deadline in ms) of every worker holding a lease."""
+    pairs: list[tuple[bytes, float]] = client.zrange(keys.leases, 0, -1, withscores=True)  # type: ignore[assignment]
+    return [(worker.decode(), deadline) for worker, deadline in pairs]
+
+
+def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
+    pipe = client.pipeline(transaction=False)
+    pipe.llen(keys.ready)
+    pipe.zcard(keys.prio)
+    pipe.zcard(keys.scheduled)
+    pipe.zcard(keys.dead)
+    pipe.hlen(keys.broken)
+    pipe.hgetall(keys.stats)
+    pipe.hmget(keys.settings, ["paused", "rate", "rate_period_ms", "rate_burst"])
+    for worker, _ in _leases(client, keys):
+        pipe.scard(keys.held(worker))
+    ready, prio, scheduled, dead, broken, counters, settings, *held = pipe.execute()
+    inflight = sum(max(n - 1, 0) for n in held)  # less each held set's sentinel
+    out = {name: 0 for name in COUNTERS}
+    out.update({k.decode(): int(v) for k, v in counters.items() if k != b"seq"})
+    out["total_dead"] = out.pop("dead")
+    out["total_broken"] = out.pop("broken")
+    out.update(ready=ready + prio, inflight=inflight, scheduled=scheduled, dead=dead, broken=broken)
+    paused, rate, rate_period_ms, rate_burst = settings
+    out["paused"] = int(paused == b"1")
+    # the rate limit: jobs per period and burst, all 0 for a queue without one
+    out["rate"] = int(rate or 0)
+    out["rate_period_ms"] = int(rate_period_ms or 0)
+    out["rate_burst"] = int(rate_burst or 0)
+    return out
+
+
+def _seconds(ms: Any) -> Optional[float]:
+    return None if ms is None else float(ms) / 1000.0
+
+
+def _fields(env: Any) -> dict[str, Any]:
+    """An envelope's fields by the names of the format before: the array
+    ``[name, args, t, {fields}]`` mapped to them, an object as it is."""
+    if isinstance(env, dict):
+        return env
+    if not isinstance(env, list) or len(env) not in (3, 4):
+        return {}
+    more = env[3] if len(env) == 4 and isinstance(env[3], dict) else {}
+    return {**more, "name": env[0], "args": env[1], "kwargs": more.get("k"), "enqueued_at": env[2]}
+
+
+def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
+    leases = _leases(client, keys)
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.jobs, job_id)
+    pipe.zscore(keys.scheduled, job_id)
+    pipe.zscore(keys.dead, job_id)
+    pipe.hget(keys.broken, job_id)
+    pipe.hget(keys.stalls, job_id)
+    pipe.hget(keys.poison, job_id)
+    pipe.hget(keys.progress, job_id)
+    pipe.zscore(keys.cancelled, job_id)
+    pipe.hget(keys.links, job_id)
+    for holder, _ in leases:
+        pipe.sismember(keys.held(holder), job_id)
+    raw, due, died, broken, stalls, poison, progress, cancelled, link, *held = pipe.execute()
+    if raw is None:
+        if cancelled is not None:
+            return JobInfo(
+                id=job_id, queue=keys.queue, state="cancelled", name=None,
+                cancelled_at=_seconds(cancelled),
+            )  # fmt: skip
+        if broken is None:
+            return None
+        # quarantined without a payload (a claim popped it with no envelope)
+        reason = broken.decode("utf-8", "replace")
+        return JobInfo(id=job_id, queue=keys.queue, state="broken", name=None, broken_reason=reason)
+    worker, lease_until = next(
+        ((holder, deadline) for (holder, deadline), h in zip(leases, held) if h), (None, None)
+    )
+    try:
+        env = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        env = None
+    env = _fields(env)
+    if broken is not None:
+        state = "broken"
+    elif died is not None:
+        state = "dead"
+    elif lease_until is not None:
+        state = "active"
+    elif due is not None:
+        state = "scheduled"
+    else:
+        state = "queued"
+    fraction, meta = _progress(progress)
+    name = env.get("name")
+    args = env.get("args")
+    failed = env.get("attempts")
+    kwargs = env.get("kwargs")
+    return JobInfo(
+        id=job_id,
+        queue=keys.queue,
+        state=state,
+        name=name if isinstance(name, str) else None,
+        args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {},  # "k" is absent when empty
+        attempts=failed if isinstance(failed, int) else 0,
+        stalls=int(stalls) if stalls is not None else 0,
+        enqueued_at=_seconds(env.get("enqueued_at")),
+        due_at=_seconds(due),
+        lease_until=_seconds(lease_until),
+        worker=worker,
+        # a poison job died when its last stall was counted, whatever failed before
+        failed_at=_seconds(died if poison is not None else env.get("failed_at") or died),
+        last_error=poison.decode("utf-8", "replace") if poison is not None else env.get("error"),
+        traceback=env.get("traceback"),
+        broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
+        raw=raw,
+        progress=fraction,
+        progress_meta=meta,
+        tags=_link_tags(link),
+    )
+
+
+def _link_tags(link: Optional[bytes]) -> list[str]:
+    """The tags in a links record (format in ``lua/lib/unique.lua``)."""
+    if link is None:
+        return []
+    return link.decode("utf-8", "replace").split("\n")[1:]
+
+
+def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str]:
+    """The state of each of ``ids`` (as :class:`JobInfo` has it), in a few pipelined
+    commands; ``gone`` for an id fastq no longer knows (it completed)."""
+    if not ids:
+        return []
+    leases = _leases(client, keys)
+    pipe = client.pipeline(transaction=False)
+    for job_id in ids:
+        pipe.hexists(keys.jobs, job_id)
+    pipe.zmscore(keys.scheduled, ids)
+    pipe.zmscore(keys.dead, ids)
+    pipe.hmget(keys.broken, ids)
+    pipe.zmscore(keys.cancelled, ids)
+    for holder, _ in leases:
+        pipe.smismember(keys.held(holder), ids)
+    replies = pipe.execute()
+    exists, (due, died, broken, cancelled), held = (
+        replies[: len(ids)],
+        replies[len(ids) : len(ids) + 4],
+        replies[len(ids) + 4 :],
+    )
+    states = []
+    for i in range(len(ids)):
+        if not exists[i]:
+            state = "cancelled" if cancelled[i] is not None else "gone"
+        elif broken[i] is not None:
+            state = "broken"
+        elif died[i] is not None:
+            state = "dead"
+        elif any(h[i] for h in held):
+            state = "active"
+        elif due[i] is not None:
+            state = "scheduled"
+        else:
+            state = "queued"
+        states.append(state)
+    return states
+
+
+@dataclass(frozen=True)
+class TaggedJob:
+    """One job of :meth:`fastq.App.jobs_by_tag`."""
+
+    id: str
+    queue: str
+    state: str
+
+
+@dataclass(frozen=True)
+class TagPage:
+    """A page of :meth:`fastq.App.jobs_by_tag`; ``cursor`` gets the next page (None:
+    this is the last)."""
+
+    jobs: list[TaggedJob]
+    cursor: Optional[str]
+
+
+def tagged_ids(
+    client: redis.Redis, keys: QueueKeys, tag: str, after: Optional[str], count: int
+) -> list[str]:
+    """Up to ``count`` ids of live jobs tagged ``tag`` in one queue, in id order,
+    after the id ``after`` (None: from the first)."""
+    start = f"({tag}\n{after}" if after is not None else f"[{tag}\n"
+    members = client.zrangebylex(keys.tagged, start, f"({tag}\x0b", 0, count)
+    cut = len(tag.encode()) + 1
+    return [m[cut:].decode() for m in members]  # type: ignore[union-attr]
+
+
+def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:
+    """``(fraction, meta)`` of a stored progress report (``fastq.context``)."""
+    if raw is None:
+        return None, None
+    try:
+        report = orjson.loads(raw)
+        return float(report["fraction"]), report.get("meta")
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None, None
+
+
+def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> JobInfo:
+    """A dead or broken job as a listing shows it, from its envelope alone."""
+    try:
+        env = _fields(orjson.loads(raw)) if raw is not None else {}
+    except orjson.JSONDecodeError:
+        env = {}
+    name, args, kwargs, failed = (env.get(f) for f in ("name", "args", "kwargs", "attempts"))
+    return JobInfo(
+        id=job_id,
+        queue=keys.queue,
+        state=state,
+        name=name if isinstance(name, str) else None,
+        args=args if isinstance(args, list) else [],
+        kwargs=kwargs if isinstance(kwargs, dict) else {},
+        attempts=failed if isinstance(failed, int) else 0,
+        enqueued_at=_seconds(env.get("enqueued_at")),
+        failed_at=_seconds(env.get("failed_at")),
+        last_error=env.get("error"),
+        traceback=env.get("traceback"),
+        raw=raw or b"",
+    )
+
+
+def dead_jobs(client: redis.Redis, keys: QueueKeys, limit: int) -> list[JobInfo]:
+    """The ``limit`` oldest dead jobs of a queue (the next the trim deletes)."""
+    pairs: list[tuple[bytes, float]] = client.zrange(keys.dead, 0, limit - 1, withscores=True)  # type: ignore[assignment]
+    if not pairs:
+        return []
+    ids = [job_id for job_id, _ in pairs]
+    pipe = client.pipeline(transaction=False)
+    pipe.hmget(keys.jobs, ids)
+    pipe.hmget(keys.poison, ids)
+    envelopes, poisons = pipe.execute()
+    out = []
+    for (job_id, died_ms), raw, poison in zip(pairs, envelopes, poisons):
+        info = _listed(job_id.decode(), keys, "dead", raw)
+        error = poison.decode("utf-8", "replace") if poison is not None else info.last_error
+        out.append(dataclasses.replace(info, failed_at=died_ms / 1000.0, last_error=error))
+    return out
+
+
+def broken_jobs(client: redis.Redis, keys: QueueKeys, limit: int) -> list[JobInfo]:
+    """Up to ``limit`` broken jobs of a queue, each with why it could not run."""
+    reasons: dict[bytes, bytes] = {}
+    cursor = 0
+    while len(reasons) < limit:
+        cursor, found = client.hscan(keys.broken, cursor, count=limit)
+        reasons.update(found)  # type: ignore[arg-type]
+        if not cursor:
+            break
+    ids = list(reasons)[:limit]
+    if not ids:
+        return []
+    envelopes: list[Optional[bytes]] = client.hmget(keys.jobs, ids)  # type: ignore[assignment]
+    return [
+        dataclasses.replace(
+            _listed(job_id.decode(), keys, "broken", raw),
+            broken_reason=reasons[job_id].decode("utf-8", "replace"),
+        )
+        for job_id, raw in zip(ids, envelopes)
+    ]
+
+
+_SENTINEL_PREFIX = b"fastq:sentinel:"  # lua/lib/sentinel.lua: a held set's permanent member
+
+
+@dataclass(frozen=True)
+class Holder:
+    """A worker holding jobs of one queue now: its id (``host:pid:random``), when its
+    lease lapses (Unix seconds) unless it extends it, and the jobs it holds (id ->
+    job name), running or claimed with their batch."""
+
+    worker: str
+    queue: str
+    lease_until: float
+    jobs: dict[str, Optional[str]]
+
+
+def holders(client: redis.Redis, keys: QueueKeys) -> list[Holder]:
+    """Every worker holding jobs of a queue, with those jobs (a few commands per
+    worker; a held set is at most a batch or two)."""
+    leases = _leases(client, keys)
+    if not leases:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for worker, _ in leases:
+        pipe.smembers(keys.held(worker))
+    held = [sorted(m for m in ids if not m.startswith(_SENTINEL_PREFIX)) for ids in pipe.execute()]
+    pipe = client.pipeline(transaction=False)
+    for ids in held:
+        if ids:  # (no ECHO in its place: a cluster pipeline refuses it)
+            pipe.hmget(keys.jobs, ids)
+    replies = iter(pipe.execute())
+    out = []
+    for (worker, deadline_ms), ids in zip(leases, held):
+        names = {}
+        for job_id, raw in zip(ids, next(replies) if ids else []):
+            try:
+                name = _fields(orjson.loads(raw)).get("name") if raw is not None else None
+            except orjson.JSONDecodeError:
+                name = None
+            names[job_id.decode()] = name if isinstance(name, str) else None
+        out.append(Holder(worker, keys.queue, deadline_ms / 1000.0, names))
+    return out

@@ -1,0 +1,181 @@
+"""Redis key names for one queue.
+
+Every key of queue ``q`` carries the hash tag ``{q}`` so that each Lua script
+touches a single Redis Cluster slot. Scripts never build key names: they get
+every key they touch through KEYS, in the order ``fastq.protocol.contracts`` declares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fastq.validate import SHARD_SEP, check_physical_queue_name, check_queue_name
+
+
+def validate_queue_name(name: object) -> str:
+    """Return ``name`` if it is a usable queue name: 1 to 100 ASCII letters, digits,
+    ``_``, ``.`` or ``-`` (the limits live in :mod:`fastq.validate`).
+
+    Raises:
+        TypeError: ``name`` is not a string.
+        ValueError: it is empty, too long, or holds any other character (``,``,
+            ``:``, ``{``, ``}``, ``#``: the shards' names, whitespace, control or
+            zero-width characters).
+    """
+    return check_queue_name(name)
+
+
+def shard_names(queue: str, shards: int) -> list[str]:
+    """The queues in Redis of a logical queue of ``shards`` shards: ``queue`` itself
+    (shard 0), then ``queue#1`` ... ``queue#<shards-1>``. Shard 0 keeps the plain
+    name so that sharding a queue keeps the jobs it holds, and a producer or a
+    reaper that does not know the count still writes to a shard workers serve."""
+    return [queue] + [f"{queue}{SHARD_SEP}{i}" for i in range(1, shards)]
+
+
+def logical_queue(name: str) -> str:
+    """The queue a shard belongs to: ``mailer`` for ``mailer#3`` (and for ``mailer``)."""
+    return name.partition(SHARD_SEP)[0]
+
+
+def queue_of_key(key: str) -> str:
+    """The queue a key belongs to: its hash tag, ``mailer`` in ``fastq:{mailer}:ready``."""
+    return key[key.index("{") + 1 : key.index("}")]
+
+
+@dataclass(frozen=True)
+class QueueKeys:
+    """The Redis keys of one queue, e.g. ``fastq:{mailer}:ready``."""
+
+    namespace: str
+    queue: str
+
+    def __post_init__(self) -> None:
+        check_physical_queue_name(self.queue)  # a user's name, or a shard's
+
+    def key(self, suffix: str) -> str:
+        return f"{self.namespace}:{{{self.queue}}}:{suffix}"
+
+    @property
+    def ready(self) -> str:
+        return self.key("ready")
+
+    @property
+    def prio(self) -> str:
+        return self.key("prio")
+
+    @property
+    def jobs(self) -> str:
+        return self.key("jobs")
+
+    @property
+    def leases(self) -> str:
+        """Worker id -> the deadline of every lease that worker holds."""
+        return self.key("leases")
+
+    @property
+    def stalls(self) -> str:
+        return self.key("stalls")
+
+    @property
+    def scheduled(self) -> str:
+        return self.key("scheduled")
+
+    @property
+    def sched_prio(self) -> str:
+        """Scheduled id -> where it goes when due: its priority (delayed jobs whose
+        priority is not 0), or ``r`` (a retry: back to the front). Promotion reads
+        this, never an envelope or a score; jobs of neither kind have no entry."""
+        return self.key("sched_prio")
+
+    @property
+    def dead(self) -> str:
+        return self.key("dead")
+
+    @property
+    def poison(self) -> str:
+        """Dead id -> why it died when no worker could say (it stalled too often)."""
+        return self.key("poison")
+
+    @property
+    def broken(self) -> str:
+        return self.key("broken")
+
+    @property
+    def stats(self) -> str:
+        return self.key("stats")
+
+    @property
+    def settings(self) -> str:
+        """The queue's settings (``paused``: ``1`` while paused; ``rate``,
+        ``rate_period_ms``, ``rate_burst``, ``rate_tat_us``: a rate limit; ``ustart``: ``1`` once
+        it had a ``unique_until="start"`` job). Absent for a queue with none, so that
+        a claim on it pays one HMGET of a missing key."""
+        return self.key("settings")
+
+    @property
+    def cancelled(self) -> str:
+        """Cancelled id -> when it was cancelled (ms): the marker that keeps a cancelled
+        job from running or coming back: a claim that pops an id without an envelope
+        drops it if it is here, else quarantines it as broken. Trimmed by age (the
+        dead jobs' max age)."""
+        return self.key("cancelled")
+
+    @property
+    def tagged(self) -> str:
+        """``<tag>\\n<id>`` of every live tagged job, all scored 0: a lexical range
+        lists one tag's jobs (one key per queue, never one per tag)."""
+        return self.key("tagged")
+
+    @property
+    def links(self) -> str:
+        """Id -> its tags and unique lock, for the jobs that have either: what the
+        end of a job cleans up (format in ``lua/lib/unique.lua``)."""
+        return self.key("links")
+
+    @property
+    def unique(self) -> str:
+        """Unique key -> the id of the job holding its lock."""
+        return self.key("unique")
+
+    @property
+    def unique_exp(self) -> str:
+        """Unique key -> when its lock's window ends (ms, Redis' clock)."""
+        return self.key("unique_exp")
+
+    @property
+    def wake(self) -> str:
+        return self.key("wake")
+
+    @property
+    def periodic(self) -> str:
+        """Periodic job name -> the last slot (Unix ms) fired for it, by any reaper."""
+        return self.key("periodic")
+
+    @property
+    def periodic_run(self) -> str:
+        """Periodic job name -> the id of its last run (to skip a slot while it lives)."""
+        return self.key("periodic_run")
+
+    @property
+    def progress(self) -> str:
+        """Running job id -> its latest progress report (JSON), deleted when it ends."""
+        return self.key("progress")
+
+    def result(self, job_id: str) -> str:
+        """A kept return value (JSON), with the job's ``result_ttl_s``."""
+        return self.key(f"result:{job_id}")
+
+    def result_ready(self, job_id: str) -> str:
+        """A list holding one token once the result is kept: what ``app.result()``
+        blocks on. Same TTL."""
+        return self.key(f"result_ready:{job_id}")
+
+    def rate_state(self, rate_key: str) -> str:
+        """The GCRA state of one per-key rate limit (a job's formatted ``rate_key``);
+        it expires when the key's bucket is full again."""
+        return self.key(f"rate:{rate_key}")
+
+    def held(self, worker_id: str) -> str:
+        """The set of ids that one worker holds leases on (plus a sentinel)."""
+        return self.key(f"held:{worker_id}")

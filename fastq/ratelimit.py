@@ -1,0 +1,144 @@
+"""Per-key rate limits: jobs that share a resource (an SMTP account, an API token)
+start at most ``rate`` per ``per_s`` per key, across every worker of every host.
+
+``@app.job(rate_key="smtp:{account}", rate=5, per_s=1)``: the key is formatted from
+the job's arguments (bound to its signature, defaults applied) when a worker is
+about to start it. The worker then reserves the key's next token (``rate_take.lua``,
+one round trip, only for jobs with a ``rate_key``). A token due now: the job runs.
+A token due later: the job is rescheduled to that time (the ack's retry section:
+back to the front of the queue when due, no attempt counted; it shows in the
+queue's ``retried`` count) with ``rate_slot`` in its envelope, and when it comes
+back it starts without taking another. Each job waits once, in its own slot,
+however many share the key; the child is never blocked meanwhile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import string
+from typing import Any, Callable, Optional
+
+import redis
+
+from fastq.connection.faults import REDIS_ERRORS
+from fastq.protocol.contracts import RATE_TAKE
+from fastq.protocol.keys import QueueKeys
+from fastq.validate import RateLimit
+
+log = logging.getLogger("fastq.worker")
+
+MAX_TEMPLATE_CHARS = 200
+# A formatted key longer than this is replaced by its SHA-1 (arguments may be long).
+MAX_KEY_CHARS = 200
+# When Redis fails the take, the job is rescheduled this far ahead (its outcome
+# goes out with the batch's, once Redis is back): never started without a token.
+FAULT_DELAY_MS = 1000
+# The envelope field of a job whose token is reserved (its slot, ms on Redis' clock).
+SLOT_FIELD = "rate_slot"
+
+
+class RateKey:
+    """A job's per-key limit: the key template, checked against the function's
+    parameters at registration, and the limit.
+
+    Raises:
+        TypeError: ``template`` is not a str.
+        ValueError: it is empty or too long, or holds a field that is not a plain
+            ``{name}`` of one of the function's parameters (no positional ``{0}``,
+            attribute, index, conversion or format spec).
+    """
+
+    __slots__ = ("template", "limit", "_signature")
+
+    def __init__(self, fn: Callable[..., Any], template: object, limit: RateLimit) -> None:
+        if not isinstance(template, str):
+            raise TypeError(f"rate_key must be a str, not {template!r}")
+        if not 1 <= len(template) <= MAX_TEMPLATE_CHARS:
+            raise ValueError(f"rate_key must be 1 to {MAX_TEMPLATE_CHARS} characters")
+        try:
+            signature: Optional[inspect.Signature] = inspect.signature(fn)
+        except (TypeError, ValueError):
+            signature = None
+        params = set(signature.parameters) if signature is not None else set()
+        try:
+            fields = list(string.Formatter().parse(template))
+        except ValueError as exc:
+            raise ValueError(f"rate_key {template!r} is not a format string: {exc}") from None
+        for _, field, spec, conversion in fields:
+            if field is None:
+                continue
+            if not field.isidentifier() or spec or conversion:
+                raise ValueError(
+                    f"rate_key {template!r}: {{{field}}} is not a plain {{name}} of a parameter"
+                )
+            if field not in params:
+                raise ValueError(
+                    f"rate_key {template!r}: {field!r} is not a parameter of the job "
+                    f"(its parameters: {', '.join(sorted(params)) or 'none'})"
+                )
+        self.template = template
+        self.limit = limit
+        self._signature = signature
+
+    def key_for(self, args: list[Any], kwargs: dict[str, Any]) -> Optional[str]:
+        """The key of a job run with these arguments; None when they do not bind (the
+        run then fails as broken, with no token taken)."""
+        if self._signature is None:
+            return self.template
+        try:
+            bound = self._signature.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        bound.apply_defaults()
+        key = self.template.format(**bound.arguments)
+        if len(key) > MAX_KEY_CHARS:
+            key = "sha1:" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
+        return key
+
+
+class KeyGate:
+    """Reserves tokens of per-key limits for a worker, on its own client
+    (``client()``: made at first use on a cluster, so it may raise).
+
+    ``home(queue, key)``: the queue whose keys hold ``key``'s state for jobs of
+    ``queue``; for a shard, the key's shard of its queue (one state per key,
+    whatever shard its jobs are in). Default: ``queue``."""
+
+    def __init__(
+        self,
+        client: Callable[[], redis.Redis],
+        namespace: str,
+        home: Optional[Callable[[str, str], str]] = None,
+    ) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.home = home
+        self._keys: dict[str, QueueKeys] = {}
+
+    def wait_ms(
+        self, queue: str, rate_key: RateKey, args: list[Any], kwargs: dict[str, Any]
+    ) -> int:
+        """0: the job may start now; else how long until its reserved token is due."""
+        key = rate_key.key_for(args, kwargs)
+        if key is None:
+            return 0
+        if self.home is not None:
+            queue = self.home(queue, key)
+        k = self._keys.get(queue)
+        if k is None:
+            k = self._keys[queue] = QueueKeys(self.namespace, queue)
+        limit = rate_key.limit
+        try:
+            return RATE_TAKE.call(
+                self.client(),
+                RATE_TAKE.keys_for(k, key),
+                RATE_TAKE.argv(limit.rate, limit.period_ms, limit.burst),
+            )
+        except REDIS_ERRORS as exc:
+            log.warning(
+                "rate key %s of queue %s: no token (%s); the job is rescheduled in %d ms",
+                key, queue, exc, FAULT_DELAY_MS,
+            )  # fmt: skip
+            return FAULT_DELAY_MS

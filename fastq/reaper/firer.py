@@ -1,0 +1,206 @@
+"""Firing periodic jobs: the reaper's part that enqueues each slot's run.
+
+Every reaper (one per pool, and any ``fastq reaper``) fires every schedule of its
+app; the ``fire`` script's compare-and-set on the last slot fired makes each slot
+fire once across all of them. A reaper keeps, per schedule, the next slot to try,
+and sleeps until the earliest: it neither polls for nothing nor fires late.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+import redis
+
+from fastq._accel import codec
+from fastq.connection import cluster
+from fastq.connection.faults import REDIS_ERRORS, Outage, for_producer, unanswered
+from fastq.periodic import PeriodicJob
+from fastq.protocol.contracts import FIRE, FireOutcome
+
+if TYPE_CHECKING:
+    from fastq.app import App
+
+log = logging.getLogger("fastq.firer")
+
+# Woken by a monotonic timer, a reaper may find the wall clock a hair short of the
+# slot: it sleeps this much past it.
+_WAKE_MARGIN_S = 0.001
+# While Redis' clock says a slot is still ahead (hosts' clocks differ), ask again
+# when it should be due, but at least this often.
+_NOT_DUE_RETRY_S = 1.0
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Firer:
+    """Fires the periodic jobs of ``app`` (those on ``queues``, if given).
+
+    Call :meth:`fire_due` whenever it asked to be called: it fires what is due and
+    returns how long to sleep until the next slot.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        queues: Optional[list[str]] = None,
+        *,
+        who: str = "firer",
+        logger: logging.Logger = log,
+        silent: Optional[cluster.SilentNodes] = None,
+    ) -> None:
+        self.app = app
+        self.jobs = [job for job in app.schedules.values() if queues is None or job.queue in queues]
+        self._keys = {job.name: FIRE.keys_for(app.keys(job.queue)) for job in self.jobs}
+        # the next slot to try, per job name; filled from Redis as each node first answers
+        self._next_ms: dict[str, int] = {}
+        self._retry_s = math.inf
+        self._skewed = False
+        self._who = who
+        self._logger = logger
+        self._outages: dict[str, Outage] = {}  # by node name; "" on a single Redis
+        self._silent = silent if silent is not None else cluster.SilentNodes(0.0)
+
+    def fire_due(self, client: redis.Redis) -> float:
+        """Fire every schedule whose slot has come; returns the seconds until the
+        next slot (``inf`` when there is no schedule), or until Redis is tried again.
+
+        A fault of Redis is logged once per outage (as ``who``, on ``logger``) and
+        tried again after a backoff; the slots not fired yet are fired then. Each
+        master of a cluster on its own: one that fails costs the others nothing, and
+        is tried again when its backoff is due, after the others (one that does not
+        answer at all: not before ``silent`` says, shared with the reaper's sweep).
+
+        Raises:
+            redis.RedisError: what is no fault of Redis (a bug), as the client raised it.
+        """
+        if not self.jobs:
+            return math.inf
+        self._retry_s = math.inf
+        waits: list[float] = []
+        now = time.monotonic()
+        failed = [name for name, outage in self._outages.items() if outage.ongoing]
+        failed += [name for name in self._outages if name in self._silent]
+        for name, jobs in cluster.by_node(client, self.jobs, self._periodic_key, failed):
+            outage = self._outage(name)
+            wait_s = max(outage.retry_at - now, self._silent.wait_s(name))
+            if wait_s > 0:
+                waits.append(wait_s)
+                continue
+            try:
+                self._fire_due(client, jobs)
+            except REDIS_ERRORS as exc:
+                delay_s = outage.failed(exc)  # its slots not fired yet wait for it
+                if name and unanswered(exc):
+                    delay_s = self._silent.failed(name, delay_s)
+                waits.append(delay_s)
+                continue
+            outage.recovered()
+            self._silent.answered(name)
+            wait_ms = min(self._next_ms[job.name] for job in jobs) - _now_ms()
+            waits.append(max(wait_ms / 1000, 0.0) + _WAKE_MARGIN_S)
+        return min([*waits, self._retry_s])
+
+    def _periodic_key(self, job: PeriodicJob) -> str:
+        return self._keys[job.name][0]
+
+    def _outage(self, name: str) -> Outage:
+        outage = self._outages.get(name)
+        if outage is None:
+            who = self._who if name == "" else f"{self._who} (master {name})"
+            outage = self._outages[name] = Outage(who, self._logger)
+        return outage
+
+    def _fire_due(self, client: redis.Redis, jobs: list[PeriodicJob]) -> None:
+        """Fire the due slots of ``jobs`` (one node's)."""
+        unknown = [job for job in jobs if job.name not in self._next_ms]
+        if unknown:
+            self._load(client, unknown)
+        now_ms = _now_ms()
+        for job in jobs:
+            next_ms = self._next_ms[job.name]
+            if next_ms <= now_ms:
+                slot_ms = job.schedule.latest_ms(next_ms, now_ms)
+                self._next_ms[job.name] = self._fire(client, job, slot_ms)
+
+    def _load(self, client: redis.Redis, jobs: list[PeriodicJob]) -> None:
+        """The next slot of each of ``jobs``: after the last fired (a missed one is
+        due at once), or, for a schedule never fired, the next from now."""
+        pipe = client.pipeline(transaction=False)
+        for job in jobs:
+            pipe.hget(self._keys[job.name][0], job.name)
+        # known to the namespace, for `fastq stats` and other reapers
+        pipe.sadd(f"{self.app.namespace}:queues", *{job.queue for job in jobs})
+        replies = pipe.execute()
+        now_ms = _now_ms()
+        for job, last in zip(jobs, replies):
+            after = int(last) if last is not None else now_ms
+            self._next_ms[job.name] = job.schedule.next_after_ms(after)
+        log.info(
+            "firer: %d periodic jobs: %s",
+            len(jobs),
+            ", ".join(f"{job.name} ({job.schedule.describe()})" for job in jobs),
+        )
+
+    def _fire(self, client: redis.Redis, job: PeriodicJob, slot_ms: int) -> int:
+        """Fire one slot; returns the next slot to try."""
+        job_id = job.run_id(slot_ms)
+        shared: dict[str, Any] = {"p": job.priority} if job.priority else {}
+        tail = codec.envelope_tail(job.name, _now_ms(), shared)
+        envelope = codec.encode_envelope(job.args, job.kwargs, tail)
+        argv = FIRE.argv(job.name, slot_ms, job.overlap, job.priority, job_id, envelope)
+        reply = FIRE.call(client, self._keys[job.name], argv)
+        outcome = reply.outcome
+        if outcome is FireOutcome.NOT_DUE:
+            ahead_s = (slot_ms - reply.now_ms) / 1000
+            if not self._skewed:
+                log.warning(
+                    "firer: this host's clock is %.3f s ahead of Redis'; periodic jobs fire "
+                    "by Redis' clock",
+                    ahead_s,
+                )
+                self._skewed = True
+            self._retry_s = min(self._retry_s, ahead_s + _WAKE_MARGIN_S, _NOT_DUE_RETRY_S)
+            return slot_ms
+        if outcome is FireOutcome.FIRED:
+            late_ms = reply.now_ms - slot_ms
+            log.info("periodic job %s: fired %s (%d ms after its slot)", job.name, job_id, late_ms)
+        elif outcome is FireOutcome.SKIPPED:
+            log.info(
+                "periodic job %s: slot %d skipped, its last run is still queued or running",
+                job.name,
+                slot_ms,
+            )
+        return job.schedule.next_after_ms(max(slot_ms, reply.last_slot_ms))
+
+
+def last_fired(app: App) -> dict[str, tuple[Optional[int], Optional[str]]]:
+    """Per periodic job of ``app``: the last slot fired (Unix ms) and the id of its
+    last run, None when it never fired. One round trip.
+
+    Raises:
+        fastq.RedisUnavailable, fastq.RedisRefused: as producers raise them.
+    """
+    jobs = list(app.schedules.values())
+    pipe = app.redis.pipeline(transaction=False)
+    for job in jobs:
+        keys = app.keys(job.queue)
+        pipe.hget(keys.periodic, job.name)
+        pipe.hget(keys.periodic_run, job.name)
+    try:
+        replies = pipe.execute()
+    except REDIS_ERRORS as exc:
+        raise for_producer(exc, app.redis_url) from exc
+    out: dict[str, tuple[Optional[int], Optional[str]]] = {}
+    for i, job in enumerate(jobs):
+        slot, run = replies[2 * i], replies[2 * i + 1]
+        out[job.name] = (
+            int(slot) if slot is not None else None,
+            run.decode() if run is not None else None,
+        )
+    return out

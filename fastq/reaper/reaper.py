@@ -1,0 +1,286 @@
+"""The reaper: returns the jobs of expired leases to the front, buries poison
+jobs, promotes due jobs and trims dead sets — one atomic script call per queue per
+sweep, and one more per worker whose lease expired — and fires periodic jobs
+(:mod:`fastq.reaper.firer`), sleeping until the next slot when that comes first.
+
+Any number of reapers, on any number of hosts, may run at once: each expired
+lease is taken by exactly one script call.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from types import FrameType
+from typing import TYPE_CHECKING, Optional
+
+import redis
+
+from fastq.connection import cluster
+from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
+from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
+from fastq.reaper.firer import Firer
+from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
+from fastq.worker.roundtrip import PROMOTE_MAX
+
+if TYPE_CHECKING:
+    from fastq.app import App
+
+log = logging.getLogger("fastq.reaper")
+
+_QUEUES_REFRESH_S = 10.0
+# After Redis was away (or a sweep took this long: a stall), workers get this long
+# to extend their leases before a lapsed one is taken back: their extensions failed
+# for the same reason the reaper's calls did, and they are retried within 2 s.
+LEASE_GRACE_S = 5.0
+SLOW_SWEEP_S = 2.0
+# A single Redis is given this long to answer: a slower answer is a stall, which
+# the grace above covers.
+CALL_TIMEOUT_S = 30.0
+# A master of a cluster only this long: the other masters' sweeps wait behind a
+# master that does not answer (stopped, gone, or before its failover); one slower
+# than SLOW_SWEEP_S has stalled anyway, and gets the same grace after its outage.
+CLUSTER_CALL_TIMEOUT_S = SLOW_SWEEP_S
+# A master that does not answer at all is tried again this often at most: each try
+# keeps the others waiting a call timeout.
+SILENT_RETRY_S = 5.0
+
+
+@dataclass
+class _NodeSweep:
+    """What the reaper knows of one node (a master of a cluster, or the one Redis)."""
+
+    outage: Outage  # its retry_at: when a node that failed is called again
+    take_back_after: float = 0.0  # monotonic time; see LEASE_GRACE_S
+
+
+class Reaper:
+    """Sweeps ``queues`` (default: every queue the namespace knows) every
+    ``interval_s`` at most, sooner when a lease expires or a job falls due.
+    ``limit``: due jobs promoted and expired workers named per call at most (one
+    call stays short; a full one is followed by another at once).
+    With ``parent_pid`` (a pool's reaper), it stops when its master is gone; with
+    ``slot``, it heartbeats to its master like a worker."""
+
+    def __init__(
+        self,
+        app: App,
+        queues: Optional[list[str]] = None,
+        *,
+        interval_s: float = 1.0,
+        limit: int = PROMOTE_MAX,
+        handle_signals: bool = True,
+        parent_pid: Optional[int] = None,
+        slot: Optional[HeartbeatSlot] = None,
+    ) -> None:
+        self.app = app
+        self.fixed_queues = queues
+        self.interval_s = interval_s
+        self.limit = limit
+        self.handle_signals = handle_signals
+        self.parent_pid = parent_pid
+        self.slot = slot
+        # a failure before any sweep (no client, no queue list), and a single Redis'
+        self.outage = Outage("reaper", log)
+        self._nodes: dict[str, _NodeSweep] = {}  # by node name; "" on a single Redis
+        self._node_of: dict[str, str] = {}  # queue -> the node that served it last
+        self.stopping = False
+        self._queues: list[str] = []
+        self._queues_read = False
+        self._queues_at = 0.0
+        self._wake = threading.Event()
+        # the masters of a cluster that did not answer, left alone by the sweep and the firing
+        self.silent = cluster.SilentNodes(SILENT_RETRY_S)
+        self.firer = Firer(
+            app, queues, who="reaper (periodic jobs)", logger=log, silent=self.silent
+        )
+
+    def stop(self) -> None:
+        self.stopping = True
+        self._wake.set()
+
+    def _handle_stop_signal(self, signum: int, frame: Optional[FrameType]) -> None:
+        """Only sets flags; the loop exits at its next turn."""
+        self.stop()
+
+    def queues(self, client: redis.Redis) -> list[str]:
+        """The queues in Redis to sweep: every shard of a sharded queue. Read again
+        every ``_QUEUES_REFRESH_S`` with the reaper's client; while the Redis (the
+        master) that keeps the list does not answer, the last list read stands, so
+        that the other masters are swept meanwhile.
+
+        Raises:
+            a Redis error: the list could not be read, and none was before.
+        """
+        if time.monotonic() >= self._queues_at:
+            try:
+                self._queues = self.app.physical_queues_on(client, self.fixed_queues)
+            except REDIS_ERRORS:
+                if not self._queues_read:
+                    raise
+                log.debug("reaper: the queue list could not be read; the last one stands")
+            else:
+                self._queues_read = True
+            self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
+        return self._queues
+
+    def sweep(self, client: redis.Redis) -> float:
+        """One pass over every queue; returns how long the reaper may sleep.
+
+        Each master of a cluster is swept on its own: a master that fails costs the
+        others nothing, and its expired leases alone wait for the grace after its
+        outage. A failed master is called again when its backoff is due, after the
+        masters that answered; one that does not answer at all, every
+        ``SILENT_RETRY_S`` at most (by the firing too), so it costs the others one
+        call timeout per try, not every sweep."""
+        now = time.monotonic()
+        waits: list[float] = []
+        failed = [name for name, node in self._nodes.items() if node.outage.ongoing]
+        failed += [name for name in self._nodes if name in self.silent]
+        for name, queues in cluster.by_node(client, self.queues(client), self._leases_key, failed):
+            node = self._node(name)
+            self._take_over(name, node, queues)
+            wait_s = max(node.outage.retry_at - now, self.silent.wait_s(name))
+            if wait_s > 0:
+                waits.append(wait_s)
+                continue
+            try:
+                waits.append(self._sweep_node(client, node, queues))
+            except REDIS_ERRORS as exc:
+                delay_s = node.outage.failed(exc)
+                if name and unanswered(exc):
+                    delay_s = self.silent.failed(name, delay_s)
+                waits.append(delay_s)
+                node.take_back_after = math.inf
+            else:
+                if node.outage.ongoing:
+                    node.take_back_after = time.monotonic() + LEASE_GRACE_S
+                node.outage.recovered()
+                self.silent.answered(name)
+        return min(waits, default=self.interval_s)
+
+    def _take_over(self, name: str, node: _NodeSweep, queues: list[str]) -> None:
+        """Queues that moved to node ``name`` from one in trouble (a failover) keep
+        a grace: their workers could not extend their leases there either."""
+        for queue in queues:
+            was = self._node_of.setdefault(queue, name)
+            if was != name:
+                if self._nodes[was].take_back_after > time.monotonic():
+                    grace_ends = time.monotonic() + LEASE_GRACE_S
+                    node.take_back_after = max(node.take_back_after, grace_ends)
+                self._node_of[queue] = name
+
+    def _leases_key(self, queue: str) -> str:
+        return self.app.keys(queue).leases
+
+    def _node(self, name: str) -> _NodeSweep:
+        """The sweep state of node ``name`` (``""``: a single Redis, whose outages
+        are the reaper's own)."""
+        node = self._nodes.get(name)
+        if node is None:
+            outage = self.outage if name == "" else Outage(f"reaper (master {name})", log)
+            node = self._nodes[name] = _NodeSweep(outage)
+        return node
+
+    def _sweep_node(self, client: redis.Redis, node: _NodeSweep, queues: list[str]) -> float:
+        """Sweep ``queues`` (one node's); returns how long the reaper may sleep.
+
+        Raises:
+            a Redis error: the first call that failed (the node's later queues wait
+                for its next sweep).
+        """
+        sleep_s = self.interval_s
+        app = self.app
+        for queue in queues:
+            keys = app.keys(queue)
+            argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
+            called = time.monotonic()
+            reaped = REAP.call(client, REAP.keys_for(keys), argv)
+            waited_s = time.monotonic() - called
+            if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
+                log.warning("%s: Redis took %.1f s to answer", node.outage.who, waited_s)
+                node.take_back_after = time.monotonic() + LEASE_GRACE_S
+            promoted, expired = reaped.promoted, reaped.expired_workers
+            if time.monotonic() < node.take_back_after:
+                expired = []  # a grace after an outage: see LEASE_GRACE_S
+                sleep_s = min(sleep_s, 0.5)
+            for worker_id in expired:
+                released = RELEASE.call(
+                    client,
+                    RELEASE.keys_for(keys, worker_id),
+                    RELEASE.argv(worker_id, ReleaseMode.EXPIRED, app.max_stalls),
+                )
+                if released.moved:
+                    log.warning(
+                        "queue %s: the lease of worker %s expired; %d jobs taken back",
+                        queue,
+                        worker_id,
+                        released.moved,
+                    )
+                released.log_buried(log, queue)
+            if promoted:
+                log.debug("queue %s: %d due jobs promoted", queue, promoted)
+            if len(expired) >= self.limit or promoted >= self.limit:
+                sleep_s = 0.0  # more where that came from
+            now_ms = time.time() * 1000
+            for due in (reaped.next_deadline_ms, reaped.next_due_ms):
+                if due >= 0:
+                    sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
+        return sleep_s
+
+    def fire(self, client: redis.Redis) -> float:
+        """Fire the periodic jobs that are due; returns the seconds until the next
+        slot. A refusal (a full Redis refuses new jobs) is logged once and retried,
+        and never keeps the sweep, which frees memory, from running."""
+        return self.firer.fire_due(client)
+
+    def _new_client(self) -> redis.Redis:
+        if not self.app.cluster:
+            return self.app.new_client(retries=0, socket_timeout_s=CALL_TIMEOUT_S)
+        return self.app.new_client(
+            retries=0,
+            socket_timeout_s=CLUSTER_CALL_TIMEOUT_S,
+            connect_timeout_s=CLUSTER_CALL_TIMEOUT_S,
+        )
+
+    def run(self) -> None:
+        if self.handle_signals and threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self._handle_stop_signal)
+            signal.signal(signal.SIGINT, self._handle_stop_signal)
+        beat = Heartbeat(on_orphaned=self.stop, slot=self.slot, parent_pid=self.parent_pid)
+        if self.slot is not None:
+            self.slot.reset()
+        beat.start()
+        client: Optional[redis.Redis] = None
+        log.info("reaper: sweeping every %.1fs at most", self.interval_s)
+        while not self.stopping:
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                log.warning("reaper: its master is gone, stopping")
+                break
+            fire_s = math.inf
+            try:
+                if client is None:
+                    # in the loop: a cluster's client connects as it is made
+                    client = self._new_client()
+                # periodic jobs first: a slot is due now, a sweep can wait a few ms
+                fire_s = self.fire(client)
+                sleep_s = self.sweep(client)
+            except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
+                sleep_s = self.outage.failed(exc)
+                for node in self._nodes.values():
+                    node.take_back_after = math.inf
+            else:
+                if self.outage.ongoing:
+                    for node in self._nodes.values():
+                        node.take_back_after = time.monotonic() + LEASE_GRACE_S
+                self.outage.recovered()
+            self._wake.wait(min(sleep_s, fire_s))
+        beat.stop()
+        if client is not None:
+            client.close()
+        log.info("reaper: stopped")

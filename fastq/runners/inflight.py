@@ -1,0 +1,275 @@
+"""The worker loop's seam to how its jobs run: slots, jobs handed over, outcomes
+collected.
+
+The loop asks its slots how many jobs to claim now (at most the free ones, never
+more), hands each claimed batch over, and collects the outcomes of the jobs that
+finished since into the next round trip, which settles them and claims more. A
+sync runner is the case of one slot that runs a batch to completion inside the
+hand-over (:class:`RunToCompletion`: nothing is ever in flight, and the loop runs
+the batch itself); a runner with N slots (:class:`fastq.runners.aio.AsyncRunner`) takes
+the jobs it runs in flight and hands back those the loop runs to completion;
+so does a pool of N threads for sync jobs (:class:`fastq.runners.threads.ThreadRunner`).
+An app of both kinds run both ways gets both runners behind one (:class:`Mixed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import TYPE_CHECKING, Callable, Optional, Protocol
+
+from fastq.context import ProgressBuffer
+from fastq.runners.sync import Runnable
+from fastq.worker.roundtrip import Outcomes
+
+if TYPE_CHECKING:
+    from fastq.runners.aio import AsyncRunner
+    from fastq.runners.threads import ThreadRunner
+
+log = logging.getLogger("fastq.worker")
+
+# Once some slots are free, wait this long at most for more to free before
+# claiming: one round trip then settles many jobs.
+ACK_LINGER_S = 0.002
+# The longest wait between two looks at the worker's stop flag.
+WAIT_TICK_S = 0.1
+
+
+class JobSlots(Protocol):
+    """What a worker loop asks of the jobs it does not run to completion itself."""
+
+    # False: a batch written ahead may take more jobs than there are free slots
+    may_claim_ahead: bool
+    # True: its event loop stamps the master's slot (the heartbeat thread does not)
+    beats_itself: bool
+
+    @property
+    def in_flight(self) -> int:
+        """Jobs handed over that have not finished."""
+
+    def start(self) -> None:
+        """After the fork: start what runs the jobs."""
+
+    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
+        """How many jobs to claim now (``sized_n``: the batch sizer's figure); may
+        wait until enough slots are free. 0 only once ``stopping()``."""
+
+    def launch(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
+    ) -> list[Runnable]:
+        """Take the jobs it runs in flight (``out``: where the outcomes of those
+        that cannot start go); returns the rest, which the loop runs to completion."""
+
+    def collect(self, pending: dict[str, Outcomes]) -> int:
+        """Move the outcomes of the jobs finished since into ``pending`` (by queue);
+        returns how many finished."""
+
+    def measured(self) -> tuple[float, int]:
+        """The run time and count of the jobs finished since, for the batch sizer
+        (0, 0: none measured; only a runner that claims what the sizer says)."""
+
+    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
+        """Wait until a job in flight finishes, ``timeout_s`` passes, or ``stopping()``."""
+
+    def drain(self, pending: dict[str, Outcomes]) -> int:
+        """A graceful stop: wait for every job in flight (a HardStop cuts it short),
+        collecting their outcomes; returns how many finished."""
+
+    def close(self, pending: dict[str, Outcomes]) -> int:
+        """Cancel what is still in flight (interrupted: handed back, no stall
+        counted), collect every outcome, stop; returns how many finished."""
+
+    @property
+    def watch(self) -> Optional[Callable[[], None]]:
+        """Called from the heartbeat thread at every beat: says so when the jobs'
+        loop is stuck."""
+
+
+class Finished:
+    """What the two in-flight runners share: their count of jobs in flight and the
+    outcomes of the jobs that finished, kept under one condition, which the loop
+    collects, waits on and drains the same way for either."""
+
+    _cond: threading.Condition
+    _in_flight: int
+    _finished: dict[str, Outcomes]
+    _finished_n: int
+    progress: Optional[ProgressBuffer]
+    worker_id: Callable[[], str]
+    _where = "in flight"  # where the stopping worker's jobs run, for its log line
+
+    def collect(self, pending: dict[str, Outcomes]) -> int:
+        with self._cond:
+            if not self._finished_n:
+                return 0
+            finished, self._finished = self._finished, {}
+            n, self._finished_n = self._finished_n, 0
+        progress = self.progress
+        for queue, out in finished.items():
+            if out.progress_ended and progress is not None:
+                # said ended here, not where the job ran: this waits for a send in flight
+                out.progress_ended = progress.ended(queue, out.progress_ended)
+            pending[queue].merge(out)
+        return n
+
+    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not self._finished_n and self._in_flight and not stopping():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(min(left, WAIT_TICK_S))
+
+    def drain(self, pending: dict[str, Outcomes]) -> int:
+        if self._in_flight:
+            log.info(
+                "worker %s: stopping; waiting for %d jobs %s",
+                self.worker_id(), self._in_flight, self._where,
+            )  # fmt: skip
+        with self._cond:
+            while self._in_flight:
+                self._cond.wait(WAIT_TICK_S)
+        return self.collect(pending)
+
+
+class RunToCompletion:
+    """One slot: the loop runs each batch to completion (the sync runner)."""
+
+    may_claim_ahead = True
+    beats_itself = False
+    in_flight = 0
+
+    def start(self) -> None:
+        pass
+
+    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
+        return sized_n
+
+    def launch(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
+    ) -> list[Runnable]:
+        return runnable
+
+    def collect(self, pending: dict[str, Outcomes]) -> int:
+        return 0
+
+    def measured(self) -> tuple[float, int]:
+        return 0.0, 0  # the loop measures the batches it runs
+
+    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
+        pass
+
+    def drain(self, pending: dict[str, Outcomes]) -> int:
+        return 0
+
+    def close(self, pending: dict[str, Outcomes]) -> int:
+        return 0
+
+    watch: Optional[Callable[[], None]] = None
+
+
+def wait_for_free(
+    cond: threading.Condition,
+    free: Callable[[], int],
+    enough: int,
+    stopping: Callable[[], bool],
+) -> int:
+    """With ``cond`` held: wait until ``enough`` slots are free, or some are and
+    ACK_LINGER_S passed since, or all are; returns how many (0 only once
+    ``stopping()``). Runners notify ``cond`` as their jobs end."""
+    linger_until = 0.0
+    while True:
+        n = free()
+        if n >= enough:
+            return n
+        if stopping():
+            return 0
+        now = time.monotonic()
+        if n:
+            if not linger_until:
+                linger_until = now + ACK_LINGER_S
+            elif now >= linger_until:
+                return n
+            cond.wait(linger_until - now)
+        else:
+            cond.wait(WAIT_TICK_S)
+
+
+class Mixed:
+    """An app with ``async def`` jobs and sync jobs in threads: async jobs go to
+    the event loop, sync ones to the threads. Both runners share one condition,
+    which the worker's thread waits on; a claim takes at most their free slots
+    together (a batch of one kind past its runner's free slots waits its turn there,
+    so the jobs held never outnumber both runners' slots).
+
+    Args:
+        loop: the async runner (:class:`fastq.runners.aio.AsyncRunner`).
+        threads: the thread runner (:class:`fastq.runners.threads.ThreadRunner`), built
+            with the async runner's condition.
+        max_claim: the most jobs claimed in one round trip.
+    """
+
+    may_claim_ahead = False
+    beats_itself = True  # the event loop's
+
+    def __init__(self, loop: AsyncRunner, threads: ThreadRunner, max_claim: int) -> None:
+        self.loop = loop
+        self.threads = threads
+        self._cond = loop.cond
+        self.max_claim = max_claim
+        self.enough = max(1, min(max_claim, loop.concurrency + threads.threads) // 4)
+
+    @property
+    def in_flight(self) -> int:
+        return self.loop.in_flight + self.threads.in_flight
+
+    @property
+    def watch(self) -> Optional[Callable[[], None]]:
+        return self.loop.watch
+
+    def start(self) -> None:
+        self.loop.start()
+        self.threads.start()
+
+    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
+        with self._cond:
+            free = wait_for_free(self._cond, self._free, self.enough, stopping)
+        return min(self.max_claim, free)
+
+    def _free(self) -> int:
+        """Free slots of both together: a batch of one kind may take some of the
+        other's (its jobs wait their turn), never more than both hold in all."""
+        loop, threads = self.loop, self.threads
+        slots = loop.concurrency + threads.threads - threads.stuck
+        return max(0, slots - loop.in_flight - threads.in_flight)
+
+    def launch(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
+    ) -> list[Runnable]:
+        return self.threads.launch(self.loop.launch(runnable, out, queue_index, queue), out,
+                                   queue_index, queue)  # fmt: skip
+
+    def collect(self, pending: dict[str, Outcomes]) -> int:
+        return self.loop.collect(pending) + self.threads.collect(pending)
+
+    def measured(self) -> tuple[float, int]:
+        return 0.0, 0
+
+    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self.in_flight and not stopping():
+                if self.loop.finished_n or self.threads.finished_n:
+                    return
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._cond.wait(min(left, WAIT_TICK_S))
+
+    def drain(self, pending: dict[str, Outcomes]) -> int:
+        return self.loop.drain(pending) + self.threads.drain(pending)
+
+    def close(self, pending: dict[str, Outcomes]) -> int:
+        return self.loop.close(pending) + self.threads.close(pending)

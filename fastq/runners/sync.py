@@ -1,0 +1,247 @@
+"""Runners execute the jobs of a claimed batch and record what became of each.
+
+The seam between a worker's loop and how its jobs run: the sync runner here runs
+them one after another in the worker's thread; the asyncio and thread runners
+(many jobs in flight per child, ``fastq/runners/aio.py``, ``fastq/runners/threads.py``) fit behind
+the same ``run()`` (``fastq/runners/inflight.py``).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from types import FrameType
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+
+from fastq import context
+from fastq._accel import codec
+from fastq._accel import runner as _loop
+from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
+from fastq.hooks import Hooks, merge
+from fastq.protocol.results import encode_result
+from fastq.ratelimit import SLOT_FIELD, KeyGate, RateKey
+from fastq.runners.settle import settle_failure
+from fastq.shm.heartbeat import HeartbeatSlot
+from fastq.shm.metrics import ChildMetrics, lengths
+from fastq.worker.roundtrip import Outcomes
+
+if TYPE_CHECKING:
+    from fastq.job import JobDef
+
+# (id, job, args, kwargs, attempt, envelope): a job as the codec decodes it
+Runnable = tuple[bytes, "JobDef[Any]", list[Any], dict[str, Any], int, dict[str, Any]]
+
+_OUTCOME_TYPES = (Retry, Fail)
+_FAILURES = (Exception, JobTimeout)  # what a job raises that its policy settles
+
+
+class HardStop(BaseException):
+    """Raised inside a running job by the operator's second stop signal."""
+
+
+class Stoppable(Protocol):
+    stopping: bool
+
+
+class SyncRunner:
+    """Runs a batch's jobs one by one in this thread.
+
+    Args:
+        owner: its ``stopping`` is read before each job (an attribute, not a call:
+            this is per job); once true, the rest of the batch is handed back
+            unstarted.
+        slot: the master's heartbeat slot, told which job runs (and until when).
+        progress: where ``current_job().set_progress()`` reports go (the lease
+            thread sends them); None: reports are checked and dropped.
+        hooks: the app's; while any runs per job, no job is plain.
+
+    ``alarms``: set once the owner installed ``on_alarm`` as its SIGALRM handler;
+    only then is a job's ``timeout_s`` enforced.
+    """
+
+    def __init__(
+        self,
+        owner: Stoppable,
+        slot: Optional[HeartbeatSlot],
+        progress: Optional[context.ProgressBuffer] = None,
+        hooks: Optional[Hooks] = None,
+    ) -> None:
+        self.owner = owner
+        self.hooks = hooks if hooks is not None else Hooks()
+        # counts its jobs for a pool's /metrics, per batch (None: no metrics)
+        self.metrics: Optional[ChildMetrics] = None
+        self.slot = slot
+        self.progress = progress
+        self.alarms = False
+        # reserves the tokens of per-key rate limits (set once connected)
+        self.gate: Optional[KeyGate] = None
+        # is a job definition plain (run by the native loop itself)? decided once
+        self._plain: dict[JobDef[Any], bool] = {}
+        self._in_job = False
+        self._timeout_s = 0.0
+
+    def on_alarm(self, signum: int, frame: Optional[FrameType]) -> None:
+        """The SIGALRM handler: a job ran past its timeout."""
+        if self._in_job:  # not if the job finished just before the alarm
+            raise JobTimeout(f"the job ran past its timeout_s={self._timeout_s:g}")
+
+    def run(
+        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str = ""
+    ) -> int:
+        """Run the jobs, recording their outcomes in ``out``; returns how many
+        started (or were rescheduled to the token of their rate key). Jobs not
+        started when a stop comes are handed back unstarted.
+
+        Raises:
+            HardStop (or any BaseException a job let through): the job in hand is
+                recorded as interrupted (stalled for anything but a HardStop) and
+                the rest as unstarted before it propagates.
+        """
+        # the job context: set once per batch, moved per job by one attribute store
+        # (run_jobs leaves it on the job in hand, which is how a stop is placed)
+        cursor = context.BatchCursor(queue, runnable, self.progress)
+        token = context.enter_batch(cursor)
+        i = 0
+        metrics = self.metrics
+        if metrics is not None:
+            before, started = lengths(out), time.perf_counter()
+        try:
+            reached: int = _loop.run_jobs(
+                runnable, out, self.owner, cursor, self.slot, queue, queue_index,
+                self._plain, self._is_plain, self._run_one, settle_failure,
+                _FAILURES, _OUTCOME_TYPES,
+            )  # fmt: skip
+            i = max(cursor.index, 0)
+            if metrics is not None:
+                ran = runnable if reached == len(runnable) else runnable[:reached]
+                metrics.batch(queue, ran, out, before, time.perf_counter() - started)
+            if reached < len(runnable):
+                out.unstarted.extend(job[0] for job in runnable[reached:])
+                return reached
+        except HardStop:
+            # the operator's: the job is not at fault, and is not counted a stall
+            i = max(cursor.index, 0)
+            out.interrupted.append(runnable[i][0])
+            out.unstarted.extend(job[0] for job in runnable[i + 1 :])
+            raise
+        except BaseException:
+            # interrupted mid-job (SystemExit, a KeyboardInterrupt of a job's own)
+            i = max(cursor.index, 0)
+            out.stalled.append(runnable[i][0])
+            out.unstarted.extend(job[0] for job in runnable[i + 1 :])
+            raise
+        finally:
+            cursor.index = -1  # a context kept past its job refuses reports
+            context.leave(token)
+            if self.slot is not None:
+                self.slot.idle()
+            progress = self.progress
+            if progress is not None and progress.reported:  # a job of it reported
+                out.progress_ended += progress.ended(queue, [job[0] for job in runnable[: i + 1]])
+        return len(runnable)
+
+    def _is_plain(self, target: JobDef[Any]) -> bool:
+        """A job run by the loop itself: no rate key, no timeout, no result kept,
+        no hook."""
+        return (
+            not self.hooks.per_job
+            and target.rate_key is None
+            and target.policy.timeout_s is None
+            and target.result_ttl_ms is None
+        )
+
+    def _run_one(self, out: Outcomes, queue: str, queue_index: int, job: Runnable) -> None:
+        """Run a job that is not plain: its rate key's token, its hooks, its timeout,
+        its result."""
+        rate_key = job[1].rate_key
+        if rate_key is not None and self._waits(out, queue, rate_key, job):
+            return
+        hooks = self.hooks
+        if not hooks.per_job:
+            self._run_bare(out, queue_index, job, job[1].fn)
+            return
+        event = hooks.started(job, queue)
+        fn = job[1].fn
+        failure: list[BaseException] = []
+
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                failure.append(exc)
+                raise
+            if result is not None and isinstance(result, _OUTCOME_TYPES):
+                failure.append(result)
+            return result
+
+        aside = Outcomes()
+        try:
+            self._run_bare(aside, queue_index, job, watched)
+        except BaseException:
+            merge(out, aside)  # nothing settled; the caller records the interruption
+            raise
+        exc = failure[0] if failure else None
+        hooks.ended(event, lambda into: merge(into, aside), exc)(out)
+
+    def _run_bare(
+        self, out: Outcomes, queue_index: int, job: Runnable, fn: Callable[..., Any]
+    ) -> None:
+        """Run a job with its timeout and keep its result, recording its outcome."""
+        job_id, target, args, kwargs, attempt, env = job
+        timeout_s = target.policy.timeout_s
+        if self.slot is not None:
+            self.slot.start_job(queue_index, job_id, timeout_s)
+        try:
+            if timeout_s is not None and self.alarms:
+                result = self._run_with_timeout(fn, args, kwargs, timeout_s)
+            else:
+                result = fn(*args, **kwargs)
+        except _FAILURES as exc:
+            settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
+            return
+        if result is not None and isinstance(result, _OUTCOME_TYPES):
+            settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
+        elif target.result_ttl_ms is None:
+            out.done.append(job_id)
+        else:
+            self._keep(out, job, result, target.result_ttl_ms)
+
+    def _waits(self, out: Outcomes, queue: str, rate_key: RateKey, job: Runnable) -> bool:
+        """Reserve the token of the job's rate key. True: it is due later, and the job
+        is rescheduled to then (no attempt counted), to start without another."""
+        job_id, _, args, kwargs, _, env = job
+        if env.pop(SLOT_FIELD, None) is not None:
+            return False  # back in the slot reserved for it
+        gate = self.gate
+        assert gate is not None, "a worker sets its runner's gate once connected"
+        wait_ms = gate.wait_ms(queue, rate_key, args, kwargs)
+        if wait_ms <= 0:
+            return False
+        out.retry.append((job_id, wait_ms, codec.update_envelope(env, {SLOT_FIELD: wait_ms})))
+        env.pop(SLOT_FIELD)
+        return True
+
+    @staticmethod
+    def _keep(out: Outcomes, job: Runnable, result: Any, ttl_ms: int) -> None:
+        """A job kept for its result succeeded: done, with its return value kept;
+        a value JSON cannot hold fails the job (retried or buried by its policy)."""
+        job_id, target, args, kwargs, attempt, env = job
+        try:
+            encoded = encode_result(result)
+        except ResultNotSerializable as exc:
+            settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
+            return
+        out.done.append(job_id)
+        out.results.append((job_id, encoded, ttl_ms))
+
+    def _run_with_timeout(
+        self, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any], timeout_s: float
+    ) -> Any:
+        self._timeout_s = timeout_s
+        self._in_job = True
+        signal.setitimer(signal.ITIMER_REAL, timeout_s)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self._in_job = False
+            signal.setitimer(signal.ITIMER_REAL, 0)

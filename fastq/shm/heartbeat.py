@@ -1,0 +1,363 @@
+"""Child → master heartbeats through a shared anonymous mmap, one slot per child.
+
+The master creates the board before forking, so every child inherits the same
+memory. A child stamps its slot with ``time.monotonic()`` (CLOCK_MONOTONIC is
+system-wide, so the master can compare) from a background thread that never
+talks to Redis (leases are extended by another, :class:`LeaseKeeper`), and notes the
+job it is running: when a child dies, the master knows which job killed it (a
+stall) and which of its leased jobs were merely waiting (handed back as they are).
+Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
+
+A child with many jobs in flight (``--concurrency N``, :mod:`fastq.runners.aio`;
+``--threads M``, :mod:`fastq.runners.threads`) has a table of N + M records after its
+slot, one per job slot (queue index, id): when it dies, every job it held in
+flight goes back at once, counted a stall. With an event loop its beat comes from
+the loop, not from a thread: a loop a job blocks goes silent.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import struct
+import threading
+import time
+from typing import Callable, Optional
+
+import redis
+
+from fastq.connection import cluster
+from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
+from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
+from fastq.protocol.contracts import EXTEND
+from fastq.protocol.keys import QueueKeys
+
+log = logging.getLogger("fastq.worker")
+
+# last_beat, job_started (0 = idle), job_deadline (0 = none), queue index, id length,
+# waiting_since (0 = not waiting for work). fastq_ext/runner.pyx writes start_job's
+# fields at these same offsets (its plain jobs): change both together.
+_HEADER = struct.Struct("dddIId")
+_WAITING_AT = struct.calcsize("dddII")  # waiting_since's offset in the slot
+SLOT_SIZE = 256
+MAX_ID_BYTES = SLOT_SIZE - _HEADER.size
+UNKNOWN_ID = 0xFFFFFFFF  # the running job's id was too long to note
+# An in-flight record: queue index, id length (0: free), blamed (the job blocks
+# the loop), id. An id longer than a record holds is noted as unknown: its job
+# comes back with the other leases, not counted a stall (no innocent job is
+# guessed at).
+_RECORD = struct.Struct("HHB3x")
+_BLAMED_AT = 4
+RECORD_SIZE = 64
+MAX_RECORD_ID_BYTES = RECORD_SIZE - _RECORD.size
+UNKNOWN_RECORD_ID = 0xFFFF
+
+
+class HeartbeatSlot:
+    """One child's slot. Written by the child, read by the master."""
+
+    __slots__ = ("_buf", "_offset", "records")
+
+    def __init__(self, buf: mmap.mmap, offset: int, records: int = 0) -> None:
+        self._buf = buf
+        self._offset = offset
+        self.records = records  # in-flight records after the slot
+
+    def reset(self) -> None:
+        """A fresh child: beat now, no job."""
+        _HEADER.pack_into(self._buf, self._offset, time.monotonic(), 0.0, 0.0, 0, 0, 0.0)
+        start = self._offset + SLOT_SIZE
+        self._buf[start : start + self.records * RECORD_SIZE] = bytes(self.records * RECORD_SIZE)
+
+    def hold(self, record: int, queue_index: int, job_id: bytes) -> None:
+        """Note job ``job_id`` in flight in record ``record`` (< ``records``)."""
+        at = self._offset + SLOT_SIZE + record * RECORD_SIZE
+        n = len(job_id)
+        if n > MAX_RECORD_ID_BYTES:
+            n = UNKNOWN_RECORD_ID
+        else:
+            self._buf[at + _RECORD.size : at + _RECORD.size + n] = job_id
+        _RECORD.pack_into(self._buf, at, queue_index, n, 0)
+
+    def blame(self, record: int) -> None:
+        """The job of record ``record`` blocks the child's loop: if the child dies
+        now, that job alone counts a stall."""
+        self._buf[self._offset + SLOT_SIZE + record * RECORD_SIZE + _BLAMED_AT] = 1
+
+    def let_go(self, record: int) -> None:
+        """The job of record ``record`` ended (its outcome is the worker's to send)."""
+        _RECORD.pack_into(self._buf, self._offset + SLOT_SIZE + record * RECORD_SIZE, 0, 0, 0)
+
+    def beat(self) -> None:
+        struct.pack_into("d", self._buf, self._offset, time.monotonic())
+
+    def start_job(self, queue_index: int, job_id: bytes, timeout_s: Optional[float]) -> None:
+        now = time.monotonic()
+        deadline = now + timeout_s if timeout_s else 0.0
+        n = len(job_id)
+        if n > MAX_ID_BYTES:
+            n = UNKNOWN_ID
+        else:
+            start = self._offset + _HEADER.size
+            self._buf[start : start + n] = job_id
+        struct.pack_into("ddII", self._buf, self._offset + 8, now, deadline, queue_index, n)
+
+    def idle(self) -> None:
+        struct.pack_into("dd", self._buf, self._offset + 8, 0.0, 0.0)
+
+    def waiting_for_work(self, waiting: bool) -> None:
+        """Note that the child waits for work (its queues are empty), or no longer."""
+        since = time.monotonic() if waiting else 0.0
+        struct.pack_into("d", self._buf, self._offset + _WAITING_AT, since)
+
+    # -- the master's side ---------------------------------------------------------
+
+    @property
+    def last_beat(self) -> float:
+        return float(struct.unpack_from("d", self._buf, self._offset)[0])
+
+    @property
+    def waiting(self) -> bool:
+        """Is the child waiting for work?"""
+        return bool(struct.unpack_from("d", self._buf, self._offset + _WAITING_AT)[0])
+
+    def running(self) -> Optional[tuple[int, Optional[bytes], float, float]]:
+        """``(queue_index, job_id or None if unknown, started, deadline)`` of the job
+        the child is running, or None when it is between jobs."""
+        _, started, deadline, queue_index, n, _ = _HEADER.unpack_from(self._buf, self._offset)
+        if started == 0.0:
+            return None
+        if n == UNKNOWN_ID:
+            return queue_index, None, started, deadline
+        start = self._offset + _HEADER.size
+        return queue_index, bytes(self._buf[start : start + n]), started, deadline
+
+    def loop_blamed(self) -> bool:
+        """Does a record blame its job for blocking the child's loop?"""
+        buf, at = self._buf, self._offset + SLOT_SIZE + _BLAMED_AT
+        return any(buf[at + i * RECORD_SIZE] for i in range(self.records))
+
+    def held(self) -> list[tuple[int, bytes]]:
+        """``(queue_index, job_id)`` of each job the child holds in flight (those
+        whose id was too long to note left out); only those blamed for blocking
+        its loop if any is."""
+        held: list[tuple[int, bytes]] = []
+        blamed: list[tuple[int, bytes]] = []
+        buf, at = self._buf, self._offset + SLOT_SIZE
+        for _ in range(self.records):
+            queue_index, n, blame = _RECORD.unpack_from(buf, at)
+            if n and n != UNKNOWN_RECORD_ID:
+                job = (queue_index, bytes(buf[at + _RECORD.size : at + _RECORD.size + n]))
+                (blamed if blame else held).append(job)
+            at += RECORD_SIZE
+        return blamed or held
+
+
+class HeartbeatBoard:
+    """``slots`` heartbeat slots in one shared anonymous mapping, each with
+    ``records`` in-flight records (a child's ``--concurrency``; 0 for one job at
+    a time)."""
+
+    def __init__(self, slots: int, records: int = 0) -> None:
+        self.slots = slots
+        self.records = records
+        self.slot_size = SLOT_SIZE + records * RECORD_SIZE
+        # anonymous and MAP_SHARED (Python's default): children share it after fork
+        self._buf = mmap.mmap(-1, self.slot_size * max(slots, 1))
+
+    def slot(self, index: int) -> HeartbeatSlot:
+        if not 0 <= index < self.slots:
+            raise IndexError(f"no heartbeat slot {index} (board has {self.slots})")
+        return HeartbeatSlot(self._buf, index * self.slot_size, self.records)
+
+    def close(self) -> None:
+        self._buf.close()
+
+
+class Heartbeat(threading.Thread):
+    """A worker's liveness beat, which never waits on Redis.
+
+    Every ``beat_s`` it stamps the master's slot (if any): the stamp says the
+    child's threads run, whatever Redis is doing, so a stalled Redis gets no
+    healthy child killed. If the parent changes (the master died), it asks the
+    worker to stop. ``watch``: called at every beat (a child whose event loop
+    beats itself passes no slot, and a watch that says when that loop is stuck).
+    """
+
+    def __init__(
+        self,
+        on_orphaned: Callable[[], None],
+        slot: Optional[HeartbeatSlot] = None,
+        parent_pid: Optional[int] = None,
+        beat_s: float = 1.0,
+        watch: Optional[Callable[[], None]] = None,
+    ) -> None:
+        super().__init__(name="fastq-heartbeat", daemon=True)
+        self.on_orphaned = on_orphaned
+        self.slot = slot
+        self.parent_pid = parent_pid
+        self.beat_s = beat_s
+        self.watch = watch
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.beat_s):
+            if self.slot is not None:
+                self.slot.beat()
+            if self.watch is not None:
+                self.watch()
+            if self.parent_pid is not None and os.getppid() != self.parent_pid:
+                self.parent_pid = None
+                self.on_orphaned()
+
+
+# A progress hash no worker wrote to for this many leases expires (its jobs' workers died).
+PROGRESS_TTL_LEASES = 10
+
+# A failed extension is tried again within this.
+RETRY_MAX_S = 2.0
+
+
+class LeaseKeeper(threading.Thread):
+    """Extends the lease of every job a worker holds, in one call per queue every
+    quarter of a lease, so a 4-hour job is never handed to another worker while
+    its own is alive.
+
+    Its calls time out well within a lease, and a failed extension is tried again
+    within a second or two (a Redis stall of 40 s leaves a 60 s lease standing:
+    the deadline is always at least three quarters of a lease ahead when it
+    starts). Nothing Redis answers stops the thread; an outage is logged once.
+
+    It also sends the running jobs' progress reports (``progress``), at most once
+    every ``PROGRESS_FLUSH_S`` and only when there are any.
+    """
+
+    def __init__(
+        self,
+        connect: Callable[[], redis.Redis],
+        worker_id: str,
+        keys: list[QueueKeys],
+        lease_ms: int,
+        progress: Optional[ProgressBuffer] = None,
+    ) -> None:
+        super().__init__(name="fastq-leases", daemon=True)
+        # made at the first extension, a quarter of a lease in: a child's start-up
+        # (paid 32 times over by ``pool -c 32``) does not build a client it won't use yet
+        self.connect = connect
+        self.client: Optional[redis.Redis] = None
+        self.worker_id = worker_id
+        self.keys = keys
+        self.lease_ms = lease_ms
+        self.extend_s = lease_ms / 4000
+        self.progress = progress
+        self.progress_ttl_ms = max(PROGRESS_TTL_LEASES * lease_ms, 60_000)
+        self._keys_by_queue = {k.queue: k for k in keys}
+        self._extend_keys = {k.queue: EXTEND.keys_for(k, worker_id) for k in keys}
+        self._silent_nodes: set[str] = set()  # the nodes that did not answer the last round
+        self.outage = Outage(f"worker {worker_id} (leases)", log)
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        wait_s = self.extend_s
+        next_extend = time.monotonic() + wait_s
+        tick_s = wait_s if self.progress is None else min(wait_s, PROGRESS_FLUSH_S)
+        while not self._stop_event.wait(min(tick_s, max(next_extend - time.monotonic(), 0))):
+            if self.progress:
+                self.send_progress()
+            if time.monotonic() < next_extend:
+                continue
+            retry_s = self.extend_leases()
+            wait_s = self.extend_s if retry_s is None else min(retry_s, RETRY_MAX_S, self.extend_s)
+            next_extend = time.monotonic() + wait_s
+        if self.client is not None:
+            self.client.close()
+
+    def send_progress(self) -> None:
+        """Write the latest report of each running job, in one pipeline per node (one
+        on a single Redis); the reports a node failed to take are kept for the next
+        beat."""
+        assert self.progress is not None
+        with self.progress.sending:
+            latest = self.progress.take()
+            if not latest:
+                return
+            try:
+                client = self._connected()
+                by_node = self._by_node(client, [self._keys_by_queue[q] for q in latest])
+            except REDIS_ERRORS as exc:
+                self.progress.give_back(latest)
+                log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
+                return
+            for _, node_keys in by_node:
+                pipe = client.pipeline(transaction=False)
+                for k in node_keys:
+                    pipe.hset(k.progress, mapping=latest[k.queue])  # type: ignore[arg-type]
+                    # the reports of a worker that died are deleted by no one: the
+                    # hash goes once no worker reported for a while
+                    pipe.pexpire(k.progress, self.progress_ttl_ms)
+                try:
+                    pipe.execute()
+                except REDIS_ERRORS as exc:
+                    self.progress.give_back({k.queue: latest[k.queue] for k in node_keys})
+                    log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
+
+    def extend_leases(self) -> Optional[float]:
+        """One extension of every queue's lease; None when done, else how soon to
+        try again.
+
+        Each queue is extended on its own: a call that fails costs the other queues
+        nothing. A node (a master of a cluster) that does not answer is called once
+        a round, after the nodes that answered last round, so each costs the others
+        one call timeout at most and only in the round it falls silent."""
+        try:
+            client = self._connected()
+            by_node = self._by_node(client, self.keys)
+        except REDIS_ERRORS as exc:
+            return self._extension_failed(exc)
+        argv = EXTEND.argv(self.worker_id, self.lease_ms)
+        fault: Optional[BaseException] = None
+        retry_s: Optional[float] = None
+        silent: set[str] = set()
+        for node, node_keys in by_node:
+            for k in node_keys:
+                try:
+                    EXTEND.call(client, self._extend_keys[k.queue], argv)
+                except REDIS_ERRORS as exc:
+                    if classify(exc) is None:
+                        retry_s = self._extension_failed(exc)
+                        continue
+                    fault = fault or exc
+                    if unanswered(exc):
+                        silent.add(node)
+                        break  # its other queues would wait as long, for nothing
+        self._silent_nodes = silent
+        if fault is None:
+            self.outage.recovered()
+            return retry_s
+        return self._extension_failed(fault)
+
+    def _extension_failed(self, exc: BaseException) -> float:
+        try:
+            return self.outage.failed(exc)
+        except REDIS_ERRORS:  # not Redis' fault: say so loudly, and keep extending
+            log.exception("worker %s: extending its leases failed", self.worker_id)
+            return RETRY_MAX_S
+
+    def _connected(self) -> redis.Redis:
+        if self.client is None:
+            self.client = self.connect()
+        return self.client
+
+    def _by_node(
+        self, client: redis.Redis, keys: list[QueueKeys]
+    ) -> list[tuple[str, list[QueueKeys]]]:
+        """``keys`` by the node serving their queue (all in one on a single Redis),
+        the nodes that did not answer the last extension last."""
+        return cluster.by_node(client, keys, lambda k: k.leases, last=self._silent_nodes)

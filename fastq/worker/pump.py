@@ -1,0 +1,185 @@
+"""A worker's pump over its round trip: it owns what is pending (the outcomes of
+jobs that ran, the jobs to hand back) and what is in flight (a request of claims
+written whose replies are not read yet, and claims read but not handed out yet), so
+the rules that keep a job from being lost live in one place:
+
+- after every request written, its outcomes belong to it: new ones start afresh;
+- a request whose reply is lost gives its outcomes back, to be sent again (acks
+  are idempotent), and the next request hands back every lease the worker still
+  holds, since a claim it never saw may have taken some;
+- a request written ahead (a prefetch) is read before anything else is written,
+  and every claim it brought is handed out (or handed back) before the next;
+- the hand-back of taken at-most-once jobs that never started goes out once only.
+
+It also times its round trips (``rtt_s``, a moving estimate, what Redis and the
+network take from a request written to its reply read) for the batch sizer: a
+reply read at once after its request was written, or one written ahead that had
+not come back when the worker wanted it, took the time from write to read; one
+written ahead that was already there says only that the round trip was shorter.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import Optional
+
+from fastq.connection.faults import REDIS_ERRORS, Outage
+from fastq.worker.roundtrip import Claim, Outcomes, Request, RoundTrip
+
+log = logging.getLogger("fastq.worker")
+
+# A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
+SLOW_REPLY_S = 2.0
+# The weight of the latest round trip in the moving estimate.
+RTT_WEIGHT = 0.3
+
+
+class Pump:
+    """Sends a worker's outcomes and claims through one :class:`RoundTrip`."""
+
+    def __init__(self, round_trip: RoundTrip, queues: list[str], outage: Outage) -> None:
+        self.rt = round_trip
+        self.queues = queues
+        self.outage = outage
+        self.pending: dict[str, Outcomes] = {q: Outcomes() for q in queues}
+        self._ahead: Optional[Request] = None  # written, its replies not read yet
+        self._claims: deque[Claim] = deque()  # read, not handed out yet (in order)
+        self._peeked: Optional[str] = None  # what the last peek found, not taken yet
+        self._release_all = False  # a reply was lost: hand back leases never seen
+        self.rtt_s = 0.0  # a moving estimate of the round trip; 0: not measured
+
+    @property
+    def has_pending(self) -> bool:
+        return any(self.pending.values())
+
+    @property
+    def has_ahead(self) -> bool:
+        """A claim is in flight or in hand: the next ``claim()`` returns it."""
+        return self._ahead is not None or bool(self._claims)
+
+    def claim(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> Claim:
+        """The next claim: the next one in flight or in hand if there is one (of
+        whatever it asked for), else the pending outcomes, a peek at ``peek`` and a
+        claim of ``n`` jobs of each of ``queues`` in one round trip, the first of
+        which is returned (the others by the next calls, in order).
+
+        Raises:
+            a Redis error: nothing is lost; call again once Redis is back.
+        """
+        if not self._claims:
+            if self._ahead is not None:
+                request, self._ahead = self._ahead, None
+            else:
+                request = self._write(queues, n, peek)
+            self._claims.extend(self._read(request))
+            self._peeked = request.peeked
+        return self._claims.popleft()
+
+    def claim_ahead(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> None:
+        """Write the pending outcomes, a peek at ``peek`` and the next claims (``n``
+        jobs of each of ``queues``) now, to be read by the next ``claim()``, so
+        Redis works while this batch runs."""
+        with contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
+            self._ahead = self._write(queues, n, peek)
+
+    def take_peeked(self) -> Optional[str]:
+        """The first queue the last peek found with work to claim (once)."""
+        peeked, self._peeked = self._peeked, None
+        return peeked
+
+    def settle(self) -> None:
+        """Send the pending outcomes alone; on failure they stay pending."""
+        if not self.has_pending:
+            return
+        with contextlib.suppress(*REDIS_ERRORS):
+            self._read(self._write())
+
+    def _write(self, queues: Sequence[str] = (), n: int = 0, peek: Sequence[str] = ()) -> Request:
+        try:
+            request = self.rt.request(
+                self.pending, queues, n, release_all=self._release_all, peek=peek
+            )
+        except BaseException:
+            self._release_all = True  # part of it may have gone out
+            for out in self.pending.values():  # and is never sent twice
+                self._lose_give_backs(out)
+            raise
+        self.pending = {q: Outcomes() for q in self.queues}
+        return request
+
+    def _read(self, request: Request) -> list[Claim]:
+        asked = time.monotonic()
+        came_first = request.replied()  # the reply was there before it was wanted
+        try:
+            claims = request.result()
+        except BaseException:
+            for queue, earlier in request.outcomes.items():
+                self.pending[queue].merge(earlier)
+                self._lose_give_backs(earlier)
+            self._release_all = True
+            raise
+        if request.release_all:
+            self._release_all = False
+        done = time.monotonic()
+        waited_s = done - asked
+        if waited_s > SLOW_REPLY_S:
+            log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
+        self._timed(done - request.written_at, came_first)
+        self.outage.recovered()
+        return claims
+
+    def _timed(self, took_s: float, came_first: bool) -> None:
+        """Fold a round trip into ``rtt_s``. A reply that came before it was
+        wanted bounds the round trip from above only: it may lower the estimate,
+        never raise it (else the time a batch ran would pass for network time)."""
+        if came_first and took_s >= self.rtt_s:
+            return
+        self.rtt_s = (
+            took_s if self.rtt_s == 0.0 else self.rtt_s + RTT_WEIGHT * (took_s - self.rtt_s)
+        )
+
+    def _lose_give_backs(self, out: Outcomes) -> None:
+        """Taken at-most-once jobs whose hand-back may or may not have gone out: not
+        sent again (that could run one twice), so perhaps lost; said so."""
+        if out.give_back:
+            log.error(
+                "%s: the hand-back of %d at-most-once jobs that never started got no "
+                "reply; if Redis did not take it they are lost: %s",
+                self.outage.who, len(out.give_back),
+                ", ".join(job_id.decode() for job_id, _ in out.give_back),
+            )  # fmt: skip
+            out.give_back = []
+
+    def flush(self, patience_s: float) -> None:
+        """Settle everything before exiting: the claims in flight or in hand go back
+        unstarted (in order, to the front), the outcomes are sent, and every lease still held is
+        handed back. While Redis is away it keeps trying for ``patience_s`` only, so
+        that a stop is prompt: what it still holds then comes back to the queue when
+        its lease expires."""
+        deadline = time.monotonic() + patience_s
+        if self._ahead is not None:
+            request, self._ahead = self._ahead, None
+            with contextlib.suppress(*REDIS_ERRORS):
+                self._claims.extend(self._read(request))
+        while self._claims:
+            claim = self._claims.popleft()
+            self.pending[claim.queue].unstarted.extend(claim.reply.ids)
+        while self.rt.may_hold_leases or self.has_pending:
+            self._release_all = True  # a reply lost to a signal may have left leases unseen
+            try:
+                self._read(self._write())
+                return
+            except REDIS_ERRORS as exc:
+                delay = self.outage.failed(exc)
+                if time.monotonic() + delay > deadline:
+                    log.warning(
+                        "%s: could not settle its last batch (%s); its jobs come back to "
+                        "their queue when its lease expires",
+                        self.outage.who, exc,
+                    )  # fmt: skip
+                    return
+                time.sleep(delay)

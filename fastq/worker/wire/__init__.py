@@ -1,0 +1,1 @@
+"""The worker's round trip on the wire: one Redis node, or a Redis Cluster's nodes."""

@@ -1,0 +1,172 @@
+"""A worker's wire to Redis: how its round trips go out and come back, and how it
+waits for work, chosen once when its round trip is built (:func:`wire_for`).
+
+:class:`OneWire` is one Redis (or a Sentinel-managed master): a whole round trip is
+one write on one connection of the worker's own, its replies read in order. On a
+Redis Cluster the same round trip is a fan-out of per-node sub-requests
+(:class:`fastq.worker.wire.cluster.NodeWire`). Both give the round trip
+(:mod:`fastq.worker.roundtrip`) the same calls, so the worker loop never learns which it runs on:
+
+- ``write(commands)``: send, without waiting, a request's commands;
+- ``read(n)``: the ``n`` replies of the oldest request written and not read, in
+  the order its commands were given; a command's error reply is returned in its
+  place, a lost connection raised (the replies are lost with it);
+- ``replied()``: has the reply of the oldest request begun to arrive (no read);
+- ``load_scripts()``: load the Lua scripts where the wire's requests go;
+- ``wait_for_work(timeout_s)``: block until a wake-up token comes on one of the
+  queues' wake lists, or the timeout passes;
+- ``may_hold_leases``: a claim went out (or may have);
+- ``client``: the worker's client for what is not a round trip (``take``, the rate
+  keys); on a cluster made at its first use (it connects as it is made, and a
+  worker must boot while the cluster is away), so reading it may raise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any, Callable, Protocol
+
+import redis
+from hiredis import pack_command
+
+from fastq.protocol import scripts
+from fastq.protocol.contracts import CLAIM
+
+# Redis ends a BLPOP whose timeout ran out only on a tick of its own clock (every
+# 1/hz s, 100 ms by default; measured: a 1 ms BLPOP returns after ~100 ms). So a
+# worker sleeping until a due job blocks until this long before it, and sleeps the
+# rest itself, looking for a wake-up token every WAKE_POLL_S.
+BLPOP_OVERSHOOT_S = 0.15
+WAKE_POLL_S = 0.005
+
+
+class Wire(Protocol):
+    # Do all of a request's commands see one Redis clock (one TIME serves them all)?
+    one_clock: bool
+    may_hold_leases: bool
+
+    @property
+    def client(self) -> redis.Redis: ...
+
+    def write(self, commands: list[scripts.Command]) -> None: ...
+
+    def read(self, n: int) -> list[Any]: ...
+
+    def replied(self) -> bool: ...
+
+    def load_scripts(self) -> None: ...
+
+    def wait_for_work(self, timeout_s: float) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+def wire_for(
+    connect: Callable[[], redis.Redis], wake_keys: Sequence[str], *, cluster: bool
+) -> Wire:
+    """The wire of the clients ``connect`` makes: per node on a cluster, else one
+    connection. ``wake_keys``: the wake lists of the worker's queues."""
+    if cluster:
+        from fastq.worker.wire.cluster import NodeWire  # only a cluster's workers need it
+
+        return NodeWire(connect, wake_keys)
+    return OneWire(connect(), wake_keys)
+
+
+def has_claim(commands: list[scripts.Command]) -> bool:
+    return any(c[0] is CLAIM.script for c in commands)
+
+
+class OneWire:
+    """One Redis: a request is one write on the worker's own connection, outside
+    the client's pool, so that a request can be written now and its replies read
+    later, in the order the requests went out."""
+
+    one_clock = True
+
+    def __init__(self, client: redis.Redis, wake_keys: Sequence[str]) -> None:
+        self._client = client  # makes no connection until used
+        self.wake_keys = list(wake_keys)
+        # typed Any: redis-py's Connection methods carry no annotations
+        self._conn: Any = client.connection_pool.make_connection()
+        self.may_hold_leases = False
+
+    @property
+    def client(self) -> redis.Redis:
+        return self._client
+
+    def close(self) -> None:
+        self._conn.disconnect()
+        self._client.close()
+
+    def write(self, commands: list[scripts.Command]) -> None:
+        try:
+            # hiredis packs a whole call in C; redis-py's wrapper around it
+            # inspects every argument in Python first (a tenth of a worker's CPU)
+            packed = b"".join(
+                [pack_command(tuple(script.args(keys, argv))) for script, keys, argv in commands]
+            )
+            self._conn.connect()  # a refused connection sent nothing
+            if not self.may_hold_leases:
+                self.may_hold_leases = has_claim(commands)
+            self._conn.send_packed_command([packed])
+        except BaseException:
+            self._conn.disconnect()
+            raise
+
+    def read(self, n: int) -> list[Any]:
+        replies: list[Any] = []
+        try:
+            for _ in range(n):
+                try:
+                    replies.append(self._conn.read_response())
+                except redis.ResponseError as exc:
+                    replies.append(exc)
+        except BaseException:
+            # a lost connection, or a signal mid-reply: the rest may still arrive
+            # later on this socket, so it is never used again
+            self._conn.disconnect()
+            raise
+        return replies
+
+    def replied(self) -> bool:
+        """False on a closed or failed connection: the read that follows says
+        what went wrong."""
+        conn = self._conn
+        if conn._sock is None:
+            return False
+        try:
+            return bool(conn._parser.can_read(0))
+        except (OSError, redis.RedisError):
+            return False
+
+    def load_scripts(self) -> None:
+        for script in scripts.ALL:
+            self._conn.send_command("SCRIPT", "LOAD", script.source)
+        self.read(len(scripts.ALL))
+
+    def wait_for_work(self, timeout_s: float) -> bool:
+        """One BLPOP over every wake list, on the client's pool, then LMPOPs to the
+        deadline (see BLPOP_OVERSHOOT_S)."""
+        deadline = time.monotonic() + timeout_s
+        wake_keys = self.wake_keys
+        client = self.client
+        try:
+            blocking_s = timeout_s - BLPOP_OVERSHOOT_S
+            if blocking_s > 0 and client.blpop(wake_keys, timeout=blocking_s) is not None:
+                return True
+            while True:
+                if client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT"):  # type: ignore[no-untyped-call]
+                    return True
+                left_s = deadline - time.monotonic()
+                if left_s <= 0:
+                    return False
+                time.sleep(min(left_s, WAKE_POLL_S))
+                if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
+                    return False
+        except BaseException:
+            # a stop signal mid-BLPOP: its reply may still come, and would be read
+            # as the next command's: no pooled connection is used again
+            client.connection_pool.disconnect()
+            raise
