@@ -27,7 +27,7 @@ from fastq.protocol.keys import logical_queue
 from fastq.validate import MAX_PROGRESS_META_BYTES
 
 if TYPE_CHECKING:
-    from fastq.runners.sync import Runnable
+    from fastq.job import Runnable
 
 # How often the lease thread sends the progress reported since its last beat.
 PROGRESS_FLUSH_S = 0.5

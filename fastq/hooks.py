@@ -13,18 +13,18 @@ through :meth:`Hooks.started` and :meth:`Hooks.ended`.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from fastq.protocol.keys import logical_queue
-from fastq.worker.roundtrip import Outcomes
+from fastq.protocol.outcomes import Outcomes
 
 if TYPE_CHECKING:
-    from fastq.runners.sync import Runnable
+    from fastq.job import Runnable
 
 log = logging.getLogger("fastq.hooks")
+jobs_log = logging.getLogger("fastq.jobs")  # per-job lines, at DEBUG only
 
 JobHook = Callable[["JobEvent"], None]
 WorkerHook = Callable[[], None]
@@ -104,7 +104,7 @@ class Hooks:
                 _call(hook, event)
         for hook in reversed(self.after_job):
             _call(hook, event)
-        return lambda out: merge(out, aside)
+        return lambda out: out.extend(aside)
 
     def with_last_after(self, hook: JobHook) -> Hooks:
         """A copy of these hooks with ``hook`` run after every other ``after_job``."""
@@ -140,14 +140,11 @@ def outcome_of(out: Outcomes) -> str:
     return STALLED
 
 
-_LISTS = [f.name for f in dataclasses.fields(Outcomes) if f.type.startswith("list")]
-
-
-def merge(out: Outcomes, aside: Outcomes) -> None:
-    """Add what ``aside`` recorded to ``out``."""
-    for name in _LISTS:
-        part = getattr(aside, name)
-        if part:
-            getattr(out, name).extend(part)
-    out.failed += aside.failed
-    out.taken_done += aside.taken_done
+def job_logger(event: JobEvent) -> None:
+    """An ``after_job`` hook: one DEBUG line per job run."""
+    jobs_log.debug(
+        "job %s %s %s in %.3fs (attempt %d)%s",
+        event.name, event.job_id, event.outcome, event.duration_s, event.attempt,
+        "" if event.exc is None else f": {type(event.exc).__name__}: {event.exc}",
+        extra={"queue": event.queue, "job": event.name, "job_id": event.job_id},
+    )  # fmt: skip

@@ -620,3 +620,7 @@ class IdGenerator:
             self._next = hi
             out.extend(ids.counter_ids(self._prefix, lo, hi, ID_ALPHABET))
         return out
+
+
+# (id, job, args, kwargs, attempt, envelope): a claimed job as the codec decodes it
+Runnable = tuple[bytes, JobDef[Any], list[Any], dict[str, Any], int, dict[str, Any]]

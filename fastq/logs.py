@@ -4,7 +4,7 @@ Everything fastq logs goes through :mod:`logging`, one line per event. In JSON e
 line is one object: ``time`` (UTC, ISO 8601), ``level``, ``logger``, ``message``,
 and the fields known where it was logged (``queue``, ``job``, ``job_id``,
 ``worker``; ``exc`` for a traceback). Per-job lines (logger ``fastq.jobs``) are
-written only at DEBUG: they come from a hook (:func:`job_logger`) that a worker adds
+written only at DEBUG: they come from a hook (:func:`fastq.hooks.job_logger`) that a worker adds
 only then, so that jobs otherwise stay on the fast path.
 """
 
@@ -13,10 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:
-    from fastq.hooks import JobEvent
+from typing import Any, Optional
 
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -24,8 +21,6 @@ FIELDS = ("queue", "job", "job_id", "worker")
 
 # fields of this process added to each JSON line (a worker sets its id)
 _process_fields: dict[str, Any] = {}
-
-jobs_log = logging.getLogger("fastq.jobs")
 
 
 class JsonFormatter(logging.Formatter):
@@ -85,13 +80,3 @@ def set_process_field(name: str, value: Optional[Any]) -> None:
         _process_fields.pop(name, None)
     else:
         _process_fields[name] = value
-
-
-def job_logger(event: JobEvent) -> None:
-    """An ``after_job`` hook: one DEBUG line per job run."""
-    jobs_log.debug(
-        "job %s %s %s in %.3fs (attempt %d)%s",
-        event.name, event.job_id, event.outcome, event.duration_s, event.attempt,
-        "" if event.exc is None else f": {type(event.exc).__name__}: {event.exc}",
-        extra={"queue": event.queue, "job": event.name, "job_id": event.job_id},
-    )  # fmt: skip

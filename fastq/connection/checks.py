@@ -8,7 +8,7 @@ still starts (the operator may know better), as Sidekiq and BullMQ do.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Mapping, Optional, Protocol
 
 from redis import exceptions as rex
 
@@ -17,9 +17,6 @@ from fastq.connection.client import is_sentinel_url, sentinels_refusal
 from fastq.connection.faults import REDIS_ERRORS, Fault, classify
 from fastq.connection.url import mask_url
 from fastq.errors import RedisRefused
-
-if TYPE_CHECKING:
-    from fastq.app import App
 
 log = logging.getLogger("fastq.redis")
 
@@ -34,11 +31,30 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
 
 
+class Checked(Protocol):
+    """What the checks read of an app (``fastq.App`` is one; it lives a layer above)."""
+
+    @property
+    def redis_url(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def registry(self) -> Mapping[str, Any]:
+        """Job name -> its definition (with a ``queue``)."""
+        ...
+
+    def new_client(
+        self, *, retries: int, socket_timeout_s: Optional[float], connect_timeout_s: float
+    ) -> Any: ...
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def check_redis(app: App, who: str) -> None:
+def check_redis(app: Checked, who: str) -> None:
     """Connect to ``app``'s Redis (every master of a cluster) and warn, one line
     each, about what can lose jobs; record the queues the app registers jobs on (see
     ``App.declare_queue``).
@@ -97,7 +113,7 @@ def _nodes(url: str, client: Any) -> list[tuple[str, Any]]:
     ]
 
 
-def _announce_queues(who: str, app: App, client: Any) -> None:
+def _announce_queues(who: str, app: Checked, client: Any) -> None:
     """Add the queues the app registers jobs on to the namespace's known queues, so
     that producers that register no jobs (enqueue by name) may enqueue there."""
     queues = [job.queue for job in app.registry.values()]

@@ -28,20 +28,14 @@ from fastq.app import App
 from fastq.connection.checks import check_redis
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks
+from fastq.pool.metrics import PoolCollector, require_prometheus, serve
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ReleaseMode
 from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
 from fastq.shm.heartbeat import HeartbeatBoard
-from fastq.shm.metrics import (
-    OTHER_JOB,
-    STALLED,
-    MetricsBoard,
-    PoolCollector,
-    require_prometheus,
-    serve,
-)
+from fastq.shm.metrics import OTHER_JOB, STALLED, MetricsBoard
 from fastq.worker.worker import Worker
 
 log = logging.getLogger("fastq.master")

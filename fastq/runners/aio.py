@@ -28,12 +28,13 @@ from typing import Any, Callable, Optional
 
 from fastq import context
 from fastq.errors import Fail, JobTimeout, Retry
+from fastq.job import Runnable
+from fastq.protocol.outcomes import Outcomes
 from fastq.runners.inflight import WAIT_TICK_S, Finished, wait_for_free
 from fastq.runners.settle import settle_failure
-from fastq.runners.sync import Runnable, SyncRunner
+from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import counted
-from fastq.worker.roundtrip import Outcomes
 
 log = logging.getLogger("fastq.worker")
 
@@ -108,7 +109,7 @@ class AsyncRunner(Finished):
         self.max_claim = max_claim
         # claim once this many slots are free (or ACK_LINGER_S after the first)
         self.enough = max(1, min(max_claim, concurrency) // 4)
-        # the worker's thread waits on it (shared with a thread runner: runners.inflight.Mixed)
+        # the worker's thread waits on it (shared with a thread runner: runners.mixed.Mixed)
         self.cond = self._cond = threading.Condition(threading.Lock())
         self._in_flight = 0  # under _cond: raised by the worker's thread, lowered by the loop's
         self._free_records = list(range(concurrency - 1, -1, -1))  # under _cond

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Optional
 from fastq import retry
 from fastq._accel import codec
 from fastq.errors import Fail, JobTimeout, Retry
+from fastq.protocol.outcomes import Outcomes
 from fastq.retry import Backoff
-from fastq.worker.roundtrip import Outcomes
 
 if TYPE_CHECKING:
     from fastq.job import JobDef

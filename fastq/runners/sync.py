@@ -17,19 +17,17 @@ from fastq import context
 from fastq._accel import codec
 from fastq._accel import runner as _loop
 from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
-from fastq.hooks import Hooks, merge
+from fastq.hooks import Hooks
+from fastq.job import Runnable
+from fastq.protocol.outcomes import Outcomes
 from fastq.protocol.results import encode_result
 from fastq.ratelimit import SLOT_FIELD, KeyGate, RateKey
 from fastq.runners.settle import settle_failure
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics, lengths
-from fastq.worker.roundtrip import Outcomes
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
-
-# (id, job, args, kwargs, attempt, envelope): a job as the codec decodes it
-Runnable = tuple[bytes, "JobDef[Any]", list[Any], dict[str, Any], int, dict[str, Any]]
 
 _OUTCOME_TYPES = (Retry, Fail)
 _FAILURES = (Exception, JobTimeout)  # what a job raises that its policy settles
@@ -178,10 +176,10 @@ class SyncRunner:
         try:
             self._run_bare(aside, queue_index, job, watched)
         except BaseException:
-            merge(out, aside)  # nothing settled; the caller records the interruption
+            out.extend(aside)  # nothing settled; the caller records the interruption
             raise
         exc = failure[0] if failure else None
-        hooks.ended(event, lambda into: merge(into, aside), exc)(out)
+        hooks.ended(event, lambda into: into.extend(aside), exc)(out)
 
     def _run_bare(
         self, out: Outcomes, queue_index: int, job: Runnable, fn: Callable[..., Any]

@@ -30,12 +30,13 @@ from typing import Callable, Optional
 
 from fastq import context
 from fastq.errors import Fail, JobTimeout, Retry
+from fastq.job import Runnable
+from fastq.protocol.outcomes import Outcomes
 from fastq.runners.inflight import Finished, wait_for_free
 from fastq.runners.settle import settle_failure
-from fastq.runners.sync import Runnable, SyncRunner
+from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import counted
-from fastq.worker.roundtrip import Outcomes
 
 log = logging.getLogger("fastq.worker")
 

@@ -23,26 +23,24 @@ import mmap
 import threading
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from fastq.protocol.keys import logical_queue
-from fastq.worker.roundtrip import Outcomes
+from fastq.protocol.outcomes import Outcomes
 
 if TYPE_CHECKING:
-    from fastq.app import App
-    from fastq.runners.sync import Runnable
+    from fastq.job import Runnable
 
 log = logging.getLogger("fastq.metrics")
 
 KINDS = ("processed", "failed", "retried", "dead", "stalled")
 PROCESSED, FAILED, RETRIED, DEAD, STALLED = range(len(KINDS))
 BUCKETS_S = (0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0, math.inf)
-_HIST = len(BUCKETS_S) + 1  # the buckets' counts (not cumulative), then the sum
+HIST = len(BUCKETS_S) + 1  # the buckets' counts (not cumulative), then the sum
 DURATION_AT = len(KINDS)
-LATENCY_AT = DURATION_AT + _HIST
-CELL = LATENCY_AT + _HIST  # floats per (queue, job)
+LATENCY_AT = DURATION_AT + HIST
+CELL = LATENCY_AT + HIST  # floats per (queue, job)
 OTHER_JOB = "other"  # a job name the master did not know when it started
-SCRAPE_TIMEOUT_S = 0.5  # a queue-depth read from Redis waits no longer
 
 
 class MetricsBoard:
@@ -141,7 +139,7 @@ class ChildMetrics:
             if seconds <= bound:
                 view[cell + i] += n
                 break
-        view[cell + _HIST - 1] += seconds * n
+        view[cell + HIST - 1] += seconds * n
 
     def batch(
         self, queue: str, jobs: list[Runnable], out: Outcomes, before: tuple[int, int, int, int],
@@ -225,121 +223,3 @@ def counted(
 def lengths(out: Outcomes) -> tuple[int, int, int, int]:
     """Where ``out``'s outcome lists end now, for :meth:`ChildMetrics.batch`."""
     return len(out.done), len(out.retry), len(out.dead), len(out.broken)
-
-
-class PoolCollector:
-    """Reads a pool's metrics at scrape time (a ``prometheus_client`` collector).
-
-    Args:
-        board: the children's counts.
-        app: its Redis, read for the queues' depths (with a short timeout).
-        children: returns ``{slot: pid}`` of the live worker children.
-    """
-
-    def __init__(self, board: MetricsBoard, app: App, children: Any) -> None:
-        self.board = board
-        self.app = app
-        self.children = children
-        self._client: Any = None
-
-    def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import (
-            CounterMetricFamily,
-            GaugeMetricFamily,
-            HistogramMetricFamily,
-        )
-
-        board = self.board
-        totals = board.totals()
-        labels = ["queue", "job"]
-        counters = [
-            CounterMetricFamily(f"fastq_jobs_{kind}", f"Jobs {kind} (runs, by queue and job)",
-                                labels=labels)
-            for kind in KINDS
-        ]  # fmt: skip
-        duration = HistogramMetricFamily(
-            "fastq_job_duration_seconds", "Job run time", labels=labels
-        )
-        latency = HistogramMetricFamily(
-            "fastq_job_latency_seconds", "From enqueue to start", labels=labels
-        )
-        for queue, job, cell in board.cells(totals):
-            for kind, family in enumerate(counters):
-                family.add_metric([queue, job], cell[kind])
-            for at, hist in ((DURATION_AT, duration), (LATENCY_AT, latency)):
-                counts = cell[at : at + _HIST - 1]
-                if not any(counts):
-                    continue
-                running, buckets = 0.0, []
-                for bound, count in zip(BUCKETS_S, counts):
-                    running += count
-                    buckets.append(("+Inf" if bound == math.inf else repr(bound), running))
-                hist.add_metric([queue, job], buckets, cell[at + _HIST - 1])
-        yield from counters
-        yield duration
-        yield latency
-        children = self.children()
-        alive = GaugeMetricFamily("fastq_children_alive", "Worker children alive")
-        alive.add_metric([], len(children))
-        yield alive
-        rss = GaugeMetricFamily("fastq_child_rss_bytes", "Resident memory of a worker child",
-                                labels=["slot"])  # fmt: skip
-        import psutil
-
-        for slot, pid in sorted(children.items()):
-            try:
-                rss.add_metric([str(slot)], psutil.Process(pid).memory_info().rss)
-            except psutil.Error:
-                continue  # gone meanwhile
-        yield rss
-        yield from self._depths()
-
-    def _depths(self) -> Iterator[Any]:
-        from prometheus_client.core import GaugeMetricFamily
-
-        depth = GaugeMetricFamily("fastq_queue_jobs", "Jobs in a queue, by state (from Redis)",
-                                  labels=["queue", "state"])  # fmt: skip
-        up = GaugeMetricFamily("fastq_redis_up", "1 if Redis answered the last scrape")
-        try:
-            if self._client is None:
-                self._client = self.app.new_client(
-                    retries=0, socket_timeout_s=SCRAPE_TIMEOUT_S, connect_timeout_s=SCRAPE_TIMEOUT_S
-                )
-            for queue in self.board.queues:
-                stats = self.app.stats_on(self._client, queue)
-                for state in ("ready", "inflight", "scheduled", "dead", "broken"):
-                    depth.add_metric([queue, state], stats.get(state, 0))
-            up.add_metric([], 1)
-        except Exception as exc:  # a scrape never fails for Redis: the gauge says it
-            log.warning("metrics: queue depths unavailable: %s", exc)
-            up.add_metric([], 0)
-        yield depth
-        yield up
-
-
-def serve(collector: PoolCollector, port: int, host: str) -> Any:
-    """Serve ``/metrics`` from a thread; returns the server (closed by children).
-
-    Raises:
-        RuntimeError: prometheus_client is not installed.
-    """
-    try:
-        from prometheus_client import CollectorRegistry, start_http_server
-    except ImportError:
-        raise RuntimeError(
-            "--metrics-port needs prometheus_client: pip install 'fastq[metrics]'"
-        ) from None
-    registry = CollectorRegistry()
-    registry.register(collector)
-    server, _ = start_http_server(port, host, registry=registry)
-    return server
-
-
-def require_prometheus() -> None:
-    """Raise RuntimeError now if ``--metrics-port`` cannot be served."""
-    try:
-        import prometheus_client  # noqa: F401
-    except ImportError:
-        raise RuntimeError(
-            "--metrics-port needs prometheus_client: pip install 'fastq[metrics]'"
-        ) from None

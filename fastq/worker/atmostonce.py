@@ -24,8 +24,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from fastq.connection.faults import REDIS_ERRORS
-from fastq.runners.sync import Runnable, SyncRunner
-from fastq.worker.roundtrip import Claim, Outcomes, RoundTrip
+from fastq.job import Runnable
+from fastq.protocol.outcomes import Outcomes
+from fastq.runners.sync import SyncRunner
+from fastq.worker.roundtrip import Claim, RoundTrip
 
 log = logging.getLogger("fastq.worker")
 

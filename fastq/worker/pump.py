@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from typing import Optional
 
 from fastq.connection.faults import REDIS_ERRORS, Outage
-from fastq.worker.roundtrip import Claim, Outcomes, Request, RoundTrip
+from fastq.protocol.outcomes import Outcomes
+from fastq.worker.roundtrip import Claim, Request, RoundTrip
 
 log = logging.getLogger("fastq.worker")
 
@@ -118,7 +119,7 @@ class Pump:
             claims = request.result()
         except BaseException:
             for queue, earlier in request.outcomes.items():
-                self.pending[queue].merge(earlier)
+                self.pending[queue].take_back(earlier)
                 self._lose_give_backs(earlier)
             self._release_all = True
             raise

@@ -3,7 +3,7 @@
 Everything a worker says to Redis between two batches goes out as one pipeline
 of raw EVALSHA calls, so a batch costs one round trip however it ended. How it
 goes out (one connection, or one per node of a Redis Cluster) is the wire's
-business (:mod:`fastq.worker.wire.node`).
+business (:mod:`fastq.worker.wire`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import redis
@@ -20,8 +20,9 @@ from redis.exceptions import NoScriptError
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ACK, ACK_TAKEN, CLAIM, RELEASE, TAKE, ClaimReply, ReleaseMode
 from fastq.protocol.keys import QueueKeys, queue_of_key
+from fastq.protocol.outcomes import Outcomes
 from fastq.protocol.results import store_commands
-from fastq.worker.wire.node import Wire, wire_for
+from fastq.worker.wire import Wire, wire_for
 
 log = logging.getLogger("fastq.worker")
 
@@ -30,105 +31,6 @@ log = logging.getLogger("fastq.worker")
 # reads and deletes, a ZADD into prio); 250 keeps a claim well under 5 ms while a
 # campaign of 30,000 jobs falls due at once.
 PROMOTE_MAX = 250
-
-
-@dataclass
-class Outcomes:
-    """What became of the jobs of one queue since the last round trip."""
-
-    done: list[bytes] = field(default_factory=list)
-    retry: list[tuple[bytes, int, bytes]] = field(default_factory=list)  # id, delay_ms, envelope
-    dead: list[tuple[bytes, bytes]] = field(default_factory=list)  # id, envelope with the error
-    broken: list[tuple[bytes, str]] = field(default_factory=list)  # id, reason
-    failed: int = 0
-    unstarted: list[bytes] = field(default_factory=list)  # claimed, never run: hand back
-    stalled: list[bytes] = field(default_factory=list)  # interrupted mid-run: hand back
-    # the job in hand at an operator's hard stop: back to the front, no stall counted
-    interrupted: list[bytes] = field(default_factory=list)
-    # return values to keep (result_ttl_s): id, JSON, ttl_ms; each id is also in done
-    results: list[tuple[bytes, bytes, int]] = field(default_factory=list)
-    # jobs that reported progress and ended: their report is deleted after the ack
-    progress_ended: list[bytes] = field(default_factory=list)
-    # at-most-once jobs taken out of the queue before they ran (fastq.worker.atmostonce),
-    # settled by ack_taken since no worker holds them: how many succeeded, and those
-    # buried (id, envelope with the error) or quarantined (id, reason, envelope)
-    taken_done: int = 0
-    taken_dead: list[tuple[bytes, bytes]] = field(default_factory=list)
-    taken_broken: list[tuple[bytes, str, bytes]] = field(default_factory=list)
-    # taken jobs a stop left unstarted (id, envelope): handed back to the front by
-    # the next request, once: a request whose reply is lost does not give them back
-    # (they may have been taken and run by a sibling since), and they are lost
-    give_back: list[tuple[bytes, bytes]] = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.taken_done
-            or self.taken_dead
-            or self.taken_broken
-            or self.give_back
-            or self.done
-            or self.retry
-            or self.dead
-            or self.broken
-            or self.unstarted
-            or self.stalled
-            or self.interrupted
-            or self.progress_ended
-        )
-
-    def merge(self, earlier: Outcomes) -> None:
-        """Take back what an unanswered request carried, to send it again."""
-        self.done[:0] = earlier.done
-        self.retry[:0] = earlier.retry
-        self.dead[:0] = earlier.dead
-        self.broken[:0] = earlier.broken
-        self.unstarted[:0] = earlier.unstarted
-        self.stalled[:0] = earlier.stalled
-        self.interrupted[:0] = earlier.interrupted
-        self.results[:0] = earlier.results
-        self.progress_ended[:0] = earlier.progress_ended
-        self.failed += earlier.failed
-        self.taken_done += earlier.taken_done
-        self.taken_dead[:0] = earlier.taken_dead
-        self.taken_broken[:0] = earlier.taken_broken
-        # never earlier.give_back: it may have gone out (see give_back)
-
-    def count(self) -> int:
-        return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
-
-    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        """The ARGV of an ack of these outcomes."""
-        return ACK.argv(
-            dead_max_age_ms,
-            dead_max_len,
-            self.failed,
-            self.done,
-            self.retry,
-            self.dead,
-            self.broken,
-        )
-
-    def has_taken(self) -> bool:
-        return bool(self.taken_done or self.taken_dead or self.taken_broken or self.give_back)
-
-    def ack_taken_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        """The ARGV of an ack_taken of these outcomes."""
-        return ACK_TAKEN.argv(
-            dead_max_age_ms,
-            dead_max_len,
-            self.taken_done,
-            self.taken_dead,
-            self.taken_broken,
-            self.give_back,
-        )
-
-    def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:
-        """The jobs to hand back, by release mode."""
-        return (
-            (ReleaseMode.UNSTARTED, self.unstarted),
-            (ReleaseMode.STALLED, self.stalled),
-            (ReleaseMode.INTERRUPTED, self.interrupted),
-        )
 
 
 @dataclass

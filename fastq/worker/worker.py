@@ -31,15 +31,18 @@ from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.connection.url import mask_url
 from fastq.context import ProgressBuffer
 from fastq.errors import FastqError
+from fastq.hooks import job_logger, jobs_log
+from fastq.job import Runnable
 from fastq.protocol.keys import validate_queue_name
 from fastq.ratelimit import KeyGate
 from fastq.runners.inflight import JobSlots, RunToCompletion
-from fastq.runners.sync import HardStop, Runnable, SyncRunner
+from fastq.runners.sync import HardStop, SyncRunner
 from fastq.shm.cpuslots import CpuGovernor, CpuSlots
-from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot, LeaseKeeper
+from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics
 from fastq.worker.atmostonce import AtMostOnce, Taken
 from fastq.worker.decide import ClaimFrom, EmptyClaims, Round, Stop
+from fastq.worker.leases import LeaseKeeper
 from fastq.worker.pump import Pump
 from fastq.worker.queues import QueueLayout
 from fastq.worker.roundtrip import Claim, RoundTrip
@@ -176,8 +179,8 @@ class Worker:
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
         hooks = app.hooks
-        if logs.jobs_log.isEnabledFor(logging.DEBUG):  # per-job lines: only then a hook
-            hooks = hooks.with_last_after(logs.job_logger)
+        if jobs_log.isEnabledFor(logging.DEBUG):  # per-job lines: only then a hook
+            hooks = hooks.with_last_after(job_logger)
         self.runner = SyncRunner(self, slot, self.progress, hooks)
         self.runner.metrics = metrics
         if concurrency < 1:
@@ -196,7 +199,7 @@ class Worker:
                 self.runner, slot, self.progress, concurrency, batch_size,
             )  # fmt: skip
         if threads:
-            from fastq.runners.inflight import Mixed
+            from fastq.runners.mixed import Mixed
             from fastq.runners.threads import ThreadRunner
 
             pool = ThreadRunner(

@@ -23,9 +23,9 @@ from fastq.context import ProgressBuffer
 from fastq.protocol.contracts import CLAIM
 from fastq.protocol.shards import shards_key
 from fastq.reaper.reaper import Reaper
-from fastq.shm.heartbeat import LeaseKeeper
 from fastq.testing.cluster_server import ClusterServer
 from fastq.testing.redis_server import RedisServer
+from fastq.worker.leases import LeaseKeeper
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from conftest import fastq_cmd, subprocess_env
 
 import fastq
+from fastq.protocol.outcomes import Outcomes
 from fastq.shm.metrics import (
     BUCKETS_S,
     DEAD,
@@ -20,7 +21,6 @@ from fastq.shm.metrics import (
     lengths,
 )
 from fastq.testing.redis_server import RedisServer
-from fastq.worker.roundtrip import Outcomes
 
 
 def test_metrics_port_without_prometheus_client_is_a_clear_error(

@@ -12,7 +12,7 @@ from conftest import namespace_keys
 
 from fastq.protocol.contracts import ACK, CLAIM, FIRE, FireOutcome, FireReply
 from fastq.protocol.keys import QueueKeys
-from fastq.worker.roundtrip import Outcomes
+from fastq.protocol.outcomes import Outcomes
 
 
 def fire(

@@ -13,8 +13,8 @@ from test_scripts import SENTINEL, claimed_ids, env
 
 from fastq.protocol.contracts import ACK, CLAIM, ENQUEUE, EXTEND, REAP, RELEASE, ReleaseMode
 from fastq.protocol.keys import QueueKeys
+from fastq.protocol.outcomes import Outcomes
 from fastq.testing.redis_server import RedisServer
-from fastq.worker.roundtrip import Outcomes
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import redis
 
 from fastq.protocol.contracts import ACK, CLAIM, ENQUEUE, REAP, ClaimReply, due_at
 from fastq.protocol.keys import QueueKeys
-from fastq.worker.roundtrip import Outcomes
+from fastq.protocol.outcomes import Outcomes
 
 
 def env(job_id: str, priority: int = 0, old: bool = False) -> bytes:

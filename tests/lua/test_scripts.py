@@ -24,7 +24,7 @@ from fastq.protocol.contracts import (
 )
 from fastq.protocol.introspect import get_job
 from fastq.protocol.keys import QueueKeys
-from fastq.worker.roundtrip import Outcomes
+from fastq.protocol.outcomes import Outcomes
 
 
 def env(job_id: str, priority: int = 0) -> bytes:

@@ -9,7 +9,7 @@ import pytest
 from redis import exceptions as rex
 
 from fastq.protocol.keys import QueueKeys
-from fastq.shm.heartbeat import RETRY_MAX_S, LeaseKeeper
+from fastq.worker.leases import RETRY_MAX_S, LeaseKeeper
 
 
 class FlakyClient:

@@ -10,8 +10,8 @@ import pytest
 import redis
 
 from fastq.connection.faults import Outage
+from fastq.protocol.outcomes import Outcomes
 from fastq.worker.pump import Pump
-from fastq.worker.roundtrip import Outcomes
 
 
 class LostReply:

@@ -13,8 +13,8 @@ import pytest
 import redis
 
 from fastq.connection.faults import Outage
+from fastq.protocol.outcomes import Outcomes
 from fastq.worker.pump import RTT_WEIGHT, Pump
-from fastq.worker.roundtrip import Outcomes
 
 
 @dataclass

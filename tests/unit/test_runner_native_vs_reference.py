@@ -18,11 +18,11 @@ import fastq
 from fastq import context
 from fastq._pyimpl import runner as ref_runner
 from fastq.errors import Fail, Retry
+from fastq.protocol.outcomes import Outcomes
 from fastq.runners import settle
 from fastq.runners import sync as runner
 from fastq.runners.sync import HardStop, SyncRunner
 from fastq.shm.heartbeat import HeartbeatBoard
-from fastq.worker.roundtrip import Outcomes
 from fastq_ext import runner as native_runner
 
 LOOPS = {"native": native_runner, "reference": ref_runner}

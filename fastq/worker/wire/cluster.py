@@ -49,7 +49,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from fastq.protocol import scripts
-from fastq.worker.wire.node import BLPOP_OVERSHOOT_S, WAKE_POLL_S, has_claim
+from fastq.worker.wire.base import BLPOP_OVERSHOOT_S, WAKE_POLL_S, has_claim
 
 # Error replies after which the slot map may have changed (a failover, a resharding).
 _MOVES = (rex.AskError, rex.ClusterDownError, rex.TryAgainError, rex.ReadOnlyError)

@@ -1,0 +1,119 @@
+"""What became of the jobs of one queue since the last round trip: what the next
+ack, ack_taken and release calls carry (their ARGV is built here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastq.protocol.contracts import ACK, ACK_TAKEN, ReleaseMode
+
+
+@dataclass
+class Outcomes:
+    """What became of the jobs of one queue since the last round trip."""
+
+    done: list[bytes] = field(default_factory=list)
+    retry: list[tuple[bytes, int, bytes]] = field(default_factory=list)  # id, delay_ms, envelope
+    dead: list[tuple[bytes, bytes]] = field(default_factory=list)  # id, envelope with the error
+    broken: list[tuple[bytes, str]] = field(default_factory=list)  # id, reason
+    failed: int = 0
+    unstarted: list[bytes] = field(default_factory=list)  # claimed, never run: hand back
+    stalled: list[bytes] = field(default_factory=list)  # interrupted mid-run: hand back
+    # the job in hand at an operator's hard stop: back to the front, no stall counted
+    interrupted: list[bytes] = field(default_factory=list)
+    # return values to keep (result_ttl_s): id, JSON, ttl_ms; each id is also in done
+    results: list[tuple[bytes, bytes, int]] = field(default_factory=list)
+    # jobs that reported progress and ended: their report is deleted after the ack
+    progress_ended: list[bytes] = field(default_factory=list)
+    # at-most-once jobs taken out of the queue before they ran (fastq.worker.atmostonce),
+    # settled by ack_taken since no worker holds them: how many succeeded, and those
+    # buried (id, envelope with the error) or quarantined (id, reason, envelope)
+    taken_done: int = 0
+    taken_dead: list[tuple[bytes, bytes]] = field(default_factory=list)
+    taken_broken: list[tuple[bytes, str, bytes]] = field(default_factory=list)
+    # taken jobs a stop left unstarted (id, envelope): handed back to the front by
+    # the next request, once: a request whose reply is lost does not give them back
+    # (they may have been taken and run by a sibling since), and they are lost
+    give_back: list[tuple[bytes, bytes]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.taken_done
+            or self.taken_dead
+            or self.taken_broken
+            or self.give_back
+            or self.done
+            or self.retry
+            or self.dead
+            or self.broken
+            or self.unstarted
+            or self.stalled
+            or self.interrupted
+            or self.progress_ended
+        )
+
+    def take_back(self, earlier: Outcomes) -> None:
+        """Take back what an unanswered request carried, to send it again ahead of
+        what came since: every list but ``give_back``, which may have gone out."""
+        self._add(earlier, ahead=True, lists=_RESENT)
+
+    def extend(self, later: Outcomes) -> None:
+        """Add what ``later`` recorded (a job's outcome kept aside while its hooks ran)."""
+        self._add(later, ahead=False, lists=_LISTS)
+
+    def _add(self, other: Outcomes, ahead: bool, lists: tuple[str, ...]) -> None:
+        for name in lists:
+            part = getattr(other, name)
+            if part:
+                mine = getattr(self, name)
+                if ahead:
+                    mine[:0] = part
+                else:
+                    mine.extend(part)
+        self.failed += other.failed
+        self.taken_done += other.taken_done
+
+    def count(self) -> int:
+        return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
+
+    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
+        """The ARGV of an ack of these outcomes."""
+        return ACK.argv(
+            dead_max_age_ms,
+            dead_max_len,
+            self.failed,
+            self.done,
+            self.retry,
+            self.dead,
+            self.broken,
+        )
+
+    def has_taken(self) -> bool:
+        return bool(self.taken_done or self.taken_dead or self.taken_broken or self.give_back)
+
+    def ack_taken_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
+        """The ARGV of an ack_taken of these outcomes."""
+        return ACK_TAKEN.argv(
+            dead_max_age_ms,
+            dead_max_len,
+            self.taken_done,
+            self.taken_dead,
+            self.taken_broken,
+            self.give_back,
+        )
+
+    def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:
+        """The jobs to hand back, by release mode."""
+        return (
+            (ReleaseMode.UNSTARTED, self.unstarted),
+            (ReleaseMode.STALLED, self.stalled),
+            (ReleaseMode.INTERRUPTED, self.interrupted),
+        )
+
+
+# the lists of outcomes (the counts, failed and taken_done, are added apart)
+_LISTS = tuple(f.name for f in dataclasses.fields(Outcomes) if str(f.type).startswith("list"))
+# what a request whose reply was lost is sent again with
+_RESENT = tuple(name for name in _LISTS if name != "give_back")
