@@ -1,44 +1,29 @@
-"""The producer API: an App holds the configuration and the connection to Redis, and
-registers jobs; it enqueues (:mod:`fastq.producer.enqueue`) and serves operators
-(:mod:`fastq.admin.operator`) through the classes it inherits."""
+"""The app: configuration, registration, and the producer and operator methods,
+which it delegates to the :class:`~fastq.producer.enqueue.Producer` and the
+:class:`~fastq.admin.operator.Admin` it holds."""
 
 from __future__ import annotations
 
-import os
-import threading
-from contextlib import contextmanager
+import functools
 from datetime import tzinfo
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
 import redis
 
 from fastq._accel import codec
 from fastq.admin.operator import Admin
-from fastq.connection import client as redis_connect
-from fastq.connection.client import check_url
-from fastq.connection.cluster import is_cluster_url
-from fastq.connection.faults import REDIS_ERRORS, for_producer
-from fastq.errors import FastqError
 from fastq.hooks import Hooks, JobHook
-from fastq.job import (
-    ArgChecker,
-    Delivery,
-    IdGenerator,
-    JobDef,
-    JobPolicy,
-    check_delivery,
-    check_runnable,
-)
+from fastq.job import JobDef
 from fastq.periodic import PeriodicJob, make_schedule
+from fastq.policy import ArgChecker, Delivery, JobPolicy, check_delivery, check_runnable
 from fastq.producer.durable import durability
-from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
-from fastq.protocol import scripts
+from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
 from fastq.protocol.keys import QueueKeys, validate_queue_name
 from fastq.protocol.shards import ShardCounts
+from fastq.protocol.store import DEFAULT_REDIS_URL, Store
 from fastq.ratelimit import RateKey
 from fastq.retry import Backoff, policy_from_keywords
 from fastq.validate import (
-    check_namespace,
     check_priority,
     check_rate_limit,
     check_result_ttl_s,
@@ -46,21 +31,15 @@ from fastq.validate import (
     check_unique_until,
 )
 
+if TYPE_CHECKING:
+    from typing_extensions import Concatenate, ParamSpec
+
+    P = ParamSpec("P")
+
 R = TypeVar("R")
+T = TypeVar("T")
 
-# Jobs in threads (--threads) may all reach for ``App.redis`` first at once: one
-# client is made, or a second one, dropped, closes its pool under the first's calls.
-_client_lock = threading.Lock()
-
-
-def _fresh_client_lock() -> None:
-    global _client_lock
-    _client_lock = threading.Lock()  # a child never inherits it held by another thread
-
-
-os.register_at_fork(after_in_child=_fresh_client_lock)
-
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+__all__ = ["DEFAULT_REDIS_URL", "App"]
 
 
 def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...]:
@@ -72,7 +51,19 @@ def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...
     return tuple(types)
 
 
-class App(Enqueuer, Admin):
+def _delegate(
+    part: str, method: Callable[Concatenate[T, P], R]
+) -> Callable[Concatenate[Any, P], R]:
+    """An App method that calls ``method`` of the App's ``part`` (its producer or its
+    admin), with its signature and docstring."""
+
+    def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(self, part), *args, **kwargs)
+
+    return functools.update_wrapper(call, method)
+
+
+class App:
     """A fastq application: the registry of jobs and the connection to Redis.
 
     Here: configuration, connections and registration. The enqueue methods
@@ -119,15 +110,10 @@ class App(Enqueuer, Admin):
         min_replicas: int = 0,
         replica_timeout_s: float = 1.0,
     ) -> None:
-        self._durability = durability(min_replicas, replica_timeout_s)
+        wait = durability(min_replicas, replica_timeout_s)
         self.min_replicas = min_replicas
         self.replica_timeout_s = replica_timeout_s
-        self._cluster_flag = bool(cluster)
-        self.redis_url = check_url(
-            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL,
-            cluster=self._cluster_flag,
-        )
-        self.namespace = check_namespace(namespace)
+        self.store = Store(redis_url, namespace, cluster)
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
         self.dead_max_len = int(dead_max_len)
         if max_stalls < 0:
@@ -137,30 +123,68 @@ class App(Enqueuer, Admin):
             raise TypeError(f"max_payload_bytes must be an int, not {max_payload_bytes!r}")
         if max_payload_bytes < 1:
             raise ValueError(f"max_payload_bytes must be >= 1, not {max_payload_bytes}")
-        self.max_payload_bytes = max_payload_bytes
         self.registry: dict[str, JobDef[Any]] = {}
         self.schedules: dict[str, PeriodicJob] = {}  # job name -> when it fires
         self.hooks = Hooks()
-        self._ids = IdGenerator()
-        self._client: Optional[redis.Redis] = None
-        self._client_pid = -1
-        self._known_queues: set[str] = set()
-        self._declared_queues: set[str] = set()
-        self.shard_counts = ShardCounts()  # sharded queues: declared here, or Redis'
+        self.producer = Producer(self.store, self.registry, max_payload_bytes, wait)
+        self.admin = Admin(self.store, self.registry)
 
     # -- configuration -------------------------------------------------------------
+
+    @property
+    def redis_url(self) -> str:
+        return self.store.redis_url
+
+    @property
+    def namespace(self) -> str:
+        return self.store.namespace
+
+    @property
+    def shard_counts(self) -> ShardCounts:
+        return self.store.shard_counts
+
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.producer.max_payload_bytes
 
     def configure(
         self, *, redis_url: Optional[str] = None, namespace: Optional[str] = None
     ) -> None:
         """Point the app elsewhere (the CLI applies ``--redis-url`` this way)."""
-        if redis_url is not None:
-            self.redis_url = check_url(redis_url, cluster=self._cluster_flag)
-        if namespace is not None:
-            self.namespace = check_namespace(namespace)
-        self.shard_counts.forget()
-        self._known_queues.clear()
-        self.close()
+        self.store.configure(redis_url=redis_url, namespace=namespace)
+        self.producer.forget_queues()
+
+    def keys(self, queue: str) -> QueueKeys:
+        return self.store.keys(queue)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether Redis is a Redis Cluster (``cluster=True``, or a cluster URL)."""
+        return self.store.cluster
+
+    def new_client(
+        self,
+        *,
+        retries: int = 2,
+        socket_timeout_s: Optional[float] = 30.0,
+        connect_timeout_s: float = 5.0,
+    ) -> redis.Redis:
+        """A fresh client (:func:`fastq.connection.client.new_client`). Workers pass
+        ``retries=0``: they must see every connection error to know that a reply may
+        have been lost."""
+        return self.store.new_client(
+            retries=retries, socket_timeout_s=socket_timeout_s, connect_timeout_s=connect_timeout_s
+        )
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The producer's client; a new one after fork, never a shared socket."""
+        return self.store.redis
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- hooks ---------------------------------------------------------------------
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Register ``fn`` to run in every worker process once it starts (after
@@ -197,64 +221,6 @@ class App(Enqueuer, Admin):
         (before the ``after_job`` hooks; the event as theirs)."""
         self.hooks.on_failure.append(fn)
         return fn
-
-    def keys(self, queue: str) -> QueueKeys:
-        return QueueKeys(self.namespace, queue)
-
-    @property
-    def cluster(self) -> bool:
-        """Whether Redis is a Redis Cluster (``cluster=True``, or a cluster URL)."""
-        return self._cluster_flag or is_cluster_url(self.redis_url)
-
-    def new_client(
-        self,
-        *,
-        retries: int = 2,
-        socket_timeout_s: Optional[float] = 30.0,
-        connect_timeout_s: float = 5.0,
-    ) -> redis.Redis:
-        """A fresh client (:func:`fastq.connection.client.new_client`). Workers pass
-        ``retries=0``: they must see every connection error to know that a reply may
-        have been lost."""
-        return redis_connect.new_client(
-            self.redis_url,
-            cluster=self._cluster_flag,
-            retries=retries,
-            socket_timeout_s=socket_timeout_s,
-            connect_timeout_s=connect_timeout_s,
-        )
-
-    @property
-    def redis(self) -> redis.Redis:
-        """The producer's client; a new one after fork, never a shared socket."""
-        client = self._client
-        if client is not None and self._client_pid == os.getpid():
-            return client
-        with _client_lock:
-            if self._client is None or self._client_pid != os.getpid():
-                with self._producer_call():
-                    client = self.new_client()  # a cluster's connects here
-                    scripts.load_all(client)
-                self._client = client
-                self._client_pid = os.getpid()
-            return self._client
-
-    @contextmanager
-    def _producer_call(self) -> Iterator[None]:
-        """Redis errors raised inside, as producers raise them: ``RedisUnavailable``,
-        ``RedisRefused`` (out of memory, NOPERM, WRONGPASS, busy), or the error
-        itself when it is no fault of Redis."""
-        try:
-            yield
-        except FastqError:
-            raise
-        except REDIS_ERRORS as exc:
-            raise for_producer(exc, self.redis_url) from exc
-
-    def close(self) -> None:
-        if self._client is not None and self._client_pid == os.getpid():
-            self._client.close()
-        self._client = None
 
     # -- registration ----------------------------------------------------------------
 
@@ -543,3 +509,34 @@ class App(Enqueuer, Admin):
         registered (``["default"]`` when none): what a worker or a pool serves when
         started without ``-q``."""
         return list(dict.fromkeys(job.queue for job in self.registry.values())) or ["default"]
+
+    # -- the producer's and the admin's methods ---------------------------------------
+
+    enqueue = _delegate("producer", Producer.enqueue)
+    enqueue_many = _delegate("producer", Producer.enqueue_many)
+    submit = _delegate("producer", Producer.submit)
+    submit_many = _delegate("producer", Producer.submit_many)
+    declare_queue = _delegate("producer", Producer.declare_queue)
+
+    stats = _delegate("admin", Admin.stats)
+    stats_on = _delegate("admin", Admin.stats_on)
+    pause = _delegate("admin", Admin.pause)
+    resume = _delegate("admin", Admin.resume)
+    set_rate_limit = _delegate("admin", Admin.set_rate_limit)
+    rate_limit = _delegate("admin", Admin.rate_limit)
+    purge = _delegate("admin", Admin.purge)
+    queues = _delegate("admin", Admin.queues)
+    queues_on = _delegate("admin", Admin.queues_on)
+    shards = _delegate("admin", Admin.shards)
+    physical_queues = _delegate("admin", Admin.physical_queues)
+    physical_queues_on = _delegate("admin", Admin.physical_queues_on)
+    get_job = _delegate("admin", Admin.get_job)
+    holders = _delegate("admin", Admin.holders)
+    dead_jobs = _delegate("admin", Admin.dead_jobs)
+    broken_jobs = _delegate("admin", Admin.broken_jobs)
+    retry_dead = _delegate("admin", Admin.retry_dead)
+    retry_broken = _delegate("admin", Admin.retry_broken)
+    cancel = _delegate("admin", Admin.cancel)
+    cancel_by_tag = _delegate("admin", Admin.cancel_by_tag)
+    jobs_by_tag = _delegate("admin", Admin.jobs_by_tag)
+    result = _delegate("admin", Admin.result)

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Mapping, Optional
 
 from redis import Redis
 
 from fastq.admin.cancel import cancel_by_tag, cancel_ids
 from fastq.admin.revive import revive
-from fastq.admin.sharded import ShardViews, valid_name
+from fastq.admin.sharded import Sharded, valid_name
 from fastq.job import JobDef
 from fastq.protocol import control
 from fastq.protocol.contracts import ReviveSection
@@ -31,6 +31,7 @@ from fastq.protocol.introspect import (
 from fastq.protocol.keys import QueueKeys, logical_queue, validate_queue_name
 from fastq.protocol.results import wait_for_result
 from fastq.protocol.shards import sum_stats
+from fastq.protocol.store import Store
 from fastq.validate import RateLimit, check_job_id, check_rate_limit, check_tag
 
 
@@ -39,16 +40,48 @@ def _check_limit(limit: Optional[int], what: str) -> None:
         raise ValueError(f"{what}: limit must be an int >= 1 (or None: all), not {limit!r}")
 
 
-class Admin(ShardViews):
-    """The operator methods of :class:`fastq.App` (which provides what is declared
-    below): stats, flow control, purge, job lookup, cancel, tags and results; each
-    takes a sharded queue's name and works on its shards (:class:`ShardViews`)."""
+class Admin:
+    """The operator methods of an app (``fastq.App`` delegates to it): stats, flow
+    control, purge, job lookup, cancel, tags and results; each takes a sharded
+    queue's name and works on its shards (:class:`fastq.admin.sharded.Sharded`).
 
-    registry: dict[str, JobDef[Any]]
+    Args:
+        store: the app's Redis and namespace.
+        registry: the app's jobs by name (read as they are registered).
+    """
 
-    if TYPE_CHECKING:
+    def __init__(self, store: Store, registry: Mapping[str, JobDef[Any]]) -> None:
+        self.store = store
+        self.registry = registry
+        self.sharded = Sharded(store)
 
-        def keys(self, queue: str) -> QueueKeys: ...
+    def shards(self, queue: str) -> int:
+        """How many shards ``queue`` has (1: not sharded), as Redis records it or
+        this app declares it.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name.
+            fastq.ShardCountMismatch: this app declares another count.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        validate_queue_name(queue)
+        with self.store.producer_call():
+            return len(self.sharded.of(queue))
+
+    def physical_queues(self, queues: Optional[list[str]] = None) -> list[str]:
+        """The queues in Redis behind ``queues`` (default: :meth:`queues`): each
+        queue's shards, for what sweeps every one (the reaper).
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self.store.producer_call():
+            return self.physical_queues_on(self.store.redis, queues)
+
+    def physical_queues_on(self, client: Redis, queues: Optional[list[str]] = None) -> list[str]:
+        """:meth:`physical_queues`, read with ``client`` (the reaper's own), raising
+        what it raises."""
+        return self.sharded.physical(client, self.queues_on(client) if queues is None else queues)
 
     # -- inspection ----------------------------------------------------------------
 
@@ -64,17 +97,17 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         validate_queue_name(queue)
-        with self._producer_call():
-            return self.stats_on(self.redis, queue)
+        with self.store.producer_call():
+            return self.stats_on(self.store.redis, queue)
 
     def stats_on(self, client: Redis, queue: str) -> dict[str, int]:
         """:meth:`stats`, read with ``client`` (a metrics scrape's own), raising what
         it raises."""
-        return sum_stats([queue_stats(client, keys) for keys in self._shards(queue, client)])
+        return sum_stats([queue_stats(client, keys) for keys in self.sharded.of(queue, client)])
 
     # -- flow control --------------------------------------------------------------
 
-    def _known_queue(self, queue: str) -> list[QueueKeys]:
+    def known_queue(self, queue: str) -> list[QueueKeys]:
         """The keys of each shard of ``queue``, a queue this namespace knows (see
         :meth:`queues`).
 
@@ -88,7 +121,7 @@ class Admin(ShardViews):
                 f"unknown queue {queue!r}: no job was ever enqueued on it and no job of "
                 f"this app is registered on it (known: {', '.join(known) or 'none'})"
             )
-        return self._shards(queue)
+        return self.sharded.of(queue)
 
     def pause(self, queue: str) -> None:
         """Stop workers claiming from ``queue`` (on every host) until :meth:`resume`.
@@ -102,9 +135,9 @@ class Admin(ShardViews):
             TypeError, ValueError: an invalid or unknown queue name.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        with self._producer_call():
-            for keys in self._known_queue(queue):
-                control.pause(self.redis, keys)
+        with self.store.producer_call():
+            for keys in self.known_queue(queue):
+                control.pause(self.store.redis, keys)
 
     def resume(self, queue: str) -> None:
         """Lift a pause of ``queue`` and wake its idle workers at once; a no-op on a
@@ -114,9 +147,9 @@ class Admin(ShardViews):
             TypeError, ValueError: an invalid or unknown queue name.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        with self._producer_call():
-            for keys in self._known_queue(queue):
-                control.resume(self.redis, keys)
+        with self.store.producer_call():
+            for keys in self.known_queue(queue):
+                control.resume(self.store.redis, keys)
 
     def set_rate_limit(
         self,
@@ -159,10 +192,10 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         limit = None if rate is None else check_rate_limit(rate, per_s, burst)
-        with self._producer_call():
-            shards = self._known_queue(queue)
+        with self.store.producer_call():
+            shards = self.known_queue(queue)
             for keys in shards:
-                control.set_rate_limit(self.redis, keys, limit, len(shards))
+                control.set_rate_limit(self.store.redis, keys, limit, len(shards))
 
     def rate_limit(self, queue: str) -> Optional[RateLimit]:
         """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
@@ -173,8 +206,8 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         validate_queue_name(queue)
-        with self._producer_call():
-            return control.rate_limit(self.redis, self._shards(queue)[0])
+        with self.store.producer_call():
+            return control.rate_limit(self.store.redis, self.sharded.of(queue)[0])
 
     def purge(
         self,
@@ -211,9 +244,10 @@ class Admin(ShardViews):
                 raise TypeError(f"purge: {name} must be True or False, not {value!r}")
         if not any(selected.values()):
             raise ValueError("purge: nothing selected (ready, scheduled, dead and broken are off)")
-        with self._producer_call():
+        with self.store.producer_call():
             return sum(
-                control.purge(self.redis, keys, **selected) for keys in self._known_queue(queue)
+                control.purge(self.store.redis, keys, **selected)
+                for keys in self.known_queue(queue)
             )
 
     def queues(self) -> list[str]:
@@ -223,12 +257,12 @@ class Admin(ShardViews):
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        with self._producer_call():
-            return self.queues_on(self.redis)
+        with self.store.producer_call():
+            return self.queues_on(self.store.redis)
 
     def queues_on(self, client: Redis) -> list[str]:
         """:meth:`queues`, read with ``client``, raising what it raises."""
-        members = client.smembers(f"{self.namespace}:queues")
+        members = client.smembers(f"{self.store.namespace}:queues")
         seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
         return sorted(seen | {j.queue for j in self.registry.values()})
 
@@ -241,13 +275,13 @@ class Admin(ShardViews):
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        with self._producer_call():
+        with self.store.producer_call():
             candidates = [validate_queue_name(queue)] if queue else self.queues()
             for q in candidates:
                 if not valid_name(q):
                     continue
-                for keys in self._shards_for_id(q, job_id):
-                    info = get_job(self.redis, keys, job_id)
+                for keys in self.sharded.for_id(q, job_id):
+                    info = get_job(self.store.redis, keys, job_id)
                     if info is not None:
                         return dataclasses.replace(info, queue=q)
         return None
@@ -261,13 +295,15 @@ class Admin(ShardViews):
             TypeError, ValueError: an invalid or unknown queue.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        with self._producer_call():
+        with self.store.producer_call():
             names = [queue] if queue is not None else self.queues()
             out: list[Holder] = []
             for q in names:
                 if queue is not None or valid_name(q):
-                    for keys in self._known_queue(q):
-                        out += [dataclasses.replace(h, queue=q) for h in holders(self.redis, keys)]
+                    for keys in self.known_queue(q):
+                        out += [
+                            dataclasses.replace(h, queue=q) for h in holders(self.store.redis, keys)
+                        ]
             return out
 
     # -- dead and broken jobs ---------------------------------------------------------
@@ -281,11 +317,11 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         _check_limit(limit, "dead_jobs")
-        with self._producer_call():
+        with self.store.producer_call():
             found = [
                 dataclasses.replace(info, queue=queue)
-                for keys in self._known_queue(queue)
-                for info in dead_jobs(self.redis, keys, limit)
+                for keys in self.known_queue(queue)
+                for info in dead_jobs(self.store.redis, keys, limit)
             ]
         found.sort(key=lambda info: info.failed_at or 0.0)  # the oldest of every shard
         return found[:limit]
@@ -299,12 +335,12 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         _check_limit(limit, "broken_jobs")
-        with self._producer_call():
+        with self.store.producer_call():
             found: list[JobInfo] = []
-            for keys in self._known_queue(queue):
+            for keys in self.known_queue(queue):
                 found += [
                     dataclasses.replace(info, queue=queue)
-                    for info in broken_jobs(self.redis, keys, limit - len(found))
+                    for info in broken_jobs(self.store.redis, keys, limit - len(found))
                 ]
                 if len(found) >= limit:
                     break
@@ -325,7 +361,7 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         _check_limit(limit, "retry_dead")
-        with self._producer_call():
+        with self.store.producer_call():
             return self._revive(queue, ReviveSection.DEAD, limit)[0]
 
     def retry_broken(self, queue: str, limit: Optional[int] = None) -> tuple[int, int]:
@@ -342,18 +378,18 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         _check_limit(limit, "retry_broken")
-        with self._producer_call():
+        with self.store.producer_call():
             return self._revive(queue, ReviveSection.BROKEN, limit)
 
     def _revive(self, queue: str, section: ReviveSection, limit: Optional[int]) -> tuple[int, int]:
         """Revive up to ``limit`` jobs of ``section`` of each shard in turn (oldest
         first within a shard)."""
         revived = skipped = 0
-        for keys in self._known_queue(queue):
+        for keys in self.known_queue(queue):
             left = None if limit is None else limit - revived
             if left is not None and left <= 0:
                 break
-            done, passed = revive(self.redis, keys, section, left)
+            done, passed = revive(self.store.redis, keys, section, left)
             revived, skipped = revived + done, skipped + passed
         return revived, skipped
 
@@ -378,13 +414,13 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         check_job_id(job_id)
-        with self._producer_call():
+        with self.store.producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
             for q in names:
                 if not valid_name(q):
                     continue
-                for keys in self._shards_for_id(q, job_id):
-                    if cancel_ids(self.redis, keys, [job_id]):
+                for keys in self.sharded.for_id(q, job_id):
+                    if cancel_ids(self.store.redis, keys, [job_id]):
                         return True
         return False
 
@@ -401,13 +437,13 @@ class Admin(ShardViews):
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
         check_tag(tag)
-        with self._producer_call():
+        with self.store.producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
             return sum(
-                cancel_by_tag(self.redis, keys, tag)
+                cancel_by_tag(self.store.redis, keys, tag)
                 for q in names
                 if valid_name(q)
-                for keys in self._shards(q)
+                for keys in self.sharded.of(q)
             )
 
     def jobs_by_tag(
@@ -440,9 +476,9 @@ class Admin(ShardViews):
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
             raise ValueError(f"count must be an int within 1..1000, not {count!r}")
         after: Optional[str] = None
-        with self._producer_call():
+        with self.store.producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
-            shards = [keys for q in names if valid_name(q) for keys in self._shards(q)]
+            shards = [keys for q in names if valid_name(q) for keys in self.sharded.of(q)]
             physical = [keys.queue for keys in shards]  # a sharded queue's shards in turn
             if cursor is not None:
                 # "<queue or shard>:<last id>": queue names hold no ':'
@@ -454,11 +490,11 @@ class Admin(ShardViews):
                 shards = shards[physical.index(at_queue) :]
             jobs: list[TaggedJob] = []
             for keys in shards:
-                ids = tagged_ids(self.redis, keys, tag, after, count - len(jobs) + 1)
+                ids = tagged_ids(self.store.redis, keys, tag, after, count - len(jobs) + 1)
                 after = None
                 more = len(ids) > count - len(jobs)
                 ids = ids[: count - len(jobs)]
-                states = job_states(self.redis, keys, ids)
+                states = job_states(self.store.redis, keys, ids)
                 q = logical_queue(keys.queue)
                 jobs += [TaggedJob(i, q, state) for i, state in zip(ids, states)]
                 if more or (len(jobs) == count and keys.queue != physical[-1]):
@@ -495,9 +531,9 @@ class Admin(ShardViews):
             raise TypeError(f"timeout_s must be a number of seconds, not {timeout_s!r}")
         if not math.isfinite(timeout_s) or timeout_s < 0:
             raise ValueError(f"timeout_s must be a finite number >= 0, not {timeout_s!r}")
-        with self._producer_call():
+        with self.store.producer_call():
             names = [validate_queue_name(queue)] if queue else self.queues()
             candidates = [
-                keys for q in names if valid_name(q) for keys in self._shards_for_id(q, job_id)
+                keys for q in names if valid_name(q) for keys in self.sharded.for_id(q, job_id)
             ]
-            return wait_for_result(self.redis, candidates, job_id, float(timeout_s))
+            return wait_for_result(self.store.redis, candidates, job_id, float(timeout_s))

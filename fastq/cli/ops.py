@@ -281,7 +281,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     timeout_s = parse_duration(args.timeout) if args.timeout is not None else None
     app = operator_app(args)
-    _call(app._known_queue, queue)
+    _call(app.admin.known_queue, queue)
     final = watch_drain(
         lambda: app.stats(queue),
         make_view(queue, plain_every_s=max(args.interval, 1.0)),

@@ -1,12 +1,10 @@
-"""The enqueue path of an App: route, encode, and send jobs in chunked script calls."""
+"""The enqueue path of an app: route, encode, and send jobs in chunked script calls."""
 
 from __future__ import annotations
 
 import logging
 import time
-from contextlib import AbstractContextManager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from redis import Redis
 
@@ -22,23 +20,25 @@ from fastq.errors import (
     ShardCountMismatch,
     UnknownQueue,
 )
-from fastq.job import (
-    ArgChecker,
-    EnqueueOptions,
-    IdGenerator,
-    JobDef,
-    UniquePlan,
-    default_unique_key,
-    unique_plan,
-)
+from fastq.job import JobDef
+from fastq.options import EnqueueOptions
+from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.ids import IdGenerator
+from fastq.producer.unique import UniquePlan, default_unique_key, unique_plan
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
-from fastq.protocol.keys import QueueKeys, shard_names, validate_queue_name
-from fastq.protocol.shards import ShardCounts, shard_of
-from fastq.retry import Backoff, envelope_overrides
+from fastq.protocol.keys import shard_names, validate_queue_name
+from fastq.protocol.shards import shard_of
+from fastq.protocol.store import Store
+from fastq.retry import envelope_overrides
 from fastq.validate import check_job_id
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fastq.options import EnqueueKeywords, EnqueueManyKeywords
 
 # One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
 # values). A call is atomic, also against OOM (Redis refuses a script's write only when
@@ -100,29 +100,35 @@ def _call_unique_key(name: str, call: Any) -> str:
     return default_unique_key(name, call, None)
 
 
-class Enqueuer:
-    """The enqueue methods of :class:`fastq.App` (which provides what is declared
-    below): ``enqueue``, ``enqueue_many`` and the ``submit`` calls a ``JobDef``
-    enqueues through."""
+class Producer:
+    """The enqueue path of an app: ``enqueue``, ``enqueue_many`` and the ``submit``
+    calls a ``JobDef`` enqueues through (``fastq.App`` delegates to it).
 
-    redis_url: str
-    namespace: str
-    max_payload_bytes: int
-    _durability: Optional[Durability]  # App(min_replicas=...): None when off
-    registry: dict[str, JobDef[Any]]
-    _ids: IdGenerator
-    _known_queues: set[str]  # queues this app has added to the namespace's set
-    _declared_queues: set[str]  # declare_queue()'s: new queues on purpose
-    shard_counts: ShardCounts
+    Args:
+        store: the app's Redis and namespace.
+        registry: the app's jobs by name (read as they are registered).
+        max_payload_bytes: the largest envelope an enqueue takes.
+        durability: ``App(min_replicas=...)``'s wait for replicas; None: off.
+    """
 
-    if TYPE_CHECKING:
+    def __init__(
+        self,
+        store: Store,
+        registry: Mapping[str, JobDef[Any]],
+        max_payload_bytes: int,
+        durability: Optional[Durability],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.max_payload_bytes = max_payload_bytes
+        self._durability = durability
+        self._ids = IdGenerator()
+        self._known_queues: set[str] = set()  # queues this app has added to the namespace's set
+        self._declared_queues: set[str] = set()  # declare_queue()'s: new queues on purpose
 
-        @property
-        def redis(self) -> Redis: ...
-
-        def keys(self, queue: str) -> QueueKeys: ...
-
-        def _producer_call(self) -> AbstractContextManager[None]: ...
+    def forget_queues(self) -> None:
+        """Forget which queues Redis knows (the app now points elsewhere)."""
+        self._known_queues.clear()
 
     def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
         if not isinstance(name, str) or not name:
@@ -178,9 +184,9 @@ class Enqueuer:
         """
         for queue in queues:
             validate_queue_name(queue)
-            self.shard_counts.check(queue, shards)
+            self.store.shard_counts.check(queue, shards)
         for queue in queues:
-            self.shard_counts.declare(queue, shards)
+            self.store.shard_counts.declare(queue, shards)
             self._declared_queues.add(queue)
 
     def _connect(self, queue: str) -> tuple[Redis, int]:
@@ -191,9 +197,9 @@ class Enqueuer:
             UnknownQueue: neither this app nor the namespace knows ``queue``.
             ShardCountMismatch: this app declares another shard count than Redis'.
         """
-        client = self.redis
+        client = self.store.redis
         if queue not in self._known_queues:
-            key = f"{self.namespace}:queues"
+            key = f"{self.store.namespace}:queues"
             registered = (
                 queue == "default"
                 or queue in self._declared_queues
@@ -214,13 +220,13 @@ class Enqueuer:
                 )  # fmt: skip
                 client.sadd(key, queue)
             self._known_queues.add(queue)
-        shards = self.shard_counts.cached(queue)
+        shards = self.store.shard_counts.cached(queue)
         if shards is None:
-            shards = self.shard_counts.resolve(client, self.namespace, [queue])[queue]
+            shards = self.store.shard_counts.resolve(client, self.store.namespace, [queue])[queue]
         return client, shards
 
     def _known_to(self, client: Redis) -> set[str]:
-        members = client.smembers(f"{self.namespace}:queues")
+        members = client.smembers(f"{self.store.namespace}:queues")
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
         return names | {job.queue for job in self.registry.values()} | self._declared_queues
 
@@ -248,7 +254,7 @@ class Enqueuer:
             used = min(n, shards)
             # the turn moves on past the shards that took one job more (n mod K), so
             # that calls whose size K does not divide even out over time
-            first = self.shard_counts.next_turn(n % shards)
+            first = self.store.shard_counts.next_turn(n % shards)
             return [
                 (names[(first + s) % shards], run)
                 for s, share in enumerate(_even_runs(n, used))
@@ -288,7 +294,7 @@ class Enqueuer:
         for name, at in parts:
             keys = keys_of.get(name)
             if keys is None:
-                keys = keys_of[name] = ENQUEUE.keys_for(self.keys(name))
+                keys = keys_of[name] = ENQUEUE.keys_for(self.store.keys(name))
             ukeys = _pick(unique_keys, at) if unique is not None else None
             argv = ENQUEUE.argv(priority, due, extras, _pick(ids, at), _pick(envs, at), ukeys)
             commands.append(ENQUEUE.command(keys, argv))
@@ -310,14 +316,14 @@ class Enqueuer:
         shards = list(dict.fromkeys(names))
         one_node = len(shards) == 1 or not cluster.is_cluster(client)
         if one_node:
-            return durable.call_many(client, commands, self.keys(shards[0]).stats, wanted)
+            return durable.call_many(client, commands, self.store.keys(shards[0]).stats, wanted)
         replies: list[Any] = [None] * len(commands)
         fewest: Optional[int] = None
         error: Optional[Exception] = None
         for shard in shards:
             at = [i for i, name in enumerate(names) if name == shard]
             got, confirmed = durable.call_many(
-                client, [commands[i] for i in at], self.keys(shard).stats, wanted
+                client, [commands[i] for i in at], self.store.keys(shard).stats, wanted
             )
             for i, reply in zip(at, got):
                 replies[i] = reply
@@ -331,20 +337,7 @@ class Enqueuer:
         name: str,
         args: Sequence[Any] = (),
         kwargs: Optional[dict[str, Any]] = None,
-        *,
-        queue: Optional[str] = None,
-        job_id: Optional[str] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-        shard_key: Optional[str] = None,
+        **options: Unpack[EnqueueKeywords],
     ) -> str:
         """Enqueue one job by its registered name; returns the job id (for a unique
         job refused because its key's lock is held: the id of the job holding it).
@@ -371,13 +364,7 @@ class Enqueuer:
                 replicas confirmed the job within ``replica_timeout_s``; it is on
                 the master: retry with ``job_id=exc.ids[0]``.
         """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-            shard_key=shard_key,
-        )  # fmt: skip
-        return self.submit(name, args, kwargs, options)
+        return self.submit(name, args, kwargs, EnqueueOptions.of(options, "enqueue"))
 
     def submit(
         self,
@@ -403,7 +390,7 @@ class Enqueuer:
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
-        with self._producer_call():
+        with self.store.producer_call():
             client, shards = self._connect(queue)
             route = ukeys if unique is not None else None
             if route is None and options.job_id is not None:
@@ -424,19 +411,8 @@ class Enqueuer:
         name: str,
         calls: Iterable[Any],
         *,
-        queue: Optional[str] = None,
         job_ids: Optional[Sequence[str]] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-        shard_key: Optional[str] = None,
+        **options: Unpack[EnqueueManyKeywords],
     ) -> list[str]:
         """Enqueue many calls of one job in pipelined batches; returns their ids (a
         unique job refused by a held lock gives the holder's id in its place).
@@ -481,13 +457,8 @@ class Enqueuer:
                 replicas confirmed the jobs within ``replica_timeout_s``; every
                 one is on the master (an ``EnqueueError``: retry the same way).
         """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-            shard_key=shard_key,
-        )  # fmt: skip
-        return self.submit_many(name, calls, options, job_ids)
+        made = EnqueueOptions.of(options, "enqueue_many")
+        return self.submit_many(name, calls, made, job_ids)
 
     def submit_many(
         self,
@@ -579,7 +550,7 @@ class Enqueuer:
             return
         replicas = 0 if confirmed.error is not None else (confirmed.replicas or 0)
         jobs = f"{len(ids)} job{'s are' if len(ids) > 1 else ' is'}"
-        what = f"{jobs} in Redis at {mask_url(self.redis_url)}"
+        what = f"{jobs} in Redis at {mask_url(self.store.redis_url)}"
         if confirmed.error is not None:
             why = f"the replicas could not be waited for ({confirmed.error})"
         else:
@@ -604,15 +575,16 @@ class Enqueuer:
             fault = classify(cause.__cause__) or fault
         how = fault.value if fault is not None else "error"
         retry = "; retry with job_ids=exc.ids (idempotent)"
+        url = mask_url(self.store.redis_url)
         if fault is Fault.UNAVAILABLE:
             maybe = "may or may not have gone in" if sent else "did not go in"
             return EnqueueInterrupted(
-                f"cannot reach Redis at {mask_url(self.redis_url)} ({cause}): {len(written)} of "
+                f"cannot reach Redis at {url} ({cause}): {len(written)} of "
                 f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
                 ids=ids, written=written, not_written=not_written, fault=how,
             )  # fmt: skip
         return EnqueueError(
-            f"Redis at {mask_url(self.redis_url)} took {len(written)} of {len(ids)} jobs, "
+            f"Redis at {url} took {len(written)} of {len(ids)} jobs, "
             f"{len(not_written)} did not go in ({how}: {cause}){retry}",
             ids=ids, written=written, not_written=not_written, fault=how,
         )  # fmt: skip
