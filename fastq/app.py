@@ -11,28 +11,24 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 import redis
 
 from fastq._accel import codec
+from fastq.admin.jobs import JobAdmin
 from fastq.admin.operator import Admin
 from fastq.hooks import Hooks, JobHook
 from fastq.job import JobDef
+from fastq.options import JobOptions
 from fastq.periodic import PeriodicJob, make_schedule
-from fastq.policy import ArgChecker, Delivery, JobPolicy, check_delivery, check_runnable
+from fastq.policy import ArgChecker, check_runnable
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
-from fastq.protocol.keys import QueueKeys, validate_queue_name
+from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.protocol.store import DEFAULT_REDIS_URL, Store
 from fastq.ratelimit import RateKey
-from fastq.retry import Backoff, policy_from_keywords
-from fastq.validate import (
-    check_priority,
-    check_rate_limit,
-    check_result_ttl_s,
-    check_unique_for_s,
-    check_unique_until,
-)
 
 if TYPE_CHECKING:
-    from typing_extensions import Concatenate, ParamSpec
+    from typing_extensions import Concatenate, ParamSpec, Unpack
+
+    from fastq.options import JobKeywords
 
     P = ParamSpec("P")
 
@@ -40,15 +36,6 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 __all__ = ["DEFAULT_REDIS_URL", "App"]
-
-
-def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...]:
-    """``types`` (one exception class, or an iterable of them) as a tuple."""
-    if isinstance(types, type):
-        return (types,)  # checked by JobPolicy
-    if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
-        raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
-    return tuple(types)
 
 
 def _delegate(
@@ -128,6 +115,7 @@ class App:
         self.hooks = Hooks()
         self.producer = Producer(self.store, self.registry, max_payload_bytes, wait)
         self.admin = Admin(self.store, self.registry)
+        self.job_admin = JobAdmin(self.store, self.admin)
 
     # -- configuration -------------------------------------------------------------
 
@@ -229,59 +217,11 @@ class App:
 
     @overload
     def job(
-        self,
-        fn: None = None,
-        *,
-        name: Optional[str] = None,
-        queue: str = "default",
-        priority: int = 0,
-        retries: int = 5,
-        backoff_s: Optional[float] = None,
-        max_backoff_s: Optional[float] = None,
-        jitter: Optional[float] = None,
-        retry_on: tuple[type[BaseException], ...] = (Exception,),
-        timeout_s: Optional[float] = None,
-        retry: Optional[Backoff] = None,
-        retry_delays_s: Optional[Sequence[float]] = None,
-        fail_on: tuple[type[BaseException], ...] = (),
-        age_limit_s: Optional[float] = None,
-        result_ttl_s: Optional[float] = None,
-        delivery: str = "at_least_once",
-        rate_key: Optional[str] = None,
-        rate: Optional[int] = None,
-        per_s: float = 1.0,
-        burst: Optional[int] = None,
-        unique_for_s: Optional[float] = None,
-        unique_until: str = "end",
-        shards: Optional[int] = None,
+        self, fn: None = None, **options: Unpack[JobKeywords]
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
-        self,
-        fn: Optional[Callable[..., R]] = None,
-        *,
-        name: Optional[str] = None,
-        queue: str = "default",
-        priority: int = 0,
-        retries: int = 5,
-        backoff_s: Optional[float] = None,
-        max_backoff_s: Optional[float] = None,
-        jitter: Optional[float] = None,
-        retry_on: tuple[type[BaseException], ...] = (Exception,),
-        timeout_s: Optional[float] = None,
-        retry: Optional[Backoff] = None,
-        retry_delays_s: Optional[Sequence[float]] = None,
-        fail_on: tuple[type[BaseException], ...] = (),
-        age_limit_s: Optional[float] = None,
-        result_ttl_s: Optional[float] = None,
-        delivery: str = "at_least_once",
-        rate_key: Optional[str] = None,
-        rate: Optional[int] = None,
-        per_s: float = 1.0,
-        burst: Optional[int] = None,
-        unique_for_s: Optional[float] = None,
-        unique_until: str = "end",
-        shards: Optional[int] = None,
+        self, fn: Optional[Callable[..., R]] = None, **options: Unpack[JobKeywords]
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -352,63 +292,27 @@ class App:
                 ``shards`` not an int within 1..64, or another count than the
                 queue was declared with.
         """
-        validate_queue_name(queue)
-        self.shard_counts.check(queue, shards)
-        check_priority(priority)
-        if result_ttl_s is not None:
-            check_result_ttl_s(result_ttl_s)
-        mode = check_delivery(delivery)
-        if mode is Delivery.AT_MOST_ONCE:
-            given = {
-                "retry": retry, "backoff_s": backoff_s, "max_backoff_s": max_backoff_s,
-                "jitter": jitter, "retry_delays_s": retry_delays_s, "age_limit_s": age_limit_s,
-            }  # fmt: skip
-            retry_options = [option for option, value in given.items() if value is not None]
-            if retry_options:
-                raise ValueError(
-                    f"an at-most-once job is never retried: {', '.join(retry_options)} "
-                    "would never apply"
-                )
-        if mode is Delivery.AT_MOST_ONCE and rate_key is not None:
-            raise ValueError(
-                "rate_key= cannot apply to an at-most-once job: a job waiting for its key's "
-                "token is rescheduled, and an at-most-once job has left the queue by then"
-            )
-        key_limit = None
-        if rate_key is not None or rate is not None:
-            if rate_key is None or rate is None:
-                raise ValueError(
-                    "a per-key rate limit needs both rate_key= and rate= (a limit of the "
-                    "whole queue is app.set_rate_limit(queue, rate))"
-                )
-            key_limit = check_rate_limit(rate, per_s, burst)
-        if unique_for_s is not None:
-            check_unique_for_s(unique_for_s)
-        check_unique_until(unique_until)
-        policy = JobPolicy(
-            retries=retries,
-            backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
-            retry_on=_exception_types(retry_on, "retry_on"),
-            timeout_s=timeout_s,
-            fail_on=_exception_types(fail_on, "fail_on"),
-            age_limit_s=age_limit_s,
-        )
+        spec = JobOptions.of(options, "job")
+        self.shard_counts.check(spec.queue, spec.shards)
 
         def register(func: Callable[..., R]) -> JobDef[R]:
-            job_name = name or getattr(func, "__name__", None)
+            job_name = spec.name or getattr(func, "__name__", None)
             if not isinstance(job_name, str) or not job_name:
                 raise TypeError(f"cannot register {func!r} as a job: give it a name=")
             check_runnable(func, job_name)
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            key = None if key_limit is None else RateKey(func, rate_key, key_limit)
+            key = None
+            if spec.rate_key is not None and spec.key_limit is not None:
+                key = RateKey(func, spec.rate_key, spec.key_limit)
             jobdef = JobDef(
-                self, func, job_name, queue, priority, policy, result_ttl_s, mode,
-                rate_key=key, unique_for_s=unique_for_s, unique_until=unique_until,
+                self, func, job_name, spec.queue, spec.priority, spec.policy, spec.result_ttl_s,
+                spec.mode, rate_key=key, unique_for_s=spec.unique_for_s,
+                unique_until=spec.unique_until,
             )  # fmt: skip
             self.registry[job_name] = jobdef
-            self.shard_counts.declare(queue, shards)
+            self.shard_counts.declare(spec.queue, spec.shards)
             return jobdef
 
         return register(fn) if fn is not None else register
@@ -422,7 +326,7 @@ class App:
         overlap: bool = False,
         args: Sequence[Any] = (),
         kwargs: Optional[dict[str, Any]] = None,
-        **job_options: Any,
+        **job_options: Unpack[JobKeywords],
     ) -> Callable[[Union[Callable[..., R], JobDef[R]]], JobDef[R]]:
         """Register a job that fires on a schedule; the reapers enqueue its runs.
 
@@ -530,13 +434,13 @@ class App:
     shards = _delegate("admin", Admin.shards)
     physical_queues = _delegate("admin", Admin.physical_queues)
     physical_queues_on = _delegate("admin", Admin.physical_queues_on)
-    get_job = _delegate("admin", Admin.get_job)
-    holders = _delegate("admin", Admin.holders)
-    dead_jobs = _delegate("admin", Admin.dead_jobs)
-    broken_jobs = _delegate("admin", Admin.broken_jobs)
-    retry_dead = _delegate("admin", Admin.retry_dead)
-    retry_broken = _delegate("admin", Admin.retry_broken)
-    cancel = _delegate("admin", Admin.cancel)
-    cancel_by_tag = _delegate("admin", Admin.cancel_by_tag)
-    jobs_by_tag = _delegate("admin", Admin.jobs_by_tag)
-    result = _delegate("admin", Admin.result)
+    get_job = _delegate("job_admin", JobAdmin.get_job)
+    holders = _delegate("job_admin", JobAdmin.holders)
+    dead_jobs = _delegate("job_admin", JobAdmin.dead_jobs)
+    broken_jobs = _delegate("job_admin", JobAdmin.broken_jobs)
+    retry_dead = _delegate("job_admin", JobAdmin.retry_dead)
+    retry_broken = _delegate("job_admin", JobAdmin.retry_broken)
+    cancel = _delegate("job_admin", JobAdmin.cancel)
+    cancel_by_tag = _delegate("job_admin", JobAdmin.cancel_by_tag)
+    jobs_by_tag = _delegate("job_admin", JobAdmin.jobs_by_tag)
+    result = _delegate("job_admin", JobAdmin.result)

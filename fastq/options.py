@@ -1,23 +1,35 @@
-"""The options of an enqueue, declared once: :class:`EnqueueOptions` is what every
-enqueue path (``app.enqueue``, ``app.enqueue_many``, ``JobDef.enqueue_with``,
-``JobDef.enqueue_many``) builds from its keywords, checked before anything reaches
-Redis; :class:`EnqueueKeywords` is the typed face of those keywords."""
+"""Option sets declared once.
+
+- :class:`EnqueueOptions`: what every enqueue path (``app.enqueue``,
+  ``app.enqueue_many``, ``JobDef.enqueue_with``, ``JobDef.enqueue_many``) builds
+  from its keywords, checked before anything reaches Redis;
+  :class:`EnqueueKeywords` is the typed face of those keywords.
+- :class:`JobOptions`: what ``@app.job(...)`` (and ``@app.periodic(...)``) takes,
+  checked when the decorator is made; :class:`JobKeywords` is its typed face.
+
+A unit test (``tests/unit/test_public_surface.py``) holds each typed face equal to
+its dataclass.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Optional, Sequence, TypedDict, Union
 
-from fastq.retry import Backoff, check_age_limit_s, check_retries
+from fastq.policy import Delivery, JobPolicy, check_delivery
+from fastq.retry import Backoff, check_age_limit_s, check_retries, policy_from_keywords
 from fastq.validate import (
+    RateLimit,
     check_at,
     check_delay_s,
     check_job_id,
     check_priority,
     check_queue_name,
+    check_rate_limit,
+    check_result_ttl_s,
     check_shard_key,
     check_tags,
     check_unique_for_s,
@@ -65,13 +77,7 @@ class EnqueueOptions:
         Raises:
             TypeError: an unknown option (a misspelt one is never ignored).
         """
-        for name in options:
-            if name not in _FIELDS:
-                raise TypeError(
-                    f"{what}() got an unexpected keyword argument {name!r} (its options: "
-                    f"{', '.join(_FIELDS)})"
-                )
-        return cls(**options)
+        return cls(**_known(options, _FIELDS, what))
 
     def __post_init__(self) -> None:
         check_delay_s(self.delay_s)
@@ -121,6 +127,16 @@ class EnqueueOptions:
         return f"@{math.ceil(self.at * 1000)}"
 
 
+def _known(options: Mapping[str, Any], names: Sequence[str], what: str) -> Mapping[str, Any]:
+    for name in options:
+        if name not in names:
+            raise TypeError(
+                f"{what}() got an unexpected keyword argument {name!r} (its options: "
+                f"{', '.join(names)})"
+            )
+    return options
+
+
 _FIELDS = tuple(f.name for f in dataclasses.fields(EnqueueOptions))
 NO_OPTIONS = EnqueueOptions()
 
@@ -147,3 +163,137 @@ class EnqueueKeywords(EnqueueManyKeywords, total=False):
     """The keywords of an enqueue of one call: each field of :class:`EnqueueOptions`."""
 
     job_id: Optional[str]
+
+
+def exception_types(types: object, what: str) -> tuple[type[BaseException], ...]:
+    """``types`` (one exception class, or an iterable of them) as a tuple."""
+    if isinstance(types, type):
+        return (types,)  # checked by JobPolicy
+    if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
+        raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
+    return tuple(types)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The options of ``@app.job(...)``, checked when made (see :meth:`fastq.App.job`
+    for each); what they make of a job is kept beside them: its retry ``policy``, its
+    ``mode`` of delivery and its per-key rate limit (``key_limit``).
+
+    Raises:
+        TypeError, ValueError: as :meth:`fastq.App.job` says.
+    """
+
+    name: Optional[str] = None
+    queue: str = "default"
+    priority: int = 0
+    retries: int = 5
+    backoff_s: Optional[float] = None
+    max_backoff_s: Optional[float] = None
+    jitter: Optional[float] = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    timeout_s: Optional[float] = None
+    retry: Optional[Backoff] = None
+    retry_delays_s: Optional[Sequence[float]] = None
+    fail_on: tuple[type[BaseException], ...] = ()
+    age_limit_s: Optional[float] = None
+    result_ttl_s: Optional[float] = None
+    delivery: str = "at_least_once"
+    rate_key: Optional[str] = None
+    rate: Optional[int] = None
+    per_s: float = 1.0
+    burst: Optional[int] = None
+    unique_for_s: Optional[float] = None
+    unique_until: str = "end"
+    shards: Optional[int] = None
+    policy: JobPolicy = field(init=False)
+    mode: Delivery = field(init=False)
+    key_limit: Optional[RateLimit] = field(init=False)
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any], what: str) -> JobOptions:
+        """The options ``what`` (``job``, ``periodic``) was given as keywords.
+
+        Raises:
+            TypeError: an unknown option; the rest as the class says.
+        """
+        return cls(**_known(options, _JOB_FIELDS, what))
+
+    def __post_init__(self) -> None:
+        check_queue_name(self.queue)
+        check_priority(self.priority)
+        if self.result_ttl_s is not None:
+            check_result_ttl_s(self.result_ttl_s)
+        mode = check_delivery(self.delivery)
+        if mode is Delivery.AT_MOST_ONCE:
+            given = {
+                "retry": self.retry, "backoff_s": self.backoff_s,
+                "max_backoff_s": self.max_backoff_s, "jitter": self.jitter,
+                "retry_delays_s": self.retry_delays_s, "age_limit_s": self.age_limit_s,
+            }  # fmt: skip
+            retry_options = [option for option, value in given.items() if value is not None]
+            if retry_options:
+                raise ValueError(
+                    f"an at-most-once job is never retried: {', '.join(retry_options)} "
+                    "would never apply"
+                )
+            if self.rate_key is not None:
+                raise ValueError(
+                    "rate_key= cannot apply to an at-most-once job: a job waiting for its "
+                    "key's token is rescheduled, and an at-most-once job has left the "
+                    "queue by then"
+                )
+        key_limit = None
+        if self.rate_key is not None or self.rate is not None:
+            if self.rate_key is None or self.rate is None:
+                raise ValueError(
+                    "a per-key rate limit needs both rate_key= and rate= (a limit of the "
+                    "whole queue is app.set_rate_limit(queue, rate))"
+                )
+            key_limit = check_rate_limit(self.rate, self.per_s, self.burst)
+        if self.unique_for_s is not None:
+            check_unique_for_s(self.unique_for_s)
+        check_unique_until(self.unique_until)
+        policy = JobPolicy(
+            retries=self.retries,
+            backoff=policy_from_keywords(
+                self.retry, self.backoff_s, self.max_backoff_s, self.jitter, self.retry_delays_s
+            ),
+            retry_on=exception_types(self.retry_on, "retry_on"),
+            timeout_s=self.timeout_s,
+            fail_on=exception_types(self.fail_on, "fail_on"),
+            age_limit_s=self.age_limit_s,
+        )
+        object.__setattr__(self, "policy", policy)
+        object.__setattr__(self, "mode", mode)
+        object.__setattr__(self, "key_limit", key_limit)
+
+
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(JobOptions) if f.init)
+
+
+class JobKeywords(TypedDict, total=False):
+    """The keywords of ``@app.job(...)``: each option of :class:`JobOptions`."""
+
+    name: Optional[str]
+    queue: str
+    priority: int
+    retries: int
+    backoff_s: Optional[float]
+    max_backoff_s: Optional[float]
+    jitter: Optional[float]
+    retry_on: tuple[type[BaseException], ...]
+    timeout_s: Optional[float]
+    retry: Optional[Backoff]
+    retry_delays_s: Optional[Sequence[float]]
+    fail_on: tuple[type[BaseException], ...]
+    age_limit_s: Optional[float]
+    result_ttl_s: Optional[float]
+    delivery: str
+    rate_key: Optional[str]
+    rate: Optional[int]
+    per_s: float
+    burst: Optional[int]
+    unique_for_s: Optional[float]
+    unique_until: str
+    shards: Optional[int]

@@ -9,14 +9,12 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 from redis import Redis
 
 from fastq._accel import codec
-from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Fault, classify
 from fastq.connection.url import mask_url
 from fastq.errors import (
     EnqueueError,
     EnqueueInterrupted,
     FastqError,
-    NotReplicated,
     ShardCountMismatch,
     UnknownQueue,
 )
@@ -26,11 +24,11 @@ from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.durable import Confirmation, Durability
 from fastq.producer.ids import IdGenerator
+from fastq.producer.routing import Part, chunk_size, pick, plan_calls
 from fastq.producer.unique import UniquePlan, default_unique_key, unique_plan
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
-from fastq.protocol.keys import shard_names, validate_queue_name
-from fastq.protocol.shards import shard_of
+from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.store import Store
 from fastq.retry import envelope_overrides
 from fastq.validate import check_job_id
@@ -40,13 +38,6 @@ if TYPE_CHECKING:
 
     from fastq.options import EnqueueKeywords, EnqueueManyKeywords
 
-# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
-# values). A call is atomic, also against OOM (Redis refuses a script's write only when
-# it is the script's first), so a chunk goes in whole or not at all.
-ENQUEUE_CHUNK = 1000
-# ... and this many when they carry tags or unique locks: each job then costs the
-# script two to four times as much, and one call must stay short
-ENQUEUE_CHUNK_EXTRAS = 250
 # A job's envelope (its arguments as JSON, with its name and options) at most, by
 # default: Redis holds every job whole in memory and a worker reads a batch of them
 # in one reply; big data belongs in a store, with its key in the job.
@@ -55,42 +46,6 @@ DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 log = logging.getLogger("fastq.enqueue")
 
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
-
-# One script call of an enqueue: the queue in Redis (a shard of a sharded queue) and
-# the indexes of its jobs among the call's (a range for a run of them).
-Part = tuple[str, Sequence[int]]
-
-
-def _pick(items: Sequence[Any], at: Sequence[int]) -> Sequence[Any]:
-    if isinstance(at, range):
-        return items[at.start : at.stop]
-    return [items[i] for i in at]
-
-
-def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
-    """Jobs per enqueue script call."""
-    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
-
-
-def _runs(at: Sequence[int], chunk: int) -> list[Sequence[int]]:
-    """``at`` in runs of at most ``chunk`` (one script call each)."""
-    return [at[lo : lo + chunk] for lo in range(0, len(at), chunk)]
-
-
-def _even_runs(n: int, shards: int) -> list[range]:
-    """Jobs 0..n-1 in ``shards`` contiguous runs whose sizes differ by one at most.
-
-    Fresh ids are spread evenly rather than a chunk per shard in turn: a blast of
-    any size then gives every shard (every node) the same share to drain, and a
-    sharded queue's rate limit, split evenly over its shards, runs at its whole
-    rate until the blast is nearly done."""
-    base, extra = divmod(n, shards)
-    out, lo = [], 0
-    for s in range(shards):
-        hi = lo + base + (1 if s < extra else 0)
-        out.append(range(lo, hi))
-        lo = hi
-    return out
 
 
 def _call_unique_key(name: str, call: Any) -> str:
@@ -230,45 +185,6 @@ class Producer:
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
         return names | {job.queue for job in self.registry.values()} | self._declared_queues
 
-    def _parts(
-        self,
-        queue: str,
-        shards: int,
-        n: int,
-        chunk: int,
-        options: EnqueueOptions,
-        route_keys: Optional[Sequence[str]],
-    ) -> list[Part]:
-        """The script calls of an enqueue of ``n`` jobs: which queue (shard) each
-        chunk goes to. One shard: runs of ``chunk`` jobs. Sharded: every job to the
-        shard of its ``route_keys`` entry (a unique key, or an id the caller chose,
-        so that enqueueing it again finds it), or all to ``shard_key``'s, or fresh
-        ids spread evenly (:func:`_even_runs`)."""
-        if shards == 1:
-            return [(queue, run) for run in _runs(range(n), chunk)]
-        names = shard_names(queue, shards)
-        if options.shard_key is not None:
-            home = names[shard_of(options.shard_key, shards)]
-            return [(home, run) for run in _runs(range(n), chunk)]
-        if route_keys is None:
-            used = min(n, shards)
-            # the turn moves on past the shards that took one job more (n mod K), so
-            # that calls whose size K does not divide even out over time
-            first = self.store.shard_counts.next_turn(n % shards)
-            return [
-                (names[(first + s) % shards], run)
-                for s, share in enumerate(_even_runs(n, used))
-                for run in _runs(share, chunk)
-            ]
-        by_shard: dict[int, list[int]] = {}
-        for i, key in enumerate(route_keys):
-            by_shard.setdefault(shard_of(key, shards), []).append(i)
-        return [
-            (names[shard], run)
-            for shard, at in sorted(by_shard.items())
-            for run in _runs(at, chunk)
-        ]
-
     def _send(
         self,
         client: Redis,
@@ -295,42 +211,17 @@ class Producer:
             keys = keys_of.get(name)
             if keys is None:
                 keys = keys_of[name] = ENQUEUE.keys_for(self.store.keys(name))
-            ukeys = _pick(unique_keys, at) if unique is not None else None
-            argv = ENQUEUE.argv(priority, due, extras, _pick(ids, at), _pick(envs, at), ukeys)
+            ukeys = pick(unique_keys, at) if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, pick(ids, at), pick(envs, at), ukeys)
             commands.append(ENQUEUE.command(keys, argv))
         confirmed = None
         if self._durability is None:
             replies = scripts.call_many(client, commands, raise_on_error=False)
         else:
-            replies, confirmed = self._send_durable(client, [name for name, _ in parts], commands)
-        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
-
-    def _send_durable(
-        self, client: Redis, names: list[str], commands: list[scripts.Command]
-    ) -> tuple[list[Any], Confirmation]:
-        """The calls with a ``WAIT`` for the replicas: behind all of them on one
-        Redis (one replication stream); one round per shard on a cluster (a
-        ``WAIT`` counts its own connection's writes, one node's)."""
-        wanted = self._durability
-        assert wanted is not None
-        shards = list(dict.fromkeys(names))
-        one_node = len(shards) == 1 or not cluster.is_cluster(client)
-        if one_node:
-            return durable.call_many(client, commands, self.store.keys(shards[0]).stats, wanted)
-        replies: list[Any] = [None] * len(commands)
-        fewest: Optional[int] = None
-        error: Optional[Exception] = None
-        for shard in shards:
-            at = [i for i, name in enumerate(names) if name == shard]
-            got, confirmed = durable.call_many(
-                client, [commands[i] for i in at], self.store.keys(shard).stats, wanted
+            replies, confirmed = durable.send(
+                client, [name for name, _ in parts], commands, self.store.keys, self._durability
             )
-            for i, reply in zip(at, got):
-                replies[i] = reply
-            error = error or confirmed.error
-            if confirmed.replicas is not None:
-                fewest = confirmed.replicas if fewest is None else min(fewest, confirmed.replicas)
-        return replies, Confirmation(fewest, error)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
 
     def enqueue(
         self,
@@ -395,13 +286,15 @@ class Producer:
             route = ukeys if unique is not None else None
             if route is None and options.job_id is not None:
                 route = [job_id]
-            parts = self._parts(queue, shards, 1, 1, options, route)
+            parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
             replies, confirmed = self._send(
                 client, parts, priority, options, [job_id], [env], unique, ukeys
             )
             if isinstance(replies[0], Exception):
                 raise replies[0]
-        self._check_replicated([job_id], confirmed, "job_id=exc.ids[0]")
+        durable.check_replicated(
+            self._durability, [job_id], confirmed, "job_id=exc.ids[0]", self.store.redis_url
+        )
         # a unique job refused by a held lock: the id of the job holding it
         holder: str = replies[0].holders.get(0, job_id)
         return holder
@@ -505,7 +398,15 @@ class Producer:
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         route = ukeys if unique is not None else (ids if job_ids is not None else None)
-        parts = self._parts(queue, shards, len(ids), _chunk(options, unique), options, route)
+        parts = plan_calls(
+            self.store.shard_counts,
+            queue,
+            shards,
+            len(ids),
+            chunk_size(options, unique),
+            options,
+            route,
+        )
         try:
             replies, confirmed = self._send(
                 client, parts, priority, options, ids, envs, unique, ukeys
@@ -520,12 +421,14 @@ class Producer:
                 job_id
                 for (_, at), reply in zip(parts, replies)
                 if not isinstance(reply, Exception)
-                for job_id in _pick(ids, at)
+                for job_id in pick(ids, at)
             ]
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
             ]
-        self._check_replicated(ids, confirmed, "job_ids=exc.ids")
+        durable.check_replicated(
+            self._durability, ids, confirmed, "job_ids=exc.ids", self.store.redis_url
+        )
         if unique is not None:
             # each unique job refused by a held lock: the id of the job holding it
             ids = list(ids)
@@ -540,29 +443,6 @@ class Producer:
             f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
             "reference to the data (a key, a URL), not the data"
         )
-
-    def _check_replicated(
-        self, ids: list[str], confirmed: Optional[Confirmation], retry: str
-    ) -> None:
-        """Raise NotReplicated unless the replicas confirmed the call's writes."""
-        wanted = self._durability
-        if wanted is None or confirmed is None or confirmed.enough(wanted):
-            return
-        replicas = 0 if confirmed.error is not None else (confirmed.replicas or 0)
-        jobs = f"{len(ids)} job{'s are' if len(ids) > 1 else ' is'}"
-        what = f"{jobs} in Redis at {mask_url(self.store.redis_url)}"
-        if confirmed.error is not None:
-            why = f"the replicas could not be waited for ({confirmed.error})"
-        else:
-            why = (
-                f"{replicas} of the {wanted.min_replicas} replicas asked for "
-                f"(App(min_replicas=...)) confirmed within {wanted.timeout_s:g} s"
-            )
-        raise NotReplicated(
-            f"{what}, but {why}: a failover now could lose them; retry with {retry} "
-            "(idempotent: it adds nothing twice and waits again)",
-            ids=ids, replicas=replicas, min_replicas=wanted.min_replicas,
-        ) from confirmed.error  # fmt: skip
 
     def _blast_error(
         self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool

@@ -11,7 +11,13 @@ from typing import Any, get_type_hints
 import pytest
 
 import fastq
-from fastq.options import EnqueueKeywords, EnqueueManyKeywords, EnqueueOptions
+from fastq.options import (
+    EnqueueKeywords,
+    EnqueueManyKeywords,
+    EnqueueOptions,
+    JobKeywords,
+    JobOptions,
+)
 
 EXPORTS = {
     "ACCELERATED", "App", "Backoff", "BoundedDoubling", "Delays", "EnqueueError",
@@ -37,10 +43,7 @@ APP_METHODS = {
     "enqueue_many": ["name", "calls", "job_ids", "options"],
     "get_job": ["job_id", "queue"],
     "holders": ["queue"],
-    "job": ["fn", "name", "queue", "priority", "retries", "backoff_s", "max_backoff_s",
-            "jitter", "retry_on", "timeout_s", "retry", "retry_delays_s", "fail_on",
-            "age_limit_s", "result_ttl_s", "delivery", "rate_key", "rate", "per_s", "burst",
-            "unique_for_s", "unique_until", "shards"],
+    "job": ["fn", "options"],
     "job_queues": [],
     "jobs_by_tag": ["tag", "queue", "cursor", "count"],
     "keys": ["queue"],
@@ -69,7 +72,7 @@ APP_METHODS = {
 }  # fmt: skip
 APP_PROPERTIES = {"cluster", "max_payload_bytes", "namespace", "redis", "redis_url", "shard_counts"}
 APP_ATTRIBUTES = {
-    "admin", "dead_max_age_ms", "dead_max_len", "hooks", "max_stalls", "min_replicas",
+    "admin", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin", "max_stalls", "min_replicas",
     "producer", "registry", "replica_timeout_s", "schedules", "store",
 }  # fmt: skip
 
@@ -107,17 +110,28 @@ def test_the_typed_keywords_are_the_enqueue_options() -> None:
     assert {name: hints[name] for name in fields} == {n: dataclass_hints[n] for n in fields}
 
 
+def test_the_typed_keywords_of_app_job_are_its_options() -> None:
+    fields = [f.name for f in dataclasses.fields(JobOptions) if f.init]
+    assert list(JobKeywords.__annotations__) == fields
+    hints, dataclass_hints = _hints(JobKeywords), get_type_hints(JobOptions)
+    assert {name: hints[name] for name in fields} == {n: dataclass_hints[n] for n in fields}
+
+
 @pytest.mark.parametrize(
     "call",
     [
         lambda app: app.enqueue("job", dealy_s=1),
         lambda app: app.job(lambda: None).enqueue_with(dealy_s=1),
         lambda app: app.job(lambda: None, name="j2").enqueue_many([()], dealy_s=1),
+        lambda app: app.job(retires=3),
+        lambda app: app.periodic(every_s=60, retires=3)(lambda: None),
     ],
 )
 def test_a_misspelt_option_is_refused_with_the_options_named(call: Any) -> None:
     app = fastq.App("redis://127.0.0.1:1/0")
-    with pytest.raises(TypeError, match=r"unexpected keyword argument .*\(its options: delay_s"):
+    with pytest.raises(
+        TypeError, match=r"unexpected keyword argument .*\(its options: (delay_s|name, queue)"
+    ):
         call(app)
 
 
