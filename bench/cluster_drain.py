@@ -42,7 +42,7 @@ from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
 from e2e_pool import POLL_S, Pool  # noqa: E402
 from redis.cluster import key_slot  # noqa: E402
 
-from bench import pool_jobs  # noqa: E402
+from bench.jobs import pool as pool_jobs  # noqa: E402
 from fastq.protocol.keys import shard_names  # noqa: E402
 from fastq.testing.cluster_server import ClusterServer  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402

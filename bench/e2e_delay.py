@@ -3,7 +3,7 @@ and how long a campaign of jobs falling due at once blocks Redis.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379); the pool is a real subprocess,
-``python -m fastq pool -c 2 --app bench.delay_jobs``, stopped with SIGTERM (it
+``python -m fastq pool -c 2 --app bench.jobs.delay``, stopped with SIGTERM (it
 must exit 0):
 
 1. spread    N jobs due evenly over S seconds, enqueued with ``enqueue_at`` in a
@@ -49,11 +49,11 @@ import orjson  # noqa: E402
 import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
 
-from bench import delay_jobs  # noqa: E402
+from bench.jobs import delay as delay_jobs  # noqa: E402
 from fastq.protocol import scripts  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402
 
-APP_SPEC = "bench.delay_jobs"
+APP_SPEC = "bench.jobs.delay"
 QUEUE = "delayed"
 WARM_SETTLE_S = 1.5  # the pool's children connected and idle before anything is scheduled
 LEAD_S = 1.0  # the first job of the spread is due this long after scheduling starts

@@ -2,7 +2,7 @@
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379). Each pool is a real subprocess,
-``python -m fastq pool -c N --app bench.pool_jobs ...`` with ``FASTQ_REDIS_URL``
+``python -m fastq pool -c N --app bench.jobs.pool ...`` with ``FASTQ_REDIS_URL``
 set, stopped with SIGTERM at the end of its scenario (it must exit 0):
 
 1. bare     two consumers forked from this (warm) process, draining N jobs with
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
 # Run from a source checkout without installing: the repo root holds `fastq` and
-# `bench.pool_jobs`; this directory holds e2e_core.
+# `bench.jobs.pool`; this directory holds e2e_core.
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -69,12 +69,12 @@ from e2e_core import (  # noqa: E402  (the bare baseline and fork helpers of e2e
 )
 
 import fastq  # noqa: E402
-from bench import pool_jobs  # noqa: E402  (the bench enqueues the pool's own jobs)
+from bench.jobs import pool as pool_jobs  # noqa: E402  (the bench enqueues them too)
 from fastq.protocol import scripts  # noqa: E402
 from fastq.protocol.keys import QueueKeys  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402
 
-APP_SPEC = "bench.pool_jobs"  # what the pool imports (from ROOT, its working directory)
+APP_SPEC = "bench.jobs.pool"  # what the pool imports (from ROOT, its working directory)
 SCENARIOS = (
     "bare", "launched", "c2", "c32", "c2warm", "c32warm", "smtp", "smtpwarm", "kill", "memory"
 )  # fmt: skip

@@ -38,7 +38,7 @@ import redis  # noqa: E402
 from e2e_core import BenchFailure  # noqa: E402
 from e2e_pool import announce, pool_drain  # noqa: E402
 
-from bench import pool_jobs  # noqa: E402
+from bench.jobs import pool as pool_jobs  # noqa: E402
 from fastq.protocol import scripts  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402
 

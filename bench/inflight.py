@@ -48,10 +48,10 @@ import redis  # noqa: E402
 from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
 from e2e_pool import Pool, check_queue, poll_drained  # noqa: E402
 
-from bench import inflight_jobs  # noqa: E402
+from bench.jobs import inflight as inflight_jobs  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402
 
-APP_SPEC = "bench.inflight_jobs"
+APP_SPEC = "bench.jobs.inflight"
 SCENARIOS = ("bare", "blast", "tblast", "anoop", "anoop1", "noop")
 CHILDREN = 2
 CONCURRENCY = 200
@@ -116,7 +116,7 @@ def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> d
     app.configure(redis_url=url, namespace=scenario)
     job.enqueue_many([(i,) for i in range(n)])
     pool = Pool(url, scenario, job.queue, CHILDREN, batch)
-    pool.cmd[pool.cmd.index("bench.pool_jobs")] = APP_SPEC
+    pool.cmd[pool.cmd.index("bench.jobs.pool")] = APP_SPEC
     pool.cmd += options
     try:
         pool.start()

@@ -3,7 +3,7 @@ later queue, and in which order it serves queues that all have work.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379). Each worker is a real subprocess,
-``python -m fastq worker --burst --app bench.pool_jobs -q ...`` with
+``python -m fastq worker --burst --app bench.jobs.pool -q ...`` with
 ``FASTQ_REDIS_URL`` set; it must exit 0 with every job processed once.
 
 1. one     N no-op jobs in ``d``, a worker on ``-q d``
@@ -40,7 +40,7 @@ import redis  # noqa: E402
 from e2e_core import BenchFailure  # noqa: E402
 from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
 
-from bench import pool_jobs  # noqa: E402
+from bench.jobs import pool as pool_jobs  # noqa: E402
 from fastq.protocol import scripts  # noqa: E402
 from fastq.protocol.contracts import CLAIM  # noqa: E402
 from fastq.protocol.keys import QueueKeys  # noqa: E402

@@ -2,7 +2,7 @@
 queue take N / R seconds.
 
 One throwaway redis-server; P ``fastq pool`` processes (each with its reaper) serve
-the queue ``limited`` of ``bench.rate_jobs``. Per case: the pools are up and idle,
+the queue ``limited`` of ``bench.jobs.rate``. Per case: the pools are up and idle,
 ``app.set_rate_limit`` (a fresh, full bucket of the default burst), then the N jobs
 are enqueued at once. The elapsed time runs from just before the enqueue to the
 moment the queue's ``processed`` count reaches N (polled every 2 ms): what a user
@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import fastq  # noqa: E402
-from bench import rate_jobs  # noqa: E402
+from bench.jobs import rate as rate_jobs  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 QUEUE = "limited"
@@ -54,7 +54,7 @@ class Pool:
         self.concurrency = concurrency
         cmd = [
             sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-            "-c", str(concurrency), "--app", "bench.rate_jobs", "--namespace", namespace,
+            "-c", str(concurrency), "--app", "bench.jobs.rate", "--namespace", namespace,
             "-q", QUEUE,
         ]  # fmt: skip
         path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)

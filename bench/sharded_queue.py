@@ -8,7 +8,7 @@ several nodes (that benchmark comes with the cluster workers).
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379). Each worker is a real subprocess,
-``python -m fastq worker --burst --app bench.pool_jobs -q mailer`` with
+``python -m fastq worker --burst --app bench.jobs.pool -q mailer`` with
 ``FASTQ_REDIS_URL`` set. The worker's app does not say the queue is sharded: it
 reads the count from Redis, where the producer's ``declare_queue(..., shards=4)``
 wrote it. Every run must end with every job processed once, and each shard's
@@ -41,7 +41,7 @@ import redis  # noqa: E402
 from e2e_core import BenchFailure  # noqa: E402
 from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
 
-from bench import pool_jobs  # noqa: E402
+from bench.jobs import pool as pool_jobs  # noqa: E402
 from fastq.protocol import scripts  # noqa: E402
 from fastq.protocol.keys import QueueKeys, shard_names  # noqa: E402
 from fastq.testing.redis_server import RedisServer  # noqa: E402
