@@ -3,7 +3,7 @@ delivery in turn (interleaved repetitions, the best of each), on a throwaway
 redis-server. An at-most-once batch waits for one more reply (its take) before it
 runs, so the cost shows per batch: compare batch sizes.
 
-    python bench/at_most_once_cost.py [--jobs 50000] [--batch 100] [--repeat 3] [--json PATH]
+    python -m bench.at_most_once_cost [--jobs 50000] [--batch 100] [--repeat 3] [--json PATH]
 """
 
 from __future__ import annotations
@@ -11,15 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-from fastq.worker.worker import Worker  # noqa: E402
+import fastq
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
 DELIVERIES = ("at_least_once", "at_most_once")
 

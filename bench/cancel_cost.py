@@ -4,24 +4,21 @@ locks add to an enqueue: script calls, each one's server time and the longest.
 Server time from ``INFO commandstats`` and the slow log (every call logged), on a
 throwaway redis-server, so the client's speed drops out.
 
-    python bench/cancel_cost.py [--ready 20000] [--scheduled 10000] [--json PATH]
+    python -m bench.cancel_cost [--ready 20000] [--scheduled 10000] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import redis
 
-import redis  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from fastq.testing.redis_server import RedisServer
 
 
 def server_time(r: redis.Redis, fn: Callable[[], Any]) -> dict[str, float]:

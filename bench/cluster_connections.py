@@ -7,23 +7,19 @@ throwaway cluster, a pool of ``-c C`` serving ``mailer`` (4 shards, from
 ``tests.apps.sharded_jobs``) and then ``mailer,default``, idle, and ``CLIENT LIST``
 on every master (less the connections there before the pool).
 
-    python bench/cluster_connections.py            # -c 4 and -c 8
-    python bench/cluster_connections.py -c 32
+    python -m bench.cluster_connections            # -c 4 and -c 8
+    python -m bench.cluster_connections -c 32
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from fastq.testing.cluster_server import ClusterServer  # noqa: E402
+from bench.harness import ROOT, child_env
+from fastq.testing.cluster_server import ClusterServer
 
 
 def connections(cluster: ClusterServer) -> list[int]:
@@ -44,7 +40,7 @@ def main() -> None:
     args = parser.parse_args()
     with ClusterServer(3) as cluster:
         before = connections(cluster)
-        env = {**os.environ, "FASTQ_REDIS_URL": cluster.url, "PYTHONPATH": str(ROOT)}
+        env = child_env(cluster.url)
         for c in args.concurrency or [4, 8]:
             for queues in ("mailer", "mailer,default"):
                 cmd = [

@@ -5,7 +5,7 @@ One throwaway master and one replica of it (loopback, no persistence), so the wa
 is replication's own latency, not a network's. The two modes alternate within each
 repetition; the best throughput of each is kept, and the latencies are pooled.
 
-    python bench/durable_enqueue.py [--jobs 100000] [--batch 10000] [--singles 2000]
+    python -m bench.durable_enqueue [--jobs 100000] [--batch 10000] [--singles 2000]
                                     [--repeat 3] [--json PATH]
 """
 
@@ -14,17 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import redis
 
-import redis  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from fastq.testing.redis_server import RedisServer
 
 MODES = (0, 1)  # min_replicas
 

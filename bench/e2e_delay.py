@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
 import signal
 import statistics
@@ -42,16 +41,13 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import orjson
+import redis
 
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-
-from bench.jobs import delay as delay_jobs  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+from bench.harness import ROOT, BenchFailure, child_env, machine_header, machine_info
+from bench.jobs import delay as delay_jobs
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer
 
 APP_SPEC = "bench.jobs.delay"
 QUEUE = "delayed"
@@ -71,8 +67,7 @@ class Pool:
             sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
             "-c", str(concurrency), "--app", APP_SPEC, "--namespace", namespace, "-q", QUEUE,
         ]  # fmt: skip
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
+        self.env = child_env(url)
         self.log = tempfile.TemporaryFile(prefix="fastq-bench-delay-")  # noqa: SIM115
         self.proc = subprocess.Popen(
             self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT

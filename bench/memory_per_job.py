@@ -9,9 +9,9 @@ Two payloads, each on a fresh throwaway ``redis-server`` (never the Redis on por
            60 bytes of job name and arguments, what a blast of emails queues
 - 1kb      the same call with a 1,000-byte body argument
 
-    python bench/memory_per_job.py                  # 1,000,000 jobs of each
-    python bench/memory_per_job.py --quick          # 20,000 jobs of each
-    python bench/memory_per_job.py --jobs 200000 --json out.json
+    python -m bench.memory_per_job                  # 1,000,000 jobs of each
+    python -m bench.memory_per_job --quick          # 20,000 jobs of each
+    python -m bench.memory_per_job --jobs 200000 --json out.json
 """
 
 from __future__ import annotations
@@ -22,16 +22,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import orjson
+import redis
 
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import machine_header, machine_info  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import machine_header, machine_info
+from fastq.testing.redis_server import RedisServer
 
 QUEUE = "mail"
 NAMESPACE = "mem"

@@ -2,9 +2,9 @@
 
 Run from a source checkout after ``python setup.py build_ext --inplace``::
 
-    python bench/micro_codec.py                 # full sizes
-    python bench/micro_codec.py --quick         # tiny sizes, a CI smoke test (< 2 s)
-    python bench/micro_codec.py --json out.json
+    python -m bench.micro_codec                 # full sizes
+    python -m bench.micro_codec --quick         # tiny sizes, a CI smoke test (< 2 s)
+    python -m bench.micro_codec --json out.json
 
 Prints one line per kernel: ``kernel  reference_us_per_item  native_us_per_item
 speedup`` (best of several repeats, ``time.perf_counter``; the two implementations
@@ -26,8 +26,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
-
 # the retry policies' kernels, each with the arguments after ``attempt`` (and ``rand``
 # last where the curve has one): a default-like setting of each policy
 POLICIES: dict[str, tuple[tuple[Any, ...], bool]] = {
@@ -43,8 +41,6 @@ QUICK = {"encode_calls": 500, "decode_claim": 50, **{k: 5_000 for k in POLICIES}
 
 def _modules() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
     """(reference codec, native codec, reference backoff, native backoff)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # a source checkout, not installed
     from fastq._pyimpl import backoff as ref_backoff
     from fastq._pyimpl import codec as ref_codec
     from fastq_ext import backoff as nat_backoff

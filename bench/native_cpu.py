@@ -14,9 +14,9 @@ The medians of ``--repeat`` runs are printed in µs/job for each mode, and the r
 pure / native (the target: >= 1.5 for both). The queued jobs are enqueued by this
 process (native) before each worker run, outside what is measured.
 
-    python bench/native_cpu.py --repeat 3     # 200,000 jobs drained, 30,000 enqueued
-    python bench/native_cpu.py --quick        # CI smoke: 2,000 and 1,000, once
-    python bench/native_cpu.py --json out.json
+    python -m bench.native_cpu --repeat 3     # 200,000 jobs drained, 30,000 enqueued
+    python -m bench.native_cpu --quick        # CI smoke: 2,000 and 1,000, once
+    python -m bench.native_cpu --json out.json
 """
 
 from __future__ import annotations
@@ -32,22 +32,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-# Run from a source checkout without installing: the repo root holds `fastq`.
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import orjson
 
-import orjson  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import ROOT, BenchFailure
+from fastq.testing.redis_server import RedisServer
 
 QUEUE = "cpu"
 MODES = ("native", "pure")
 MAILING_CALL = ("user123@example.com", "Your weekly digest", 42)
-
-
-class BenchFailure(Exception):
-    """A correctness check failed: the run is invalid, whatever its speed."""
 
 
 def make_app(url: str, namespace: str) -> tuple[fastq.App, Any, Any]:
@@ -110,9 +103,9 @@ def run_child(role: str, mode: str, url: str, namespace: str, jobs: int) -> dict
     if mode == "pure":
         env["FASTQ_NO_EXTENSIONS"] = "1"
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", role, "--url", url,
+        [sys.executable, "-m", "bench.native_cpu", "--child", role, "--url", url,
          "--namespace", namespace, "--jobs", str(jobs)],
-        env=env, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if proc.returncode != 0:
         raise BenchFailure(f"{role} ({mode}) failed:\n{proc.stdout}\n{proc.stderr}")

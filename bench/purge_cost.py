@@ -4,21 +4,18 @@ time and the longest, and the wall time of ``App.purge``.
 Server time from ``INFO commandstats`` and the slow log (every call logged), on a
 throwaway redis-server, so the client's speed drops out.
 
-    python bench/purge_cost.py [--ready 20000] [--scheduled 10000] [--json PATH]
+    python -m bench.purge_cost [--ready 20000] [--scheduled 10000] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from fastq.testing.redis_server import RedisServer
 
 
 def measure(url: str, ready: int, scheduled: int) -> dict[str, float]:

@@ -17,9 +17,9 @@ calls on Redis per job: each throttled worker sleeps until the next token, so a 
 With ``--shards K`` the queue is sharded: the limit is the whole queue's, each shard
 taking a K-th of it, and a blast is spread evenly over the shards.
 
-    python bench/rate_limit.py                      # 3,000 and 600 jobs at 100/s, 3 pools of -c 4
-    python bench/rate_limit.py --shards 4           # the same on a queue of 4 shards
-    python bench/rate_limit.py --cases 40 --rate 20 --pools 1 -c 2   # the CI smoke
+    python -m bench.rate_limit                      # 3,000 and 600 jobs at 100/s, 3 pools of -c 4
+    python -m bench.rate_limit --shards 4           # the same on a queue of 4 shards
+    python -m bench.rate_limit --cases 40 --rate 20 --pools 1 -c 2   # the CI smoke
 """
 
 from __future__ import annotations
@@ -37,12 +37,10 @@ from typing import IO, Any, Optional
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import fastq  # noqa: E402
-from bench.jobs import rate as rate_jobs  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import ROOT, child_env
+from bench.jobs import rate as rate_jobs
+from fastq.testing.redis_server import RedisServer
 
 QUEUE = "limited"
 
@@ -57,8 +55,7 @@ class Pool:
             "-c", str(concurrency), "--app", "bench.jobs.rate", "--namespace", namespace,
             "-q", QUEUE,
         ]  # fmt: skip
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
+        env = child_env(url)
         self.log: IO[bytes] = tempfile.TemporaryFile(prefix="fastq-bench-rate-")  # noqa: SIM115
         self.proc = subprocess.Popen(
             cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT

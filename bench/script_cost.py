@@ -5,7 +5,7 @@ baseline is also run on a server with listpack encodings switched off, which
 shows what fastq's sentinel members save: without them, keys that empty after
 every ack are recreated as listpacks, where each batched insert is a linear scan.
 
-    python bench/script_cost.py [-n 100000] [--batches 100,500] [--json PATH]
+    python -m bench.script_cost [-n 100000] [--batches 100,500] [--json PATH]
 """
 
 from __future__ import annotations
@@ -18,15 +18,11 @@ from pathlib import Path
 import orjson
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.protocol.contracts import ACK, CLAIM  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-from fastq.worker.roundtrip import Outcomes  # noqa: E402
+import fastq
+from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA
+from fastq.protocol.contracts import ACK, CLAIM
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.roundtrip import Outcomes
 
 NO_LISTPACK = ["--hash-max-listpack-entries", "0", "--zset-max-listpack-entries", "0"]
 

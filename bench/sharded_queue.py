@@ -14,10 +14,10 @@ reads the count from Redis, where the producer's ``declare_queue(..., shards=4)`
 wrote it. Every run must end with every job processed once, and each shard's
 share processed (a chunk of ``enqueue_many`` per shard in turn).
 
-    python bench/sharded_queue.py              # 200,000 jobs, 1 worker, median of 3 rounds
-    python bench/sharded_queue.py --workers 2  # two workers at once (Redis-bound on 2 cores)
-    python bench/sharded_queue.py --quick      # 20,000 jobs, once
-    python bench/sharded_queue.py --json out.json
+    python -m bench.sharded_queue              # 200,000 jobs, 1 worker, median of 3 rounds
+    python -m bench.sharded_queue --workers 2  # two workers at once (Redis-bound on 2 cores)
+    python -m bench.sharded_queue --quick      # 20,000 jobs, once
+    python -m bench.sharded_queue --json out.json
 """
 
 from __future__ import annotations
@@ -31,20 +31,25 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import orjson
+import redis
 
-import drain_bar  # noqa: E402
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure  # noqa: E402
-from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
-
-from bench.jobs import pool as pool_jobs  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.protocol.keys import QueueKeys, shard_names  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+from bench.harness import (
+    APP_SPEC,
+    ROOT,
+    BenchFailure,
+    Probe,
+    add_progress_option,
+    announce,
+    check_queue,
+    configure_progress,
+    drain_bar,
+    fresh_app,
+)
+from bench.jobs import pool as pool_jobs
+from fastq.protocol import scripts
+from fastq.protocol.keys import QueueKeys, shard_names
+from fastq.testing.redis_server import RedisServer
 
 POLL_S = 0.01
 SHARDS = 4
@@ -85,7 +90,7 @@ def drain(
     procs: list[subprocess.Popen[bytes]] = []
     exits: dict[int, tuple[int, Any]] = {}  # pid -> exit status, resource usage
     with tempfile.TemporaryFile(prefix="fastq-bench-shards-") as log:
-        with drain_bar.bar(f"-q {queue} ({shards} shards)", n) as shown:
+        with drain_bar(f"-q {queue} ({shards} shards)", n) as shown:
             t0 = time.perf_counter()
             for _ in range(workers):
                 procs.append(
@@ -166,9 +171,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one round")
     parser.add_argument("--json", help="also write every figure here")
-    drain_bar.add_option(parser)
+    add_progress_option(parser)
     args = parser.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
         args.repeat = 1

@@ -12,7 +12,7 @@ from benchtools import run_bench, run_bench_script
 @pytest.mark.slow
 def test_pool_bench_quick_run(tmp_path: Path) -> None:
     args = ["--quick", "--only", "launched,c2,c2warm,c32warm,smtp"]
-    report, proc = run_bench("e2e_pool.py", *args, tmp_path=tmp_path)
+    report, proc = run_bench("e2e_pool", *args, tmp_path=tmp_path)
     assert report["options"]["scenarios"] == ["launched", "c2", "c2warm", "c32warm", "smtp"]
     for name in ("c2", "c2warm", "c32warm", "smtp"):
         figures = report["scenarios"][name]
@@ -29,5 +29,5 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
 
 def test_pool_bench_with_metrics() -> None:
     pytest.importorskip("prometheus_client")
-    proc = run_bench_script("e2e_pool.py", "--quick", "-n", "5000", "--only", "c2", "--metrics")
+    proc = run_bench_script("e2e_pool", "--quick", "-n", "5000", "--only", "c2", "--metrics")
     assert "c2" in proc.stdout
