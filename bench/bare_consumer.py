@@ -3,7 +3,7 @@
 It imports only redis-py and orjson, so that launched on its own
 (``python -m bench.bare_consumer URL NAMESPACE BATCH``) it pays the same
 interpreter and redis-py start-up as any worker process and nothing more.
-e2e_core forks it warm; e2e_pool also launches it cold, as a user starts a pool.
+e2e_worker forks it warm; e2e_pool also launches it cold, as a user starts a pool.
 
 Per batch, one pipelined round trip of two raw EVALSHAs: an ack of the previous
 batch (``ZREM inflight`` + ``HDEL jobs``) and a claim (``RPOP ready n``, then

@@ -14,9 +14,9 @@ Scenarios 1-4 run ``--repeat`` times and the best of each is reported. The ratio
 The exit status depends only on correctness (every job ran, nothing left over),
 never on the ratios.
 
-    python -m bench.e2e_core               # full run: 100,000 jobs, best of 3
-    python -m bench.e2e_core --quick       # CI smoke: 2,000 jobs, once
-    python -m bench.e2e_core --json out.json
+    python -m bench.e2e_worker             # full run: 100,000 jobs, best of 3
+    python -m bench.e2e_worker --quick     # CI smoke: 2,000 jobs, once
+    python -m bench.e2e_worker --json out.json
 """
 
 from __future__ import annotations
