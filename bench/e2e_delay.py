@@ -32,11 +32,8 @@ from __future__ import annotations
 import argparse
 import math
 import random
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -44,7 +41,7 @@ from typing import Any, Optional
 import orjson
 import redis
 
-from bench.harness import ROOT, BenchFailure, child_env, machine_header, machine_info
+from bench.harness import BenchFailure, Pool, machine_header, machine_info
 from bench.jobs import delay as delay_jobs
 from fastq.protocol import scripts
 from fastq.testing.redis_server import RedisServer
@@ -57,50 +54,6 @@ TARGET_P99_MS = 10.0
 TARGET_P50_MS = 2.0
 TARGET_LONGEST_CALL_US = 5_000
 CAMPAIGN_PRIORITIES = (0, 5, -2)
-
-
-class Pool:
-    """``python -m fastq pool -c N`` as a subprocess, its output in a temp file."""
-
-    def __init__(self, url: str, namespace: str, concurrency: int) -> None:
-        self.cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-            "-c", str(concurrency), "--app", APP_SPEC, "--namespace", namespace, "-q", QUEUE,
-        ]  # fmt: skip
-        self.env = child_env(url)
-        self.log = tempfile.TemporaryFile(prefix="fastq-bench-delay-")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
-
-    def check_alive(self, what: str) -> None:
-        if self.proc.poll() is not None:
-            raise BenchFailure(
-                f"{what}: the pool exited with {self.proc.returncode}:\n{self.output()}"
-            )
-
-    def stop(self) -> None:
-        """SIGTERM; the pool must exit 0."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=45)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise BenchFailure("the pool did not stop within 45 s") from None
-        finally:
-            self.log.close()
-        if code != 0:
-            raise BenchFailure(f"the pool exited {code} on SIGTERM")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def collect(
@@ -138,7 +91,7 @@ def spread(client: redis.Redis, url: str, n: int, span_s: float) -> dict[str, An
     namespace = "spread"
     app = delay_jobs.app
     app.configure(redis_url=url, namespace=namespace)
-    pool = Pool(url, namespace, 2)
+    pool = Pool(url, namespace, QUEUE, 2, app=APP_SPEC).start()
     try:
         time.sleep(WARM_SETTLE_S)
         pool.check_alive("pool start")
@@ -155,10 +108,9 @@ def spread(client: redis.Redis, url: str, n: int, span_s: float) -> dict[str, An
                 f"scheduling {n} jobs took {enqueue_s:.2f} s, past the first due time"
             )
         starts = collect(client, namespace, n, span_s + 30, pool)
-        pool.stop()
-    except BaseException:
-        pool.kill()
-        raise
+        pool.stop("spread")
+    finally:
+        pool.cleanup()
     late_ms = [(starts[i] - due[i]) * 1000 for i in range(n)]
     # the due time as Redis keeps it: at, rounded up to its millisecond
     late_due_ms = [(starts[i] - math.ceil(due[i] * 1000) / 1000) * 1000 for i in range(n)]
@@ -187,7 +139,7 @@ def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
     namespace = "campaign"
     app = delay_jobs.app
     app.configure(redis_url=url, namespace=namespace)
-    pool = Pool(url, namespace, 2)
+    pool = Pool(url, namespace, QUEUE, 2, app=APP_SPEC).start()
     try:
         time.sleep(WARM_SETTLE_S)
         pool.check_alive("pool start")
@@ -207,10 +159,9 @@ def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
         starts = collect(client, namespace, n, 120, pool)
         client.config_set("slowlog-log-slower-than", 10_000)
         entries = client.slowlog_get(1_000_000)
-        pool.stop()
-    except BaseException:
-        pool.kill()
-        raise
+        pool.stop("campaign")
+    finally:
+        pool.cleanup()
     calls = [e for e in entries if e["command"].split()[0].upper() in (b"EVALSHA", b"EVAL")]
     by_sha = {s.sha.encode(): s.name for s in scripts.ALL}
     longest = max(calls, key=lambda e: e["duration"])

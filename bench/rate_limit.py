@@ -25,70 +25,20 @@ taking a K-th of it, and a blast is spread evenly over the shards.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
-from typing import IO, Any, Optional
-
-import psutil
+from typing import Any, Optional
 
 import fastq
-from bench.harness import ROOT, child_env
+from bench.harness import BenchFailure, Pool
 from bench.jobs import rate as rate_jobs
 from fastq.testing.redis_server import RedisServer
 
+APP_SPEC = "bench.jobs.rate"
 QUEUE = "limited"
-
-
-class Pool:
-    """``python -m fastq pool`` as a subprocess, its output kept in a temp file."""
-
-    def __init__(self, url: str, namespace: str, concurrency: int) -> None:
-        self.concurrency = concurrency
-        cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-            "-c", str(concurrency), "--app", "bench.jobs.rate", "--namespace", namespace,
-            "-q", QUEUE,
-        ]  # fmt: skip
-        env = child_env(url)
-        self.log: IO[bytes] = tempfile.TemporaryFile(prefix="fastq-bench-rate-")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-    def wait_up(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"a pool exited early:\n{self.output()[-3000:]}")
-            workers = 0
-            for child in psutil.Process(self.proc.pid).children():
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    workers += child.name() == "fastq-worker"
-            if workers == self.concurrency:
-                return
-            if time.monotonic() > deadline:
-                raise SystemExit(f"a pool has {workers} of {self.concurrency} workers up")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=45)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def max_in_window(starts_us: list[int], window_us: float) -> int:
@@ -137,7 +87,7 @@ def run_case(app: fastq.App, jobs: int, rate: int, per_s: float, shards: int) ->
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="3000,600", help="job counts, comma-separated")
     parser.add_argument("--rate", type=int, default=100, help="jobs per period")
@@ -159,14 +109,19 @@ def main() -> None:
         if args.shards > 1:  # recorded in Redis, where the pools read it
             app.declare_queue(QUEUE, shards=args.shards)
             assert app.shards(QUEUE) == args.shards
-        pools = [Pool(server.url, app.namespace, args.concurrency) for _ in range(args.pools)]
+        for _ in range(args.pools):
+            pools.append(Pool(server.url, app.namespace, QUEUE, args.concurrency, app=APP_SPEC))
+            pools[-1].start()
         for pool in pools:
-            pool.wait_up()
+            pool.workers(timeout_s=60)
         for jobs in cases:
             results.append(run_case(app, jobs, args.rate, args.per, args.shards))
+    except BenchFailure as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
     finally:
         for pool in pools:
-            pool.stop()
+            pool.cleanup()
         if app is not None:
             app.close()
         server.cleanup()
@@ -188,7 +143,8 @@ def main() -> None:
         )
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
