@@ -9,12 +9,11 @@ runs, so the cost shows per batch: compare batch sizes.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
-from pathlib import Path
 
 import fastq
+from bench.harness import add_json_option, write_report
 from fastq.testing.redis_server import RedisServer
 from fastq.worker.worker import Worker
 
@@ -46,7 +45,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     server = RedisServer().start()
@@ -73,8 +72,7 @@ def main() -> None:
             f"{delivery:>14}: {rates[delivery]:,.0f} jobs/s ({args.jobs} jobs, batch {args.batch})"
         )
     print(f"at_most_once / at_least_once: {figures['ratio']:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "at_most_once_cost", args.json)
 
 
 if __name__ == "__main__":

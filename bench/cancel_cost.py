@@ -10,14 +10,13 @@ throwaway redis-server, so the client's speed drops out.
 from __future__ import annotations
 
 import argparse
-import json
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 import redis
 
 import fastq
+from bench.harness import add_json_option, write_report
 from fastq.testing.redis_server import RedisServer
 
 
@@ -69,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ready", type=int, default=20_000)
     parser.add_argument("--scheduled", type=int, default=10_000)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     server = RedisServer().start()
     try:
@@ -84,8 +83,7 @@ def main() -> None:
             f"{f['us_per_call']:7.0f} µs a call ({per_job:.2f} µs a job), longest "
             f"{f['longest_call_us']} µs; {f['wall_ms']:.0f} ms wall"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "cancel_cost", args.json)
 
 
 if __name__ == "__main__":

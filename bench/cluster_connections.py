@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 
-from bench.harness import ROOT, child_env
+from bench.harness import ROOT, add_json_option, child_env, write_report
 from fastq.testing.cluster_server import ClusterServer
 
 
@@ -37,7 +37,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-c", "--concurrency", type=int, action="append", help="children")
     parser.add_argument("--settle", type=float, default=10.0, help="seconds idle first")
+    add_json_option(parser)
     args = parser.parse_args()
+    rows = []
     with ClusterServer(3) as cluster:
         before = connections(cluster)
         env = child_env(cluster.url)
@@ -56,6 +58,8 @@ def main() -> None:
                     pool.wait(60)
                 time.sleep(1.0)  # the pool's connections close
                 print(f"-c {c} -q {queues}: connections on each master {held}", flush=True)
+                rows.append({"concurrency": c, "queues": queues, "connections_per_master": held})
+    write_report({"settle_s": args.settle, "pools": rows}, "cluster_connections", args.json)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,9 @@ with real nodes (bench/README.md estimates that on paper).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import redis
@@ -38,6 +36,7 @@ from bench.harness import (
     POLL_S,
     BenchFailure,
     Pool,
+    add_json_option,
     add_progress_option,
     configure_progress,
     drain_bar,
@@ -45,6 +44,7 @@ from bench.harness import (
     machine_info,
     master_of,
     queues_on_masters,
+    write_report,
 )
 from bench.jobs import pool as pool_jobs
 from fastq.protocol.keys import shard_names
@@ -147,7 +147,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("-n", "--jobs", type=int, default=100_000)
     p.add_argument("--quick", action="store_true", help="5,000 jobs a drain")
     p.add_argument("--repeat", type=int, default=1, help="runs of each scenario (median shown)")
-    p.add_argument("--json", help="write the figures here")
+    add_json_option(p)
     add_progress_option(p)
     args = p.parse_args(argv)
     configure_progress(args.progress)
@@ -194,10 +194,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"cluster3/cluster1 {medians['cluster3'] / medians['cluster1']:.2f}  "
         f"sharded3/cluster1 {medians['sharded3'] / medians['cluster1']:.2f}"
     )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine, "jobs": n, "results": results}, indent=2)
-        )
+    write_report({"machine": machine, "jobs": n, "results": results}, "cluster_drain", args.json)
     return 0
 
 

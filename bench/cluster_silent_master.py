@@ -20,7 +20,7 @@ import time
 from typing import Any
 
 import fastq
-from bench.harness import master_of, queues_on_masters
+from bench.harness import add_json_option, master_of, queues_on_masters, write_report
 from fastq.protocol.shards import shards_key
 from fastq.reaper import reaper as reaper_module
 from fastq.testing.cluster_server import ClusterServer
@@ -29,6 +29,7 @@ from fastq.testing.cluster_server import ClusterServer
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stop", type=float, default=20.0, help="seconds the master is stopped")
+    add_json_option(parser)
     args = parser.parse_args()
     with ClusterServer(3, node_timeout_ms=60_000) as cluster:
         namespace = "silent"
@@ -74,6 +75,13 @@ def main() -> None:
         f"a master stopped {args.stop:.0f} s: a healthy queue swept {len(times)} times, "
         f"the longest gap {max(gaps):.1f} s, the first sweep {first} after the stop"
     )
+    report = {
+        "stop_s": args.stop,
+        "sweeps_of_a_healthy_queue": len(times),
+        "longest_gap_s": max(gaps),
+        "first_sweep_after_stop_s": times[0] - stopped if times else None,
+    }
+    write_report(report, "cluster_silent_master", args.json)
 
 
 if __name__ == "__main__":

@@ -12,15 +12,14 @@ repetition; the best throughput of each is kept, and the latencies are pooled.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 import redis
 
 import fastq
+from bench.harness import add_json_option, write_report
 from fastq.testing.redis_server import RedisServer
 
 MODES = (0, 1)  # min_replicas
@@ -100,7 +99,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10_000, help="calls per enqueue_many")
     parser.add_argument("--singles", type=int, default=2_000, help="single enqueues per run")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     if args.jobs % args.batch:
         parser.error("--jobs must be a multiple of --batch")
@@ -124,8 +123,7 @@ def main() -> None:
         f"min_replicas=1 / min_replicas=0: throughput {r['throughput']:.2f}x, "
         f"latency p50 {r['p50']:.2f}x, p99 {r['p99']:.2f}x"
     )
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "durable_enqueue", args.json)
 
 
 if __name__ == "__main__":

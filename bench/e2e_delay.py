@@ -35,13 +35,18 @@ import random
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-import orjson
 import redis
 
-from bench.harness import BenchFailure, Pool, machine_header, machine_info
+from bench.harness import (
+    BenchFailure,
+    Pool,
+    add_json_option,
+    machine_header,
+    machine_info,
+    write_report,
+)
 from bench.jobs import delay as delay_jobs
 from fastq.protocol import scripts
 from fastq.testing.redis_server import RedisServer
@@ -191,7 +196,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--span", type=float, help="seconds the spread's due times cover (default 4)")
     p.add_argument("--campaign-jobs", type=int, help="jobs due at once (default 30000)")
     p.add_argument("--quick", action="store_true", help="400 jobs over 2 s; a 5,000-job campaign")
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     args = p.parse_args(argv)
     if args.jobs is None:
         args.jobs = 400 if args.quick else 2000
@@ -256,15 +261,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"{c['longest_call_us_by_script']}; first start {c['first_start_ms']:.1f} ms after "
         f"the due time, last {c['last_start_s']:.2f} s ({c['jobs_s_from_due']:,.0f} jobs/s)"
     )
-    if args.json:
-        report = {
-            "machine": machine,
-            "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
-                        "quick": args.quick},
-            "scenarios": results,
-            "targets": targets,
-        }  # fmt: skip
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    report = {
+        "machine": machine,
+        "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
+                    "quick": args.quick},
+        "scenarios": results,
+        "targets": targets,
+    }  # fmt: skip
+    write_report(report, "e2e_delay", args.json)
     return 0
 
 

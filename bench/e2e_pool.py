@@ -41,10 +41,8 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
-import orjson
 import psutil
 import redis
 
@@ -57,6 +55,7 @@ from bench.harness import (
     BenchFailure,
     Pool,
     Probe,
+    add_json_option,
     add_progress_option,
     announce,
     bare_enqueue,
@@ -69,6 +68,7 @@ from bench.harness import (
     pool_drain,
     run_child,
     wait_child,
+    write_report,
 )
 from bench.jobs import pool as pool_jobs  # the bench enqueues the pool's own jobs
 from fastq.protocol import scripts
@@ -364,7 +364,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "interleaved, "
         "and report each one's median run (default 1)",
     )
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     p.add_argument(
         "--metrics", action="store_true", help="pools serve Prometheus metrics (--metrics-port)"
     )
@@ -520,24 +520,23 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     targets = report_table(results)
     print(f"\n(run took {run_s:.1f} s)")
-    if args.json:
-        report: dict[str, Any] = {
-            "machine": machine,
-            "source": source,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "smtp_jobs": args.smtp_jobs,
-                "kill_jobs": args.kill_jobs,
-                "memory_jobs": args.memory_jobs,
-                "scenarios": args.scenarios,
-                "quick": args.quick,
-            },
-            "scenarios": results,
-            "targets": targets,
-            "run_s": run_s,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report: dict[str, Any] = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "smtp_jobs": args.smtp_jobs,
+            "kill_jobs": args.kill_jobs,
+            "memory_jobs": args.memory_jobs,
+            "scenarios": args.scenarios,
+            "quick": args.quick,
+        },
+        "scenarios": results,
+        "targets": targets,
+        "run_s": run_s,
+    }
+    write_report(report, "e2e_pool", args.json)
     return 0
 
 

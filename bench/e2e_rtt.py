@@ -24,19 +24,19 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-import orjson
 import redis
 
 from bench.harness import (
     BenchFailure,
     Proxy,
+    add_json_option,
     add_progress_option,
     announce,
     configure_progress,
     pool_drain,
+    write_report,
 )
 from bench.jobs import pool as pool_jobs
 from fastq.protocol import scripts
@@ -71,7 +71,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--cold", action="store_true", help="time from Popen, jobs queued first")
     parser.add_argument("--only", help=f"comma-separated links ({','.join(LINKS)})")
     parser.add_argument("--quick", action="store_true", help="5,000 jobs, once")
-    parser.add_argument("--json", help="also write every figure here")
+    add_json_option(parser)
     add_progress_option(parser)
     args = parser.parse_args(argv)
     configure_progress(args.progress)
@@ -173,25 +173,24 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"  0-ms proxy / straight to Redis (reported) {cost:>5.1%}")
         targets["proxy0_vs_direct"] = {"value": cost, "pass": None}
     print(f"\n(run took {run_s:.1f} s)")
-    if args.json:
-        report = {
-            "machine": machine,
-            "source": source,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "repeat": args.repeat,
-                "warm": warm,
-                "links": args.links,
-                "quick": args.quick,
-            },  # fmt: skip
-            "scenarios": results,
-            "ratios": ratios,
-            "paired_ratios": paired,
-            "targets": targets,
-            "run_s": run_s,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "repeat": args.repeat,
+            "warm": warm,
+            "links": args.links,
+            "quick": args.quick,
+        },  # fmt: skip
+        "scenarios": results,
+        "ratios": ratios,
+        "paired_ratios": paired,
+        "targets": targets,
+        "run_s": run_s,
+    }
+    write_report(report, "e2e_rtt", args.json)
     return 0
 
 

@@ -28,7 +28,6 @@ import signal
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import orjson
@@ -38,12 +37,14 @@ import fastq
 from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA, QUEUE, BareKeys, bare_consume
 from bench.harness import (
     BenchFailure,
+    add_json_option,
     bare_enqueue,
     check_bare_drained,
     machine_header,
     machine_info,
     run_child,
     wait_child,
+    write_report,
 )
 from fastq.job import JobDef
 from fastq.protocol import scripts
@@ -203,7 +204,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument(
         "--rate", type=float, default=2000.0, help="latency enqueue rate, jobs/s (default 2000)"
     )
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     p.add_argument(
         "--quick", action="store_true", help="CI smoke: 2000 jobs, 500 latency jobs, 1 run"
     )
@@ -307,26 +308,25 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"{verdict(enqueue_ratio, TARGET_ENQUEUE)}"
     )
 
-    if args.json:
-        report: dict[str, Any] = {
-            "machine": machine,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "repeat": args.repeat,
-                "latency_jobs": args.latency_jobs,
-                "rate": args.rate,
-            },
-            "runs": runs,
-            "best_jobs_s": best,
-            "ratios": {"enqueue": enqueue_ratio, "drain": drain_ratio},
-            "targets": {
-                "drain": {"min": TARGET_DRAIN, "pass": drain_ratio >= TARGET_DRAIN},
-                "enqueue": {"min": TARGET_ENQUEUE, "pass": enqueue_ratio >= TARGET_ENQUEUE},
-            },
-            "latency": lat,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report: dict[str, Any] = {
+        "machine": machine,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "repeat": args.repeat,
+            "latency_jobs": args.latency_jobs,
+            "rate": args.rate,
+        },
+        "runs": runs,
+        "best_jobs_s": best,
+        "ratios": {"enqueue": enqueue_ratio, "drain": drain_ratio},
+        "targets": {
+            "drain": {"min": TARGET_DRAIN, "pass": drain_ratio >= TARGET_DRAIN},
+            "enqueue": {"min": TARGET_ENQUEUE, "pass": enqueue_ratio >= TARGET_ENQUEUE},
+        },
+        "latency": lat,
+    }
+    write_report(report, "e2e_worker", args.json)
     return 0
 
 

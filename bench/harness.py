@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
 import gc
 import importlib.util
 import os
@@ -40,6 +41,7 @@ from fastq.protocol.keys import QueueKeys
 from fastq.testing.cluster_server import ClusterServer
 
 ROOT = Path(__file__).resolve().parent.parent  # the repository's top: the pools' cwd
+RESULTS = ROOT / "bench" / "results"  # where a run's JSON report goes by default
 APP_SPEC = "bench.jobs.pool"  # the pool's app, unless a benchmark names another
 POLL_S = 0.02  # how often a drain polls app.stats
 WARM_SETTLE_S = 1.0  # a warm pool's children connected and idle before the blast
@@ -102,6 +104,32 @@ def announce(client: redis.Redis, title: str, what: str) -> tuple[dict[str, Any]
     if source["dirty"]:
         print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
     return machine, source
+
+
+# -- the report -----------------------------------------------------------------------
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        help="where to write every figure (default: bench/results/<benchmark>-<UTC time>.json)",
+    )
+
+
+def write_report(report: Any, benchmark: str, path: Optional[str] = None) -> Path:
+    """Write a run's figures as JSON to ``path`` (``--json``), or else to
+    ``bench/results/<benchmark>-<UTC time>.json``; say where on stdout."""
+    if path is None:
+        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
+        out = RESULTS / f"{benchmark}-{stamp}.json"
+    else:
+        out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+    out.write_bytes(orjson.dumps(report, option=options) + b"\n")
+    print(f"JSON: {out}")
+    return out
 
 
 # -- forked children -------------------------------------------------------------------

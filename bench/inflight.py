@@ -32,12 +32,10 @@ nothing left over, every pool exited 0), never on the target.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import redis
@@ -46,6 +44,7 @@ from bench.harness import (
     ROOT,
     BenchFailure,
     Pool,
+    add_json_option,
     add_progress_option,
     check_queue,
     configure_progress,
@@ -53,6 +52,7 @@ from bench.harness import (
     machine_header,
     machine_info,
     poll_drained,
+    write_report,
 )
 from bench.jobs import inflight as inflight_jobs
 from fastq.testing.redis_server import RedisServer
@@ -152,7 +152,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     p.add_argument("--repeat", type=int, default=1, help="runs of each scenario (the median)")
     p.add_argument("--only", help=f"comma-separated scenarios of {','.join(SCENARIOS)}")
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     add_progress_option(p)
     args = p.parse_args(argv)
     configure_progress(args.progress)
@@ -222,8 +222,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             ratio = found[name]["jobs_s"] / found["noop"]["jobs_s"]
             report["targets"][f"{name}_vs_noop"] = {"value": ratio, "target": None, "pass": None}
             print(f"no-op async def ({found[name]['options']}) vs no-op sync drain: {ratio:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    write_report(report, "inflight", args.json)
     return 0
 
 

@@ -27,10 +27,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-import orjson
 import redis
 
 from bench.harness import (
@@ -38,6 +36,7 @@ from bench.harness import (
     ROOT,
     BenchFailure,
     Probe,
+    add_json_option,
     add_progress_option,
     announce,
     check_queue,
@@ -45,6 +44,7 @@ from bench.harness import (
     configure_progress,
     drain_bar,
     fresh_app,
+    write_report,
 )
 from bench.jobs import pool as pool_jobs
 from fastq.protocol import scripts
@@ -182,7 +182,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="runs of one/last; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one run")
-    parser.add_argument("--json", help="also write every figure here")
+    add_json_option(parser)
     add_progress_option(parser)
     args = parser.parse_args(argv)
     configure_progress(args.progress)
@@ -308,15 +308,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         },  # fmt: skip
         "served_in_order": {"value": order, "pass": in_order},
     }
-    if args.json:
-        report = {
-            "machine": machine,
-            "source": source,
-            "options": {"jobs": n, "batch": batch, "repeat": args.repeat, "quick": args.quick},
-            "scenarios": results,
-            "targets": targets,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {"jobs": n, "batch": batch, "repeat": args.repeat, "quick": args.quick},
+        "scenarios": results,
+        "targets": targets,
+    }
+    write_report(report, "many_queues", args.json)
     return 0
 
 

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import orjson
 import redis
 
 import fastq
-from bench.harness import machine_header, machine_info
+from bench.harness import add_json_option, machine_header, machine_info, write_report
 from fastq.testing.redis_server import RedisServer
 
 QUEUE = "mail"
@@ -141,7 +140,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("-n", "--jobs", type=int, default=1_000_000)
     parser.add_argument("--only", help="comma-separated payloads (mailing,1kb)")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs of each")
-    parser.add_argument("--json", help="also write every figure here")
+    add_json_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
@@ -176,14 +175,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             f" measured in issue 12)  {value:.0f}  {'PASS' if ok else 'BELOW'}"
         )
         targets["mailing_vs_lowest_peer"] = {"value": value, "peer": lowest, "pass": ok}
-    if args.json:
-        report = {
-            "machine": machine,
-            "options": {"jobs": args.jobs, "payloads": args.payloads, "quick": args.quick},
-            "payloads": results,
-            "targets": targets,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "options": {"jobs": args.jobs, "payloads": args.payloads, "quick": args.quick},
+        "payloads": results,
+        "targets": targets,
+    }
+    write_report(report, "memory_per_job", args.json)
     return 0
 
 

@@ -16,15 +16,15 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
-import json
 import platform
 import random
 import sys
 import time
 import uuid
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
+
+from bench.harness import add_json_option, write_report
 
 # the retry policies' kernels, each with the arguments after ``attempt`` (and ``rand``
 # last where the curve has one): a default-like setting of each policy
@@ -119,7 +119,7 @@ def backoff_case(kernel: str, size: int) -> Callable[[ModuleType], Callable[[], 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="much smaller sizes (CI smoke)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    add_json_option(parser)
     parser.add_argument("--repeats", type=int, default=None, help="repeats per kernel")
     opts = parser.parse_args(argv)
 
@@ -158,18 +158,15 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
 
-    if opts.json:
-        report = {
-            "benchmark": "micro_codec",
-            "quick": opts.quick,
-            "repeats": repeats,
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "results": results,
-        }
-        path = Path(opts.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2) + "\n")
+    report = {
+        "benchmark": "micro_codec",
+        "quick": opts.quick,
+        "repeats": repeats,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "results": results,
+    }
+    write_report(report, "micro_codec", opts.json)
     return 0
 
 

@@ -29,13 +29,12 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import orjson
 
 import fastq
-from bench.harness import ROOT, BenchFailure
+from bench.harness import ROOT, BenchFailure, add_json_option, write_report
 from fastq.testing.redis_server import RedisServer
 
 QUEUE = "cpu"
@@ -149,7 +148,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=200_000, help="no-op jobs drained")
     parser.add_argument("--produce", type=int, default=30_000, help="jobs enqueued")
     parser.add_argument("--quick", action="store_true", help="CI smoke: tiny, once")
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     parser.add_argument("--child", choices=("worker", "producer"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
@@ -178,9 +177,8 @@ def main() -> int:
             f"{role:8}  native {med['native']:6.2f} µs/job  pure {med['pure']:6.2f} µs/job  "
             f"ratio pure/native {result['ratio'][role]:.2f} (target >= 1.5)"
         )
-    if args.json:
-        result["config"] = {"repeat": args.repeat, "jobs": args.jobs, "produce": args.produce}
-        Path(args.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    result["config"] = {"repeat": args.repeat, "jobs": args.jobs, "produce": args.produce}
+    write_report(result, "native_cpu", args.json)
     return 0
 
 

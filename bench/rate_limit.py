@@ -25,15 +25,13 @@ taking a K-th of it, and a blast is spread evenly over the shards.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import fastq
-from bench.harness import BenchFailure, Pool
+from bench.harness import BenchFailure, Pool, add_json_option, write_report
 from bench.jobs import rate as rate_jobs
 from fastq.testing.redis_server import RedisServer
 
@@ -95,7 +93,7 @@ def main() -> int:
     parser.add_argument("--pools", type=int, default=3)
     parser.add_argument("-c", "--concurrency", type=int, default=4, help="children per pool")
     parser.add_argument("--shards", type=int, default=1, help="shards of the queue")
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     cases = [int(n) for n in args.cases.split(",")]
     server = RedisServer().start()
@@ -141,8 +139,7 @@ def main() -> int:
             f"{f['max_starts_per_period']:>5}/{f['allowed_per_period']:<5} "
             f"{f['script_calls_per_job']:>10.1f}"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    write_report(results, "rate_limit", args.json)
     return 0
 
 

@@ -11,15 +11,14 @@ every ack are recreated as listpacks, where each batched insert is a linear scan
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import orjson
 import redis
 
 import fastq
 from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA
+from bench.harness import add_json_option, write_report
 from fastq.protocol.contracts import ACK, CLAIM
 from fastq.testing.redis_server import RedisServer
 from fastq.worker.roundtrip import Outcomes
@@ -76,7 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--jobs", type=int, default=100_000)
     parser.add_argument("--batches", default="100,500")
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     rows = []
     print(f"Redis-side µs per job (claim + ack), {args.jobs:,} no-op jobs")
@@ -91,8 +90,7 @@ def main() -> int:
         rows.append(row)
         fastq_us, bare_us, no_lp_us = row["fastq_us"], row["bare_us"], row["bare_no_listpack_us"]
         print(f"{batch:>6} {fastq_us:>8.2f} {bare_us:>8.2f} {no_lp_us:>18.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+    write_report(rows, "script_cost", args.json)
     return 0
 
 

@@ -28,10 +28,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-import orjson
 import redis
 
 from bench.harness import (
@@ -39,12 +37,14 @@ from bench.harness import (
     ROOT,
     BenchFailure,
     Probe,
+    add_json_option,
     add_progress_option,
     announce,
     check_queue,
     configure_progress,
     drain_bar,
     fresh_app,
+    write_report,
 )
 from bench.jobs import pool as pool_jobs
 from fastq.protocol import scripts
@@ -170,7 +170,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, default=SHARDS, help="of the sharded queue")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one round")
-    parser.add_argument("--json", help="also write every figure here")
+    add_json_option(parser)
     add_progress_option(parser)
     args = parser.parse_args(argv)
     configure_progress(args.progress)
@@ -246,25 +246,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     verdict = "PASS" if paired >= TARGET else "BELOW"
     print(f"target (informational): {k} shards >= {TARGET:.0%} of 1 shard "
           f"{paired:>8.1%}  {verdict}")  # fmt: skip
-    if args.json:
-        report = {
-            "machine": machine,
-            "source": source,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "shards": k,
-                "workers": workers,
-                "repeat": args.repeat,
-                "quick": args.quick,
-            },  # fmt: skip
-            "scenarios": results,
-            "rounds": per_round,
-            "targets": {
-                "sharded_vs_one": {"value": ratio, "paired": paired, "pass": paired >= TARGET}
-            },  # fmt: skip
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "shards": k,
+            "workers": workers,
+            "repeat": args.repeat,
+            "quick": args.quick,
+        },  # fmt: skip
+        "scenarios": results,
+        "rounds": per_round,
+        "targets": {
+            "sharded_vs_one": {"value": ratio, "paired": paired, "pass": paired >= TARGET}
+        },  # fmt: skip
+    }
+    write_report(report, "sharded_queue", args.json)
     return 0
 
 

@@ -57,6 +57,7 @@ import redis
 
 import fastq
 from bench.harness import (
+    RESULTS,
     ROOT,
     BenchFailure,
     Proxy,
@@ -73,7 +74,6 @@ HERE = Path(__file__).resolve().parent
 DRIVERS = HERE / "drivers"  # on the workers' PYTHONPATH: each peer's venv has no bench
 VENVS = HERE / ".venvs"
 BULLMQ = HERE / "bullmq"
-RESULTS = ROOT / "bench" / "results"
 
 COUNT_KEY = "peerbench:count"  # drivers/counting.py and bullmq/bench.mjs
 SEEN_KEY = "peerbench:seen"
