@@ -38,10 +38,9 @@ from bench.harness import (
     Pool,
     add_json_option,
     add_progress_option,
+    announce,
     configure_progress,
     drain_bar,
-    machine_header,
-    machine_info,
     master_of,
     queues_on_masters,
     write_report,
@@ -161,8 +160,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             cluster_clients = node_clients(cluster, None)
             three = list(queues_on_masters(cluster, 3).values())
             hot = sharded_on_masters(cluster, 3)
-            machine = machine_info(single_clients[0])
-            print(machine_header("cluster_drain", machine), flush=True)
+            machine, source = announce(
+                single_clients[0],
+                "fastq cluster benchmark",
+                f"{n:,} no-op jobs a drain, pool -c {CHILDREN}, {args.repeat} run(s) of each "
+                "scenario; a throwaway redis-server and a throwaway 3-master cluster",
+            )
+            sys.stdout.flush()
             for r in range(args.repeat):
                 results["single"].append(
                     drain(single.url, f"single{r}", ["noop"], n, single_clients)
@@ -194,7 +198,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"cluster3/cluster1 {medians['cluster3'] / medians['cluster1']:.2f}  "
         f"sharded3/cluster1 {medians['sharded3'] / medians['cluster1']:.2f}"
     )
-    write_report({"machine": machine, "jobs": n, "results": results}, "cluster_drain", args.json)
+    report = {"machine": machine, "source": source, "jobs": n, "results": results}
+    write_report(report, "cluster_drain", args.json)
     return 0
 
 

@@ -43,8 +43,7 @@ from bench.harness import (
     BenchFailure,
     Pool,
     add_json_option,
-    machine_header,
-    machine_info,
+    announce,
     write_report,
 )
 from bench.jobs import delay as delay_jobs
@@ -218,9 +217,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq delayed-jobs benchmark", machine))
-        print(f"throwaway redis-server at {server.url}")
+        machine, source = announce(
+            client,
+            "fastq delayed-jobs benchmark",
+            f"{args.jobs:,} jobs due over {args.span:g} s, a campaign of "
+            f"{args.campaign_jobs:,}, pool -c 2; throwaway redis-server at {server.url}",
+        )
         scripts.load_all(client)
         results = {
             "spread": spread(client, server.url, args.jobs, args.span),
@@ -263,6 +265,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     report = {
         "machine": machine,
+        "source": source,
         "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
                     "quick": args.quick},
         "scenarios": results,

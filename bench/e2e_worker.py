@@ -38,10 +38,9 @@ from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA, QUEUE, BareKeys, b
 from bench.harness import (
     BenchFailure,
     add_json_option,
+    announce,
     bare_enqueue,
     check_bare_drained,
-    machine_header,
-    machine_info,
     run_child,
     wait_child,
     write_report,
@@ -230,11 +229,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq end-to-end benchmark", machine))
-        print(
-            f"{n:,} no-op jobs, batch {batch}, best of {args.repeat}; "
-            f"throwaway redis-server at {server.url}"
+        machine, source = announce(
+            client,
+            "fastq end-to-end benchmark",
+            f"one worker, {n:,} no-op jobs, batch {batch}, best of {args.repeat}; "
+            f"throwaway redis-server at {server.url}",
         )
         # Both sides run with their scripts already loaded (a long-lived producer
         # or worker has them): the bare scripts once here, fastq's likewise.
@@ -310,6 +309,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     report: dict[str, Any] = {
         "machine": machine,
+        "source": source,
         "options": {
             "jobs": n,
             "batch": batch,

@@ -46,11 +46,10 @@ from bench.harness import (
     Pool,
     add_json_option,
     add_progress_option,
+    announce,
     check_queue,
     configure_progress,
     drain_bar,
-    machine_header,
-    machine_info,
     poll_drained,
     write_report,
 )
@@ -175,9 +174,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        report["machine"] = machine_info(client)
-        print(machine_header("bench/inflight.py", report["machine"]))
-        print(f"{args.jobs} jobs per drain, --batch {args.batch}, --repeat {args.repeat}")
+        report["machine"], report["source"] = announce(
+            client,
+            "fastq in-flight benchmark",
+            f"{args.jobs} jobs per drain, --batch {args.batch}, --repeat {args.repeat}; "
+            f"throwaway redis-server at {server.url}",
+        )
         for scenario in args.scenarios:
             runs = [
                 bare(args.jobs)

@@ -25,7 +25,7 @@ import orjson
 import redis
 
 import fastq
-from bench.harness import add_json_option, machine_header, machine_info, write_report
+from bench.harness import add_json_option, announce, write_report
 from fastq.testing.redis_server import RedisServer
 
 QUEUE = "mail"
@@ -154,10 +154,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     probe = RedisServer().start()
     try:
         with redis.Redis.from_url(probe.url) as client:
-            machine = machine_info(client)
+            machine, source = announce(
+                client,
+                "fastq Redis memory per queued job",
+                f"{args.jobs:,} jobs of each payload ({', '.join(args.payloads)}), each on a "
+                "throwaway redis-server of its own",
+            )
     finally:
         probe.cleanup()
-    print(machine_header("fastq Redis memory per queued job", machine))
     results = {}
     for name in args.payloads:
         results[name] = r = measure(args.jobs, name, payloads()[name])
@@ -177,6 +181,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         targets["mailing_vs_lowest_peer"] = {"value": value, "peer": lowest, "pass": ok}
     report = {
         "machine": machine,
+        "source": source,
         "options": {"jobs": args.jobs, "payloads": args.payloads, "quick": args.quick},
         "payloads": results,
         "targets": targets,
