@@ -15,7 +15,7 @@ Redis CPU is summed over the nodes (``INFO cpu``), and EVALSHA calls (claims, ac
 counted per node, so the figures say where the time goes: client side (the pool's
 CPU per job) or Redis side (per node). On a 2-core machine the three masters and
 the pool share the cores: the ratios show what the design costs, not how it scales
-with real nodes (bench/README.md estimates that on paper).
+with real nodes (bench/results/cluster_drain-2026-11-24.md estimates that on paper).
 
     python -m bench.cluster_drain                 # 100,000 jobs a drain
     python -m bench.cluster_drain --quick         # 5,000 (the smoke test: 2,000)

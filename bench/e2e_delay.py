@@ -22,9 +22,9 @@ Targets (informational; the exit status depends only on every job having run
 exactly once): spread lateness p99 < 10 ms, p50 < 2 ms, none early; campaign
 longest script call < 5 ms.
 
-    python bench/e2e_delay.py                 # 2,000 jobs over 4 s; a 30,000-job campaign
-    python bench/e2e_delay.py --quick         # 400 jobs over 2 s; a 5,000-job campaign
-    python bench/e2e_delay.py --json out.json
+    python -m bench.e2e_delay                 # 2,000 jobs over 4 s; a 30,000-job campaign
+    python -m bench.e2e_delay --quick         # 400 jobs over 2 s; a 5,000-job campaign
+    python -m bench.e2e_delay --json out.json
 """
 
 from __future__ import annotations
