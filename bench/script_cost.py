@@ -20,8 +20,8 @@ import fastq
 from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA
 from bench.harness import add_json_option, write_report
 from fastq.protocol.contracts import ACK, CLAIM
+from fastq.protocol.outcomes import Outcomes
 from fastq.testing.redis_server import RedisServer
-from fastq.worker.roundtrip import Outcomes
 
 NO_LISTPACK = ["--hash-max-listpack-entries", "0", "--zset-max-listpack-entries", "0"]
 
