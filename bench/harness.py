@@ -1,6 +1,7 @@
-"""What the benchmarks share: the header and the checks of a run, forked children, the
-bare baseline's producer, a ``fastq pool`` under test and its drains, Redis probes,
-the RTT proxy as a process, and the drain bar.
+"""What the benchmarks share: the header of a run and its JSON report, forked children,
+the bare baseline's producer, a ``fastq pool`` under test and its drains, the Redis
+probe, which master of a cluster holds a queue, the RTT proxy as a process, and the
+drain bar.
 
 A benchmark runs from the repository's top as ``python -m bench.<name>``; the pools
 it starts run there too (``--app bench.jobs.<name>``), never against the Redis on
