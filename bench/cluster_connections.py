@@ -4,7 +4,7 @@ A cluster worker idles on one blocking connection per slot of its queues (a
 ``BLPOP``'s keys must share a slot: a sharded queue's K shards are K slots), plus a
 round-trip connection per master and its cluster client's. This counts them: a
 throwaway cluster, a pool of ``-c C`` serving ``mailer`` (4 shards, from
-``tests.apps.sharded_jobs``) and then ``mailer,default``, idle, and ``CLIENT LIST``
+``bench.jobs.sharded``) and then ``mailer,default``, idle, and ``CLIENT LIST``
 on every master (less the connections there before the pool).
 
     python -m bench.cluster_connections            # -c 4 and -c 8
@@ -47,7 +47,7 @@ def main() -> None:
             for queues in ("mailer", "mailer,default"):
                 cmd = [
                     sys.executable, "-m", "fastq", "--log-level", "ERROR", "pool", "-c", str(c),
-                    "--app", "tests.apps.sharded_jobs", "-q", queues,
+                    "--app", "bench.jobs.sharded", "-q", queues,
                 ]  # fmt: skip
                 pool = subprocess.Popen(cmd, env=env, cwd=ROOT)
                 try:
