@@ -1,6 +1,5 @@
 """The app: configuration, registration, and the producer and operator methods,
-which it delegates to the :class:`~fastq.producer.enqueue.Producer` and the
-:class:`~fastq.admin.operator.Admin` it holds."""
+which it delegates to the producer and the admins it holds."""
 
 from __future__ import annotations
 
@@ -41,7 +40,7 @@ __all__ = ["DEFAULT_REDIS_URL", "App"]
 def _delegate(
     part: str, method: Callable[Concatenate[T, P], R]
 ) -> Callable[Concatenate[Any, P], R]:
-    """An App method that calls ``method`` of the App's ``part`` (its producer or its
+    """An App method that calls ``method`` of the App's ``part`` (its producer or an
     admin), with its signature and docstring."""
 
     def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
@@ -53,9 +52,12 @@ def _delegate(
 class App:
     """A fastq application: the registry of jobs and the connection to Redis.
 
-    Here: configuration, connections and registration. The enqueue methods
-    come from :class:`fastq.producer.enqueue.Enqueuer`, the operator ones (stats, pause,
-    purge, cancel, results...) from :class:`fastq.admin.operator.Admin`.
+    Here: configuration, connections and registration. The enqueue methods are
+    its :attr:`producer`'s (:class:`fastq.producer.enqueue.Producer`), the operator
+    ones on queues (stats, pause, purge...) its :attr:`admin`'s
+    (:class:`fastq.admin.operator.Admin`), those on jobs (inspect, cancel,
+    results...) its :attr:`job_admin`'s (:class:`fastq.admin.jobs.JobAdmin`); all
+    three share its :attr:`store` (:class:`fastq.protocol.store.Store`).
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
@@ -246,7 +248,7 @@ class App:
                 job was first enqueued, whatever its attempts: it goes dead.
             result_ttl_s: keep each run's return value (as JSON) this many
                 seconds, for :meth:`result`. A value JSON cannot encode (or NaN,
-                or above ``limits.MAX_RESULT_BYTES``) fails the run with
+                or above ``fastq.validate.MAX_RESULT_BYTES``) fails the run with
                 ``fastq.ResultNotSerializable``. Default: return values are dropped.
             delivery: ``"at_least_once"`` (default): a job whose worker dies mid-run
                 runs again. ``"at_most_once"``: the worker takes the job out of the

@@ -16,7 +16,7 @@ from fastq.options import EnqueueOptions
 @dataclass(frozen=True)
 class UniquePlan:
     """How the jobs of one enqueue are unique: ``until`` (see
-    ``limits.UNIQUE_UNTIL``), the window in ms and a fixed key (None: each job's
+    ``fastq.validate.UNIQUE_UNTIL``), the window in ms and a fixed key (None: each job's
     :func:`default_unique_key`)."""
 
     until: str
