@@ -1,18 +1,15 @@
 """Shared fixtures: a throwaway redis-server per test session, a fresh namespace per test.
 
 Never the Redis on 127.0.0.1:6379: every server here is started by the suite on
-a free loopback port in a temp dir, and stopped by its process.
+a free loopback port in a temp dir, and stopped by its process. Fixtures only: the
+helpers the tests share are in ``tests/support/``.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
-import threading
 import uuid
-from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional
 
 import pytest
 import redis
@@ -20,9 +17,6 @@ import redis
 import fastq
 from fastq.testing.cluster_server import ClusterServer
 from fastq.testing.redis_server import RedisServer
-from fastq.worker.worker import Worker
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session")
@@ -70,36 +64,3 @@ def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url)
     yield client
     client.close()
-
-
-def namespace_keys(client: redis.Redis, namespace: str) -> list[bytes]:
-    return sorted(client.scan_iter(match=f"{namespace}:*", count=1000))
-
-
-def drain(app: fastq.App, queues: list[str], **options: Any) -> Worker:
-    """Run an in-process burst worker until its queues are empty."""
-    options.setdefault("burst", True)
-    options.setdefault("handle_signals", False)
-    worker = Worker(app, queues, **options)
-    worker.run()
-    return worker
-
-
-def drain_in_thread(
-    app: fastq.App, queues: list[str], **options: Any
-) -> tuple[Worker, threading.Thread]:
-    options.setdefault("burst", True)
-    options.setdefault("handle_signals", False)
-    worker = Worker(app, queues, **options)
-    thread = threading.Thread(target=worker.run, daemon=True)
-    thread.start()
-    return worker, thread
-
-
-def fastq_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fastq", *args]
-
-
-def subprocess_env(url: str, **extra: str) -> dict[str, str]:
-    env = dict(os.environ, FASTQ_REDIS_URL=url, PYTHONPATH=str(ROOT), **extra)
-    return env

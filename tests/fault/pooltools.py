@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator
 import psutil
 import pytest
 import redis
-from conftest import fastq_cmd, subprocess_env
 
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 
 class Pool:

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from clustertools import port_of, queues_on_each_master
 from pooltools import Pool, noted_runs, wait_until
 
 import fastq
@@ -26,6 +25,7 @@ from fastq.reaper.reaper import Reaper
 from fastq.testing.cluster_server import ClusterServer
 from fastq.testing.redis_server import RedisServer
 from fastq.worker.leases import LeaseKeeper
+from tests.support.cluster import port_of, queues_on_each_master
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

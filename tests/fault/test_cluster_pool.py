@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from clustertools import queues_on_each_master
 from pooltools import Pool, kill_children_while, noted_runs, wait_until
 
 import fastq
 from fastq.testing.cluster_server import ClusterServer
+from tests.support.cluster import queues_on_each_master
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

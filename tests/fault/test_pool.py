@@ -16,7 +16,6 @@ from typing import Callable
 import orjson
 import pytest
 import redis
-from conftest import fastq_cmd, subprocess_env
 from pooltools import (  # noqa: F401
     Pool,
     drain_while_killing_children,
@@ -32,6 +31,7 @@ from pooltools import (  # noqa: F401
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

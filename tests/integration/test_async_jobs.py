@@ -9,10 +9,10 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import drain
 
 import fastq
 from fastq.worker.worker import Worker
+from tests.support.workers import drain
 
 
 def test_async_jobs_drain_exactly_once_with_many_in_flight(app: fastq.App) -> None:

@@ -9,12 +9,12 @@ import logging
 import orjson
 import pytest
 import redis
-from conftest import drain
 
 import fastq
 from fastq.policy import Delivery
 from fastq.worker.roundtrip import RoundTrip
 from fastq.worker.worker import HardStop, Worker
+from tests.support.workers import drain
 
 
 def burst_worker(app: fastq.App, **options: object) -> Worker:

@@ -7,10 +7,11 @@ import time
 import orjson
 import pytest
 import redis
-from conftest import drain, namespace_keys
 
 import fastq
 from fastq.testing.redis_server import free_port
+from tests.support.keys import namespace_keys
+from tests.support.workers import drain
 
 
 class Unserializable:

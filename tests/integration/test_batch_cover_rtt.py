@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from conftest import drain
-
 import fastq
+from tests.support.workers import drain
 
 
 def test_a_worker_of_one_queue_grows_quick_batches_past_batch_size(app: fastq.App) -> None:

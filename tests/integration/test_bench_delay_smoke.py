@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from benchtools import run_bench
+
+from tests.support.bench import run_bench
 
 
 @pytest.mark.slow

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from benchtools import run_bench
+
+from tests.support.bench import run_bench
 
 
 @pytest.mark.slow

@@ -12,11 +12,12 @@ from typing import Any, Callable
 
 import pytest
 import redis
-from conftest import ROOT, drain, drain_in_thread, fastq_cmd, subprocess_env
 
 import fastq
 from fastq.testing.redis_server import RedisServer
 from fastq.worker.worker import Worker
+from tests.support.processes import ROOT, fastq_cmd, subprocess_env
+from tests.support.workers import drain, drain_in_thread
 
 
 class Runs:

@@ -8,10 +8,10 @@ import time
 
 import pytest
 import redis
-from conftest import fastq_cmd, subprocess_env
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 
 def run_cli(url: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import orjson
 import redis
-from conftest import drain
 from test_cli import run_cli
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.workers import drain
 
 
 def inspect_cli(url: str, namespace: str, *args: str) -> tuple[int, str, str]:

@@ -15,8 +15,6 @@ from typing import Iterator
 
 import pytest
 import redis
-from clustertools import port_of, queues_on_each_master
-from conftest import fastq_cmd, subprocess_env
 from redis.exceptions import MovedError
 
 import fastq
@@ -25,6 +23,8 @@ from fastq.protocol import scripts
 from fastq.protocol.contracts import CLAIM
 from fastq.protocol.results import store_commands
 from fastq.testing.cluster_server import ClusterServer
+from tests.support.cluster import port_of, queues_on_each_master
+from tests.support.processes import fastq_cmd, subprocess_env
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from clustertools import queues_on_each_master
-from conftest import fastq_cmd, subprocess_env
 
 import fastq
 from fastq.testing.cluster_server import ClusterServer
+from tests.support.cluster import queues_on_each_master
+from tests.support.processes import fastq_cmd, subprocess_env
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -22,8 +22,6 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 import pytest
-from clustertools import port_of
-from conftest import drain, drain_in_thread
 from redis import exceptions as rex
 from redis.cluster import key_slot
 
@@ -33,6 +31,8 @@ from fastq.protocol.contracts import CLAIM
 from fastq.reaper.reaper import Reaper
 from fastq.testing.cluster_server import ClusterServer
 from fastq.worker.roundtrip import RoundTrip
+from tests.support.cluster import port_of
+from tests.support.workers import drain, drain_in_thread
 
 pytestmark = pytest.mark.timeout(90)
 

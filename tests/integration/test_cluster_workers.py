@@ -14,8 +14,6 @@ from typing import Callable, Iterator, cast
 
 import pytest
 import redis
-from clustertools import queues_on_each_master
-from conftest import drain, drain_in_thread
 from redis.cluster import RedisCluster
 
 import fastq
@@ -24,6 +22,8 @@ from fastq.reaper.reaper import Reaper
 from fastq.testing.cluster_server import ClusterServer
 from fastq.worker.roundtrip import RoundTrip
 from fastq.worker.wire.cluster import SlotMoved
+from tests.support.cluster import queues_on_each_master
+from tests.support.workers import drain, drain_in_thread
 
 pytestmark = pytest.mark.timeout(60)
 

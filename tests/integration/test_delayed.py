@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import drain, drain_in_thread
 
 import fastq
 from fastq.worker.worker import Worker
+from tests.support.workers import drain, drain_in_thread
 
 
 def redis_ms(r: redis.Redis) -> int:

@@ -11,10 +11,10 @@ from typing import Any
 import orjson
 import pytest
 import redis
-from conftest import drain
 
 import fastq
 from fastq.protocol.contracts import ENQUEUE
+from tests.support.workers import drain
 
 
 def stored(r: redis.Redis, app: fastq.App, queue: str, job_id: str) -> list[Any]:

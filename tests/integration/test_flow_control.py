@@ -8,11 +8,13 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import drain_in_thread, namespace_keys
 
 import fastq
 from fastq.protocol import control
 from fastq.protocol.contracts import ACK, CLAIM, PURGE
+from tests.support.keys import namespace_keys
+from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.workers import drain_in_thread
 
 
 def wait_for(predicate: Any, timeout_s: float = 20.0) -> None:
@@ -247,8 +249,6 @@ def test_pause_and_resume_a_pool_of_two_children(
 ) -> None:
     import signal
     import subprocess
-
-    from conftest import fastq_cmd, subprocess_env
 
     runs = f"{app.namespace}:runs"
     app.enqueue_many("work", [(i, 0.002) for i in range(2000)], queue="q")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from conftest import ROOT, fastq_cmd, subprocess_env
 
 from fastq.protocol import scripts
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import ROOT, fastq_cmd, subprocess_env
 
 KEY_SUFFIXES = (
     "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",

@@ -7,10 +7,10 @@ import threading
 from typing import Any
 
 import pytest
-from conftest import drain
 
 import fastq
 from fastq.hooks import JobEvent
+from tests.support.workers import drain
 
 RUNNERS = [{}, {"threads": 4}, {"concurrency": 4}]
 

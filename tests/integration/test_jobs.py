@@ -9,11 +9,11 @@ import time
 
 import pytest
 import redis
-from conftest import drain, drain_in_thread
 
 import fastq
 from fastq.shm.cpuslots import CpuSlots
 from fastq.worker.worker import HardStop
+from tests.support.workers import drain, drain_in_thread
 
 
 def test_enqueue_many_runs_each_job_once(app: fastq.App) -> None:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 
-from conftest import fastq_cmd, subprocess_env
-
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 
 def _worker(url: str, app: fastq.App, *log_options: str) -> subprocess.CompletedProcess[str]:

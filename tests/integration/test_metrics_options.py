@@ -6,8 +6,6 @@ import os
 import subprocess
 from pathlib import Path
 
-from conftest import fastq_cmd, subprocess_env
-
 import fastq
 from fastq.protocol.outcomes import Outcomes
 from fastq.shm.metrics import (
@@ -21,6 +19,7 @@ from fastq.shm.metrics import (
     lengths,
 )
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 
 def test_metrics_port_without_prometheus_client_is_a_clear_error(

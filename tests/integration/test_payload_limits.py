@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 import redis
-from conftest import drain, namespace_keys
 
 import fastq
 from fastq.runners.settle import MAX_ERROR_CHARS, MAX_TRACEBACK_CHARS
 from fastq.testing.redis_server import RedisServer
+from tests.support.keys import namespace_keys
+from tests.support.workers import drain
 
 
 def test_an_oversize_job_is_refused_at_enqueue_and_nothing_is_written(

@@ -13,12 +13,12 @@ from typing import Iterator
 
 import pytest
 import redis
-from conftest import fastq_cmd, subprocess_env
 
 import fastq
 from fastq.protocol.contracts import FIRE, FireOutcome
 from fastq.reaper.firer import Firer
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 APP = "tests.apps.periodic_jobs"
 

@@ -9,11 +9,11 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import redis
-from conftest import namespace_keys
 
 import fastq
 from fastq.protocol import scripts
 from fastq.testing.redis_server import RedisServer, free_port
+from tests.support.keys import namespace_keys
 
 SENTINEL = "fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id"
 NAN, INF = float("nan"), float("inf")

@@ -13,11 +13,11 @@ from typing import Iterator, Optional
 import psutil
 import pytest
 import redis
-from conftest import fastq_cmd, subprocess_env
 
 import fastq
 from fastq.connection.client import new_client
 from fastq.testing.redis_server import RedisSentinel, RedisServer, free_port
+from tests.support.processes import fastq_cmd, subprocess_env
 
 PASSWORD = "Pw-7f3a9c-s3cret"  # grepped for in every output
 SENTINEL_PASSWORD = "Spw-41d2e8-s3cret"  # the sentinels' own, grepped for too

@@ -9,10 +9,10 @@ from typing import Any, Callable
 
 import pytest
 import redis
-from conftest import drain, drain_in_thread
 
 import fastq
 from fastq.context import PROGRESS_FLUSH_S
+from tests.support.workers import drain, drain_in_thread
 
 
 def _hset_calls(r: redis.Redis) -> int:

@@ -8,11 +8,10 @@ import time
 from collections import Counter
 from typing import Any
 
-from conftest import drain
-
 import fastq
 from fastq.worker.sizer import BatchSizer
 from fastq.worker.worker import Worker
+from tests.support.workers import drain
 
 
 def test_a_worker_serves_its_first_queue_first_and_drains_the_second(app: fastq.App) -> None:

@@ -17,12 +17,14 @@ from typing import Any, Callable, Iterator
 import psutil
 import pytest
 import redis
-from conftest import drain, fastq_cmd, namespace_keys, subprocess_env
 
 import fastq
 from fastq.testing.redis_server import RedisServer
 from fastq.validate import MAX_RATE, RateLimit
 from fastq.worker.pump import Pump
+from tests.support.keys import namespace_keys
+from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.workers import drain
 
 HOUR_MS = 3_600_000
 

@@ -9,10 +9,11 @@ from typing import Iterator
 import psutil
 import pytest
 import redis
-from conftest import drain, fastq_cmd, subprocess_env
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.workers import drain
 
 pytestmark = pytest.mark.fault
 

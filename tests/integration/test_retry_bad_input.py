@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import namespace_keys
 
 import fastq
+from tests.support.keys import namespace_keys
 
 INF, NAN = math.inf, math.nan
 

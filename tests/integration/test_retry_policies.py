@@ -11,11 +11,11 @@ from typing import Any, Callable, Optional
 import orjson
 import pytest
 import redis
-from conftest import drain, drain_in_thread
 
 import fastq
 import fastq.runners.settle
 from fastq.protocol.introspect import JobInfo
+from tests.support.workers import drain, drain_in_thread
 
 SLACK_S = 0.25  # from the worker's failed_at to the ack's Redis TIME, on a loaded box
 

@@ -7,10 +7,10 @@ import subprocess
 
 import orjson
 import redis
-from conftest import fastq_cmd, subprocess_env
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import fastq_cmd, subprocess_env
 
 APP = "tests.apps.sharded_jobs"
 

@@ -16,6 +16,7 @@ from redis.cluster import key_slot
 import fastq
 from fastq.protocol.keys import shard_names
 from fastq.testing.cluster_server import ClusterServer
+from tests.support.workers import drain, drain_in_thread
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -107,7 +108,6 @@ def test_a_worker_drains_a_sharded_queue_over_every_master(
     """One worker serves the eight shards on three masters: every job once, every
     shard served; a job due later in any shard is waited for; idle, it wakes for a
     job enqueued in any shard."""
-    from conftest import drain, drain_in_thread
 
     runs: Counter[int] = Counter()
 

@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import drain
 
 import fastq
 from fastq.protocol.keys import shard_names
@@ -22,6 +21,7 @@ from fastq.worker import worker as worker_module
 from fastq.worker.roundtrip import RoundTrip
 from fastq.worker.sizer import BatchSizer
 from fastq.worker.worker import Worker
+from tests.support.workers import drain
 
 SHARDS = 4
 

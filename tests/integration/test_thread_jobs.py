@@ -7,10 +7,9 @@ import threading
 import time
 from collections import Counter
 
-from conftest import drain
-
 import fastq
 from fastq.worker.worker import Worker
+from tests.support.workers import drain
 
 
 def test_thread_jobs_drain_exactly_once_with_many_in_flight(app: fastq.App) -> None:

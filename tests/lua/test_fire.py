@@ -8,11 +8,11 @@ import time
 import orjson
 import pytest
 import redis
-from conftest import namespace_keys
 
 from fastq.protocol.contracts import ACK, CLAIM, FIRE, FireOutcome, FireReply
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
+from tests.support.keys import namespace_keys
 
 
 def fire(

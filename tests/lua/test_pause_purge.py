@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 import redis
-from conftest import namespace_keys
 from test_scripts import claim, claimed_ids, enqueue, env
 
 from fastq.protocol import control
 from fastq.protocol.contracts import PAUSED, PURGE
 from fastq.protocol.keys import QueueKeys
+from tests.support.keys import namespace_keys
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import pytest
 import redis
-from conftest import namespace_keys
 from test_scripts import claim, claimed_ids, enqueue
 
 from fastq.protocol import control
 from fastq.protocol.contracts import PAUSED, RATE_TAKE, UNLIMITED
 from fastq.protocol.keys import QueueKeys
 from fastq.validate import RateLimit
+from tests.support.keys import namespace_keys
 
 HOUR_MS = 3_600_000
 

@@ -8,7 +8,6 @@ from typing import Any
 import orjson
 import pytest
 import redis
-from conftest import namespace_keys
 
 from fastq.protocol.contracts import (
     ACK,
@@ -25,6 +24,7 @@ from fastq.protocol.contracts import (
 from fastq.protocol.introspect import get_job
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
+from tests.support.keys import namespace_keys
 
 
 def env(job_id: str, priority: int = 0) -> bytes:

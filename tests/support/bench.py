@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT
+from tests.support.processes import ROOT
 
 
 def run_bench_script(

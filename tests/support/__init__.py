@@ -1,0 +1,10 @@
+"""What the tests share that is not a fixture (the fixtures live in ``conftest.py``
+files), one module a topic:
+
+- ``processes``: the repository root, ``fastq`` run as a user runs it (a subprocess
+  with the test server's URL);
+- ``workers``: in-process burst workers that drain queues;
+- ``keys``: what a test's namespace holds in Redis;
+- ``cluster``: where a queue lives on a real Redis Cluster;
+- ``bench``: running a benchmark of ``bench/`` for its smoke test.
+"""
