@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Callable
 
 import pytest
-from pooltools import Pool, kill_children_while, noted_runs, pools, redis_server, wait_until  # noqa: F401
 
 import fastq
+from tests.support.pool import Pool, kill_children_while, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

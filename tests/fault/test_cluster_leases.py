@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from pooltools import Pool, noted_runs, wait_until
 
 import fastq
 from fastq.context import ProgressBuffer
@@ -26,6 +25,7 @@ from fastq.testing.cluster_server import ClusterServer
 from fastq.testing.redis_server import RedisServer
 from fastq.worker.leases import LeaseKeeper
 from tests.support.cluster import port_of, queues_on_each_master
+from tests.support.pool import Pool, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

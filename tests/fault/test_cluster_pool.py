@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from pooltools import Pool, kill_children_while, noted_runs, wait_until
 
 import fastq
 from fastq.testing.cluster_server import ClusterServer
 from tests.support.cluster import queues_on_each_master
+from tests.support.pool import Pool, kill_children_while, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
 

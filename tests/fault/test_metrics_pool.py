@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-from pooltools import Pool, noted_runs, pools, redis_server, wait_until  # noqa: F401
 
 import fastq
+from tests.support.pool import Pool, noted_runs, wait_until
 
 prometheus_parser = pytest.importorskip("prometheus_client.parser")
 

@@ -25,10 +25,10 @@ from typing import Callable, Iterator
 import psutil
 import pytest
 import redis
-from pooltools import Pool, noted_runs, pools, redis_server, wait_until  # noqa: F401
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.pool import Pool, noted_runs, wait_until
 from tests.support.processes import fastq_cmd, subprocess_env
 
 pytestmark = [pytest.mark.fault]

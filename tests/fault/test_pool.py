@@ -16,21 +16,18 @@ from typing import Callable
 import orjson
 import pytest
 import redis
-from pooltools import (  # noqa: F401
-    Pool,
-    drain_while_killing_children,
-    gone,
-    kill_children_while,
-    lose_host,
-    pools,
-    recover_lost_host,
-    redis_server,
-    runs,
-    wait_until,
-)
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.pool import (
+    Pool,
+    drain_while_killing_children,
+    gone,
+    lose_host,
+    recover_lost_host,
+    runs,
+    wait_until,
+)
 from tests.support.processes import fastq_cmd, subprocess_env
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]

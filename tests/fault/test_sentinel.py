@@ -18,10 +18,10 @@ from typing import Iterator
 import psutil
 import pytest
 import redis
-from pooltools import Pool, noted_runs, wait_until
 
 import fastq
 from fastq.testing.redis_server import RedisSentinel, RedisServer
+from tests.support.pool import Pool, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(120)]
 

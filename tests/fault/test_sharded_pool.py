@@ -11,20 +11,18 @@ from typing import Any, Callable, Iterator
 
 import pytest
 import redis
-from pooltools import (  # noqa: F401
-    Pool,
-    kill_children_while,
-    lose_host,
-    pools,
-    recover_lost_host,
-    redis_server,
-    runs,
-    wait_until,
-)
 
 import fastq
 from fastq.protocol.keys import shard_names
 from fastq.testing.redis_server import RedisServer
+from tests.support.pool import (
+    Pool,
+    kill_children_while,
+    lose_host,
+    recover_lost_host,
+    runs,
+    wait_until,
+)
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

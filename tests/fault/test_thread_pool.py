@@ -10,9 +10,9 @@ from typing import Callable
 
 import pytest
 import redis
-from pooltools import Pool, drain_while_killing_children, pools, redis_server, runs, wait_until  # noqa: F401
 
 import fastq
+from tests.support.pool import Pool, drain_while_killing_children, runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
 

@@ -6,5 +6,7 @@ files), one module a topic:
 - ``workers``: in-process burst workers that drain queues;
 - ``keys``: what a test's namespace holds in Redis;
 - ``cluster``: where a queue lives on a real Redis Cluster;
+- ``pool``: ``fastq pool`` subprocesses for the fault tests, killing their children,
+  waiting, the record of runs;
 - ``bench``: running a benchmark of ``bench/`` for its smoke test.
 """

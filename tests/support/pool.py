@@ -1,6 +1,6 @@
 """Shared by the fault tests of real pools: a ``fastq pool`` subprocess, waits, the
-record of runs, and per-test fixtures (a durable server of the test's own, pools
-killed at the end)."""
+record of runs (their fixtures, a durable server of the test's own and pools killed
+at the end, are in ``tests/fault/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,11 @@ import subprocess
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import psutil
-import pytest
 import redis
 
-from fastq.testing.redis_server import RedisServer
 from tests.support.processes import fastq_cmd, subprocess_env
 
 
@@ -203,32 +201,3 @@ def noted_runs(pool: Pool) -> Counter[int]:
     if not pool.runs_file.exists():
         return Counter()
     return Counter(int(line) for line in pool.runs_file.read_text().split())
-
-
-@pytest.fixture
-def redis_server() -> Iterator[RedisServer]:
-    """Each test here gets a server of its own, with every write fsynced (so a
-    kill -9 loses nothing), in place of the session's shared one; the ``app``,
-    ``r`` and ``namespace`` fixtures of conftest use it."""
-    s = RedisServer(appendonly=True).start()
-    yield s
-    s.cleanup()
-
-
-@pytest.fixture
-def pools(
-    redis_server: RedisServer, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., Pool]]:
-    started: list[Pool] = []
-
-    def start(*args: str) -> Pool:
-        pool = Pool(redis_server.url, namespace, tmp_path / "pool.log", *args)
-        started.append(pool)
-        return pool
-
-    yield start
-    for pool in started:
-        pool.kill()
-        for kid in psutil.Process().children(recursive=True):
-            if kid.name().startswith("fastq-"):
-                kid.kill()
