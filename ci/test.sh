@@ -24,17 +24,19 @@ if [ $# -gt 0 ]; then
 else
   # The suite mostly waits on Redis and on child processes (about 12 min of wall time
   # for 6 of CPU when run one test at a time), so tests run side by side: the unit,
-  # Lua and integration tests three at a time, then the fault tests, which kill and
-  # pause processes on timers, two at a time.
+  # Lua, integration and benchmark smoke tests three at a time, then the fault tests,
+  # which kill and pause processes on timers, two at a time.
   for dir in tests/*/; do  # a new folder of tests must join one of the two runs
-    case "$dir" in tests/unit/ | tests/lua/ | tests/integration/ | tests/fault/ | tests/apps/) ;;
+    case "$dir" in
+      tests/unit/ | tests/lua/ | tests/integration/ | tests/bench/ | tests/fault/) ;;
+      tests/apps/ | tests/support/) ;;  # what the tests import, no tests of their own
       *) if ls "$dir"test_*.py >/dev/null 2>&1; then
            echo "ci/test.sh: $dir is in neither pytest run" >&2; exit 1
          fi ;;
     esac
   done
   "$PY" -m pytest -q -p no:cacheprovider -n 3 --durations=10 \
-    tests/unit tests/lua tests/integration || status=$?
+    tests/unit tests/lua tests/integration tests/bench || status=$?
   fault_status=0
   "$PY" -m pytest -q -p no:cacheprovider -n 2 --durations=10 tests/fault || fault_status=$?
   [ "$status" -ne 0 ] || status=$fault_status
