@@ -60,6 +60,14 @@ def app(redis_server: RedisServer, namespace: str) -> Iterator[fastq.App]:
 
 
 @pytest.fixture
+def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
+    """An app on the session's Redis Cluster, in the test's namespace."""
+    a = fastq.App(redis_cluster.url, namespace=namespace)
+    yield a
+    a.close()
+
+
+@pytest.fixture
 def r(redis_server: RedisServer) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_server.url)
     yield client

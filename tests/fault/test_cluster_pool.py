@@ -8,7 +8,6 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -18,13 +17,6 @@ from tests.support.cluster import queues_on_each_master
 from tests.support.pool import Pool, kill_children_while, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
-    a = fastq.App(redis_cluster.url, namespace=namespace)
-    yield a
-    a.close()
 
 
 def processed(app: fastq.App, queues: list[str]) -> int:

@@ -39,13 +39,6 @@ def getkeys_calls(nodes: dict[int, redis.Redis]) -> int:
 
 
 @pytest.fixture
-def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
-    a = fastq.App(redis_cluster.url, namespace=namespace)
-    yield a
-    a.close()
-
-
-@pytest.fixture
 def nodes(redis_cluster: ClusterServer) -> Iterator[dict[int, redis.Redis]]:
     """A plain client of each master, by port."""
     clients = {port: redis_cluster.client(port) for port in redis_cluster.ports}

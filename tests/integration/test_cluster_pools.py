@@ -63,13 +63,6 @@ def pools(redis_cluster: ClusterServer, namespace: str, tmp_path: Path) -> Itera
     p.stop()
 
 
-@pytest.fixture
-def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
-    a = fastq.App(redis_cluster.url, namespace=namespace)
-    yield a
-    a.close()
-
-
 def test_two_pools_fire_each_periodic_slot_once(pools: Pools, capp: fastq.App) -> None:
     # no -q: each pool serves the app's queues; its reaper child fires every second
     pools.start("tests.apps.periodic_jobs", "-c", "1")

@@ -29,13 +29,6 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
-    a = fastq.App(redis_cluster.url, namespace=namespace)
-    yield a
-    a.close()
-
-
-@pytest.fixture
 def owners(redis_cluster: ClusterServer, capp: fastq.App) -> dict[int, str]:
     """A queue on each master (port -> name), declared to the app."""
     found = queues_on_each_master(redis_cluster, "w")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections import Counter
-from typing import Iterator
 
 import pytest
 from redis.cluster import key_slot
@@ -21,13 +20,6 @@ from tests.support.workers import drain, drain_in_thread
 pytestmark = pytest.mark.timeout(60)
 
 SHARDS = 8
-
-
-@pytest.fixture
-def capp(redis_cluster: ClusterServer, namespace: str) -> Iterator[fastq.App]:
-    a = fastq.App(redis_cluster.url, namespace=namespace)
-    yield a
-    a.close()
 
 
 def test_a_sharded_queue_spreads_over_the_masters_and_is_seen_as_one(
