@@ -17,6 +17,10 @@ from fastq.cli.common import (
     parse_queues,
 )
 from fastq.errors import FastqError
+from fastq.worker.options import MAX_BATCH, WorkerOptions
+
+# the defaults of the worker's options: declared once, in WorkerOptions
+DEFAULTS = WorkerOptions()
 
 # async jobs in flight per worker process at most (each holds a record the master reads)
 MAX_CONCURRENCY = 10_000
@@ -48,13 +52,13 @@ def threads(text: str) -> int:
 
 
 def batch_size(text: str) -> int:
-    """The type of --batch: an int within 1..1000."""
+    """The type of --batch: an int within 1..MAX_BATCH."""
     try:
         n = int(text)
     except ValueError:
         raise CliError(f"--batch must be a whole number, not {text!r}") from None
-    if not 1 <= n <= 1000:
-        raise CliError(f"--batch must be within 1..1000, not {n}")
+    if not 1 <= n <= MAX_BATCH:
+        raise CliError(f"--batch must be within 1..{MAX_BATCH}, not {n}")
     return n
 
 
@@ -111,6 +115,20 @@ def _served_queues(args: argparse.Namespace, app: App) -> list[str]:
     return queues
 
 
+def worker_options(args: argparse.Namespace, **more: Any) -> WorkerOptions:
+    """The options of ``fastq worker`` or of a ``fastq pool``'s children."""
+    try:
+        return WorkerOptions(
+            batch_size=args.batch,
+            lease_s=args.lease,
+            async_jobs=args.concurrency,
+            threads=args.threads,
+            **more,
+        )
+    except ValueError as exc:  # e.g. --lease 0
+        raise CliError(str(exc)) from None
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     from fastq.worker.worker import Worker
 
@@ -118,18 +136,13 @@ def cmd_worker(args: argparse.Namespace) -> int:
         parse_queues(args.queues)  # a bad -q is refused before the app is imported
     app = configured_app(args)
     queues = _served_queues(args, app)
-    worker = Worker(
-        app,
-        queues,
-        batch_size=args.batch,
-        concurrency=args.concurrency,
-        threads=args.threads,
+    options = worker_options(
+        args,
         burst=args.burst,
-        lease_s=args.lease,
-        redis_patience_s=args.redis_patience,
         burst_horizon_s=args.burst_horizon,
+        redis_patience_s=args.redis_patience,
     )
-    worker.run()
+    Worker(app, queues, options).run()
     return 0
 
 
@@ -142,22 +155,21 @@ def cmd_pool(args: argparse.Namespace) -> int:
         raise CliError(f"-c must be >= 1, not {args.children}")
     app = configured_app(args)
     queues = _served_queues(args, app)
+    memory = args.max_memory_per_child
+    options = worker_options(
+        args,
+        max_jobs=args.max_jobs_per_child,
+        max_memory_bytes=parse_size(memory) if memory else None,
+    )
     config = PoolConfig(
-        concurrency=args.children,
+        children=args.children,
         queues=queues,
-        batch_size=args.batch,
-        lease_s=args.lease,
+        worker=options,
         child_timeout_s=args.child_timeout,
         graceful_timeout_s=args.graceful_timeout,
-        max_jobs_per_child=args.max_jobs_per_child,
-        max_memory_per_child=parse_size(args.max_memory_per_child)
-        if args.max_memory_per_child
-        else None,
         reaper=not args.no_reaper,
         cpu_slots=args.cpu_slots if args.cpu_slots is not None else (os.cpu_count() or 1),
         queues_from_app=args.queues is None,
-        in_flight=args.concurrency,
-        threads=args.threads,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
     )
@@ -191,14 +203,14 @@ def _add_concurrency_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--concurrency",
         type=concurrency,
-        default=1,
+        default=DEFAULTS.async_jobs,
         help="async def jobs in flight per worker process (default 1); sync jobs still run "
         "one at a time in the worker's thread (unless --threads)",
     )
     p.add_argument(
         "--threads",
         type=threads,
-        default=0,
+        default=DEFAULTS.threads,
         help="run sync jobs in this many threads per worker process, as many in flight "
         "(default: one at a time in the worker's thread); a job past its timeout_s in a "
         "thread recycles its worker",
@@ -224,7 +236,7 @@ def add_worker(sub: Any) -> None:
     w.add_argument(
         "--batch",
         type=batch_size,
-        default=100,
+        default=DEFAULTS.batch_size,
         help="jobs claimed per round trip (1-1000); a worker of one queue may claim up to 10x "
         "this (at most 1,000) of quick jobs to cover the round trip to a distant Redis",
     )
@@ -236,10 +248,12 @@ def add_worker(sub: Any) -> None:
     w.add_argument(
         "--burst-horizon",
         type=horizon_s,
-        default=1.0,
+        default=DEFAULTS.burst_horizon_s,
         help="with --burst: seconds ahead to wait for a scheduled job (default 1)",
     )
-    w.add_argument("--lease", type=float, default=60.0, help="seconds a claimed job stays leased")
+    w.add_argument(
+        "--lease", type=float, default=DEFAULTS.lease_s, help="seconds a claimed job stays leased"
+    )
     _add_concurrency_option(w)
     w.add_argument(
         "--redis-patience",
@@ -274,13 +288,13 @@ def add_pool(sub: Any) -> None:
     p.add_argument(
         "--batch",
         type=batch_size,
-        default=100,
+        default=DEFAULTS.batch_size,
         help="the most jobs a child claims per round trip (1-1000)",
     )
     p.add_argument(
         "--lease",
         type=float,
-        default=60.0,
+        default=DEFAULTS.lease_s,
         help="seconds a claimed job stays leased (extended while alive)",
     )
     p.add_argument(
@@ -340,7 +354,9 @@ def add_demo(sub: Any) -> None:
     )
     d.add_argument("--redis-url", help="Redis to use (default: a throwaway redis-server)")
     d.add_argument("--jobs", type=int, default=30_000, help="emails to send")
-    d.add_argument("--batch", type=batch_size, default=100, help="jobs claimed per round trip")
+    d.add_argument(
+        "--batch", type=batch_size, default=DEFAULTS.batch_size, help="jobs claimed per round trip"
+    )
     d.set_defaults(func=cmd_demo)
 
 

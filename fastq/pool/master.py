@@ -8,6 +8,7 @@ manage the count. Signal handlers only enqueue; all work happens in the loop.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import logging
@@ -36,6 +37,7 @@ from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
 from fastq.shm.heartbeat import HeartbeatBoard
 from fastq.shm.metrics import OTHER_JOB, STALLED, MetricsBoard
+from fastq.worker.options import WorkerOptions
 from fastq.worker.worker import Worker
 
 log = logging.getLogger("fastq.master")
@@ -80,27 +82,21 @@ class Child:
 
 @dataclass
 class PoolConfig:
-    concurrency: int
+    children: int  # worker processes (``-c``)
     queues: list[str]
-    batch_size: int = 100
-    lease_s: float = 60.0
-    idle_timeout_s: float = 5.0
+    worker: WorkerOptions = field(default_factory=WorkerOptions)  # each child's
     child_timeout_s: float = 30.0
     graceful_timeout_s: float = 30.0
-    max_jobs_per_child: Optional[int] = None
-    max_memory_per_child: Optional[int] = None  # bytes
     reaper: bool = True
     cpu_slots: int = 0  # children running CPU-bound batches at once; 0: no limit
     queues_from_app: bool = False  # no -q: serve the app's queues, read again at a HUP
     first_wave: int = 0  # workers forked first at start-up (fastq.pool.ramp); 0: one per CPU
-    in_flight: int = 1  # jobs in flight per child (--concurrency; fastq.runners.aio)
-    threads: int = 0  # sync jobs in threads per child (--threads; fastq.runners.threads)
     metrics_port: Optional[int] = None  # serve Prometheus metrics (fastq.shm.metrics) on it
     metrics_host: str = "127.0.0.1"
 
 
 class Master:
-    """Supervises ``config.concurrency`` worker children and a reaper child.
+    """Supervises ``config.children`` worker children and a reaper child.
 
     Args:
         app: imported once here; children share it copy-on-write.
@@ -111,12 +107,12 @@ class Master:
     def __init__(
         self, app: App, config: PoolConfig, reload_app: Optional[Callable[[], App]] = None
     ) -> None:
-        if config.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, not {config.concurrency}")
+        if config.children < 1:
+            raise ValueError(f"children must be >= 1, not {config.children}")
         self.app = app
         self.config = config
         self.reload_app = reload_app
-        self.num_workers = config.concurrency
+        self.num_workers = config.children
         self.children: dict[int, Child] = {}
         self.pid = 0
         self.exit_code = 0
@@ -134,8 +130,8 @@ class Master:
         self._pipe: tuple[int, int] = (-1, -1)
         self.hand_backs = HandBacks(app, config.queues)
         self.board = HeartbeatBoard(
-            max(2 * config.concurrency + 2, config.concurrency + 16),
-            records=config.in_flight + config.threads,
+            max(2 * config.children + 2, config.children + 16),
+            records=config.worker.async_jobs + config.worker.threads,
         )
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
         self.metrics: Optional[MetricsBoard] = None
@@ -143,7 +139,7 @@ class Master:
         if config.metrics_port is not None:
             require_prometheus()
             self.metrics = MetricsBoard(self.board.slots, config.queues, app.registry)
-        self.ramp = StartRamp(min(config.concurrency, config.first_wave or cpu_count()))
+        self.ramp = StartRamp(min(config.children, config.first_wave or cpu_count()))
 
     # -- the loop ------------------------------------------------------------------
 
@@ -444,26 +440,20 @@ class Master:
             os._exit(code)
 
     def worker_main(self, slot: int, worker_id: str) -> None:
-        cfg = self.config
-        max_jobs = cfg.max_jobs_per_child
-        if max_jobs:  # jitter, so that children do not all recycle at once
-            max_jobs += random.randint(0, max(1, max_jobs // 10))
+        options = self.config.worker
+        if options.max_jobs:  # jitter, so that children do not all recycle at once
+            jitter = random.randint(0, max(1, options.max_jobs // 10))
+            options = dataclasses.replace(options, max_jobs=options.max_jobs + jitter)
         try:
             worker = Worker(
                 self.app,
-                cfg.queues,
-                batch_size=cfg.batch_size,
-                lease_s=cfg.lease_s,
-                idle_timeout_s=cfg.idle_timeout_s,
+                self.config.queues,
+                options,
                 worker_id=worker_id,
                 slot=self.board.slot(slot),
                 metrics=None if self.metrics is None else self.metrics.child(slot),
                 parent_pid=self.pid,
-                max_jobs=max_jobs,
-                max_memory_bytes=cfg.max_memory_per_child,
                 cpu_slots=self.cpu_slots,
-                concurrency=cfg.in_flight,
-                threads=cfg.threads,
             )
             worker.quiet = self.quiet
             worker.init_process()
@@ -594,7 +584,7 @@ class Master:
             self.signal_child(child, signal.SIGKILL)
 
     def check_memory(self) -> None:
-        limit = self.config.max_memory_per_child
+        limit = self.config.worker.max_memory_bytes
         now = time.monotonic()
         if limit is None or now < self.next_memory_check:
             return

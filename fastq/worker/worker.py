@@ -7,7 +7,7 @@ the batch sizer (:mod:`fastq.worker.sizer`) says how many jobs to claim; the CPU
 CPU-bound; a pure decision (:mod:`fastq.worker.decide`) says what follows an empty claim;
 a runner (:mod:`fastq.runners.sync`) runs the jobs; job slots (:mod:`fastq.runners.inflight`)
 say how many to claim and keep jobs in flight (:mod:`fastq.runners.aio`: ``async def``
-jobs, up to ``concurrency`` at once; :mod:`fastq.runners.threads`: sync jobs in
+jobs, up to ``async_jobs`` at once; :mod:`fastq.runners.threads`: sync jobs in
 ``threads`` threads) while the loop claims and settles.
 """
 
@@ -43,6 +43,7 @@ from fastq.shm.metrics import ChildMetrics
 from fastq.worker.atmostonce import AtMostOnce, Taken
 from fastq.worker.decide import ClaimFrom, EmptyClaims, Round, Stop
 from fastq.worker.leases import LeaseKeeper
+from fastq.worker.options import WorkerOptions
 from fastq.worker.pump import Pump
 from fastq.worker.queues import QueueLayout
 from fastq.worker.roundtrip import Claim, RoundTrip
@@ -52,11 +53,10 @@ if TYPE_CHECKING:
     from fastq.app import App
     from fastq.job import JobDef
 
-__all__ = ["HardStop", "RedisGaveUp", "Worker", "default_worker_id"]
+__all__ = ["HardStop", "RedisGaveUp", "Worker", "WorkerOptions", "default_worker_id"]
 
 log = logging.getLogger("fastq.worker")
 
-MAX_BATCH = 1000
 # A stopping worker tries this long to settle what it holds while Redis is away;
 # what is left then comes back to the queue when its lease expires.
 FLUSH_PATIENCE_S = 1.5
@@ -83,19 +83,10 @@ class Worker:
     so a Worker may be built before a fork and run after it.
 
     Args:
-        batch_size: the most jobs claimed per round trip (1 to 1000). The batch
-            adapts below it so that one holds about ``target_batch_s`` of work;
-            on a worker of one queue, a batch of quick jobs grows past it (up to
-            10 times, at most 1,000 jobs and 10 ms of work) to cover the measured
-            round trip to Redis.
-        burst: return once every queue is empty and nothing is due within
-            ``burst_horizon_s``; what is left scheduled is logged (how many, the
-            earliest due time).
-        burst_horizon_s: how far ahead a burst worker waits for a scheduled job
-            (a retry in backoff, a delayed job) before it exits (default 1 s).
-        lease_s: how long a claimed job stays leased; a heartbeat thread extends
-            the leases of held jobs every third of it.
-        idle_timeout_s: longest single wait for a wake-up when idle.
+        options: how it claims and runs jobs (:class:`fastq.worker.options.WorkerOptions`);
+            keywords named as its fields change single options
+            (``Worker(app, ["q"], burst=True)``).
+        worker_id: its name in Redis and in the logs (default: host, pid, random).
         handle_signals: install handlers (SIGTERM/SIGINT: graceful, then hard
             stop; SIGUSR1: quiet; SIGALRM: job timeouts). Job ``timeout_s`` is
             enforced only with them.
@@ -103,78 +94,42 @@ class Worker:
         metrics: where it counts its jobs for the master's /metrics (``fastq pool
             --metrics-port``).
         parent_pid: stop when the parent process changes (the master died).
-        max_jobs: stop after about this many jobs (recycling).
-        max_memory_bytes: stop when the process' RSS exceeds this (recycling).
         cpu_slots: a pool's CPU slots: taken while this worker's batches are
             CPU-bound, so an oversubscribed host does not time-slice itself (not
-            taken by a worker with an event loop: see ``concurrency``).
-        redis_patience_s: give up (raise ``RedisGaveUp``) once Redis has been
-            unavailable this long; None: wait for it forever. Burst workers
-            default to 30 s, long-running ones to forever.
-        concurrency: ``async def`` jobs in flight at most (on an event loop of the
-            worker's, :mod:`fastq.runners.aio`). Without ``threads``, sync jobs run one at a
-            time in the worker's thread whatever it is (a sync job blocks the claims
-            meanwhile, not the async jobs in flight). A worker of an app without
-            async jobs and a concurrency of 1 runs no event loop.
-        threads: run sync jobs in this many threads (:mod:`fastq.runners.threads`), as many
-            in flight; 0 (the default): one at a time in the worker's thread. A job
-            past its ``timeout_s`` in a thread is settled as timed out, and the
-            worker then stops claiming, finishes the others and exits (recycled:
-            a thread cannot be killed).
+            taken by a worker with an event loop: see ``async_jobs``).
     """
 
     def __init__(
         self,
         app: App,
         queues: list[str],
+        options: Optional[WorkerOptions] = None,
         *,
-        batch_size: int = 100,
-        burst: bool = False,
-        lease_s: float = 60.0,
-        idle_timeout_s: float = 5.0,
         worker_id: Optional[str] = None,
         handle_signals: bool = True,
         slot: Optional[HeartbeatSlot] = None,
         metrics: Optional[ChildMetrics] = None,
         parent_pid: Optional[int] = None,
-        max_jobs: Optional[int] = None,
-        max_memory_bytes: Optional[int] = None,
-        target_batch_s: float = 0.1,
         cpu_slots: Optional[CpuSlots] = None,
-        redis_patience_s: Optional[float] = None,
-        burst_horizon_s: float = 1.0,
-        concurrency: int = 1,
-        threads: int = 0,
+        **changes: Any,
     ) -> None:
         if not queues:
             raise ValueError("a worker needs at least one queue")
         for q in queues:
             validate_queue_name(q)
-        if not 1 <= batch_size <= MAX_BATCH:
-            raise ValueError(f"batch size must be within 1..{MAX_BATCH}, not {batch_size}")
-        if lease_s <= 0:
-            raise ValueError(f"lease_s must be > 0, not {lease_s}")
-        if not (isinstance(burst_horizon_s, (int, float)) and 0 <= burst_horizon_s < float("inf")):
-            raise ValueError(
-                f"burst_horizon_s must be a finite number >= 0, not {burst_horizon_s!r}"
-            )
+        self.options = options = (options or WorkerOptions()).with_changes(**changes)
+        # the names the runners' construction below reads
+        batch_size, concurrency, threads = options.batch_size, options.async_jobs, options.threads
         self.app = app
         self.queues = list(dict.fromkeys(queues))
-        self.burst = burst
-        self.burst_horizon_s = float(burst_horizon_s)
-        self.lease_ms = int(lease_s * 1000)
-        self.idle_timeout_s = idle_timeout_s
+        self.lease_ms = int(options.lease_s * 1000)
         self.worker_id = worker_id
         self.handle_signals = handle_signals
         self.slot = slot
         self.parent_pid = parent_pid
-        self.max_jobs = max_jobs
-        self.max_memory_bytes = max_memory_bytes
-        if redis_patience_s is None and burst:
-            redis_patience_s = 30.0
-        self.redis_patience_s = redis_patience_s
         # a batch holds ~target_batch_s of work, and well under a lease
-        self.sizers = QueueSizers(self.queues, batch_size, min(target_batch_s, lease_s / 4))
+        target_batch_s = min(options.target_batch_s, options.lease_s / 4)
+        self.sizers = QueueSizers(self.queues, batch_size, target_batch_s)
         self._sized_queue = self.queues[0]  # whose jobs the slots measure (one slot)
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
@@ -311,7 +266,7 @@ class Worker:
         # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
         # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
         # socket could still be run by Redis after the worker has moved on.
-        socket_timeout_s = self.lease_ms / 1000 + self.idle_timeout_s
+        socket_timeout_s = self.lease_ms / 1000 + self.options.idle_timeout_s
         self._rt = rt = RoundTrip(
             lambda: self.app.new_client(retries=0, socket_timeout_s=socket_timeout_s),
             str(self.worker_id),
@@ -496,10 +451,10 @@ class Worker:
             step = empty.after_empty(
                 claim.now_exact_ms,
                 next_due_ms,
-                burst=self.burst,
+                burst=self.options.burst,
                 stopping=self.stopping,  # a stop signal may have come during the round trip
-                idle_timeout_s=self.idle_timeout_s,
-                burst_horizon_s=self.burst_horizon_s,
+                idle_timeout_s=self.options.idle_timeout_s,
+                burst_horizon_s=self.options.burst_horizon_s,
                 paused=claim.reply.paused,
                 queue_index=queue_index,
             )
@@ -513,7 +468,7 @@ class Worker:
                 continue
             governor.idle()
             if isinstance(step, Stop):
-                if self.burst and not self.stopping:
+                if self.options.burst and not self.stopping:
                     self._log_left_scheduled(step.next_due_ms, claim.now_ms)
                 return
             if step.paused and not was_paused:
@@ -593,7 +548,7 @@ class Worker:
         log.info(
             "worker %s: burst done, nothing ready or due within %g s; left %s jobs "
             "scheduled, the earliest due in %.1f s (%s)",
-            self.worker_id, self.burst_horizon_s, left if left >= 0 else "some",
+            self.worker_id, self.options.burst_horizon_s, left if left >= 0 else "some",
             (next_due_ms - now_ms) / 1000, due,
         )  # fmt: skip
 
@@ -639,7 +594,7 @@ class Worker:
             RedisGaveUp: Redis has been unavailable for longer than ``redis_patience_s``.
         """
         delay = self._outage.failed(exc)
-        patience = self.redis_patience_s
+        patience = self.options.patience_s
         if patience is not None and time.monotonic() - self._outage.since > patience:
             raise RedisGaveUp(
                 f"worker {self.worker_id}: Redis at {mask_url(self.app.redis_url)} unavailable for "
@@ -649,16 +604,17 @@ class Worker:
 
     def _check_limits(self) -> None:
         """Recycling: stop gracefully past max_jobs or max_memory_bytes."""
-        if self.max_jobs is not None and self.jobs_run >= self.max_jobs:
+        max_jobs, max_memory_bytes = self.options.max_jobs, self.options.max_memory_bytes
+        if max_jobs is not None and self.jobs_run >= max_jobs:
             log.info("worker %s: ran %d jobs, recycling", self.worker_id, self.jobs_run)
             self.stopping = True
-        if self.max_memory_bytes is not None:
+        if max_memory_bytes is not None:
             # ~10 µs a batch, and only with a limit: a leak is caught within one batch
             rss = psutil.Process().memory_info().rss
-            if rss > self.max_memory_bytes:
+            if rss > max_memory_bytes:
                 log.warning(
                     "worker %s: RSS %d MiB over the %d MiB limit, recycling",
-                    self.worker_id, rss >> 20, self.max_memory_bytes >> 20,
+                    self.worker_id, rss >> 20, max_memory_bytes >> 20,
                 )  # fmt: skip
                 self.stopping = True
 
