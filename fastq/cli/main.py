@@ -68,6 +68,8 @@ Every command takes --redis-url (default: $FASTQ_REDIS_URL) and --namespace;
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args = build_parser().parse_args(argv)
+        for warning in dict.fromkeys(getattr(args, "deprecated", ())):
+            print(f"fastq: warning: {warning}", file=sys.stderr)
         try:
             configure_logging(args.log_level, args.log_format)
         except ValueError as exc:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from fastq.app import App
 from fastq.cli.common import (
@@ -23,43 +23,26 @@ from fastq.worker.options import MAX_BATCH, WorkerOptions
 DEFAULTS = WorkerOptions()
 
 # async jobs in flight per worker process at most (each holds a record the master reads)
-MAX_CONCURRENCY = 10_000
-
-
-def concurrency(text: str) -> int:
-    """The type of --concurrency: an int within 1..MAX_CONCURRENCY."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise CliError(f"--concurrency must be a whole number, not {text!r}") from None
-    if not 1 <= n <= MAX_CONCURRENCY:
-        raise CliError(f"--concurrency must be within 1..{MAX_CONCURRENCY}, not {n}")
-    return n
-
-
+MAX_ASYNC_JOBS = 10_000
 MAX_THREADS = 1_000
 
 
-def threads(text: str) -> int:
-    """The type of --threads: an int within 1..MAX_THREADS."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise CliError(f"--threads must be a whole number, not {text!r}") from None
-    if not 1 <= n <= MAX_THREADS:
-        raise CliError(f"--threads must be within 1..{MAX_THREADS}, not {n}")
-    return n
+def whole_number(option: str, most: int) -> Callable[[str], int]:
+    """The type of an option that takes a whole number within 1..``most``."""
+
+    def parse(text: str) -> int:
+        try:
+            n = int(text)
+        except ValueError:
+            raise CliError(f"{option} must be a whole number, not {text!r}") from None
+        if not 1 <= n <= most:
+            raise CliError(f"{option} must be within 1..{most}, not {n}")
+        return n
+
+    return parse
 
 
-def batch_size(text: str) -> int:
-    """The type of --batch: an int within 1..MAX_BATCH."""
-    try:
-        n = int(text)
-    except ValueError:
-        raise CliError(f"--batch must be a whole number, not {text!r}") from None
-    if not 1 <= n <= MAX_BATCH:
-        raise CliError(f"--batch must be within 1..{MAX_BATCH}, not {n}")
-    return n
+batch_size = whole_number("--batch", MAX_BATCH)
 
 
 def horizon_s(text: str) -> float:
@@ -121,7 +104,7 @@ def worker_options(args: argparse.Namespace, **more: Any) -> WorkerOptions:
         return WorkerOptions(
             batch_size=args.batch,
             lease_s=args.lease,
-            async_jobs=args.concurrency,
+            async_jobs=args.async_jobs,
             threads=args.threads,
             **more,
         )
@@ -199,17 +182,46 @@ def cmd_demo(args: argparse.Namespace) -> int:
 # -- parsers ------------------------------------------------------------------------
 
 
-def _add_concurrency_option(p: argparse.ArgumentParser) -> None:
+class _Deprecated(argparse.Action):
+    """The old spelling of an option: sets what the new one sets, and leaves ``warning``
+    in ``args.deprecated``, which ``main`` prints once the command line parsed."""
+
+    def __init__(self, *args: Any, warning: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.warning = warning
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+        option_string: Optional[str] = None,
+    ) -> None:  # fmt: skip
+        setattr(namespace, self.dest, values)
+        namespace.deprecated = [*getattr(namespace, "deprecated", []), self.warning]
+
+
+def _add_in_flight_options(p: argparse.ArgumentParser, *, pool: bool) -> None:
     p.add_argument(
-        "--concurrency",
-        type=concurrency,
+        "--async-jobs",
+        type=whole_number("--async-jobs", MAX_ASYNC_JOBS),
         default=DEFAULTS.async_jobs,
         help="async def jobs in flight per worker process (default 1); sync jobs still run "
         "one at a time in the worker's thread (unless --threads)",
     )
+    # --concurrency was --async-jobs until a Celery user read it as processes: it
+    # keeps its meaning for a while, with a warning, rather than change it silently
+    # (a `--concurrency 200` would then fork 200 processes)
+    p.add_argument(
+        "--concurrency",
+        dest="async_jobs",
+        type=whole_number("--concurrency", MAX_ASYNC_JOBS),
+        action=_Deprecated,
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+        warning="--concurrency is deprecated: it sets the async def jobs in flight per worker "
+        "process, use --async-jobs" + ("; -c/--children sets the processes" if pool else ""),
+    )
     p.add_argument(
         "--threads",
-        type=threads,
+        type=whole_number("--threads", MAX_THREADS),
         default=DEFAULTS.threads,
         help="run sync jobs in this many threads per worker process, as many in flight "
         "(default: one at a time in the worker's thread); a job past its timeout_s in a "
@@ -254,7 +266,7 @@ def add_worker(sub: Any) -> None:
     w.add_argument(
         "--lease", type=float, default=DEFAULTS.lease_s, help="seconds a claimed job stays leased"
     )
-    _add_concurrency_option(w)
+    _add_in_flight_options(w, pool=False)
     w.add_argument(
         "--redis-patience",
         type=float,
@@ -275,7 +287,7 @@ def add_pool(sub: Any) -> None:
     p.add_argument(
         "-c", "--children", type=int, default=os.cpu_count() or 1, help="worker children"
     )
-    _add_concurrency_option(p)
+    _add_in_flight_options(p, pool=True)
     p.add_argument(
         "--app", required=True, help="module (or module:attr) whose import registers the jobs"
     )

@@ -43,7 +43,7 @@ class HandBack:
     as the id: too long to note). ``running_mode``: how that job goes back:
     STALLED (the child died or hung running it) or INTERRUPTED (the operator
     hard-stopped the pool). ``held``: the queue index and id of each job it held
-    in flight (a child with ``--concurrency``), going back as ``running`` does.
+    in flight (a child with ``--async-jobs``), going back as ``running`` does.
     ``rest_mode``: how its other leases go back: ORPHANED (it crashed) or UNSTARTED.
     """
 
