@@ -3,23 +3,19 @@ delivery in turn (interleaved repetitions, the best of each), on a throwaway
 redis-server. An at-most-once batch waits for one more reply (its take) before it
 runs, so the cost shows per batch: compare batch sizes.
 
-    python bench/at_most_once_cost.py [--jobs 50000] [--batch 100] [--repeat 3] [--json PATH]
+    python -m bench.at_most_once_cost [--jobs 50000] [--batch 100] [--repeat 3] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-from fastq.worker.worker import Worker  # noqa: E402
+import fastq
+from bench.harness import add_json_option, write_report
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
 DELIVERIES = ("at_least_once", "at_most_once")
 
@@ -49,7 +45,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=50_000)
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     server = RedisServer().start()
@@ -76,8 +72,7 @@ def main() -> None:
             f"{delivery:>14}: {rates[delivery]:,.0f} jobs/s ({args.jobs} jobs, batch {args.batch})"
         )
     print(f"at_most_once / at_least_once: {figures['ratio']:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "at_most_once_cost", args.json)
 
 
 if __name__ == "__main__":

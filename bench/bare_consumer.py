@@ -1,9 +1,9 @@
 """The bare baseline: the least a leasing queue can do, as a consumer script.
 
 It imports only redis-py and orjson, so that launched on its own
-(``python bench/bare_consumer.py URL NAMESPACE BATCH``) it pays the same
+(``python -m bench.bare_consumer URL NAMESPACE BATCH``) it pays the same
 interpreter and redis-py start-up as any worker process and nothing more.
-e2e_core forks it warm; e2e_pool also launches it cold, as a user starts a pool.
+e2e_worker forks it warm; e2e_pool also launches it cold, as a user starts a pool.
 
 Per batch, one pipelined round trip of two raw EVALSHAs: an ack of the previous
 batch (``ZREM inflight`` + ``HDEL jobs``) and a claim (``RPOP ready n``, then
@@ -65,7 +65,7 @@ def load_scripts(client: redis.Redis) -> tuple[str, str]:
 def bare_consume(url: str, keys: BareKeys, batch: int, shas: tuple[str, str]) -> None:
     """Ack the previous batch and claim the next in one pipelined round trip of
     raw EVALSHAs, until a claim comes back empty. Several may run at once on the
-    same keys (bench/e2e_pool.py runs two)."""
+    same keys (e2e_pool runs two)."""
     claim_sha, ack_sha = shas
     # a connection of its own: never a socket shared across fork
     client = redis.Redis.from_url(url)

@@ -4,24 +4,20 @@ locks add to an enqueue: script calls, each one's server time and the longest.
 Server time from ``INFO commandstats`` and the slow log (every call logged), on a
 throwaway redis-server, so the client's speed drops out.
 
-    python bench/cancel_cost.py [--ready 20000] [--scheduled 10000] [--json PATH]
+    python -m bench.cancel_cost [--ready 20000] [--scheduled 10000] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import redis
 
-import redis  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import add_json_option, write_report
+from fastq.testing.redis_server import RedisServer
 
 
 def server_time(r: redis.Redis, fn: Callable[[], Any]) -> dict[str, float]:
@@ -72,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ready", type=int, default=20_000)
     parser.add_argument("--scheduled", type=int, default=10_000)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     server = RedisServer().start()
     try:
@@ -87,8 +83,7 @@ def main() -> None:
             f"{f['us_per_call']:7.0f} µs a call ({per_job:.2f} µs a job), longest "
             f"{f['longest_call_us']} µs; {f['wall_ms']:.0f} ms wall"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "cancel_cost", args.json)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Drains on a Redis Cluster against a single Redis, in one run (issue 15).
 
-Each scenario is a real ``python -m fastq pool -c 2`` (``e2e_pool.Pool``) draining N
+Each scenario is a real ``python -m fastq pool -c 2`` (``harness.Pool``) draining N
 no-op jobs queued beforehand, timed from the first job processed to the last:
 
     single    one redis-server, one queue
@@ -15,37 +15,40 @@ Redis CPU is summed over the nodes (``INFO cpu``), and EVALSHA calls (claims, ac
 counted per node, so the figures say where the time goes: client side (the pool's
 CPU per job) or Redis side (per node). On a 2-core machine the three masters and
 the pool share the cores: the ratios show what the design costs, not how it scales
-with real nodes (bench/README.md estimates that on paper).
+with real nodes (bench/results/cluster_drain-2026-11-24.md estimates that on paper).
 
-    python bench/cluster_drain.py                 # 100,000 jobs a drain
-    python bench/cluster_drain.py --quick         # 5,000 (the smoke test: 2,000)
-    python bench/cluster_drain.py -n 50000 --repeat 3 --json out.json
+    python -m bench.cluster_drain                 # 100,000 jobs a drain
+    python -m bench.cluster_drain --quick         # 5,000 (the smoke test: 2,000)
+    python -m bench.cluster_drain -n 50000 --repeat 3 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
-from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import redis
 
-import drain_bar  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-from e2e_pool import POLL_S, Pool  # noqa: E402
-from redis.cluster import key_slot  # noqa: E402
-
-from bench import pool_jobs  # noqa: E402
-from fastq.protocol.keys import shard_names  # noqa: E402
-from fastq.testing.cluster_server import ClusterServer  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+from bench.harness import (
+    POLL_S,
+    BenchFailure,
+    Pool,
+    add_json_option,
+    add_progress_option,
+    announce,
+    configure_progress,
+    drain_bar,
+    master_of,
+    queues_on_masters,
+    write_report,
+)
+from bench.jobs import pool as pool_jobs
+from fastq.protocol.keys import shard_names
+from fastq.testing.cluster_server import ClusterServer
+from fastq.testing.redis_server import RedisServer
 
 CHILDREN = 2
 BATCH = 100
@@ -68,37 +71,9 @@ def node_figures(clients: list[Any]) -> list[tuple[float, int]]:
     return out
 
 
-def _master_of(cluster: ClusterServer) -> Callable[[str], int]:
-    """The port of the master of a queue's slot (by CLUSTER SLOTS)."""
-    node = cluster.client(cluster.ports[0])
-    try:
-        ranges = node.execute_command("CLUSTER", "SLOTS")
-    finally:
-        node.close()
-    owners = [(int(r[0]), int(r[1]), int(r[2][1])) for r in ranges]
-
-    def master(queue: str) -> int:
-        slot = key_slot(f"{{{queue}}}".encode())
-        return next(p for lo, hi, p in owners if lo <= slot <= hi)
-
-    return master
-
-
-def queues_on_masters(cluster: ClusterServer, k: int) -> list[str]:
-    """``k`` queue names, each on a different master (by CLUSTER SLOTS)."""
-    master = _master_of(cluster)
-    found: dict[int, str] = {}
-    i = 0
-    while len(found) < k:
-        name = f"q{i}"
-        found.setdefault(master(name), name)
-        i += 1
-    return list(found.values())
-
-
 def sharded_on_masters(cluster: ClusterServer, k: int) -> str:
     """A queue name whose ``k`` shards are each on a different master."""
-    master = _master_of(cluster)
+    master = master_of(cluster)
     i = 0
     while len({master(name) for name in shard_names(f"m{i}", k)}) < k:
         i += 1
@@ -122,7 +97,7 @@ def drain(
         pool.start()
         before = node_figures(clients)
         cpu0 = 0.0
-        with drain_bar.bar(namespace, n) as shown:
+        with drain_bar(namespace, n) as shown:
             t0 = time.perf_counter()
             first_t, first_done = 0.0, 0
             while True:
@@ -171,10 +146,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("-n", "--jobs", type=int, default=100_000)
     p.add_argument("--quick", action="store_true", help="5,000 jobs a drain")
     p.add_argument("--repeat", type=int, default=1, help="runs of each scenario (median shown)")
-    p.add_argument("--json", help="write the figures here")
-    drain_bar.add_option(p)
+    add_json_option(p)
+    add_progress_option(p)
     args = p.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     n = 5_000 if args.quick and args.jobs == 100_000 else args.jobs
     results: dict[str, list[dict[str, Any]]] = {
         "single": [], "cluster1": [], "cluster3": [], "sharded3": [],
@@ -183,10 +158,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         with RedisServer() as single, ClusterServer(masters=3) as cluster:
             single_clients = node_clients(None, single)
             cluster_clients = node_clients(cluster, None)
-            three = queues_on_masters(cluster, 3)
+            three = list(queues_on_masters(cluster, 3).values())
             hot = sharded_on_masters(cluster, 3)
-            machine = machine_info(single_clients[0])
-            print(machine_header("cluster_drain", machine), flush=True)
+            machine, source = announce(
+                single_clients[0],
+                "fastq cluster benchmark",
+                f"{n:,} no-op jobs a drain, pool -c {CHILDREN}, {args.repeat} run(s) of each "
+                "scenario; a throwaway redis-server and a throwaway 3-master cluster",
+            )
+            sys.stdout.flush()
             for r in range(args.repeat):
                 results["single"].append(
                     drain(single.url, f"single{r}", ["noop"], n, single_clients)
@@ -218,10 +198,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"cluster3/cluster1 {medians['cluster3'] / medians['cluster1']:.2f}  "
         f"sharded3/cluster1 {medians['sharded3'] / medians['cluster1']:.2f}"
     )
-    if args.json:
-        Path(args.json).write_text(
-            json.dumps({"machine": machine, "jobs": n, "results": results}, indent=2)
-        )
+    report = {"machine": machine, "source": source, "jobs": n, "results": results}
+    write_report(report, "cluster_drain", args.json)
     return 0
 
 

@@ -6,8 +6,8 @@ first; that master is SIGSTOPped for ``--stop`` seconds. Printed: how many times
 healthy queue was swept meanwhile, the longest gap between its sweeps, and how soon
 after the stop the first came.
 
-    python bench/cluster_silent_master.py              # a 20 s stop
-    python bench/cluster_silent_master.py --stop 45
+    python -m bench.cluster_silent_master              # a 20 s stop
+    python -m bench.cluster_silent_master --stop 45
 """
 
 from __future__ import annotations
@@ -15,33 +15,27 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from clustertools import port_of, queues_on_each_master  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.protocol.shards import shards_key  # noqa: E402
-from fastq.reaper import reaper as reaper_module  # noqa: E402
-from fastq.testing.cluster_server import ClusterServer  # noqa: E402
+import fastq
+from bench.harness import add_json_option, master_of, queues_on_masters, write_report
+from fastq.protocol.shards import shards_key
+from fastq.reaper import reaper as reaper_module
+from fastq.testing.cluster_server import ClusterServer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stop", type=float, default=20.0, help="seconds the master is stopped")
+    add_json_option(parser)
     args = parser.parse_args()
     with ClusterServer(3, node_timeout_ms=60_000) as cluster:
         namespace = "silent"
-        owners = queues_on_each_master(cluster, "m")
+        owners = queues_on_masters(cluster, cluster.masters, "m")
         # not the master of the namespace's own keys: the reaper reads its queue list there
-        keeper = port_of(cluster, shards_key(namespace))
+        keeper = master_of(cluster)(shards_key(namespace))
         victim_port = next(p for p in sorted(owners) if p != keeper)
         victim = next(node for node in cluster.nodes if node.port == victim_port)
         healthy = [q for p, q in owners.items() if p != victim_port]
@@ -81,6 +75,13 @@ def main() -> None:
         f"a master stopped {args.stop:.0f} s: a healthy queue swept {len(times)} times, "
         f"the longest gap {max(gaps):.1f} s, the first sweep {first} after the stop"
     )
+    report = {
+        "stop_s": args.stop,
+        "sweeps_of_a_healthy_queue": len(times),
+        "longest_gap_s": max(gaps),
+        "first_sweep_after_stop_s": times[0] - stopped if times else None,
+    }
+    write_report(report, "cluster_silent_master", args.json)
 
 
 if __name__ == "__main__":

@@ -5,26 +5,22 @@ One throwaway master and one replica of it (loopback, no persistence), so the wa
 is replication's own latency, not a network's. The two modes alternate within each
 repetition; the best throughput of each is kept, and the latencies are pooled.
 
-    python bench/durable_enqueue.py [--jobs 100000] [--batch 10000] [--singles 2000]
+    python -m bench.durable_enqueue [--jobs 100000] [--batch 10000] [--singles 2000]
                                     [--repeat 3] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import redis
 
-import redis  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import add_json_option, write_report
+from fastq.testing.redis_server import RedisServer
 
 MODES = (0, 1)  # min_replicas
 
@@ -103,7 +99,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=10_000, help="calls per enqueue_many")
     parser.add_argument("--singles", type=int, default=2_000, help="single enqueues per run")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     if args.jobs % args.batch:
         parser.error("--jobs must be a multiple of --batch")
@@ -127,8 +123,7 @@ def main() -> None:
         f"min_replicas=1 / min_replicas=0: throughput {r['throughput']:.2f}x, "
         f"latency p50 {r['p50']:.2f}x, p99 {r['p99']:.2f}x"
     )
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "durable_enqueue", args.json)
 
 
 if __name__ == "__main__":

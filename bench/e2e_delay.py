@@ -3,7 +3,7 @@ and how long a campaign of jobs falling due at once blocks Redis.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379); the pool is a real subprocess,
-``python -m fastq pool -c 2 --app bench.delay_jobs``, stopped with SIGTERM (it
+``python -m fastq pool -c 2 --app bench.jobs.delay``, stopped with SIGTERM (it
 must exit 0):
 
 1. spread    N jobs due evenly over S seconds, enqueued with ``enqueue_at`` in a
@@ -22,38 +22,35 @@ Targets (informational; the exit status depends only on every job having run
 exactly once): spread lateness p99 < 10 ms, p50 < 2 ms, none early; campaign
 longest script call < 5 ms.
 
-    python bench/e2e_delay.py                 # 2,000 jobs over 4 s; a 30,000-job campaign
-    python bench/e2e_delay.py --quick         # 400 jobs over 2 s; a 5,000-job campaign
-    python bench/e2e_delay.py --json out.json
+    python -m bench.e2e_delay                 # 2,000 jobs over 4 s; a 30,000-job campaign
+    python -m bench.e2e_delay --quick         # 400 jobs over 2 s; a 5,000-job campaign
+    python -m bench.e2e_delay --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-import os
 import random
-import signal
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import redis
 
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
+from bench.harness import (
+    BenchFailure,
+    Pool,
+    add_json_option,
+    announce,
+    write_report,
+)
+from bench.jobs import delay as delay_jobs
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer
 
-from bench import delay_jobs  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-
-APP_SPEC = "bench.delay_jobs"
+APP_SPEC = "bench.jobs.delay"
 QUEUE = "delayed"
 WARM_SETTLE_S = 1.5  # the pool's children connected and idle before anything is scheduled
 LEAD_S = 1.0  # the first job of the spread is due this long after scheduling starts
@@ -61,51 +58,6 @@ TARGET_P99_MS = 10.0
 TARGET_P50_MS = 2.0
 TARGET_LONGEST_CALL_US = 5_000
 CAMPAIGN_PRIORITIES = (0, 5, -2)
-
-
-class Pool:
-    """``python -m fastq pool -c N`` as a subprocess, its output in a temp file."""
-
-    def __init__(self, url: str, namespace: str, concurrency: int) -> None:
-        self.cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-            "-c", str(concurrency), "--app", APP_SPEC, "--namespace", namespace, "-q", QUEUE,
-        ]  # fmt: skip
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
-        self.log = tempfile.TemporaryFile(prefix="fastq-bench-delay-")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")[-3000:]
-
-    def check_alive(self, what: str) -> None:
-        if self.proc.poll() is not None:
-            raise BenchFailure(
-                f"{what}: the pool exited with {self.proc.returncode}:\n{self.output()}"
-            )
-
-    def stop(self) -> None:
-        """SIGTERM; the pool must exit 0."""
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=45)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise BenchFailure("the pool did not stop within 45 s") from None
-        finally:
-            self.log.close()
-        if code != 0:
-            raise BenchFailure(f"the pool exited {code} on SIGTERM")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 def collect(
@@ -143,7 +95,7 @@ def spread(client: redis.Redis, url: str, n: int, span_s: float) -> dict[str, An
     namespace = "spread"
     app = delay_jobs.app
     app.configure(redis_url=url, namespace=namespace)
-    pool = Pool(url, namespace, 2)
+    pool = Pool(url, namespace, QUEUE, 2, app=APP_SPEC).start()
     try:
         time.sleep(WARM_SETTLE_S)
         pool.check_alive("pool start")
@@ -160,10 +112,9 @@ def spread(client: redis.Redis, url: str, n: int, span_s: float) -> dict[str, An
                 f"scheduling {n} jobs took {enqueue_s:.2f} s, past the first due time"
             )
         starts = collect(client, namespace, n, span_s + 30, pool)
-        pool.stop()
-    except BaseException:
-        pool.kill()
-        raise
+        pool.stop("spread")
+    finally:
+        pool.cleanup()
     late_ms = [(starts[i] - due[i]) * 1000 for i in range(n)]
     # the due time as Redis keeps it: at, rounded up to its millisecond
     late_due_ms = [(starts[i] - math.ceil(due[i] * 1000) / 1000) * 1000 for i in range(n)]
@@ -192,7 +143,7 @@ def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
     namespace = "campaign"
     app = delay_jobs.app
     app.configure(redis_url=url, namespace=namespace)
-    pool = Pool(url, namespace, 2)
+    pool = Pool(url, namespace, QUEUE, 2, app=APP_SPEC).start()
     try:
         time.sleep(WARM_SETTLE_S)
         pool.check_alive("pool start")
@@ -212,10 +163,9 @@ def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
         starts = collect(client, namespace, n, 120, pool)
         client.config_set("slowlog-log-slower-than", 10_000)
         entries = client.slowlog_get(1_000_000)
-        pool.stop()
-    except BaseException:
-        pool.kill()
-        raise
+        pool.stop("campaign")
+    finally:
+        pool.cleanup()
     calls = [e for e in entries if e["command"].split()[0].upper() in (b"EVALSHA", b"EVAL")]
     by_sha = {s.sha.encode(): s.name for s in scripts.ALL}
     longest = max(calls, key=lambda e: e["duration"])
@@ -245,7 +195,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--span", type=float, help="seconds the spread's due times cover (default 4)")
     p.add_argument("--campaign-jobs", type=int, help="jobs due at once (default 30000)")
     p.add_argument("--quick", action="store_true", help="400 jobs over 2 s; a 5,000-job campaign")
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     args = p.parse_args(argv)
     if args.jobs is None:
         args.jobs = 400 if args.quick else 2000
@@ -267,9 +217,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq delayed-jobs benchmark", machine))
-        print(f"throwaway redis-server at {server.url}")
+        machine, source = announce(
+            client,
+            "fastq delayed-jobs benchmark",
+            f"{args.jobs:,} jobs due over {args.span:g} s, a campaign of "
+            f"{args.campaign_jobs:,}, pool -c 2; throwaway redis-server at {server.url}",
+        )
         scripts.load_all(client)
         results = {
             "spread": spread(client, server.url, args.jobs, args.span),
@@ -310,15 +263,15 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"{c['longest_call_us_by_script']}; first start {c['first_start_ms']:.1f} ms after "
         f"the due time, last {c['last_start_s']:.2f} s ({c['jobs_s_from_due']:,.0f} jobs/s)"
     )
-    if args.json:
-        report = {
-            "machine": machine,
-            "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
-                        "quick": args.quick},
-            "scenarios": results,
-            "targets": targets,
-        }  # fmt: skip
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
+                    "quick": args.quick},
+        "scenarios": results,
+        "targets": targets,
+    }  # fmt: skip
+    write_report(report, "e2e_delay", args.json)
     return 0
 
 

@@ -2,13 +2,13 @@
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379). Each pool is a real subprocess,
-``python -m fastq pool -c N --app bench.pool_jobs ...`` with ``FASTQ_REDIS_URL``
+``python -m fastq pool -c N --app bench.jobs.pool ...`` with ``FASTQ_REDIS_URL``
 set, stopped with SIGTERM at the end of its scenario (it must exit 0):
 
 1. bare     two consumers forked from this (warm) process, draining N jobs with
             bench/bare_consumer.py's Lua claim/ack
    launched the same two consumers launched as fresh processes
-            (``python bench/bare_consumer.py``): interpreter start and redis-py
+            (``python -m bench.bare_consumer``): interpreter start and redis-py
             import included, as they are in a pool's figures
 2. c2       ``pool -c 2`` draining N no-op jobs enqueued beforehand
 3. c32      ``pool -c 32`` draining the same N no-op jobs
@@ -26,61 +26,57 @@ The ratios are what to read: they come from the same run on the same machine.
 The exit status depends only on correctness (every job ran exactly as counted,
 nothing left over, every pool exited 0), never on the targets.
 
-    python bench/e2e_pool.py                 # full run: 200,000 jobs, 1,000,000 for memory
-    python bench/e2e_pool.py --quick         # small sizes, well under a minute
-    python bench/e2e_pool.py --only c2,c32 --json out.json
-    python bench/e2e_pool.py -n 20000 --repeat 3 --only c2,c32   # a cold -c 32 on a blast
+    python -m bench.e2e_pool                 # full run: 200,000 jobs, 1,000,000 for memory
+    python -m bench.e2e_pool --quick         # small sizes, well under a minute
+    python -m bench.e2e_pool --only c2,c32 --json out.json
+    python -m bench.e2e_pool -n 20000 --repeat 3 --only c2,c32   # a cold -c 32 on a blast
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from typing import Any, Callable, Optional
 
-# Run from a source checkout without installing: the repo root holds `fastq` and
-# `bench.pool_jobs`; this directory holds e2e_core.
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import psutil
+import redis
 
-import drain_bar  # noqa: E402
-import orjson  # noqa: E402
-import psutil  # noqa: E402
-import redis  # noqa: E402
-from bare_consumer import load_scripts as load_bare_scripts  # noqa: E402
-from e2e_core import (  # noqa: E402  (the bare baseline and fork helpers of e2e_core)
-    BareKeys,
+from bench.bare_consumer import BareKeys, bare_consume
+from bench.bare_consumer import load_scripts as load_bare_scripts
+from bench.harness import (
+    POLL_S,
+    POOL_OPTIONS,
+    ROOT,
     BenchFailure,
-    bare_consume,
+    Pool,
+    Probe,
+    add_json_option,
+    add_progress_option,
+    announce,
     bare_enqueue,
     check_bare_drained,
-    machine_header,
-    machine_info,
+    check_queue,
+    configure_progress,
+    drain_bar,
+    fresh_app,
+    polled_drain_bar,
+    pool_drain,
     run_child,
     wait_child,
+    write_report,
 )
+from bench.jobs import pool as pool_jobs  # the bench enqueues the pool's own jobs
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer
 
-import fastq  # noqa: E402
-from bench import pool_jobs  # noqa: E402  (the bench enqueues the pool's own jobs)
-from fastq.protocol import scripts  # noqa: E402
-from fastq.protocol.keys import QueueKeys  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-
-APP_SPEC = "bench.pool_jobs"  # what the pool imports (from ROOT, its working directory)
 SCENARIOS = (
     "bare", "launched", "c2", "c32", "c2warm", "c32warm", "smtp", "smtpwarm", "kill", "memory"
 )  # fmt: skip
-POLL_S = 0.02  # how often a drain polls app.stats
-WARM_SETTLE_S = 1.0  # a warm pool's children connected and idle before the blast
-STAGE_PREFIX = "stage-"  # a warm drain's jobs wait in this namespace + the live one
 SMTP_CONCURRENCY = 32
 SMTP_JOB_S = 0.005
 SMTP_IDEAL = SMTP_CONCURRENCY / SMTP_JOB_S  # 6,400 jobs/s: every child always sleeping
@@ -94,191 +90,12 @@ MEMORY_NOISE_MIB = 2.0  # USS growth below this is noise (allocator arenas, COW 
 MIB = 1 << 20
 
 
-# -- the pool under test -------------------------------------------------------------
-
-POOL_OPTIONS = {"metrics": False}  # set from the command line
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Pool:
-    """``python -m fastq pool`` as a subprocess, its output kept in a temp file."""
-
-    def __init__(self, url: str, namespace: str, queue: str, concurrency: int, batch: int) -> None:
-        self.concurrency = concurrency
-        self.cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING",
-            "pool", "-c", str(concurrency), "--app", APP_SPEC,
-            "--namespace", namespace, "-q", queue, "--batch", str(batch),
-        ]  # fmt: skip
-        if POOL_OPTIONS["metrics"]:  # --metrics: each pool serves /metrics on a free port
-            self.cmd += ["--metrics-port", str(_free_port())]
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        self.env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
-        self.proc: Optional[subprocess.Popen[bytes]] = None
-        self.log: Optional[IO[bytes]] = None
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self) -> Pool:
-        # kept open for the pool's lifetime, closed by cleanup()
-        self.log = tempfile.TemporaryFile(prefix="fastq-bench-pool-")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            self.cmd, cwd=ROOT, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-        return self
-
-    def output(self) -> str:
-        if self.log is None:
-            return ""
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-    def check_alive(self, what: str) -> None:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise BenchFailure(
-                f"{what}: the pool exited early with status {self.proc.returncode}:\n"
-                f"{self.output()[-3000:]}"
-            )
-
-    def workers(self, timeout_s: float = 30.0) -> list[psutil.Process]:
-        """The worker children (not the reaper), once all ``concurrency`` are up,
-        oldest first."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.check_alive("pool start")
-            found = []
-            for child in psutil.Process(self.pid).children():
-                try:
-                    if _child_kind(child) == "worker":
-                        found.append(child)
-                except psutil.NoSuchProcess:
-                    continue
-            if len(found) == self.concurrency:
-                return sorted(found, key=lambda p: (p.create_time(), p.pid))
-            if time.monotonic() > deadline:
-                raise BenchFailure(
-                    f"pool start: {len(found)} of {self.concurrency} workers up after {timeout_s}s"
-                )
-            time.sleep(0.01)
-
-    def cpu_s(self) -> float:
-        """CPU seconds used so far by the master and its live children."""
-        total = 0.0
-        master = psutil.Process(self.pid)
-        for proc in [master, *master.children()]:
-            try:
-                t = proc.cpu_times()
-            except psutil.NoSuchProcess:
-                continue
-            total += t.user + t.system
-        return total
-
-    def stop(self, what: str, timeout_s: float = 45.0) -> float:
-        """SIGTERM (graceful stop); the pool must exit 0. Returns seconds it took."""
-        assert self.proc is not None
-        t0 = time.perf_counter()
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise BenchFailure(f"{what}: the pool did not stop within {timeout_s}s") from None
-        if code != 0:
-            raise BenchFailure(
-                f"{what}: the pool exited with status {code} on SIGTERM:\n{self.output()[-3000:]}"
-            )
-        return time.perf_counter() - t0
-
-    def cleanup(self) -> None:
-        """After a failure: stop the pool whatever state it is in, children included."""
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                children = psutil.Process(self.proc.pid).children()
-            except psutil.NoSuchProcess:
-                children = []
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-            # a child that outlived its master (a reaper does not watch for that)
-            for child in children:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    child.kill()
-        if self.log is not None:
-            self.log.close()
-            self.log = None
-
-
-def _child_kind(proc: psutil.Process) -> str:
-    """``worker`` or ``reaper``: by the process name the master sets, or else by
-    threads (a worker runs a heartbeat thread; the reaper runs none)."""
-    name = proc.name()
-    if name.startswith("fastq-"):
-        return name[len("fastq-") :]
-    return "worker" if proc.num_threads() >= 2 else "reaper"
-
-
-class Probe:
-    """Redis-side figures around a scenario: Redis CPU and EVALSHA calls."""
-
-    def __init__(self, client: redis.Redis) -> None:
-        self.client = client
-        self.cpu0, self.evalsha0 = self._read()
-
-    def _read(self) -> tuple[float, int]:
-        cpu = self.client.info("cpu")
-        calls = self.client.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0)
-        return float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]), int(calls)
-
-    def delta(self) -> tuple[float, int]:
-        cpu, calls = self._read()
-        return cpu - self.cpu0, calls - self.evalsha0
-
-
-def check_queue(
-    app: fastq.App, queue: str, n: int, what: str, *, allow_redelivery: bool = False
-) -> dict[str, int]:
-    """Every job ran and was counted once; nothing is left ready or in flight."""
-    stats = app.stats(queue)
-    bad = {"failed", "retried", "total_dead", "total_broken", "dead", "broken", "scheduled"}
-    if not allow_redelivery:
-        bad |= {"stalled", "orphaned"}
-    problems = {k: stats[k] for k in sorted(bad) if stats.get(k)}
-    if (stats["processed"], stats["ready"], stats["inflight"]) != (n, 0, 0) or problems:
-        raise BenchFailure(
-            f"{what}: expected processed={n}, ready=0, inflight=0 and no failures; "
-            f"stats say {stats}"
-        )
-    return stats
-
-
-def fresh_app(client: redis.Redis, url: str, namespace: str) -> fastq.App:
-    """The bench's copy of the pool's app, pointed at the throwaway server."""
-    client.flushdb()
-    app = pool_jobs.app
-    app.configure(redis_url=url, namespace=namespace)
-    app.redis.ping()
-    return app
-
-
 # -- 1. the bare two-process baseline ------------------------------------------------
 
 
 def bare_two(client: redis.Redis, url: str, n: int, batch: int, launched: bool) -> dict[str, Any]:
     """Two bare consumers drain ``n`` jobs: forked from this (warm) process, or
-    ``launched`` as two fresh ``python bench/bare_consumer.py`` processes, which
+    ``launched`` as two fresh ``python -m bench.bare_consumer`` processes, which
     start an interpreter and import redis-py as a pool's master does."""
     client.flushdb()
     namespace = "bare2" + ("launched" if launched else "forked")
@@ -290,13 +107,13 @@ def bare_two(client: redis.Redis, url: str, n: int, batch: int, launched: bool) 
     probe = Probe(client)
     t0 = time.perf_counter()
     if launched:
-        cmd = [sys.executable, str(ROOT / "bench" / "bare_consumer.py"), url, namespace, str(batch)]
+        cmd = [sys.executable, "-m", "bench.bare_consumer", url, namespace, str(batch)]
         procs = [subprocess.Popen(cmd, cwd=ROOT) for _ in range(2)]
     else:  # forked before the bar's thread starts
         pids = [run_child(lambda: bare_consume(url, keys, batch, shas)) for _ in range(2)]
     label = "launched" if launched else "bare"
     try:
-        with drain_bar.polled(label, n, lambda: n - int(watch.hlen(keys.jobs))):
+        with polled_drain_bar(label, n, lambda: n - int(watch.hlen(keys.jobs))):
             if launched:
                 codes = [p.wait(timeout=60 + n / 500) for p in procs]
                 if any(codes):
@@ -319,137 +136,7 @@ def bare_two(client: redis.Redis, url: str, n: int, batch: int, launched: bool) 
     }
 
 
-# -- 2-4. pool drains ------------------------------------------------------------------
-
-
-# Moves a staged queue's jobs under a running pool in one atomic call, so that a
-# whole blast appears at once: renames the staged job hash and ready list onto the
-# live (empty) queue's, adds the staged counters, and leaves a wake-up token.
-PUBLISH_LUA = """
-if redis.call('EXISTS', KEYS[4], KEYS[5]) > 0 then
-    return redis.error_reply('the live queue is not empty')
-end
-redis.call('RENAME', KEYS[1], KEYS[4])
-redis.call('RENAME', KEYS[2], KEYS[5])
-local counters = redis.call('HGETALL', KEYS[3])
-for i = 1, #counters, 2 do
-    redis.call('HINCRBY', KEYS[6], counters[i], counters[i + 1])
-end
-redis.call('DEL', KEYS[3])
-if redis.call('LLEN', KEYS[7]) == 0 then
-    redis.call('RPUSH', KEYS[7], 1)
-end
-return 1
-"""
-
-
-def queue_jobs(client: redis.Redis, url: str, namespace: str, job: Any, n: int) -> fastq.App:
-    """A fresh app on ``namespace`` with ``n`` of ``job`` queued, checked."""
-    app = fresh_app(client, url, namespace)
-    job.enqueue_many([(i,) for i in range(n)])
-    if app.stats(job.queue)["ready"] != n:
-        raise BenchFailure(f"{namespace}: enqueue_many did not queue {n} jobs")
-    return app
-
-
-def stage_jobs(client: redis.Redis, url: str, namespace: str, job: Any, n: int) -> fastq.App:
-    """Queue ``n`` jobs in ``namespace``'s staging namespace, ready for
-    ``publish_staged``; returns the app pointed back at ``namespace``."""
-    app = queue_jobs(client, url, STAGE_PREFIX + namespace, job, n)
-    app.configure(namespace=namespace)
-    return app
-
-
-def publish_staged(client: redis.Redis, app: fastq.App, queue: str) -> None:
-    staged, live = QueueKeys(STAGE_PREFIX + app.namespace, queue), app.keys(queue)
-    keys = [staged.jobs, staged.ready, staged.stats, live.jobs, live.ready, live.stats, live.wake]
-    client.eval(PUBLISH_LUA, len(keys), *keys)
-
-
-def poll_drained(
-    app: fastq.App, queue: str, n: int, pool: Pool, label: str, t0: float, shown: Any
-) -> tuple[float, int, float]:
-    """Poll ``queue``'s stats every POLL_S from ``t0`` (feeding the progress bar
-    ``shown``) until ``n`` jobs are processed; a dead pool or ``60 + n / 500`` s
-    without the drain raise. Returns the time of the first poll that saw a job
-    processed, the count it saw, and the time of the last poll."""
-    timeout_s = 60 + n / 500
-    first_t, first_done = 0.0, 0
-    next_poll = t0
-    while True:
-        stats = app.stats(queue)
-        done = stats["processed"]
-        now = time.perf_counter()
-        shown.update(done, stats["failed"], stats["total_dead"], final=done >= n)
-        if done and not first_t:
-            first_t, first_done = now, done
-        if done >= n:
-            return first_t, first_done, now
-        if now - t0 > timeout_s:
-            raise BenchFailure(f"{label}: {done} of {n} jobs processed after {timeout_s}s")
-        pool.check_alive(label)
-        next_poll += POLL_S
-        time.sleep(max(0.0, next_poll - time.perf_counter()))
-
-
-def pool_drain(
-    client: redis.Redis,
-    url: str,
-    namespace: str,
-    job: Any,
-    n: int,
-    concurrency: int,
-    batch: int,
-    warm: bool = False,
-) -> dict[str, Any]:
-    """Time a pool draining ``n`` jobs until stats count them all processed.
-
-    Cold: the jobs are enqueued first and the clock starts with the pool's launch
-    (interpreter, import, forks included). Warm: the pool is up and idle, every
-    child waiting for work, when the whole blast appears at once (``PUBLISH_LUA``);
-    the clock starts then, as it does for a blast on a deployed pool.
-    """
-    queue = job.queue
-    app = (stage_jobs if warm else queue_jobs)(client, url, namespace, job, n)
-    pool = Pool(url, namespace, queue, concurrency, batch)
-    try:
-        pool.start()
-        cpu0 = 0.0
-        if warm:
-            pool.workers()
-            time.sleep(WARM_SETTLE_S)
-            cpu0 = pool.cpu_s()
-        # opened before the clock starts, fed by the poll the timing needs anyway
-        with drain_bar.bar(namespace, n) as shown:
-            probe = Probe(client)
-            t0 = time.perf_counter()
-            if warm:
-                publish_staged(client, app, queue)
-            first_t, first_done, now = poll_drained(app, queue, n, pool, namespace, t0, shown)
-            wall = now - t0
-            pool_cpu = pool.cpu_s() - cpu0
-            redis_cpu, evalsha = probe.delta()
-        stop_s = pool.stop(namespace)
-    finally:
-        pool.cleanup()
-    check_queue(app, queue, n, namespace)
-    window = now - first_t
-    steady = (n - first_done) / window if window > 0 else None
-    return {
-        "jobs": n,
-        "concurrency": concurrency,
-        "warm": warm,
-        "wall_s": wall,
-        "jobs_s": n / wall,
-        "first_seen_s": first_t - t0,  # start to the first poll that saw a job processed
-        "first_to_last_s": window,
-        "steady_jobs_s": steady,  # jobs counted after that poll, over that window
-        "pool_cpu_us_per_job": pool_cpu / n * 1e6,  # cold: start-up included
-        "redis_cpu_us_per_job": redis_cpu / n * 1e6,
-        "redis_cores": redis_cpu / wall,  # how busy Redis was, in cores
-        "evalsha_per_100_jobs": evalsha / n * 100,
-        "stop_s": stop_s,
-    }
+# -- 2-4. pool drains (harness.pool_drain), and the smtp drain's sleep bound ------------
 
 
 def sleep_bound(n: int) -> float:
@@ -546,7 +233,7 @@ def kill_to_claimable(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
 
         # then the pool drains the rest: the killed child's jobs run again
         deadline = time.monotonic() + 60 + n * SLOW_JOB_S
-        with drain_bar.bar("kill", n) as shown:
+        with drain_bar("kill", n) as shown:
             while True:
                 stats = app.stats(job.queue)
                 done = stats["processed"]
@@ -593,7 +280,7 @@ def memory_per_child(client: redis.Redis, url: str, total: int, batch: int) -> d
     chunk = min(100_000, max(1, total // 5))
     settle_s = 0.5  # let the children go idle before reading
 
-    shown = drain_bar.bar(namespace, total)
+    shown = drain_bar(namespace, total)
 
     def processed() -> int:
         stats = app.stats(job.queue)
@@ -677,7 +364,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "interleaved, "
         "and report each one's median run (default 1)",
     )
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     p.add_argument(
         "--metrics", action="store_true", help="pools serve Prometheus metrics (--metrics-port)"
     )
@@ -689,7 +376,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument(
         "--only", metavar="NAME[,NAME]", help=f"run only these scenarios: {','.join(SCENARIOS)}"
     )
-    drain_bar.add_option(p)
+    add_progress_option(p)
     args = p.parse_args(argv)
     q = args.quick
     if args.jobs is None:
@@ -714,7 +401,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"unknown scenario(s) {unknown}: choose from {','.join(SCENARIOS)}")
     args.scenarios = [s for s in SCENARIOS if s in only]
     POOL_OPTIONS["metrics"] = args.metrics
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     return args
 
 
@@ -736,38 +423,6 @@ def print_drain(label: str, r: dict[str, Any]) -> None:
         f"    CPU: {cpu}Redis {r['redis_cpu_us_per_job']:.1f} µs/job"
         f" ({r['redis_cores']:.0%} of a core); {r['evalsha_per_100_jobs']:.2f} EVALSHA/100 jobs"
     )
-
-
-def source_state() -> dict[str, Any]:
-    """The commit measured, and which files of the package differ from it (figures
-    from a dirty tree belong to that tree, not to the commit)."""
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        status = subprocess.run(
-            ["git", "status", "--porcelain", "--", "fastq", "fastq_ext"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": []}
-    return {"commit": commit or None, "dirty": [line[3:] for line in status.splitlines()]}
-
-
-def announce(client: redis.Redis, title: str, what: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Print a benchmark's header (the machine, then ``what`` is measured, then the
-    files that differ from the commit measured); returns the machine and the source
-    state, for its JSON report."""
-    machine = machine_info(client)
-    print(machine_header(title, machine))
-    print(what)
-    source = source_state()
-    if source["dirty"]:
-        print(f"note: uncommitted changes in {', '.join(source['dirty'])}")
-    return machine, source
 
 
 def timed(scenario: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
@@ -865,24 +520,23 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     targets = report_table(results)
     print(f"\n(run took {run_s:.1f} s)")
-    if args.json:
-        report: dict[str, Any] = {
-            "machine": machine,
-            "source": source,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "smtp_jobs": args.smtp_jobs,
-                "kill_jobs": args.kill_jobs,
-                "memory_jobs": args.memory_jobs,
-                "scenarios": args.scenarios,
-                "quick": args.quick,
-            },
-            "scenarios": results,
-            "targets": targets,
-            "run_s": run_s,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report: dict[str, Any] = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "smtp_jobs": args.smtp_jobs,
+            "kill_jobs": args.kill_jobs,
+            "memory_jobs": args.memory_jobs,
+            "scenarios": args.scenarios,
+            "quick": args.quick,
+        },
+        "scenarios": results,
+        "targets": targets,
+        "run_s": run_s,
+    }
+    write_report(report, "e2e_pool", args.json)
     return 0
 
 

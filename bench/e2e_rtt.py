@@ -1,85 +1,51 @@
 """A Redis a round trip away: ``fastq pool -c 2`` draining N no-op jobs through
-``bench/rtt_proxy.py`` holding each chunk 0, 0.5 and 2.5 ms each way (round trips
+``bench.rtt_proxy`` holding each chunk 0, 0.5 and 2.5 ms each way (round trips
 of 0, 1 and 5 ms added), against the same drain straight to Redis.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379); each proxy is a process of its own. The drains are
-e2e_pool's (``pool_drain``): by default warm, a pool already up and idle when the
-N jobs appear at once, so that start-up through a slow link is not in the figure
-(``--cold``: queued beforehand, timed from ``Popen``). The pool, its producer (the
-enqueue) and the bench's polling of the count all go through the proxy; the blast
-that publishes the staged jobs and the Redis CPU probe go straight to Redis.
+the harness's ``pool_drain`` (e2e_pool's): by default warm, a pool already up and
+idle when the N jobs appear at once, so that start-up through a slow link is not in
+the figure (``--cold``: queued beforehand, timed from ``Popen``). The pool, its
+producer (the enqueue) and the bench's polling of the count all go through the
+proxy; the blast that publishes the staged jobs and the Redis CPU probe go straight
+to Redis.
 
 The ratios are what to read: each RTT's rate over the 0-ms proxy's, measured in the
 same run, interleaved (``--repeat`` rounds, the median of each).
 
-    python bench/e2e_rtt.py                 # 100,000 jobs, median of 3
-    python bench/e2e_rtt.py --quick         # 5,000 jobs, once
-    python bench/e2e_rtt.py --json out.json
+    python -m bench.e2e_rtt                 # 100,000 jobs, median of 3
+    python -m bench.e2e_rtt --quick         # 5,000 jobs, once
+    python -m bench.e2e_rtt --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import redis
 
-import drain_bar  # noqa: E402
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure  # noqa: E402
-from e2e_pool import announce, pool_drain  # noqa: E402
-
-from bench import pool_jobs  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+from bench.harness import (
+    BenchFailure,
+    Proxy,
+    add_json_option,
+    add_progress_option,
+    announce,
+    configure_progress,
+    pool_drain,
+    write_report,
+)
+from bench.jobs import pool as pool_jobs
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer
 
 # name -> hold each way in ms (None: no proxy)
 LINKS: dict[str, Optional[float]] = {"direct": None, "proxy0": 0.0, "rtt1": 0.5, "rtt5": 2.5}
 TARGET_RTT1 = 0.80  # 1 ms RTT keeps >= 80% of the 0-ms proxy's rate
 CONCURRENCY = 2
-
-
-class Proxy:
-    """``bench/rtt_proxy.py`` as a process of its own."""
-
-    def __init__(self, upstream_port: int, delay_ms: float) -> None:
-        self.delay_ms = delay_ms
-        self.stats_path = Path(tempfile.mkstemp(prefix="fastq-rtt-", suffix=".json")[1])
-        cmd = [
-            sys.executable, str(ROOT / "bench" / "rtt_proxy.py"),
-            "--upstream", f"127.0.0.1:{upstream_port}", "--delay-ms", str(delay_ms),
-            "--stats", str(self.stats_path),
-        ]  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line.startswith("listening "):
-            self.proc.kill()
-            raise BenchFailure(f"the RTT proxy did not start: {line!r}")
-        self.port = int(line.split()[1])
-
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def stop(self) -> dict[str, Any]:
-        """Stop it; what it held chunks for, really."""
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        try:
-            stats: dict[str, Any] = orjson.loads(self.stats_path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
-            stats = {}
-        self.stats_path.unlink(missing_ok=True)
-        return stats
 
 
 def drain_via(
@@ -105,10 +71,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--cold", action="store_true", help="time from Popen, jobs queued first")
     parser.add_argument("--only", help=f"comma-separated links ({','.join(LINKS)})")
     parser.add_argument("--quick", action="store_true", help="5,000 jobs, once")
-    parser.add_argument("--json", help="also write every figure here")
-    drain_bar.add_option(parser)
+    add_json_option(parser)
+    add_progress_option(parser)
     args = parser.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     if args.quick:
         args.jobs = min(args.jobs, 5_000)
         args.repeat = 1
@@ -207,25 +173,24 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"  0-ms proxy / straight to Redis (reported) {cost:>5.1%}")
         targets["proxy0_vs_direct"] = {"value": cost, "pass": None}
     print(f"\n(run took {run_s:.1f} s)")
-    if args.json:
-        report = {
-            "machine": machine,
-            "source": source,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "repeat": args.repeat,
-                "warm": warm,
-                "links": args.links,
-                "quick": args.quick,
-            },  # fmt: skip
-            "scenarios": results,
-            "ratios": ratios,
-            "paired_ratios": paired,
-            "targets": targets,
-            "run_s": run_s,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "repeat": args.repeat,
+            "warm": warm,
+            "links": args.links,
+            "quick": args.quick,
+        },  # fmt: skip
+        "scenarios": results,
+        "ratios": ratios,
+        "paired_ratios": paired,
+        "targets": targets,
+        "run_s": run_s,
+    }
+    write_report(report, "e2e_rtt", args.json)
     return 0
 
 

@@ -3,7 +3,7 @@ jobs, ``--threads 50`` on plain functions.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379); each pool is a real ``python -m fastq pool``
-subprocess (bench/e2e_pool.py's), stopped with SIGTERM (it must exit 0).
+subprocess (``harness.Pool``), stopped with SIGTERM (it must exit 0).
 
 0. bare    2 processes of 200 coroutines that only ``await asyncio.sleep(0.02)`` as
            often (uvloop when installed, as the pool): this machine's timers and
@@ -24,34 +24,39 @@ The ratios are what to read: they come from the same run on the same machine.
 The exit status depends only on correctness (every job ran and was counted once,
 nothing left over, every pool exited 0), never on the target.
 
-    python bench/inflight.py                        # full run
-    python bench/inflight.py --quick                # small sizes, a few seconds
-    python bench/inflight.py --only blast --repeat 3 --json out.json
+    python -m bench.inflight                        # full run
+    python -m bench.inflight --quick                # small sizes, a few seconds
+    python -m bench.inflight --only blast --repeat 3 --json out.json
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import redis
 
-import drain_bar  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure, machine_header, machine_info  # noqa: E402
-from e2e_pool import Pool, check_queue, poll_drained  # noqa: E402
+from bench.harness import (
+    ROOT,
+    BenchFailure,
+    Pool,
+    add_json_option,
+    add_progress_option,
+    announce,
+    check_queue,
+    configure_progress,
+    drain_bar,
+    poll_drained,
+    write_report,
+)
+from bench.jobs import inflight as inflight_jobs
+from fastq.testing.redis_server import RedisServer
 
-from bench import inflight_jobs  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-
-APP_SPEC = "bench.inflight_jobs"
+APP_SPEC = "bench.jobs.inflight"
 SCENARIOS = ("bare", "blast", "tblast", "anoop", "anoop1", "noop")
 CHILDREN = 2
 CONCURRENCY = 200
@@ -115,13 +120,11 @@ def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> d
     app = inflight_jobs.app
     app.configure(redis_url=url, namespace=scenario)
     job.enqueue_many([(i,) for i in range(n)])
-    pool = Pool(url, scenario, job.queue, CHILDREN, batch)
-    pool.cmd[pool.cmd.index("bench.pool_jobs")] = APP_SPEC
-    pool.cmd += options
+    pool = Pool(url, scenario, job.queue, CHILDREN, batch, app=APP_SPEC, options=options)
     try:
         pool.start()
         # opened before the clock starts, fed by the poll the timing needs anyway
-        with drain_bar.bar(scenario, n) as shown:
+        with drain_bar(scenario, n) as shown:
             t0 = time.perf_counter()
             first_t, first_done, now = poll_drained(app, job.queue, n, pool, scenario, t0, shown)
         pool.stop(scenario)
@@ -148,10 +151,10 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     p.add_argument("--repeat", type=int, default=1, help="runs of each scenario (the median)")
     p.add_argument("--only", help=f"comma-separated scenarios of {','.join(SCENARIOS)}")
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
-    drain_bar.add_option(p)
+    add_json_option(p)
+    add_progress_option(p)
     args = p.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     args.scenarios = args.only.split(",") if args.only else list(SCENARIOS)
     unknown = set(args.scenarios) - set(SCENARIOS)
     if unknown:
@@ -171,9 +174,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        report["machine"] = machine_info(client)
-        print(machine_header("bench/inflight.py", report["machine"]))
-        print(f"{args.jobs} jobs per drain, --batch {args.batch}, --repeat {args.repeat}")
+        report["machine"], report["source"] = announce(
+            client,
+            "fastq in-flight benchmark",
+            f"{args.jobs} jobs per drain, --batch {args.batch}, --repeat {args.repeat}; "
+            f"throwaway redis-server at {server.url}",
+        )
         for scenario in args.scenarios:
             runs = [
                 bare(args.jobs)
@@ -218,8 +224,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             ratio = found[name]["jobs_s"] / found["noop"]["jobs_s"]
             report["targets"][f"{name}_vs_noop"] = {"value": ratio, "target": None, "pass": None}
             print(f"no-op async def ({found[name]['options']}) vs no-op sync drain: {ratio:.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2))
+    write_report(report, "inflight", args.json)
     return 0
 
 

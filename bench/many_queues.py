@@ -3,7 +3,7 @@ later queue, and in which order it serves queues that all have work.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379). Each worker is a real subprocess,
-``python -m fastq worker --burst --app bench.pool_jobs -q ...`` with
+``python -m fastq worker --burst --app bench.jobs.pool -q ...`` with
 ``FASTQ_REDIS_URL`` set; it must exit 0 with every job processed once.
 
 1. one     N no-op jobs in ``d``, a worker on ``-q d``
@@ -14,9 +14,9 @@ Everything runs against one throwaway ``redis-server`` this script starts itself
            few ms), and how many jobs of later queues ran before a queue was done
            (strict priority in ``-q`` order: none, bar the batches already claimed)
 
-    python bench/many_queues.py                # 200,000 jobs, median of 3 runs
-    python bench/many_queues.py --quick        # 20,000 jobs, once
-    python bench/many_queues.py --json out.json
+    python -m bench.many_queues                # 200,000 jobs, median of 3 runs
+    python -m bench.many_queues --quick        # 20,000 jobs, once
+    python -m bench.many_queues --json out.json
 """
 
 from __future__ import annotations
@@ -27,24 +27,30 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import redis
 
-import drain_bar  # noqa: E402
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure  # noqa: E402
-from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
-
-from bench import pool_jobs  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.protocol.contracts import CLAIM  # noqa: E402
-from fastq.protocol.keys import QueueKeys  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+from bench.harness import (
+    APP_SPEC,
+    ROOT,
+    BenchFailure,
+    Probe,
+    add_json_option,
+    add_progress_option,
+    announce,
+    check_queue,
+    child_env,
+    configure_progress,
+    drain_bar,
+    fresh_app,
+    write_report,
+)
+from bench.jobs import pool as pool_jobs
+from fastq.protocol import scripts
+from fastq.protocol.contracts import CLAIM
+from fastq.protocol.keys import QueueKeys
+from fastq.testing.redis_server import RedisServer
 
 QUEUES = ("a", "b", "c", "d")
 POLL_S = 0.005
@@ -69,8 +75,7 @@ def drain(
     for q, n in spec.items():
         pool_jobs.noop.enqueue_many([(i,) for i in range(n)], queue=q)
     total = sum(spec.values())
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
+    env = child_env(url)
     cmd = [*worker_cmd(queues, batch), "--namespace", namespace]
     probe = Probe(client)
     first: dict[str, float] = {}
@@ -79,7 +84,7 @@ def drain(
     with tempfile.TemporaryFile(prefix="fastq-bench-queues-") as log:
         # opened before the clock starts, fed by the poll the timing needs anyway (the
         # queues' counts summed); closed once the clock has stopped
-        with drain_bar.bar(f"{namespace} -q {queues}", total) as shown:
+        with drain_bar(f"{namespace} -q {queues}", total) as shown:
             t0 = time.perf_counter()
             proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
             deadline = t0 + 60 + total / 2000
@@ -177,10 +182,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=3, help="runs of one/last; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one run")
-    parser.add_argument("--json", help="also write every figure here")
-    drain_bar.add_option(parser)
+    add_json_option(parser)
+    add_progress_option(parser)
     args = parser.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
         args.repeat = 1
@@ -303,15 +308,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         },  # fmt: skip
         "served_in_order": {"value": order, "pass": in_order},
     }
-    if args.json:
-        report = {
-            "machine": machine,
-            "source": source,
-            "options": {"jobs": n, "batch": batch, "repeat": args.repeat, "quick": args.quick},
-            "scenarios": results,
-            "targets": targets,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {"jobs": n, "batch": batch, "repeat": args.repeat, "quick": args.quick},
+        "scenarios": results,
+        "targets": targets,
+    }
+    write_report(report, "many_queues", args.json)
     return 0
 
 

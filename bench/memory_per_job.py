@@ -9,9 +9,9 @@ Two payloads, each on a fresh throwaway ``redis-server`` (never the Redis on por
            60 bytes of job name and arguments, what a blast of emails queues
 - 1kb      the same call with a 1,000-byte body argument
 
-    python bench/memory_per_job.py                  # 1,000,000 jobs of each
-    python bench/memory_per_job.py --quick          # 20,000 jobs of each
-    python bench/memory_per_job.py --jobs 200000 --json out.json
+    python -m bench.memory_per_job                  # 1,000,000 jobs of each
+    python -m bench.memory_per_job --quick          # 20,000 jobs of each
+    python -m bench.memory_per_job --jobs 200000 --json out.json
 """
 
 from __future__ import annotations
@@ -19,19 +19,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import orjson
+import redis
 
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import machine_header, machine_info  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import add_json_option, announce, write_report
+from fastq.testing.redis_server import RedisServer
 
 QUEUE = "mail"
 NAMESPACE = "mem"
@@ -145,7 +140,7 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("-n", "--jobs", type=int, default=1_000_000)
     parser.add_argument("--only", help="comma-separated payloads (mailing,1kb)")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs of each")
-    parser.add_argument("--json", help="also write every figure here")
+    add_json_option(parser)
     args = parser.parse_args(argv)
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
@@ -159,10 +154,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     probe = RedisServer().start()
     try:
         with redis.Redis.from_url(probe.url) as client:
-            machine = machine_info(client)
+            machine, source = announce(
+                client,
+                "fastq Redis memory per queued job",
+                f"{args.jobs:,} jobs of each payload ({', '.join(args.payloads)}), each on a "
+                "throwaway redis-server of its own",
+            )
     finally:
         probe.cleanup()
-    print(machine_header("fastq Redis memory per queued job", machine))
     results = {}
     for name in args.payloads:
         results[name] = r = measure(args.jobs, name, payloads()[name])
@@ -180,14 +179,14 @@ def main(argv: Optional[list[str]] = None) -> int:
             f" measured in issue 12)  {value:.0f}  {'PASS' if ok else 'BELOW'}"
         )
         targets["mailing_vs_lowest_peer"] = {"value": value, "peer": lowest, "pass": ok}
-    if args.json:
-        report = {
-            "machine": machine,
-            "options": {"jobs": args.jobs, "payloads": args.payloads, "quick": args.quick},
-            "payloads": results,
-            "targets": targets,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {"jobs": args.jobs, "payloads": args.payloads, "quick": args.quick},
+        "payloads": results,
+        "targets": targets,
+    }
+    write_report(report, "memory_per_job", args.json)
     return 0
 
 

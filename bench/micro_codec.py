@@ -2,9 +2,9 @@
 
 Run from a source checkout after ``python setup.py build_ext --inplace``::
 
-    python bench/micro_codec.py                 # full sizes
-    python bench/micro_codec.py --quick         # tiny sizes, a CI smoke test (< 2 s)
-    python bench/micro_codec.py --json out.json
+    python -m bench.micro_codec                 # full sizes
+    python -m bench.micro_codec --quick         # tiny sizes, a CI smoke test (< 2 s)
+    python -m bench.micro_codec --json out.json
 
 Prints one line per kernel: ``kernel  reference_us_per_item  native_us_per_item
 speedup`` (best of several repeats, ``time.perf_counter``; the two implementations
@@ -16,17 +16,15 @@ from __future__ import annotations
 import argparse
 import gc
 import itertools
-import json
 import platform
 import random
 import sys
 import time
 import uuid
-from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
+from bench.harness import add_json_option, write_report
 
 # the retry policies' kernels, each with the arguments after ``attempt`` (and ``rand``
 # last where the curve has one): a default-like setting of each policy
@@ -43,8 +41,6 @@ QUICK = {"encode_calls": 500, "decode_claim": 50, **{k: 5_000 for k in POLICIES}
 
 def _modules() -> tuple[ModuleType, ModuleType, ModuleType, ModuleType]:
     """(reference codec, native codec, reference backoff, native backoff)."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))  # a source checkout, not installed
     from fastq._pyimpl import backoff as ref_backoff
     from fastq._pyimpl import codec as ref_codec
     from fastq_ext import backoff as nat_backoff
@@ -123,7 +119,7 @@ def backoff_case(kernel: str, size: int) -> Callable[[ModuleType], Callable[[], 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="much smaller sizes (CI smoke)")
-    parser.add_argument("--json", metavar="PATH", help="also write the results to PATH")
+    add_json_option(parser)
     parser.add_argument("--repeats", type=int, default=None, help="repeats per kernel")
     opts = parser.parse_args(argv)
 
@@ -162,18 +158,15 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
 
-    if opts.json:
-        report = {
-            "benchmark": "micro_codec",
-            "quick": opts.quick,
-            "repeats": repeats,
-            "python": platform.python_version(),
-            "machine": platform.machine(),
-            "results": results,
-        }
-        path = Path(opts.json)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(report, indent=2) + "\n")
+    report = {
+        "benchmark": "micro_codec",
+        "quick": opts.quick,
+        "repeats": repeats,
+        "python": platform.python_version(),
+        "machine": platform.machine(),
+        "results": results,
+    }
+    write_report(report, "micro_codec", opts.json)
     return 0
 
 

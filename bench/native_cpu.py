@@ -14,9 +14,9 @@ The medians of ``--repeat`` runs are printed in µs/job for each mode, and the r
 pure / native (the target: >= 1.5 for both). The queued jobs are enqueued by this
 process (native) before each worker run, outside what is measured.
 
-    python bench/native_cpu.py --repeat 3     # 200,000 jobs drained, 30,000 enqueued
-    python bench/native_cpu.py --quick        # CI smoke: 2,000 and 1,000, once
-    python bench/native_cpu.py --json out.json
+    python -m bench.native_cpu --repeat 3     # 200,000 jobs drained, 30,000 enqueued
+    python -m bench.native_cpu --quick        # CI smoke: 2,000 and 1,000, once
+    python -m bench.native_cpu --json out.json
 """
 
 from __future__ import annotations
@@ -29,25 +29,17 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
-# Run from a source checkout without installing: the repo root holds `fastq`.
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+import orjson
 
-import orjson  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import ROOT, BenchFailure, add_json_option, write_report
+from fastq.testing.redis_server import RedisServer
 
 QUEUE = "cpu"
 MODES = ("native", "pure")
 MAILING_CALL = ("user123@example.com", "Your weekly digest", 42)
-
-
-class BenchFailure(Exception):
-    """A correctness check failed: the run is invalid, whatever its speed."""
 
 
 def make_app(url: str, namespace: str) -> tuple[fastq.App, Any, Any]:
@@ -110,9 +102,9 @@ def run_child(role: str, mode: str, url: str, namespace: str, jobs: int) -> dict
     if mode == "pure":
         env["FASTQ_NO_EXTENSIONS"] = "1"
     proc = subprocess.run(
-        [sys.executable, __file__, "--child", role, "--url", url,
+        [sys.executable, "-m", "bench.native_cpu", "--child", role, "--url", url,
          "--namespace", namespace, "--jobs", str(jobs)],
-        env=env, capture_output=True, text=True, timeout=600,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if proc.returncode != 0:
         raise BenchFailure(f"{role} ({mode}) failed:\n{proc.stdout}\n{proc.stderr}")
@@ -156,7 +148,7 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=200_000, help="no-op jobs drained")
     parser.add_argument("--produce", type=int, default=30_000, help="jobs enqueued")
     parser.add_argument("--quick", action="store_true", help="CI smoke: tiny, once")
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     parser.add_argument("--child", choices=("worker", "producer"), help=argparse.SUPPRESS)
     parser.add_argument("--url", help=argparse.SUPPRESS)
     parser.add_argument("--namespace", help=argparse.SUPPRESS)
@@ -185,9 +177,8 @@ def main() -> int:
             f"{role:8}  native {med['native']:6.2f} µs/job  pure {med['pure']:6.2f} µs/job  "
             f"ratio pure/native {result['ratio'][role]:.2f} (target >= 1.5)"
         )
-    if args.json:
-        result["config"] = {"repeat": args.repeat, "jobs": args.jobs, "produce": args.produce}
-        Path(args.json).write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    result["config"] = {"repeat": args.repeat, "jobs": args.jobs, "produce": args.produce}
+    write_report(result, "native_cpu", args.json)
     return 0
 
 

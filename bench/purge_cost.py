@@ -4,21 +4,17 @@ time and the longest, and the wall time of ``App.purge``.
 Server time from ``INFO commandstats`` and the slow log (every call logged), on a
 throwaway redis-server, so the client's speed drops out.
 
-    python bench/purge_cost.py [--ready 20000] [--scheduled 10000] [--json PATH]
+    python -m bench.purge_cost [--ready 20000] [--scheduled 10000] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import fastq  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+import fastq
+from bench.harness import add_json_option, write_report
+from fastq.testing.redis_server import RedisServer
 
 
 def measure(url: str, ready: int, scheduled: int) -> dict[str, float]:
@@ -55,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ready", type=int, default=20_000)
     parser.add_argument("--scheduled", type=int, default=10_000)
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     server = RedisServer().start()
     try:
@@ -68,8 +64,7 @@ def main() -> None:
         f"in {figures['calls']} script calls: {figures['us_per_call']:.0f} µs a call, longest "
         f"{figures['longest_call_us']} µs; {figures['wall_ms']:.0f} ms wall"
     )
-    if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2))
+    write_report(figures, "purge_cost", args.json)
 
 
 if __name__ == "__main__":

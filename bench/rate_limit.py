@@ -2,7 +2,7 @@
 queue take N / R seconds.
 
 One throwaway redis-server; P ``fastq pool`` processes (each with its reaper) serve
-the queue ``limited`` of ``bench.rate_jobs``. Per case: the pools are up and idle,
+the queue ``limited`` of ``bench.jobs.rate``. Per case: the pools are up and idle,
 ``app.set_rate_limit`` (a fresh, full bucket of the default burst), then the N jobs
 are enqueued at once. The elapsed time runs from just before the enqueue to the
 moment the queue's ``processed`` count reaches N (polled every 2 ms): what a user
@@ -17,81 +17,26 @@ calls on Redis per job: each throttled worker sleeps until the next token, so a 
 With ``--shards K`` the queue is sharded: the limit is the whole queue's, each shard
 taking a K-th of it, and a blast is spread evenly over the shards.
 
-    python bench/rate_limit.py                      # 3,000 and 600 jobs at 100/s, 3 pools of -c 4
-    python bench/rate_limit.py --shards 4           # the same on a queue of 4 shards
-    python bench/rate_limit.py --cases 40 --rate 20 --pools 1 -c 2   # the CI smoke
+    python -m bench.rate_limit                      # 3,000 and 600 jobs at 100/s, 3 pools of -c 4
+    python -m bench.rate_limit --shards 4           # the same on a queue of 4 shards
+    python -m bench.rate_limit --cases 40 --rate 20 --pools 1 -c 2   # the CI smoke
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
-import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
-from typing import IO, Any, Optional
+from typing import Any, Optional
 
-import psutil
+import fastq
+from bench.harness import BenchFailure, Pool, add_json_option, write_report
+from bench.jobs import rate as rate_jobs
+from fastq.testing.redis_server import RedisServer
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import fastq  # noqa: E402
-from bench import rate_jobs  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-
+APP_SPEC = "bench.jobs.rate"
 QUEUE = "limited"
-
-
-class Pool:
-    """``python -m fastq pool`` as a subprocess, its output kept in a temp file."""
-
-    def __init__(self, url: str, namespace: str, concurrency: int) -> None:
-        self.concurrency = concurrency
-        cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-            "-c", str(concurrency), "--app", "bench.rate_jobs", "--namespace", namespace,
-            "-q", QUEUE,
-        ]  # fmt: skip
-        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
-        env = {**os.environ, "FASTQ_REDIS_URL": url, "PYTHONPATH": path}
-        self.log: IO[bytes] = tempfile.TemporaryFile(prefix="fastq-bench-rate-")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT
-        )
-
-    def output(self) -> str:
-        self.log.seek(0)
-        return self.log.read().decode(errors="replace")
-
-    def wait_up(self, timeout_s: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise SystemExit(f"a pool exited early:\n{self.output()[-3000:]}")
-            workers = 0
-            for child in psutil.Process(self.proc.pid).children():
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    workers += child.name() == "fastq-worker"
-            if workers == self.concurrency:
-                return
-            if time.monotonic() > deadline:
-                raise SystemExit(f"a pool has {workers} of {self.concurrency} workers up")
-            time.sleep(0.02)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=45)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
 
 
 def max_in_window(starts_us: list[int], window_us: float) -> int:
@@ -140,7 +85,7 @@ def run_case(app: fastq.App, jobs: int, rate: int, per_s: float, shards: int) ->
     }
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", default="3000,600", help="job counts, comma-separated")
     parser.add_argument("--rate", type=int, default=100, help="jobs per period")
@@ -148,7 +93,7 @@ def main() -> None:
     parser.add_argument("--pools", type=int, default=3)
     parser.add_argument("-c", "--concurrency", type=int, default=4, help="children per pool")
     parser.add_argument("--shards", type=int, default=1, help="shards of the queue")
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     cases = [int(n) for n in args.cases.split(",")]
     server = RedisServer().start()
@@ -162,14 +107,19 @@ def main() -> None:
         if args.shards > 1:  # recorded in Redis, where the pools read it
             app.declare_queue(QUEUE, shards=args.shards)
             assert app.shards(QUEUE) == args.shards
-        pools = [Pool(server.url, app.namespace, args.concurrency) for _ in range(args.pools)]
+        for _ in range(args.pools):
+            pools.append(Pool(server.url, app.namespace, QUEUE, args.concurrency, app=APP_SPEC))
+            pools[-1].start()
         for pool in pools:
-            pool.wait_up()
+            pool.workers(timeout_s=60)
         for jobs in cases:
             results.append(run_case(app, jobs, args.rate, args.per, args.shards))
+    except BenchFailure as exc:
+        print(f"FAILED: {exc}", file=sys.stderr)
+        return 1
     finally:
         for pool in pools:
-            pool.stop()
+            pool.cleanup()
         if app is not None:
             app.close()
         server.cleanup()
@@ -189,9 +139,9 @@ def main() -> None:
             f"{f['max_starts_per_period']:>5}/{f['allowed_per_period']:<5} "
             f"{f['script_calls_per_job']:>10.1f}"
         )
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    write_report(results, "rate_limit", args.json)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -12,9 +12,9 @@ The proxy measures how long it really held each chunk (``hold_ms`` in its
 stats), so the round trip it adds is known, not assumed.
 
 Run as a process of its own, so that it does not share a GIL with the benchmark
-(``bench/e2e_rtt.py`` does this):
+(``harness.Proxy`` does this, for ``bench.e2e_rtt`` and the peers):
 
-    python bench/rtt_proxy.py --upstream 127.0.0.1:6390 --delay-ms 0.5 --stats out.json
+    python -m bench.rtt_proxy --upstream 127.0.0.1:6390 --delay-ms 0.5 --stats out.json
 
 It prints ``listening PORT`` once it accepts connections, and on SIGTERM writes
 its stats (chunks forwarded, the hold each got: mean, p50, p99, max) and exits.

@@ -5,28 +5,23 @@ baseline is also run on a server with listpack encodings switched off, which
 shows what fastq's sentinel members save: without them, keys that empty after
 every ack are recreated as listpacks, where each batched insert is a linear scan.
 
-    python bench/script_cost.py [-n 100000] [--batches 100,500] [--json PATH]
+    python -m bench.script_cost [-n 100000] [--batches 100,500] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 
 import orjson
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.protocol.contracts import ACK, CLAIM  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-from fastq.worker.roundtrip import Outcomes  # noqa: E402
+import fastq
+from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA
+from bench.harness import add_json_option, write_report
+from fastq.protocol.contracts import ACK, CLAIM
+from fastq.protocol.outcomes import Outcomes
+from fastq.testing.redis_server import RedisServer
 
 NO_LISTPACK = ["--hash-max-listpack-entries", "0", "--zset-max-listpack-entries", "0"]
 
@@ -80,7 +75,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", "--jobs", type=int, default=100_000)
     parser.add_argument("--batches", default="100,500")
-    parser.add_argument("--json", help="write the figures here")
+    add_json_option(parser)
     args = parser.parse_args()
     rows = []
     print(f"Redis-side µs per job (claim + ack), {args.jobs:,} no-op jobs")
@@ -95,8 +90,7 @@ def main() -> int:
         rows.append(row)
         fastq_us, bare_us, no_lp_us = row["fastq_us"], row["bare_us"], row["bare_no_listpack_us"]
         print(f"{batch:>6} {fastq_us:>8.2f} {bare_us:>8.2f} {no_lp_us:>18.2f}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+    write_report(rows, "script_cost", args.json)
     return 0
 
 

@@ -8,16 +8,16 @@ several nodes (that benchmark comes with the cluster workers).
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
 (never the Redis on port 6379). Each worker is a real subprocess,
-``python -m fastq worker --burst --app bench.pool_jobs -q mailer`` with
+``python -m fastq worker --burst --app bench.jobs.pool -q mailer`` with
 ``FASTQ_REDIS_URL`` set. The worker's app does not say the queue is sharded: it
 reads the count from Redis, where the producer's ``declare_queue(..., shards=4)``
 wrote it. Every run must end with every job processed once, and each shard's
 share processed (a chunk of ``enqueue_many`` per shard in turn).
 
-    python bench/sharded_queue.py              # 200,000 jobs, 1 worker, median of 3 rounds
-    python bench/sharded_queue.py --workers 2  # two workers at once (Redis-bound on 2 cores)
-    python bench/sharded_queue.py --quick      # 20,000 jobs, once
-    python bench/sharded_queue.py --json out.json
+    python -m bench.sharded_queue              # 200,000 jobs, 1 worker, median of 3 rounds
+    python -m bench.sharded_queue --workers 2  # two workers at once (Redis-bound on 2 cores)
+    python -m bench.sharded_queue --quick      # 20,000 jobs, once
+    python -m bench.sharded_queue --json out.json
 """
 
 from __future__ import annotations
@@ -28,23 +28,28 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 from typing import Any, Optional
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+import redis
 
-import drain_bar  # noqa: E402
-import orjson  # noqa: E402
-import redis  # noqa: E402
-from e2e_core import BenchFailure  # noqa: E402
-from e2e_pool import APP_SPEC, Probe, announce, check_queue, fresh_app  # noqa: E402
-
-from bench import pool_jobs  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.protocol.keys import QueueKeys, shard_names  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
+from bench.harness import (
+    APP_SPEC,
+    ROOT,
+    BenchFailure,
+    Probe,
+    add_json_option,
+    add_progress_option,
+    announce,
+    check_queue,
+    configure_progress,
+    drain_bar,
+    fresh_app,
+    write_report,
+)
+from bench.jobs import pool as pool_jobs
+from fastq.protocol import scripts
+from fastq.protocol.keys import QueueKeys, shard_names
+from fastq.testing.redis_server import RedisServer
 
 POLL_S = 0.01
 SHARDS = 4
@@ -85,7 +90,7 @@ def drain(
     procs: list[subprocess.Popen[bytes]] = []
     exits: dict[int, tuple[int, Any]] = {}  # pid -> exit status, resource usage
     with tempfile.TemporaryFile(prefix="fastq-bench-shards-") as log:
-        with drain_bar.bar(f"-q {queue} ({shards} shards)", n) as shown:
+        with drain_bar(f"-q {queue} ({shards} shards)", n) as shown:
             t0 = time.perf_counter()
             for _ in range(workers):
                 procs.append(
@@ -165,10 +170,10 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     parser.add_argument("--shards", type=int, default=SHARDS, help="of the sharded queue")
     parser.add_argument("--repeat", type=int, default=3, help="rounds; the median")
     parser.add_argument("--quick", action="store_true", help="20,000 jobs, one round")
-    parser.add_argument("--json", help="also write every figure here")
-    drain_bar.add_option(parser)
+    add_json_option(parser)
+    add_progress_option(parser)
     args = parser.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     if args.quick:
         args.jobs = min(args.jobs, 20_000)
         args.repeat = 1
@@ -241,25 +246,24 @@ def main(argv: Optional[list[str]] = None) -> int:
     verdict = "PASS" if paired >= TARGET else "BELOW"
     print(f"target (informational): {k} shards >= {TARGET:.0%} of 1 shard "
           f"{paired:>8.1%}  {verdict}")  # fmt: skip
-    if args.json:
-        report = {
-            "machine": machine,
-            "source": source,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "shards": k,
-                "workers": workers,
-                "repeat": args.repeat,
-                "quick": args.quick,
-            },  # fmt: skip
-            "scenarios": results,
-            "rounds": per_round,
-            "targets": {
-                "sharded_vs_one": {"value": ratio, "paired": paired, "pass": paired >= TARGET}
-            },  # fmt: skip
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "shards": k,
+            "workers": workers,
+            "repeat": args.repeat,
+            "quick": args.quick,
+        },  # fmt: skip
+        "scenarios": results,
+        "rounds": per_round,
+        "targets": {
+            "sharded_vs_one": {"value": ratio, "paired": paired, "pass": paired >= TARGET}
+        },  # fmt: skip
+    }
+    write_report(report, "sharded_queue", args.json)
     return 0
 
 

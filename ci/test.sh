@@ -9,6 +9,14 @@ PY="$VENV/bin/python"
 
 "$PY" -m ruff check fastq tests bench
 "$PY" -m mypy fastq
+# the docs site (mkdocs.yml, docs/): any warning, such as a link to a page or an anchor
+# that does not exist, fails the build. Its log is shown only then: mkdocs' --quiet
+# would hide the warnings from --strict too, and pass.
+docs_site="$(mktemp -d)"
+docs_log="$(NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$docs_site" 2>&1)" \
+  || { printf '%s\n' "$docs_log" >&2; rm -rf "$docs_site"
+       echo "ci/test.sh: the docs site did not build" >&2; exit 1; }
+rm -rf "$docs_site"
 
 status=0
 if [ $# -gt 0 ]; then

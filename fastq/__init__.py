@@ -29,7 +29,8 @@ from fastq.errors import (
     ShardCountMismatch,
     UnknownQueue,
 )
-from fastq.job import JobDef, JobPolicy
+from fastq.job import JobDef
+from fastq.policy import JobPolicy
 from fastq.protocol.introspect import JobInfo, TaggedJob, TagPage
 from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
 

@@ -1,83 +1,63 @@
-"""The producer API: an App holds the configuration and the connection to Redis, and
-registers jobs; it enqueues (:mod:`fastq.producer.enqueue`) and serves operators
-(:mod:`fastq.admin.operator`) through the classes it inherits."""
+"""The app: configuration, registration, and the producer and operator methods,
+which it delegates to the producer and the admins it holds."""
 
 from __future__ import annotations
 
-import os
-import threading
-from contextlib import contextmanager
+import functools
 from datetime import tzinfo
-from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
 import redis
 
 from fastq._accel import codec
+from fastq.admin.jobs import JobAdmin
 from fastq.admin.operator import Admin
-from fastq.connection import client as redis_connect
-from fastq.connection.client import check_url
-from fastq.connection.cluster import is_cluster_url
-from fastq.connection.faults import REDIS_ERRORS, for_producer
-from fastq.errors import FastqError
 from fastq.hooks import Hooks, JobHook
-from fastq.job import (
-    ArgChecker,
-    Delivery,
-    IdGenerator,
-    JobDef,
-    JobPolicy,
-    check_delivery,
-    check_runnable,
-)
+from fastq.job import JobDef
+from fastq.options import JobOptions
 from fastq.periodic import PeriodicJob, make_schedule
+from fastq.policy import ArgChecker, check_runnable
 from fastq.producer.durable import durability
-from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Enqueuer
-from fastq.protocol import scripts
-from fastq.protocol.keys import QueueKeys, validate_queue_name
+from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
+from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
+from fastq.protocol.store import DEFAULT_REDIS_URL, Store
 from fastq.ratelimit import RateKey
-from fastq.retry import Backoff, policy_from_keywords
-from fastq.validate import (
-    check_namespace,
-    check_priority,
-    check_rate_limit,
-    check_result_ttl_s,
-    check_unique_for_s,
-    check_unique_until,
-)
+
+if TYPE_CHECKING:
+    from typing_extensions import Concatenate, ParamSpec, Unpack
+
+    from fastq.options import JobKeywords
+
+    P = ParamSpec("P")
 
 R = TypeVar("R")
+T = TypeVar("T")
 
-# Jobs in threads (--threads) may all reach for ``App.redis`` first at once: one
-# client is made, or a second one, dropped, closes its pool under the first's calls.
-_client_lock = threading.Lock()
-
-
-def _fresh_client_lock() -> None:
-    global _client_lock
-    _client_lock = threading.Lock()  # a child never inherits it held by another thread
+__all__ = ["DEFAULT_REDIS_URL", "App"]
 
 
-os.register_at_fork(after_in_child=_fresh_client_lock)
+def _delegate(
+    part: str, method: Callable[Concatenate[T, P], R]
+) -> Callable[Concatenate[Any, P], R]:
+    """An App method that calls ``method`` of the App's ``part`` (its producer or an
+    admin), with its signature and docstring."""
 
-DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+    def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return method(getattr(self, part), *args, **kwargs)
 
-
-def _exception_types(types: object, what: str) -> tuple[type[BaseException], ...]:
-    """``types`` (one exception class, or an iterable of them) as a tuple."""
-    if isinstance(types, type):
-        return (types,)  # checked by JobPolicy
-    if isinstance(types, (str, bytes)) or not hasattr(types, "__iter__"):
-        raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
-    return tuple(types)
+    return functools.update_wrapper(call, method)
 
 
-class App(Enqueuer, Admin):
+class App:
     """A fastq application: the registry of jobs and the connection to Redis.
 
-    Here: configuration, connections and registration. The enqueue methods
-    come from :class:`fastq.producer.enqueue.Enqueuer`, the operator ones (stats, pause,
-    purge, cancel, results...) from :class:`fastq.admin.operator.Admin`.
+    Here: configuration, connections and registration. The enqueue methods are
+    its :attr:`producer`'s (:class:`fastq.producer.enqueue.Producer`), the operator
+    ones on queues (stats, pause, purge...) its :attr:`admin`'s
+    (:class:`fastq.admin.operator.Admin`), those on jobs (inspect, cancel,
+    results...) its :attr:`job_admin`'s (:class:`fastq.admin.jobs.JobAdmin`); all
+    three share its :attr:`store` (:class:`fastq.protocol.store.Store`).
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
@@ -119,15 +99,10 @@ class App(Enqueuer, Admin):
         min_replicas: int = 0,
         replica_timeout_s: float = 1.0,
     ) -> None:
-        self._durability = durability(min_replicas, replica_timeout_s)
+        wait = durability(min_replicas, replica_timeout_s)
         self.min_replicas = min_replicas
         self.replica_timeout_s = replica_timeout_s
-        self._cluster_flag = bool(cluster)
-        self.redis_url = check_url(
-            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL,
-            cluster=self._cluster_flag,
-        )
-        self.namespace = check_namespace(namespace)
+        self.store = Store(redis_url, namespace, cluster)
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
         self.dead_max_len = int(dead_max_len)
         if max_stalls < 0:
@@ -137,30 +112,69 @@ class App(Enqueuer, Admin):
             raise TypeError(f"max_payload_bytes must be an int, not {max_payload_bytes!r}")
         if max_payload_bytes < 1:
             raise ValueError(f"max_payload_bytes must be >= 1, not {max_payload_bytes}")
-        self.max_payload_bytes = max_payload_bytes
         self.registry: dict[str, JobDef[Any]] = {}
         self.schedules: dict[str, PeriodicJob] = {}  # job name -> when it fires
         self.hooks = Hooks()
-        self._ids = IdGenerator()
-        self._client: Optional[redis.Redis] = None
-        self._client_pid = -1
-        self._known_queues: set[str] = set()
-        self._declared_queues: set[str] = set()
-        self.shard_counts = ShardCounts()  # sharded queues: declared here, or Redis'
+        self.producer = Producer(self.store, self.registry, max_payload_bytes, wait)
+        self.admin = Admin(self.store, self.registry)
+        self.job_admin = JobAdmin(self.store, self.admin)
 
     # -- configuration -------------------------------------------------------------
+
+    @property
+    def redis_url(self) -> str:
+        return self.store.redis_url
+
+    @property
+    def namespace(self) -> str:
+        return self.store.namespace
+
+    @property
+    def shard_counts(self) -> ShardCounts:
+        return self.store.shard_counts
+
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.producer.max_payload_bytes
 
     def configure(
         self, *, redis_url: Optional[str] = None, namespace: Optional[str] = None
     ) -> None:
         """Point the app elsewhere (the CLI applies ``--redis-url`` this way)."""
-        if redis_url is not None:
-            self.redis_url = check_url(redis_url, cluster=self._cluster_flag)
-        if namespace is not None:
-            self.namespace = check_namespace(namespace)
-        self.shard_counts.forget()
-        self._known_queues.clear()
-        self.close()
+        self.store.configure(redis_url=redis_url, namespace=namespace)
+        self.producer.forget_queues()
+
+    def keys(self, queue: str) -> QueueKeys:
+        return self.store.keys(queue)
+
+    @property
+    def cluster(self) -> bool:
+        """Whether Redis is a Redis Cluster (``cluster=True``, or a cluster URL)."""
+        return self.store.cluster
+
+    def new_client(
+        self,
+        *,
+        retries: int = 2,
+        socket_timeout_s: Optional[float] = 30.0,
+        connect_timeout_s: float = 5.0,
+    ) -> redis.Redis:
+        """A fresh client (:func:`fastq.connection.client.new_client`). Workers pass
+        ``retries=0``: they must see every connection error to know that a reply may
+        have been lost."""
+        return self.store.new_client(
+            retries=retries, socket_timeout_s=socket_timeout_s, connect_timeout_s=connect_timeout_s
+        )
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The producer's client; a new one after fork, never a shared socket."""
+        return self.store.redis
+
+    def close(self) -> None:
+        self.store.close()
+
+    # -- hooks ---------------------------------------------------------------------
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Register ``fn`` to run in every worker process once it starts (after
@@ -198,64 +212,6 @@ class App(Enqueuer, Admin):
         self.hooks.on_failure.append(fn)
         return fn
 
-    def keys(self, queue: str) -> QueueKeys:
-        return QueueKeys(self.namespace, queue)
-
-    @property
-    def cluster(self) -> bool:
-        """Whether Redis is a Redis Cluster (``cluster=True``, or a cluster URL)."""
-        return self._cluster_flag or is_cluster_url(self.redis_url)
-
-    def new_client(
-        self,
-        *,
-        retries: int = 2,
-        socket_timeout_s: Optional[float] = 30.0,
-        connect_timeout_s: float = 5.0,
-    ) -> redis.Redis:
-        """A fresh client (:func:`fastq.connection.client.new_client`). Workers pass
-        ``retries=0``: they must see every connection error to know that a reply may
-        have been lost."""
-        return redis_connect.new_client(
-            self.redis_url,
-            cluster=self._cluster_flag,
-            retries=retries,
-            socket_timeout_s=socket_timeout_s,
-            connect_timeout_s=connect_timeout_s,
-        )
-
-    @property
-    def redis(self) -> redis.Redis:
-        """The producer's client; a new one after fork, never a shared socket."""
-        client = self._client
-        if client is not None and self._client_pid == os.getpid():
-            return client
-        with _client_lock:
-            if self._client is None or self._client_pid != os.getpid():
-                with self._producer_call():
-                    client = self.new_client()  # a cluster's connects here
-                    scripts.load_all(client)
-                self._client = client
-                self._client_pid = os.getpid()
-            return self._client
-
-    @contextmanager
-    def _producer_call(self) -> Iterator[None]:
-        """Redis errors raised inside, as producers raise them: ``RedisUnavailable``,
-        ``RedisRefused`` (out of memory, NOPERM, WRONGPASS, busy), or the error
-        itself when it is no fault of Redis."""
-        try:
-            yield
-        except FastqError:
-            raise
-        except REDIS_ERRORS as exc:
-            raise for_producer(exc, self.redis_url) from exc
-
-    def close(self) -> None:
-        if self._client is not None and self._client_pid == os.getpid():
-            self._client.close()
-        self._client = None
-
     # -- registration ----------------------------------------------------------------
 
     @overload
@@ -263,59 +219,11 @@ class App(Enqueuer, Admin):
 
     @overload
     def job(
-        self,
-        fn: None = None,
-        *,
-        name: Optional[str] = None,
-        queue: str = "default",
-        priority: int = 0,
-        retries: int = 5,
-        backoff_s: Optional[float] = None,
-        max_backoff_s: Optional[float] = None,
-        jitter: Optional[float] = None,
-        retry_on: tuple[type[BaseException], ...] = (Exception,),
-        timeout_s: Optional[float] = None,
-        retry: Optional[Backoff] = None,
-        retry_delays_s: Optional[Sequence[float]] = None,
-        fail_on: tuple[type[BaseException], ...] = (),
-        age_limit_s: Optional[float] = None,
-        result_ttl_s: Optional[float] = None,
-        delivery: str = "at_least_once",
-        rate_key: Optional[str] = None,
-        rate: Optional[int] = None,
-        per_s: float = 1.0,
-        burst: Optional[int] = None,
-        unique_for_s: Optional[float] = None,
-        unique_until: str = "end",
-        shards: Optional[int] = None,
+        self, fn: None = None, **options: Unpack[JobKeywords]
     ) -> Callable[[Callable[..., R]], JobDef[R]]: ...
 
     def job(
-        self,
-        fn: Optional[Callable[..., R]] = None,
-        *,
-        name: Optional[str] = None,
-        queue: str = "default",
-        priority: int = 0,
-        retries: int = 5,
-        backoff_s: Optional[float] = None,
-        max_backoff_s: Optional[float] = None,
-        jitter: Optional[float] = None,
-        retry_on: tuple[type[BaseException], ...] = (Exception,),
-        timeout_s: Optional[float] = None,
-        retry: Optional[Backoff] = None,
-        retry_delays_s: Optional[Sequence[float]] = None,
-        fail_on: tuple[type[BaseException], ...] = (),
-        age_limit_s: Optional[float] = None,
-        result_ttl_s: Optional[float] = None,
-        delivery: str = "at_least_once",
-        rate_key: Optional[str] = None,
-        rate: Optional[int] = None,
-        per_s: float = 1.0,
-        burst: Optional[int] = None,
-        unique_for_s: Optional[float] = None,
-        unique_until: str = "end",
-        shards: Optional[int] = None,
+        self, fn: Optional[Callable[..., R]] = None, **options: Unpack[JobKeywords]
     ) -> Union[JobDef[R], Callable[[Callable[..., R]], JobDef[R]]]:
         """Register a function as a job, by its ``__name__`` unless ``name`` is given.
 
@@ -340,7 +248,7 @@ class App(Enqueuer, Admin):
                 job was first enqueued, whatever its attempts: it goes dead.
             result_ttl_s: keep each run's return value (as JSON) this many
                 seconds, for :meth:`result`. A value JSON cannot encode (or NaN,
-                or above ``limits.MAX_RESULT_BYTES``) fails the run with
+                or above ``fastq.validate.MAX_RESULT_BYTES``) fails the run with
                 ``fastq.ResultNotSerializable``. Default: return values are dropped.
             delivery: ``"at_least_once"`` (default): a job whose worker dies mid-run
                 runs again. ``"at_most_once"``: the worker takes the job out of the
@@ -386,63 +294,27 @@ class App(Enqueuer, Admin):
                 ``shards`` not an int within 1..64, or another count than the
                 queue was declared with.
         """
-        validate_queue_name(queue)
-        self.shard_counts.check(queue, shards)
-        check_priority(priority)
-        if result_ttl_s is not None:
-            check_result_ttl_s(result_ttl_s)
-        mode = check_delivery(delivery)
-        if mode is Delivery.AT_MOST_ONCE:
-            given = {
-                "retry": retry, "backoff_s": backoff_s, "max_backoff_s": max_backoff_s,
-                "jitter": jitter, "retry_delays_s": retry_delays_s, "age_limit_s": age_limit_s,
-            }  # fmt: skip
-            retry_options = [option for option, value in given.items() if value is not None]
-            if retry_options:
-                raise ValueError(
-                    f"an at-most-once job is never retried: {', '.join(retry_options)} "
-                    "would never apply"
-                )
-        if mode is Delivery.AT_MOST_ONCE and rate_key is not None:
-            raise ValueError(
-                "rate_key= cannot apply to an at-most-once job: a job waiting for its key's "
-                "token is rescheduled, and an at-most-once job has left the queue by then"
-            )
-        key_limit = None
-        if rate_key is not None or rate is not None:
-            if rate_key is None or rate is None:
-                raise ValueError(
-                    "a per-key rate limit needs both rate_key= and rate= (a limit of the "
-                    "whole queue is app.set_rate_limit(queue, rate))"
-                )
-            key_limit = check_rate_limit(rate, per_s, burst)
-        if unique_for_s is not None:
-            check_unique_for_s(unique_for_s)
-        check_unique_until(unique_until)
-        policy = JobPolicy(
-            retries=retries,
-            backoff=policy_from_keywords(retry, backoff_s, max_backoff_s, jitter, retry_delays_s),
-            retry_on=_exception_types(retry_on, "retry_on"),
-            timeout_s=timeout_s,
-            fail_on=_exception_types(fail_on, "fail_on"),
-            age_limit_s=age_limit_s,
-        )
+        spec = JobOptions.of(options, "job")
+        self.shard_counts.check(spec.queue, spec.shards)
 
         def register(func: Callable[..., R]) -> JobDef[R]:
-            job_name = name or getattr(func, "__name__", None)
+            job_name = spec.name or getattr(func, "__name__", None)
             if not isinstance(job_name, str) or not job_name:
                 raise TypeError(f"cannot register {func!r} as a job: give it a name=")
             check_runnable(func, job_name)
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:
                 raise ValueError(f"a job named {job_name!r} is already registered: {existing.fn!r}")
-            key = None if key_limit is None else RateKey(func, rate_key, key_limit)
+            key = None
+            if spec.rate_key is not None and spec.key_limit is not None:
+                key = RateKey(func, spec.rate_key, spec.key_limit)
             jobdef = JobDef(
-                self, func, job_name, queue, priority, policy, result_ttl_s, mode,
-                rate_key=key, unique_for_s=unique_for_s, unique_until=unique_until,
+                self, func, job_name, spec.queue, spec.priority, spec.policy, spec.result_ttl_s,
+                spec.mode, rate_key=key, unique_for_s=spec.unique_for_s,
+                unique_until=spec.unique_until,
             )  # fmt: skip
             self.registry[job_name] = jobdef
-            self.shard_counts.declare(queue, shards)
+            self.shard_counts.declare(spec.queue, spec.shards)
             return jobdef
 
         return register(fn) if fn is not None else register
@@ -456,7 +328,7 @@ class App(Enqueuer, Admin):
         overlap: bool = False,
         args: Sequence[Any] = (),
         kwargs: Optional[dict[str, Any]] = None,
-        **job_options: Any,
+        **job_options: Unpack[JobKeywords],
     ) -> Callable[[Union[Callable[..., R], JobDef[R]]], JobDef[R]]:
         """Register a job that fires on a schedule; the reapers enqueue its runs.
 
@@ -543,3 +415,34 @@ class App(Enqueuer, Admin):
         registered (``["default"]`` when none): what a worker or a pool serves when
         started without ``-q``."""
         return list(dict.fromkeys(job.queue for job in self.registry.values())) or ["default"]
+
+    # -- the producer's and the admin's methods ---------------------------------------
+
+    enqueue = _delegate("producer", Producer.enqueue)
+    enqueue_many = _delegate("producer", Producer.enqueue_many)
+    submit = _delegate("producer", Producer.submit)
+    submit_many = _delegate("producer", Producer.submit_many)
+    declare_queue = _delegate("producer", Producer.declare_queue)
+
+    stats = _delegate("admin", Admin.stats)
+    stats_on = _delegate("admin", Admin.stats_on)
+    pause = _delegate("admin", Admin.pause)
+    resume = _delegate("admin", Admin.resume)
+    set_rate_limit = _delegate("admin", Admin.set_rate_limit)
+    rate_limit = _delegate("admin", Admin.rate_limit)
+    purge = _delegate("admin", Admin.purge)
+    queues = _delegate("admin", Admin.queues)
+    queues_on = _delegate("admin", Admin.queues_on)
+    shards = _delegate("admin", Admin.shards)
+    physical_queues = _delegate("admin", Admin.physical_queues)
+    physical_queues_on = _delegate("admin", Admin.physical_queues_on)
+    get_job = _delegate("job_admin", JobAdmin.get_job)
+    holders = _delegate("job_admin", JobAdmin.holders)
+    dead_jobs = _delegate("job_admin", JobAdmin.dead_jobs)
+    broken_jobs = _delegate("job_admin", JobAdmin.broken_jobs)
+    retry_dead = _delegate("job_admin", JobAdmin.retry_dead)
+    retry_broken = _delegate("job_admin", JobAdmin.retry_broken)
+    cancel = _delegate("job_admin", JobAdmin.cancel)
+    cancel_by_tag = _delegate("job_admin", JobAdmin.cancel_by_tag)
+    jobs_by_tag = _delegate("job_admin", JobAdmin.jobs_by_tag)
+    result = _delegate("job_admin", JobAdmin.result)

@@ -45,15 +45,15 @@ class UnknownQueue(FastqError, ValueError):
 class ShardCountMismatch(FastqError, ValueError):
     """The app declares a shard count for a queue (``shards=K``) other than the one
     Redis records for it (``<namespace>:shards``): nothing was written. The count
-    of a queue cannot change under its producers and workers (see the README's
-    "Sharded queues" to change it)."""
+    of a queue cannot change under its producers and workers (see "Sharded queues"
+    in docs/queues.md to change it)."""
 
     def __init__(self, queue: str, declared: int, stored: int, namespace: str) -> None:
         super().__init__(
             f"queue {queue!r} has {stored} shard{'s' if stored > 1 else ''} in Redis "
             f"({namespace}:shards) but this app declares shards={declared}: the count of "
             "a queue cannot change under its producers and workers (see 'Sharded queues' "
-            "in the README to change it)"
+            "in docs/queues.md to change it)"
         )
         self.queue, self.declared, self.stored = queue, declared, stored
 

@@ -1,20 +1,10 @@
-"""Registered jobs: the function, its retry policy, argument checks, and the options
-of an enqueue.
-
-A :class:`JobDef` enqueues through a :class:`Producer` (the App is one), so this
-module does not import the App.
-"""
+"""Registered jobs: a :class:`JobDef` is a function registered with ``@app.job``,
+which runs here when called and enqueues through a :class:`Producer` (the App is
+one, so this module does not import the App)."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import inspect
-import math
-import os
-from dataclasses import dataclass
 from datetime import datetime
-from enum import Enum
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -28,152 +18,17 @@ from typing import (
     Union,
 )
 
-import orjson
-
-from fastq._accel import ids
-from fastq.retry import Backoff, Exponential, check_age_limit_s, check_retries
-from fastq.validate import (
-    check_at,
-    check_delay_s,
-    check_job_id,
-    check_priority,
-    check_queue_name,
-    check_result_ttl_s,
-    check_shard_key,
-    check_tags,
-    check_unique_for_s,
-    check_unique_key,
-    check_unique_until,
-)
+from fastq.options import NO_OPTIONS, EnqueueOptions
+from fastq.policy import ArgChecker, Delivery, JobPolicy, check_delivery, check_runnable
+from fastq.validate import check_result_ttl_s, check_unique_for_s, check_unique_until
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fastq.options import EnqueueKeywords, EnqueueManyKeywords
     from fastq.ratelimit import RateKey
 
 R = TypeVar("R")
-
-
-@dataclass(frozen=True)
-class EnqueueOptions:
-    """How to enqueue a job, checked when made (before anything reaches Redis).
-
-    ``None`` means the job's own setting (its queue, its priority) or a fresh id.
-    Adding an option is adding a field here, with its check in ``__post_init__``,
-    and the keyword to the methods that take options.
-
-    ``at`` (an aware datetime or Unix seconds) is kept as Unix seconds. It is read
-    on Redis' clock: the job is due once Redis' clock reaches it (see
-    :meth:`JobDef.enqueue_at`).
-
-    Raises:
-        TypeError, ValueError: an option is of the wrong type or out of range
-            (see :mod:`fastq.validate`); ``delay_s`` and ``at`` both given.
-    """
-
-    delay_s: float = 0
-    at: Union[datetime, float, None] = None
-    priority: Optional[int] = None
-    job_id: Optional[str] = None
-    queue: Optional[str] = None
-    retry: Optional[Backoff] = None
-    retries: Optional[int] = None
-    age_limit_s: Optional[float] = None
-    tags: Optional[Sequence[str]] = None
-    unique_for_s: Optional[float] = None
-    unique_key: Optional[str] = None
-    unique_until: Optional[str] = None
-    shard_key: Optional[str] = None
-
-    def __post_init__(self) -> None:
-        check_delay_s(self.delay_s)
-        if self.shard_key is not None:
-            check_shard_key(self.shard_key)
-        if self.tags is not None:
-            object.__setattr__(self, "tags", check_tags(self.tags))
-        if self.unique_for_s is not None:
-            check_unique_for_s(self.unique_for_s)
-        if self.unique_key is not None:
-            check_unique_key(self.unique_key)
-        if self.unique_until is not None:
-            check_unique_until(self.unique_until)
-        if self.at is not None:
-            if self.delay_s:
-                raise TypeError(
-                    f"give delay_s or at, not both (delay_s={self.delay_s!r}, at={self.at!r})"
-                )
-            object.__setattr__(self, "at", check_at(self.at))
-        if self.priority is not None:
-            check_priority(self.priority)
-        if self.job_id is not None:
-            check_job_id(self.job_id)
-        if self.queue is not None:
-            check_queue_name(self.queue)
-        if self.retry is not None and not isinstance(self.retry, Backoff):
-            raise TypeError(
-                "retry must be a policy such as fastq.Exponential(), fastq.Polynomial(), "
-                f"fastq.BoundedDoubling(), fastq.Geometric() or fastq.Delays(), not {self.retry!r}"
-            )
-        if self.retries is not None:
-            check_retries(self.retries)
-        if self.age_limit_s is not None:
-            check_age_limit_s(self.age_limit_s)
-
-    @property
-    def delay_ms(self) -> int:
-        return int(self.delay_s * 1000)
-
-    @property
-    def due(self) -> Union[int, str]:
-        """The ``due`` of an enqueue call: ``delay_ms``, or ``at`` in whole
-        milliseconds (rounded up: never due early) as ``@<ms>``."""
-        if self.at is None:
-            return self.delay_ms
-        assert isinstance(self.at, float)  # made so in __post_init__
-        return f"@{math.ceil(self.at * 1000)}"
-
-
-@dataclass(frozen=True)
-class UniquePlan:
-    """How the jobs of one enqueue are unique: ``until`` (see
-    ``limits.UNIQUE_UNTIL``), the window in ms and a fixed key (None: each job's
-    :func:`default_unique_key`)."""
-
-    until: str
-    window_ms: int
-    key: Optional[str]
-
-
-def unique_plan(options: EnqueueOptions, job: Optional[JobDef[Any]]) -> Optional[UniquePlan]:
-    """The uniqueness of an enqueue: its options over the job's own; None: not unique.
-
-    Raises:
-        ValueError: ``unique_key`` or ``unique_until`` without a ``unique_for_s``
-            (on the enqueue or the job); ``shard_key`` with one (a unique job's
-            shard is its unique key's, where its lock lives).
-    """
-    window_s = options.unique_for_s
-    if window_s is None and job is not None:
-        window_s = job.unique_for_s
-    if window_s is None:
-        if options.unique_key is not None or options.unique_until is not None:
-            raise ValueError(
-                "unique_key and unique_until need unique_for_s (on the enqueue or in "
-                "@app.job): how long the lock may last"
-            )
-        return None
-    if options.shard_key is not None:
-        raise ValueError(
-            "shard_key= cannot apply to a unique job: its shard is its unique key's, so "
-            "that its lock is found by every enqueue of the same key"
-        )
-    until = options.unique_until or (job.unique_until if job is not None else None) or "end"
-    return UniquePlan(until, max(1, math.ceil(window_s * 1000)), options.unique_key)
-
-
-def default_unique_key(name: str, args: Sequence[Any], kwargs: Optional[dict[str, Any]]) -> str:
-    """A unique job's default key: the SHA-1 (hex) of the canonical JSON (sorted keys)
-    of ``[name, args, kwargs]``; the same call gives the same key on any host."""
-    canonical = orjson.dumps([name, list(args), kwargs or {}], option=orjson.OPT_SORT_KEYS)
-    return hashlib.sha1(canonical).hexdigest()
 
 
 class Producer(Protocol):
@@ -194,157 +49,6 @@ class Producer(Protocol):
         options: EnqueueOptions,
         job_ids: Optional[Sequence[str]] = None,
     ) -> list[str]: ...
-
-
-def check_runnable(fn: object, name: str) -> bool:
-    """Refuse what a worker cannot run as it stands; say whether it is async.
-
-    A worker calls a job and takes what it returns as done, or awaits it when the
-    function is a coroutine function (``async def``, also behind
-    ``functools.partial`` or as an object's ``__call__``). A generator function
-    would return a generator nobody iterates (an async one, an async generator
-    nobody iterates), and the job would count as processed though nothing ran.
-
-    Returns:
-        True for a coroutine function: a worker runs it on its event loop.
-
-    Raises:
-        TypeError: ``fn`` is not callable, or is a generator function (sync or async).
-    """
-    if not callable(fn):
-        raise TypeError(f"cannot register job {name!r}: {fn!r} is not callable")
-    target: Any = fn
-    while isinstance(target, functools.partial):
-        target = target.func
-    call = None if inspect.isroutine(target) or inspect.isclass(target) else type(target).__call__
-    is_async = False
-    for candidate in (target, call):
-        if candidate is None:
-            continue
-        if inspect.isasyncgenfunction(candidate):
-            kind = "an async generator function"
-        elif inspect.isgeneratorfunction(candidate):
-            kind = "a generator function"
-        else:
-            is_async = is_async or inspect.iscoroutinefunction(candidate)
-            continue
-        raise TypeError(
-            f"cannot register job {name!r}: {fn!r} is {kind}, and a worker calls a job "
-            "and takes its return as done, so nothing would run; register a plain "
-            "function or an async def"
-        )
-    return is_async
-
-
-class Delivery(str, Enum):
-    """How often a job may run: at least once (the default: a job whose worker dies
-    runs again) or at most once (it is taken out of the queue before it runs and
-    never runs again: a worker's death loses it)."""
-
-    AT_LEAST_ONCE = "at_least_once"
-    AT_MOST_ONCE = "at_most_once"
-
-
-def check_delivery(delivery: object) -> Delivery:
-    """``delivery`` as a :class:`Delivery`.
-
-    Raises:
-        TypeError: it is not a string.
-        ValueError: it is not ``"at_least_once"`` or ``"at_most_once"``.
-    """
-    if not isinstance(delivery, str):
-        raise TypeError(f"delivery must be 'at_least_once' or 'at_most_once', not {delivery!r}")
-    try:
-        return Delivery(delivery)
-    except ValueError:
-        raise ValueError(
-            f"delivery must be 'at_least_once' or 'at_most_once', not {delivery!r}"
-        ) from None
-
-
-@dataclass(frozen=True)
-class JobPolicy:
-    """What happens when a job raises.
-
-    ``retries`` further attempts after the first, spaced by ``backoff`` (a
-    :class:`fastq.retry.Backoff`: exponential with jitter unless told otherwise).
-    Exceptions in ``fail_on`` fail the job at once; then those outside
-    ``retry_on`` too. With ``age_limit_s``, a retry is scheduled only if it would
-    start within that many seconds of the job's first enqueue, whatever its
-    attempts; else the job goes dead saying so.
-
-    Raises:
-        TypeError, ValueError: a setting of the wrong type or out of range.
-    """
-
-    retries: int = 5
-    backoff: Backoff = Exponential()
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
-    timeout_s: Optional[float] = None
-    fail_on: tuple[type[BaseException], ...] = ()
-    age_limit_s: Optional[float] = None
-
-    def __post_init__(self) -> None:
-        check_retries(self.retries)
-        if not isinstance(self.backoff, Backoff):
-            raise TypeError(f"backoff must be a fastq retry policy, not {self.backoff!r}")
-        if self.timeout_s is not None and self.timeout_s <= 0:
-            raise ValueError(f"timeout_s must be > 0, not {self.timeout_s!r}")
-        for what in ("retry_on", "fail_on"):
-            types = getattr(self, what)
-            if not isinstance(types, tuple) or not all(
-                isinstance(t, type) and issubclass(t, BaseException) for t in types
-            ):
-                raise TypeError(f"{what} must be a tuple of exception classes, not {types!r}")
-        if self.age_limit_s is not None:
-            check_age_limit_s(self.age_limit_s)
-
-
-class ArgChecker:
-    """Checks that arguments bind to a function's signature, fast for the common case.
-
-    A blast calls this per job, so plain positional functions are checked by
-    counting; anything else goes through ``inspect.Signature.bind``.
-    """
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self._name = getattr(fn, "__name__", repr(fn))
-        try:
-            self._signature: Optional[inspect.Signature] = inspect.signature(fn)
-        except (TypeError, ValueError):  # builtins without a signature: accept anything
-            self._signature = None
-            self._counts: Optional[tuple[int, int]] = None
-            return
-        params = list(self._signature.parameters.values())
-        simple = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
-        required = sum(1 for p in params if p.default is p.empty)
-        self._counts = (required, len(params)) if simple else None
-
-    @property
-    def counts(self) -> Optional[tuple[int, int]]:
-        """``(required, all)`` positional parameters when a call binds by its count of
-        positional arguments alone (no ``*args``, keyword-only or ``**kwargs``)."""
-        return self._counts
-
-    def check(self, args: Sequence[Any], kwargs: Optional[dict[str, Any]]) -> None:
-        """Raise TypeError naming the function when the arguments do not bind."""
-        if self._signature is None:
-            return
-        if not kwargs and self._counts is not None:
-            low, high = self._counts
-            if low <= len(args) <= high:
-                return
-        try:
-            self._signature.bind(*args, **(kwargs or {}))
-        except TypeError as exc:
-            raise TypeError(f"arguments do not fit {self._name}{self._signature}: {exc}") from None
-
-    def binds(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
-        try:
-            self.check(args, kwargs)
-        except TypeError:
-            return False
-        return True
 
 
 class JobDef(Generic[R]):
@@ -412,25 +116,9 @@ class JobDef(Generic[R]):
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """
-        return self.producer.submit(self.name, args, kwargs, _NO_OPTIONS)
+        return self.producer.submit(self.name, args, kwargs, NO_OPTIONS)
 
-    def enqueue_with(
-        self,
-        *,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        priority: Optional[int] = None,
-        job_id: Optional[str] = None,
-        queue: Optional[str] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-        shard_key: Optional[str] = None,
-    ) -> EnqueueCall:
+    def enqueue_with(self, **options: Unpack[EnqueueKeywords]) -> EnqueueCall:
         """This job with enqueue options; call the result with the job's arguments.
 
         ``send_email.enqueue_with(delay_s=30, job_id="welcome-42")("a@example.com", "hi")``
@@ -473,13 +161,7 @@ class JobDef(Generic[R]):
             TypeError, ValueError: an option is of the wrong type or out of range,
                 or ``delay_s`` and ``at`` are both given.
         """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-            shard_key=shard_key,
-        )  # fmt: skip
-        return EnqueueCall(self, options)
+        return EnqueueCall(self, EnqueueOptions.of(options, "enqueue_with"))
 
     def enqueue_in(self, delay_s: float, *args: Any, **kwargs: Any) -> str:
         """Enqueue one call of this job to run no sooner than ``delay_s`` seconds
@@ -521,18 +203,7 @@ class JobDef(Generic[R]):
         calls: Iterable[Any],
         *,
         job_ids: Optional[Sequence[str]] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        queue: Optional[str] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-        shard_key: Optional[str] = None,
+        **options: Unpack[EnqueueManyKeywords],
     ) -> list[str]:
         """Enqueue many calls in pipelined batches (for blasts); returns their ids.
         (A unique job refused by a held lock gives the holder's id in its place.)
@@ -547,16 +218,8 @@ class JobDef(Generic[R]):
             fastq.EnqueueError: Redis took only some of the jobs (``written``) or
                 none; retry with ``job_ids=exc.ids``, which is idempotent.
         """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-            shard_key=shard_key,
-        )  # fmt: skip
-        return self.producer.submit_many(self.name, calls, options, job_ids)
-
-
-_NO_OPTIONS = EnqueueOptions()
+        made = EnqueueOptions.of(options, "enqueue_many")
+        return self.producer.submit_many(self.name, calls, made, job_ids)
 
 
 class EnqueueCall:
@@ -574,52 +237,6 @@ class EnqueueCall:
 
     def __repr__(self) -> str:
         return f"<fastq enqueue {self.job.name!r} with {self.options}>"
-
-
-# Generated job ids: 14 characters of [0-9A-Za-z]. Redis stores a string of up to
-# 14 bytes as a hash field in a 16-byte allocation (1-byte header, NUL), and each id
-# is held twice per queued job (the jobs hash's field, the ready list's element).
-ID_ALPHABET = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-ID_PREFIX_CHARS = 10  # 62**10, about 2**59.5, random per process
-ID_COUNTER_SPAN = len(ID_ALPHABET) ** 4  # ids per prefix (4 counter digits): 14,776,336
-
-
-class IdGenerator:
-    """Job ids: a random per-process prefix and a fixed-width counter.
-
-    Unique across processes and hosts without coordination: the prefix is 10
-    characters drawn from ``os.urandom`` (59.5 bits), drawn again after a fork and
-    whenever the 4-character counter has used its 14,776,336 values; two prefixes
-    meet with probability about n**2 / 2**60.5 over n prefixes ever drawn.
-    """
-
-    def __init__(self) -> None:
-        self._pid = -1
-        self._prefix = ""
-        self._next = ID_COUNTER_SPAN  # draws a prefix on first use
-
-    def _reseed(self) -> None:
-        self._pid = os.getpid()
-        value = int.from_bytes(os.urandom(8), "big")
-        digits = []
-        for _ in range(ID_PREFIX_CHARS):
-            value, digit = divmod(value, len(ID_ALPHABET))
-            digits.append(ID_ALPHABET[digit])
-        self._prefix = "".join(digits)
-        self._next = 0
-
-    def next_ids(self, n: int) -> list[str]:
-        if os.getpid() != self._pid:
-            self._reseed()
-        out: list[str] = []
-        while len(out) < n:
-            if self._next >= ID_COUNTER_SPAN:
-                self._reseed()
-            lo = self._next
-            hi = min(ID_COUNTER_SPAN, lo + n - len(out))
-            self._next = hi
-            out.extend(ids.counter_ids(self._prefix, lo, hi, ID_ALPHABET))
-        return out
 
 
 # (id, job, args, kwargs, attempt, envelope): a claimed job as the codec decodes it

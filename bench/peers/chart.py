@@ -1,7 +1,7 @@
 """The PNG chart of the peer harness's JSON reports; needs only matplotlib (the
 optional extra ``bench``), so it also runs on reports from another machine:
 
-    python bench/peers/chart.py bench/results/peers-a.json [more.json ...] -o chart.png
+    python -m bench.peers.chart bench/results/peers-a.json [more.json ...] -o chart.png
 
 Several reports (say one of drain and blast, one of memory) are merged, a later
 report's figures replacing an earlier one's for the same peer and workload.

@@ -28,11 +28,11 @@ Workloads:
           index, so a duplicate and a loss could cancel out; the other two
           workloads tell them apart)
 
-    python bench/peers/run.py                      # every peer: drain, io, rtt, blast
-    python bench/peers/run.py --workloads memory   # the memory workload on its own
-    python bench/peers/run.py --quick               # every peer, small sizes
-    python bench/peers/run.py --quick --only fastq  # fastq alone, small sizes
-    python bench/peers/run.py --only fastq,rq,dramatiq --drain-jobs 5000
+    python -m bench.peers.run                      # every peer: drain, io, rtt, blast
+    python -m bench.peers.run --workloads memory   # the memory workload on its own
+    python -m bench.peers.run --quick               # every peer, small sizes
+    python -m bench.peers.run --quick --only fastq  # fastq alone, small sizes
+    python -m bench.peers.run --only fastq,rq,dramatiq --drain-jobs 5000
 """
 
 from __future__ import annotations
@@ -53,28 +53,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+import redis
+
+import fastq
+from bench.harness import (
+    RESULTS,
+    ROOT,
+    BenchFailure,
+    Proxy,
+    add_progress_option,
+    check_queue,
+    configure_progress,
+    drain_bar,
+    machine_info,
+)
+from bench.peers.chart import draw_chart
+from fastq.testing.redis_server import RedisServer
+
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
-DRIVERS = HERE / "drivers"
+DRIVERS = HERE / "drivers"  # on the workers' PYTHONPATH: each peer's venv has no bench
 VENVS = HERE / ".venvs"
 BULLMQ = HERE / "bullmq"
-RESULTS = ROOT / "bench" / "results"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
-sys.path.insert(0, str(DRIVERS))
-sys.path.insert(0, str(HERE))
-
-import drain_bar  # noqa: E402
-import redis  # noqa: E402
-from chart import draw_chart  # noqa: E402
-from e2e_core import BenchFailure, machine_info  # noqa: E402
-from e2e_pool import check_queue  # noqa: E402
-from e2e_rtt import Proxy  # noqa: E402
-
-from fastq.testing.redis_server import RedisServer  # noqa: E402
 
 COUNT_KEY = "peerbench:count"  # drivers/counting.py and bullmq/bench.mjs
 SEEN_KEY = "peerbench:seen"
+FASTQ_NAMESPACE = "peerbench"  # drivers/fastq_tasks.py's app
 WORKERS = 2  # worker processes per peer
 POLL_S = 0.01  # how often a drain polls the counter
 SETTLE_S = 1.0  # after the count reaches N: how long to watch for duplicates
@@ -125,7 +128,7 @@ PEERS: dict[str, Peer] = {
         Peer(
             "fastq", [], "fastq_tasks",
             lambda b: [[sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-                        "-c", str(WORKERS), "--app", "fastq_tasks", "--namespace", "peerbench",
+                        "-c", str(WORKERS), "--app", "fastq_tasks", "--namespace", FASTQ_NAMESPACE,
                         "-q", "noop"]],
             "fastq pool -c 2",
             "2 (sync jobs: one per child)",
@@ -241,8 +244,6 @@ def ensure_installed(peer: Peer) -> dict[str, str]:
         versions["node"] = subprocess.check_output(["node", "--version"], text=True).strip()
         return versions
     if not peer.requirements:
-        import fastq
-
         return {"fastq": fastq.__version__ if hasattr(fastq, "__version__") else "source",
                 "fastq_accelerated": str(fastq.ACCELERATED), "commit": _commit()}  # fmt: skip
     stamp = peer.venv / "requirements.sha1"
@@ -293,8 +294,6 @@ def fastq_async_support() -> tuple[bool, str]:
     """Whether this checkout's fastq takes ``async def`` jobs, and the ``fastq pool``
     option for how many run at once in a child (``--concurrency``; "" when it takes
     none)."""
-    import fastq
-
     try:
         fastq.App("redis://127.0.0.1:1/0", namespace="probe").job(queue="probe")(_probe)
     except TypeError:  # "is a coroutine function": no async jobs in this fastq
@@ -434,7 +433,7 @@ def drain(
     first: Optional[float] = None  # when the first run showed: start-up is over
     try:
         # opened before the clock starts, fed by the poll the timing needs anyway
-        with drain_bar.bar(label or peer.name, n) as shown:
+        with drain_bar(label or peer.name, n) as shown:
             t0 = time.perf_counter()
             workers.start()
             last, last_change = 0, time.monotonic()
@@ -673,9 +672,9 @@ def parse_args(argv: Optional[list[str]]) -> argparse.Namespace:
     )
     parser.add_argument("--json", help="where to write the JSON (default: bench/results/)")
     parser.add_argument("--no-chart", action="store_true")
-    drain_bar.add_option(parser)
+    add_progress_option(parser)
     args = parser.parse_args(argv)
-    drain_bar.configure(args.progress)
+    configure_progress(args.progress)
     args.peers = args.only.split(",") if args.only else list(PEERS)
     unknown = [p for p in args.peers if p not in PEERS]
     if unknown:
@@ -719,7 +718,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     machine["machine"] = platform.machine()
     print(f"fastq peer harness — {date}, cpus: {machine['cpus']}, python: {machine['python']}, "
           f"redis-server: {machine['redis_server']}")  # fmt: skip
-    import fastq_tasks  # the driver's app: check_queue reads fastq's own stats
+    # fastq's own books, read as the driver's app (its namespace): check_queue's
+    fastq_app = fastq.App("redis://127.0.0.1:1/0", namespace=FASTQ_NAMESPACE)
 
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / f"fastq-peers-{os.getpid()}"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -741,7 +741,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             n = min(sizes[workload], args.caps.get(name, sizes[workload]))
             t_run = time.perf_counter()
             try:
-                r = run_workload(peer, workload, n, log_dir, fastq_tasks.app, setup)
+                r = run_workload(peer, workload, n, log_dir, fastq_app, setup)
             except (BenchFailure, subprocess.SubprocessError, OSError, ValueError) as exc:
                 r = {"ok": False, "jobs": n, "error": str(exc).splitlines()[0][:200],
                  "detail": str(exc)}  # fmt: skip

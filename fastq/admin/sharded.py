@@ -3,13 +3,13 @@ through the keys of each of its shards."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from redis import Redis
 
 from fastq.protocol.keys import QueueKeys, validate_queue_name
-from fastq.protocol.shards import ShardCounts, keys_of, shard_of
+from fastq.protocol.shards import keys_of, shard_of
+from fastq.protocol.store import Store
 
 
 def valid_name(queue: str) -> bool:
@@ -21,65 +21,31 @@ def valid_name(queue: str) -> bool:
     return True
 
 
-class ShardViews:
-    """A queue's shards for :class:`fastq.admin.operator.Admin` (the App provides what is
-    declared below)."""
+class Sharded:
+    """A queue's shards as Redis records them (or the app declares them), for the
+    operator's methods: each takes a sharded queue by its name."""
 
-    namespace: str
-    shard_counts: ShardCounts
+    def __init__(self, store: Store) -> None:
+        self.store = store
 
-    if TYPE_CHECKING:
-
-        @property
-        def redis(self) -> Redis: ...
-
-        def queues(self) -> list[str]: ...
-
-        def queues_on(self, client: Redis) -> list[str]: ...
-
-        def _producer_call(self) -> AbstractContextManager[None]: ...
-
-    def _shards(self, queue: str, client: Optional[Redis] = None) -> list[QueueKeys]:
+    def of(self, queue: str, client: Optional[Redis] = None) -> list[QueueKeys]:
         """The keys of every shard of ``queue`` (one for a queue that is not
         sharded), shard 0 first: its count as Redis records it."""
-        count = self.shard_counts.count(client or self.redis, self.namespace, queue)
-        return keys_of(self.namespace, queue, count)
+        store = self.store
+        count = store.shard_counts.count(client or store.redis, store.namespace, queue)
+        return keys_of(store.namespace, queue, count)
 
-    def _shards_for_id(self, queue: str, job_id: str) -> list[QueueKeys]:
+    def for_id(self, queue: str, job_id: str) -> list[QueueKeys]:
         """The shards of ``queue`` to look for ``job_id`` in: the shard its id routes
         to first (where an enqueue that named the id put it), then the others."""
-        shards = self._shards(queue)
+        shards = self.of(queue)
         first = shard_of(job_id, len(shards))
         return [shards[first], *shards[:first], *shards[first + 1 :]]
 
-    def shards(self, queue: str) -> int:
-        """How many shards ``queue`` has (1: not sharded), as Redis records it or
-        this app declares it.
-
-        Raises:
-            TypeError, ValueError: an invalid queue name.
-            fastq.ShardCountMismatch: this app declares another count.
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        validate_queue_name(queue)
-        with self._producer_call():
-            return len(self._shards(queue))
-
-    def physical_queues(self, queues: Optional[list[str]] = None) -> list[str]:
-        """The queues in Redis behind ``queues`` (default: :meth:`queues`): each
-        queue's shards, for what sweeps every one (the reaper).
-
-        Raises:
-            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
-        """
-        with self._producer_call():
-            return self.physical_queues_on(self.redis, queues)
-
-    def physical_queues_on(self, client: Redis, queues: Optional[list[str]] = None) -> list[str]:
-        """:meth:`physical_queues`, read with ``client`` (the reaper's own), raising
-        what it raises."""
-        names = self.queues_on(client) if queues is None else queues
-        counts = self.shard_counts.resolve(
-            client, self.namespace, [q for q in names if valid_name(q)]
+    def physical(self, client: Redis, names: list[str]) -> list[str]:
+        """The queues in Redis behind the queues ``names``: each one's shards."""
+        namespace = self.store.namespace
+        counts = self.store.shard_counts.resolve(
+            client, namespace, [q for q in names if valid_name(q)]
         )
-        return [k.queue for q in names for k in keys_of(self.namespace, q, counts.get(q, 1))]
+        return [k.queue for q in names for k in keys_of(namespace, q, counts.get(q, 1))]

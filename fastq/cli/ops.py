@@ -166,7 +166,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     timeout_s = parse_duration(args.timeout) if args.timeout is not None else None
     app = operator_app(args)
-    call(app._known_queue, queue)
+    call(app.admin.known_queue, queue)
     final = watch_drain(
         lambda: app.stats(queue),
         make_view(queue, plain_every_s=max(args.interval, 1.0)),

@@ -24,14 +24,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import redis
+from redis import Redis
 from redis.exceptions import MovedError, NoScriptError
 
 from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS
+from fastq.connection.url import mask_url
+from fastq.errors import NotReplicated
 from fastq.protocol import scripts
+from fastq.protocol.keys import QueueKeys
 
 # Below the producer's socket timeout (30 s), so that a WAIT is answered before its
 # connection gives up on it (and redis-py resends the whole blast).
@@ -148,3 +152,58 @@ def call_many(
             cluster.refresh_slots(rc)
         pending = again
     return replies, Confirmation(fewest, error)
+
+
+def send(
+    client: Redis,
+    names: list[str],
+    commands: list[scripts.Command],
+    keys: Callable[[str], QueueKeys],
+    wanted: Durability,
+) -> tuple[list[Any], Confirmation]:
+    """The calls with a ``WAIT`` for the replicas: behind all of them on one
+    Redis (one replication stream); one round per shard on a cluster (a
+    ``WAIT`` counts its own connection's writes, one node's)."""
+    shards = list(dict.fromkeys(names))
+    one_node = len(shards) == 1 or not cluster.is_cluster(client)
+    if one_node:
+        return call_many(client, commands, keys(shards[0]).stats, wanted)
+    replies: list[Any] = [None] * len(commands)
+    fewest: Optional[int] = None
+    error: Optional[Exception] = None
+    for shard in shards:
+        at = [i for i, name in enumerate(names) if name == shard]
+        got, confirmed = call_many(client, [commands[i] for i in at], keys(shard).stats, wanted)
+        for i, reply in zip(at, got):
+            replies[i] = reply
+        error = error or confirmed.error
+        if confirmed.replicas is not None:
+            fewest = confirmed.replicas if fewest is None else min(fewest, confirmed.replicas)
+    return replies, Confirmation(fewest, error)
+
+
+def check_replicated(
+    wanted: Optional[Durability],
+    ids: list[str],
+    confirmed: Optional[Confirmation],
+    retry: str,
+    redis_url: str,
+) -> None:
+    """Raise NotReplicated unless the replicas confirmed the call's writes."""
+    if wanted is None or confirmed is None or confirmed.enough(wanted):
+        return
+    replicas = 0 if confirmed.error is not None else (confirmed.replicas or 0)
+    jobs = f"{len(ids)} job{'s are' if len(ids) > 1 else ' is'}"
+    what = f"{jobs} in Redis at {mask_url(redis_url)}"
+    if confirmed.error is not None:
+        why = f"the replicas could not be waited for ({confirmed.error})"
+    else:
+        why = (
+            f"{replicas} of the {wanted.min_replicas} replicas asked for "
+            f"(App(min_replicas=...)) confirmed within {wanted.timeout_s:g} s"
+        )
+    raise NotReplicated(
+        f"{what}, but {why}: a failover now could lose them; retry with {retry} "
+        "(idempotent: it adds nothing twice and waits again)",
+        ids=ids, replicas=replicas, min_replicas=wanted.min_replicas,
+    ) from confirmed.error  # fmt: skip

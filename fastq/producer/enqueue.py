@@ -1,52 +1,43 @@
-"""The enqueue path of an App: route, encode, and send jobs in chunked script calls."""
+"""The enqueue path of an app: route, encode, and send jobs in chunked script calls."""
 
 from __future__ import annotations
 
 import logging
 import time
-from contextlib import AbstractContextManager
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from redis import Redis
 
 from fastq._accel import codec
-from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Fault, classify
 from fastq.connection.url import mask_url
 from fastq.errors import (
     EnqueueError,
     EnqueueInterrupted,
     FastqError,
-    NotReplicated,
     ShardCountMismatch,
     UnknownQueue,
 )
-from fastq.job import (
-    ArgChecker,
-    EnqueueOptions,
-    IdGenerator,
-    JobDef,
-    UniquePlan,
-    default_unique_key,
-    unique_plan,
-)
+from fastq.job import JobDef
+from fastq.options import EnqueueOptions
+from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.ids import IdGenerator
+from fastq.producer.routing import Part, chunk_size, pick, plan_calls
+from fastq.producer.unique import UniquePlan, default_unique_key, unique_plan
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
-from fastq.protocol.keys import QueueKeys, shard_names, validate_queue_name
-from fastq.protocol.shards import ShardCounts, shard_of
-from fastq.retry import Backoff, envelope_overrides
+from fastq.protocol.keys import validate_queue_name
+from fastq.protocol.store import Store
+from fastq.retry import envelope_overrides
 from fastq.validate import check_job_id
 
-# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
-# values). A call is atomic, also against OOM (Redis refuses a script's write only when
-# it is the script's first), so a chunk goes in whole or not at all.
-ENQUEUE_CHUNK = 1000
-# ... and this many when they carry tags or unique locks: each job then costs the
-# script two to four times as much, and one call must stay short
-ENQUEUE_CHUNK_EXTRAS = 250
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fastq.options import EnqueueKeywords, EnqueueManyKeywords
+
 # A job's envelope (its arguments as JSON, with its name and options) at most, by
 # default: Redis holds every job whole in memory and a worker reads a batch of them
 # in one reply; big data belongs in a store, with its key in the job.
@@ -56,42 +47,6 @@ log = logging.getLogger("fastq.enqueue")
 
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
-# One script call of an enqueue: the queue in Redis (a shard of a sharded queue) and
-# the indexes of its jobs among the call's (a range for a run of them).
-Part = tuple[str, Sequence[int]]
-
-
-def _pick(items: Sequence[Any], at: Sequence[int]) -> Sequence[Any]:
-    if isinstance(at, range):
-        return items[at.start : at.stop]
-    return [items[i] for i in at]
-
-
-def _chunk(options: EnqueueOptions, unique: Optional[UniquePlan]) -> int:
-    """Jobs per enqueue script call."""
-    return ENQUEUE_CHUNK if options.tags is None and unique is None else ENQUEUE_CHUNK_EXTRAS
-
-
-def _runs(at: Sequence[int], chunk: int) -> list[Sequence[int]]:
-    """``at`` in runs of at most ``chunk`` (one script call each)."""
-    return [at[lo : lo + chunk] for lo in range(0, len(at), chunk)]
-
-
-def _even_runs(n: int, shards: int) -> list[range]:
-    """Jobs 0..n-1 in ``shards`` contiguous runs whose sizes differ by one at most.
-
-    Fresh ids are spread evenly rather than a chunk per shard in turn: a blast of
-    any size then gives every shard (every node) the same share to drain, and a
-    sharded queue's rate limit, split evenly over its shards, runs at its whole
-    rate until the blast is nearly done."""
-    base, extra = divmod(n, shards)
-    out, lo = [], 0
-    for s in range(shards):
-        hi = lo + base + (1 if s < extra else 0)
-        out.append(range(lo, hi))
-        lo = hi
-    return out
-
 
 def _call_unique_key(name: str, call: Any) -> str:
     """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
@@ -100,29 +55,35 @@ def _call_unique_key(name: str, call: Any) -> str:
     return default_unique_key(name, call, None)
 
 
-class Enqueuer:
-    """The enqueue methods of :class:`fastq.App` (which provides what is declared
-    below): ``enqueue``, ``enqueue_many`` and the ``submit`` calls a ``JobDef``
-    enqueues through."""
+class Producer:
+    """The enqueue path of an app: ``enqueue``, ``enqueue_many`` and the ``submit``
+    calls a ``JobDef`` enqueues through (``fastq.App`` delegates to it).
 
-    redis_url: str
-    namespace: str
-    max_payload_bytes: int
-    _durability: Optional[Durability]  # App(min_replicas=...): None when off
-    registry: dict[str, JobDef[Any]]
-    _ids: IdGenerator
-    _known_queues: set[str]  # queues this app has added to the namespace's set
-    _declared_queues: set[str]  # declare_queue()'s: new queues on purpose
-    shard_counts: ShardCounts
+    Args:
+        store: the app's Redis and namespace.
+        registry: the app's jobs by name (read as they are registered).
+        max_payload_bytes: the largest envelope an enqueue takes.
+        durability: ``App(min_replicas=...)``'s wait for replicas; None: off.
+    """
 
-    if TYPE_CHECKING:
+    def __init__(
+        self,
+        store: Store,
+        registry: Mapping[str, JobDef[Any]],
+        max_payload_bytes: int,
+        durability: Optional[Durability],
+    ) -> None:
+        self.store = store
+        self.registry = registry
+        self.max_payload_bytes = max_payload_bytes
+        self._durability = durability
+        self._ids = IdGenerator()
+        self._known_queues: set[str] = set()  # queues this app has added to the namespace's set
+        self._declared_queues: set[str] = set()  # declare_queue()'s: new queues on purpose
 
-        @property
-        def redis(self) -> Redis: ...
-
-        def keys(self, queue: str) -> QueueKeys: ...
-
-        def _producer_call(self) -> AbstractContextManager[None]: ...
+    def forget_queues(self) -> None:
+        """Forget which queues Redis knows (the app now points elsewhere)."""
+        self._known_queues.clear()
 
     def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
         if not isinstance(name, str) or not name:
@@ -178,9 +139,9 @@ class Enqueuer:
         """
         for queue in queues:
             validate_queue_name(queue)
-            self.shard_counts.check(queue, shards)
+            self.store.shard_counts.check(queue, shards)
         for queue in queues:
-            self.shard_counts.declare(queue, shards)
+            self.store.shard_counts.declare(queue, shards)
             self._declared_queues.add(queue)
 
     def _connect(self, queue: str) -> tuple[Redis, int]:
@@ -191,9 +152,9 @@ class Enqueuer:
             UnknownQueue: neither this app nor the namespace knows ``queue``.
             ShardCountMismatch: this app declares another shard count than Redis'.
         """
-        client = self.redis
+        client = self.store.redis
         if queue not in self._known_queues:
-            key = f"{self.namespace}:queues"
+            key = f"{self.store.namespace}:queues"
             registered = (
                 queue == "default"
                 or queue in self._declared_queues
@@ -214,54 +175,15 @@ class Enqueuer:
                 )  # fmt: skip
                 client.sadd(key, queue)
             self._known_queues.add(queue)
-        shards = self.shard_counts.cached(queue)
+        shards = self.store.shard_counts.cached(queue)
         if shards is None:
-            shards = self.shard_counts.resolve(client, self.namespace, [queue])[queue]
+            shards = self.store.shard_counts.resolve(client, self.store.namespace, [queue])[queue]
         return client, shards
 
     def _known_to(self, client: Redis) -> set[str]:
-        members = client.smembers(f"{self.namespace}:queues")
+        members = client.smembers(f"{self.store.namespace}:queues")
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
         return names | {job.queue for job in self.registry.values()} | self._declared_queues
-
-    def _parts(
-        self,
-        queue: str,
-        shards: int,
-        n: int,
-        chunk: int,
-        options: EnqueueOptions,
-        route_keys: Optional[Sequence[str]],
-    ) -> list[Part]:
-        """The script calls of an enqueue of ``n`` jobs: which queue (shard) each
-        chunk goes to. One shard: runs of ``chunk`` jobs. Sharded: every job to the
-        shard of its ``route_keys`` entry (a unique key, or an id the caller chose,
-        so that enqueueing it again finds it), or all to ``shard_key``'s, or fresh
-        ids spread evenly (:func:`_even_runs`)."""
-        if shards == 1:
-            return [(queue, run) for run in _runs(range(n), chunk)]
-        names = shard_names(queue, shards)
-        if options.shard_key is not None:
-            home = names[shard_of(options.shard_key, shards)]
-            return [(home, run) for run in _runs(range(n), chunk)]
-        if route_keys is None:
-            used = min(n, shards)
-            # the turn moves on past the shards that took one job more (n mod K), so
-            # that calls whose size K does not divide even out over time
-            first = self.shard_counts.next_turn(n % shards)
-            return [
-                (names[(first + s) % shards], run)
-                for s, share in enumerate(_even_runs(n, used))
-                for run in _runs(share, chunk)
-            ]
-        by_shard: dict[int, list[int]] = {}
-        for i, key in enumerate(route_keys):
-            by_shard.setdefault(shard_of(key, shards), []).append(i)
-        return [
-            (names[shard], run)
-            for shard, at in sorted(by_shard.items())
-            for run in _runs(at, chunk)
-        ]
 
     def _send(
         self,
@@ -288,63 +210,25 @@ class Enqueuer:
         for name, at in parts:
             keys = keys_of.get(name)
             if keys is None:
-                keys = keys_of[name] = ENQUEUE.keys_for(self.keys(name))
-            ukeys = _pick(unique_keys, at) if unique is not None else None
-            argv = ENQUEUE.argv(priority, due, extras, _pick(ids, at), _pick(envs, at), ukeys)
+                keys = keys_of[name] = ENQUEUE.keys_for(self.store.keys(name))
+            ukeys = pick(unique_keys, at) if unique is not None else None
+            argv = ENQUEUE.argv(priority, due, extras, pick(ids, at), pick(envs, at), ukeys)
             commands.append(ENQUEUE.command(keys, argv))
         confirmed = None
         if self._durability is None:
             replies = scripts.call_many(client, commands, raise_on_error=False)
         else:
-            replies, confirmed = self._send_durable(client, [name for name, _ in parts], commands)
-        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
-
-    def _send_durable(
-        self, client: Redis, names: list[str], commands: list[scripts.Command]
-    ) -> tuple[list[Any], Confirmation]:
-        """The calls with a ``WAIT`` for the replicas: behind all of them on one
-        Redis (one replication stream); one round per shard on a cluster (a
-        ``WAIT`` counts its own connection's writes, one node's)."""
-        wanted = self._durability
-        assert wanted is not None
-        shards = list(dict.fromkeys(names))
-        one_node = len(shards) == 1 or not cluster.is_cluster(client)
-        if one_node:
-            return durable.call_many(client, commands, self.keys(shards[0]).stats, wanted)
-        replies: list[Any] = [None] * len(commands)
-        fewest: Optional[int] = None
-        error: Optional[Exception] = None
-        for shard in shards:
-            at = [i for i, name in enumerate(names) if name == shard]
-            got, confirmed = durable.call_many(
-                client, [commands[i] for i in at], self.keys(shard).stats, wanted
+            replies, confirmed = durable.send(
+                client, [name for name, _ in parts], commands, self.store.keys, self._durability
             )
-            for i, reply in zip(at, got):
-                replies[i] = reply
-            error = error or confirmed.error
-            if confirmed.replicas is not None:
-                fewest = confirmed.replicas if fewest is None else min(fewest, confirmed.replicas)
-        return replies, Confirmation(fewest, error)
+        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
 
     def enqueue(
         self,
         name: str,
         args: Sequence[Any] = (),
         kwargs: Optional[dict[str, Any]] = None,
-        *,
-        queue: Optional[str] = None,
-        job_id: Optional[str] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-        shard_key: Optional[str] = None,
+        **options: Unpack[EnqueueKeywords],
     ) -> str:
         """Enqueue one job by its registered name; returns the job id (for a unique
         job refused because its key's lock is held: the id of the job holding it).
@@ -371,13 +255,7 @@ class Enqueuer:
                 replicas confirmed the job within ``replica_timeout_s``; it is on
                 the master: retry with ``job_id=exc.ids[0]``.
         """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, job_id=job_id, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-            shard_key=shard_key,
-        )  # fmt: skip
-        return self.submit(name, args, kwargs, options)
+        return self.submit(name, args, kwargs, EnqueueOptions.of(options, "enqueue"))
 
     def submit(
         self,
@@ -403,18 +281,20 @@ class Enqueuer:
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
-        with self._producer_call():
+        with self.store.producer_call():
             client, shards = self._connect(queue)
             route = ukeys if unique is not None else None
             if route is None and options.job_id is not None:
                 route = [job_id]
-            parts = self._parts(queue, shards, 1, 1, options, route)
+            parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
             replies, confirmed = self._send(
                 client, parts, priority, options, [job_id], [env], unique, ukeys
             )
             if isinstance(replies[0], Exception):
                 raise replies[0]
-        self._check_replicated([job_id], confirmed, "job_id=exc.ids[0]")
+        durable.check_replicated(
+            self._durability, [job_id], confirmed, "job_id=exc.ids[0]", self.store.redis_url
+        )
         # a unique job refused by a held lock: the id of the job holding it
         holder: str = replies[0].holders.get(0, job_id)
         return holder
@@ -424,19 +304,8 @@ class Enqueuer:
         name: str,
         calls: Iterable[Any],
         *,
-        queue: Optional[str] = None,
         job_ids: Optional[Sequence[str]] = None,
-        priority: Optional[int] = None,
-        delay_s: float = 0,
-        at: Union[datetime, float, None] = None,
-        retry: Optional[Backoff] = None,
-        retries: Optional[int] = None,
-        age_limit_s: Optional[float] = None,
-        tags: Optional[Sequence[str]] = None,
-        unique_for_s: Optional[float] = None,
-        unique_key: Optional[str] = None,
-        unique_until: Optional[str] = None,
-        shard_key: Optional[str] = None,
+        **options: Unpack[EnqueueManyKeywords],
     ) -> list[str]:
         """Enqueue many calls of one job in pipelined batches; returns their ids (a
         unique job refused by a held lock gives the holder's id in its place).
@@ -481,13 +350,8 @@ class Enqueuer:
                 replicas confirmed the jobs within ``replica_timeout_s``; every
                 one is on the master (an ``EnqueueError``: retry the same way).
         """
-        options = EnqueueOptions(
-            delay_s=delay_s, at=at, priority=priority, queue=queue,
-            retry=retry, retries=retries, age_limit_s=age_limit_s, tags=tags,
-            unique_for_s=unique_for_s, unique_key=unique_key, unique_until=unique_until,
-            shard_key=shard_key,
-        )  # fmt: skip
-        return self.submit_many(name, calls, options, job_ids)
+        made = EnqueueOptions.of(options, "enqueue_many")
+        return self.submit_many(name, calls, made, job_ids)
 
     def submit_many(
         self,
@@ -534,7 +398,15 @@ class Enqueuer:
         except _CONNECT_ERRORS as exc:
             raise self._blast_error(ids, [], exc, sent=False) from exc
         route = ukeys if unique is not None else (ids if job_ids is not None else None)
-        parts = self._parts(queue, shards, len(ids), _chunk(options, unique), options, route)
+        parts = plan_calls(
+            self.store.shard_counts,
+            queue,
+            shards,
+            len(ids),
+            chunk_size(options, unique),
+            options,
+            route,
+        )
         try:
             replies, confirmed = self._send(
                 client, parts, priority, options, ids, envs, unique, ukeys
@@ -549,12 +421,14 @@ class Enqueuer:
                 job_id
                 for (_, at), reply in zip(parts, replies)
                 if not isinstance(reply, Exception)
-                for job_id in _pick(ids, at)
+                for job_id in pick(ids, at)
             ]
             raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
                 failed[0]
             ]
-        self._check_replicated(ids, confirmed, "job_ids=exc.ids")
+        durable.check_replicated(
+            self._durability, ids, confirmed, "job_ids=exc.ids", self.store.redis_url
+        )
         if unique is not None:
             # each unique job refused by a held lock: the id of the job holding it
             ids = list(ids)
@@ -570,29 +444,6 @@ class Enqueuer:
             "reference to the data (a key, a URL), not the data"
         )
 
-    def _check_replicated(
-        self, ids: list[str], confirmed: Optional[Confirmation], retry: str
-    ) -> None:
-        """Raise NotReplicated unless the replicas confirmed the call's writes."""
-        wanted = self._durability
-        if wanted is None or confirmed is None or confirmed.enough(wanted):
-            return
-        replicas = 0 if confirmed.error is not None else (confirmed.replicas or 0)
-        jobs = f"{len(ids)} job{'s are' if len(ids) > 1 else ' is'}"
-        what = f"{jobs} in Redis at {mask_url(self.redis_url)}"
-        if confirmed.error is not None:
-            why = f"the replicas could not be waited for ({confirmed.error})"
-        else:
-            why = (
-                f"{replicas} of the {wanted.min_replicas} replicas asked for "
-                f"(App(min_replicas=...)) confirmed within {wanted.timeout_s:g} s"
-            )
-        raise NotReplicated(
-            f"{what}, but {why}: a failover now could lose them; retry with {retry} "
-            "(idempotent: it adds nothing twice and waits again)",
-            ids=ids, replicas=replicas, min_replicas=wanted.min_replicas,
-        ) from confirmed.error  # fmt: skip
-
     def _blast_error(
         self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
     ) -> EnqueueError:
@@ -604,15 +455,16 @@ class Enqueuer:
             fault = classify(cause.__cause__) or fault
         how = fault.value if fault is not None else "error"
         retry = "; retry with job_ids=exc.ids (idempotent)"
+        url = mask_url(self.store.redis_url)
         if fault is Fault.UNAVAILABLE:
             maybe = "may or may not have gone in" if sent else "did not go in"
             return EnqueueInterrupted(
-                f"cannot reach Redis at {mask_url(self.redis_url)} ({cause}): {len(written)} of "
+                f"cannot reach Redis at {url} ({cause}): {len(written)} of "
                 f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
                 ids=ids, written=written, not_written=not_written, fault=how,
             )  # fmt: skip
         return EnqueueError(
-            f"Redis at {mask_url(self.redis_url)} took {len(written)} of {len(ids)} jobs, "
+            f"Redis at {url} took {len(written)} of {len(ids)} jobs, "
             f"{len(not_written)} did not go in ({how}: {cause}){retry}",
             ids=ids, written=written, not_written=not_written, fault=how,
         )  # fmt: skip

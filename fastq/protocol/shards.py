@@ -12,7 +12,7 @@ each with its own hash tag, so that one hot queue uses several Redis Cluster nod
   process: a worker started with ``-q mailer``, a producer that enqueues by name,
   the CLI without ``--app``. A queue absent from it has one shard. An app that
   declares another count than Redis' is refused (``fastq.ShardCountMismatch``):
-  changing K under running workers would strand jobs (see the README).
+  changing K under running workers would strand jobs (see docs/queues.md).
 - **A rate limit** of a sharded queue is the whole queue's, split evenly over its
   shards (:func:`fastq.protocol.control.set_rate_limit`). A queue sharded after it was given
   one has it on shard 0 only: the process that records the count spreads it.

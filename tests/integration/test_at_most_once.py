@@ -12,7 +12,7 @@ import redis
 from conftest import drain
 
 import fastq
-from fastq.job import Delivery
+from fastq.policy import Delivery
 from fastq.worker.roundtrip import RoundTrip
 from fastq.worker.worker import HardStop, Worker
 

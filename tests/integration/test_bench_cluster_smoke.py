@@ -15,7 +15,7 @@ from benchtools import run_bench
 def test_cluster_bench_quick_run(tmp_path: Path) -> None:
     if shutil.which("redis-cli") is None:
         pytest.skip("redis-cli is not installed: it creates the Redis Cluster (redis-tools)")
-    report, proc = run_bench("cluster_drain.py", "-n", "2000", tmp_path=tmp_path, timeout_s=180)
+    report, proc = run_bench("cluster_drain", "-n", "2000", tmp_path=tmp_path, timeout_s=180)
     results = report["results"]
     assert set(results) == {"single", "cluster1", "cluster3", "sharded3"}
     three = results["cluster3"][0]

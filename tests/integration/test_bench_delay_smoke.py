@@ -13,7 +13,7 @@ from benchtools import run_bench
 @pytest.mark.slow
 def test_delay_bench_quick_run(tmp_path: Path) -> None:
     args = ["--quick", "--jobs", "200", "--span", "1", "--campaign-jobs", "2000"]
-    report, proc = run_bench("e2e_delay.py", *args, tmp_path=tmp_path)
+    report, proc = run_bench("e2e_delay", *args, tmp_path=tmp_path)
     spread, campaign = report["scenarios"]["spread"], report["scenarios"]["campaign"]
     assert spread["jobs"] == 200 and campaign["jobs"] == 2000
     assert spread["early"] == 0  # never early: that would be a bug, not a slow machine

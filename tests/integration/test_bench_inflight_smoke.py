@@ -11,7 +11,7 @@ from benchtools import run_bench
 
 @pytest.mark.slow
 def test_inflight_bench_quick_run(tmp_path: Path) -> None:
-    report, _ = run_bench("inflight.py", "--quick", "-n", "1000", tmp_path=tmp_path)
+    report, _ = run_bench("inflight", "--quick", "-n", "1000", tmp_path=tmp_path)
     names = ["bare", "blast", "tblast", "anoop", "anoop1", "noop"]
     assert report["options"]["scenarios"] == names
     for name in names:

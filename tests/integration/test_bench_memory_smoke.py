@@ -12,7 +12,7 @@ from benchtools import run_bench
 
 @pytest.mark.slow
 def test_memory_bench_quick_run(tmp_path: Path) -> None:
-    report, proc = run_bench("memory_per_job.py", "--quick", "--jobs", "2000", tmp_path=tmp_path)
+    report, proc = run_bench("memory_per_job", "--quick", "--jobs", "2000", tmp_path=tmp_path)
     mailing, big = report["payloads"]["mailing"], report["payloads"]["1kb"]
     for r in (mailing, big):
         assert r["jobs"] == 2000

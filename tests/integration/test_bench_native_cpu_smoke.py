@@ -10,7 +10,7 @@ from benchtools import run_bench
 
 @pytest.mark.slow
 def test_native_cpu_bench_quick_run(tmp_path: Path) -> None:
-    report, proc = run_bench("native_cpu.py", "--quick", tmp_path=tmp_path)
+    report, proc = run_bench("native_cpu", "--quick", tmp_path=tmp_path)
     for role in ("worker", "producer"):
         for mode in ("native", "pure"):
             assert report["median_us"][role][mode] > 0, (role, mode, report)

@@ -12,7 +12,7 @@ from benchtools import run_bench
 @pytest.mark.slow
 def test_peers_io_at_a_given_concurrency(tmp_path: Path) -> None:
     report, _ = run_bench(
-        "peers/run.py",
+        "peers.run",
         *("--quick", "--only", "fastq", "--workloads", "io"),
         *("--io-ms", "20", "--io-concurrency", "50", "--no-chart"),
         tmp_path=tmp_path,

@@ -13,7 +13,7 @@ from benchtools import run_bench
 @pytest.mark.slow
 def test_peers_quick_run_fastq_only(tmp_path: Path) -> None:
     report, proc = run_bench(
-        "peers/run.py",
+        "peers.run",
         *("--quick", "--only", "fastq", "--workloads", "drain,io,rtt,blast,memory"),
         tmp_path=tmp_path,
         timeout_s=180,

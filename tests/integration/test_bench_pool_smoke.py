@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from benchtools import run_bench, run_bench_script
+from benchtools import run_bench
 
 
 @pytest.mark.slow
 def test_pool_bench_quick_run(tmp_path: Path) -> None:
     args = ["--quick", "--only", "launched,c2,c2warm,c32warm,smtp"]
-    report, proc = run_bench("e2e_pool.py", *args, tmp_path=tmp_path)
+    report, proc = run_bench("e2e_pool", *args, tmp_path=tmp_path)
     assert report["options"]["scenarios"] == ["launched", "c2", "c2warm", "c32warm", "smtp"]
     for name in ("c2", "c2warm", "c32warm", "smtp"):
         figures = report["scenarios"][name]
@@ -27,7 +27,8 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
     assert "fastq.ACCELERATED" in proc.stdout
 
 
-def test_pool_bench_with_metrics() -> None:
+def test_pool_bench_with_metrics(tmp_path: Path) -> None:
     pytest.importorskip("prometheus_client")
-    proc = run_bench_script("e2e_pool.py", "--quick", "-n", "5000", "--only", "c2", "--metrics")
+    args = ["--quick", "-n", "5000", "--only", "c2", "--metrics"]
+    _, proc = run_bench("e2e_pool", *args, tmp_path=tmp_path)  # its JSON not in bench/results
     assert "c2" in proc.stdout

@@ -12,7 +12,7 @@ from benchtools import run_bench
 
 @pytest.mark.slow
 def test_queues_bench_quick_run(tmp_path: Path) -> None:
-    report, proc = run_bench("many_queues.py", "--quick", "--jobs", "2000", tmp_path=tmp_path)
+    report, proc = run_bench("many_queues", "--quick", "--jobs", "2000", tmp_path=tmp_path)
     one, last, spread = (report["scenarios"][k] for k in ("one", "last", "spread"))
     assert one["queues"] == "d" and last["queues"] == "a,b,c,d"
     assert one["jobs"] == last["jobs"] == spread["jobs"] == 2000

@@ -13,7 +13,7 @@ from benchtools import run_bench
 @pytest.mark.slow
 def test_rtt_bench_quick_run(tmp_path: Path) -> None:
     args = ["--quick", "--jobs", "1000"]
-    report, proc = run_bench("e2e_rtt.py", *args, tmp_path=tmp_path, timeout_s=180)
+    report, proc = run_bench("e2e_rtt", *args, tmp_path=tmp_path, timeout_s=180)
     assert set(report["scenarios"]) == {"direct", "proxy0", "rtt1", "rtt5"}
     for link, figures in report["scenarios"].items():
         assert figures["jobs"] == 1000 and figures["jobs_s"] > 0, link

@@ -12,7 +12,7 @@ from benchtools import run_bench
 
 @pytest.mark.slow
 def test_shards_bench_quick_run(tmp_path: Path) -> None:
-    report, proc = run_bench("sharded_queue.py", "--quick", "--jobs", "4000", tmp_path=tmp_path)
+    report, proc = run_bench("sharded_queue", "--quick", "--jobs", "4000", tmp_path=tmp_path)
     one, sharded = report["scenarios"]["one"], report["scenarios"]["sharded"]
     assert (one["shards"], sharded["shards"]) == (1, 4)
     assert one["processed_per_shard"] == [4000]

@@ -10,7 +10,7 @@ from benchtools import run_bench
 
 @pytest.mark.slow
 def test_e2e_bench_quick_run(tmp_path: Path) -> None:
-    report, proc = run_bench("e2e_core.py", "--quick", tmp_path=tmp_path, timeout_s=60)
+    report, proc = run_bench("e2e_worker", "--quick", tmp_path=tmp_path, timeout_s=60)
     best = report["best_jobs_s"]
     for figure in ("bare_enqueue", "fastq_enqueue", "bare_drain", "fastq_drain"):
         assert best[figure] > 0, (figure, best)

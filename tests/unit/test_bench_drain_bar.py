@@ -1,18 +1,14 @@
-"""The benchmarks' drain bar (bench/drain_bar.py): on stderr only when it is a
+"""The benchmarks' drain bar (bench/harness.py): on stderr only when it is a
 terminal or ``--progress`` forces it, never with ``--no-progress``; a polled bar
 reads nothing unless it is shown."""
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import sys
-from pathlib import Path
 from types import ModuleType
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 class Terminal(io.StringIO):
@@ -22,15 +18,13 @@ class Terminal(io.StringIO):
 
 @pytest.fixture
 def drain_bar() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("drain_bar", ROOT / "bench/drain_bar.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    from bench import harness  # run from the repository's top, as ci/test.sh does
+
+    return harness
 
 
 def drain(drain_bar: ModuleType, total: int = 5) -> None:
-    with drain_bar.bar("c2", total) as shown:
+    with drain_bar.drain_bar("c2", total) as shown:
         shown.update(2)
         shown.update(total, final=True)
 
@@ -38,10 +32,10 @@ def drain(drain_bar: ModuleType, total: int = 5) -> None:
 def test_no_bar_without_a_terminal_unless_forced(
     drain_bar: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    drain_bar.configure(None)  # stderr is pytest's capture here, not a terminal
+    drain_bar.configure_progress(None)  # stderr is pytest's capture here, not a terminal
     drain(drain_bar)
     assert capsys.readouterr() == ("", "")
-    drain_bar.configure(True)  # --progress: plain lines without a terminal
+    drain_bar.configure_progress(True)  # --progress: plain lines without a terminal
     drain(drain_bar)
     out, err = capsys.readouterr()
     assert out == ""
@@ -54,10 +48,10 @@ def test_a_terminal_gets_the_rich_bar_unless_no_progress(
     pytest.importorskip("rich")
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    drain_bar.configure(False)  # --no-progress
+    drain_bar.configure_progress(False)  # --no-progress
     drain(drain_bar)
     assert terminal.getvalue() == ""
-    drain_bar.configure(None)
+    drain_bar.configure_progress(None)
     drain(drain_bar)
     assert "5/5" in terminal.getvalue()
 
@@ -71,12 +65,12 @@ def test_polled_reads_only_while_a_bar_is_shown(
         reads.append(1)
         return 4
 
-    drain_bar.configure(False)
-    with drain_bar.polled("bare", 4, read_done):
+    drain_bar.configure_progress(False)
+    with drain_bar.polled_drain_bar("bare", 4, read_done):
         pass
     assert reads == []
-    drain_bar.configure(True)
-    with drain_bar.polled("bare", 4, read_done):
+    drain_bar.configure_progress(True)
+    with drain_bar.polled_drain_bar("bare", 4, read_done):
         pass
     assert reads  # at least the last read, after the drain
     assert capsys.readouterr().err.splitlines()[-1].startswith("bare: 4/4 done")

@@ -34,6 +34,8 @@ RANKS = {
     "protocol": 2,
     # the job model and what master and children share
     "job": 3,
+    "options": 3,
+    "policy": 3,
     "hooks": 3,
     "context": 3,
     "ratelimit": 3,

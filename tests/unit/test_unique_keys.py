@@ -6,7 +6,8 @@ import hashlib
 
 import pytest
 
-from fastq.job import EnqueueOptions, UniquePlan, default_unique_key, unique_plan
+from fastq.options import EnqueueOptions
+from fastq.producer.unique import UniquePlan, default_unique_key, unique_plan
 
 
 def test_the_default_key_is_the_sha1_of_canonical_json_of_name_args_kwargs() -> None:

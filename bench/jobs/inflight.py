@@ -1,5 +1,5 @@
 """The jobs of ``bench/inflight.py``, imported by the pool under test as
-``--app bench.inflight_jobs`` (and by the benchmark, to enqueue them).
+``--app bench.jobs.inflight`` (and by the benchmark, to enqueue them).
 
 The Redis URL comes from ``FASTQ_REDIS_URL``; without it the app points at a port
 nothing listens on, never at a Redis on 6379.

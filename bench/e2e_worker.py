@@ -14,9 +14,9 @@ Scenarios 1-4 run ``--repeat`` times and the best of each is reported. The ratio
 The exit status depends only on correctness (every job ran, nothing left over),
 never on the ratios.
 
-    python bench/e2e_core.py               # full run: 100,000 jobs, best of 3
-    python bench/e2e_core.py --quick       # CI smoke: 2,000 jobs, once
-    python bench/e2e_core.py --json out.json
+    python -m bench.e2e_worker             # full run: 100,000 jobs, best of 3
+    python -m bench.e2e_worker --quick     # CI smoke: 2,000 jobs, once
+    python -m bench.e2e_worker --json out.json
 """
 
 from __future__ import annotations
@@ -24,43 +24,34 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import platform
 import signal
 import sys
 import tempfile
 import time
-import traceback
-from pathlib import Path
 from typing import Any, Callable, Optional
 
-# Run from a source checkout without installing: the repo root holds `fastq`.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import orjson
+import redis
 
-import orjson  # noqa: E402
-import redis  # noqa: E402
-
-import fastq  # noqa: E402
-from fastq.job import JobDef  # noqa: E402
-from fastq.protocol import scripts  # noqa: E402
-from fastq.testing.redis_server import RedisServer  # noqa: E402
-from fastq.worker.worker import Worker  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bare_consumer import (  # noqa: E402  (re-exported to e2e_pool and script_cost)
-    BARE_ACK_LUA,
-    BARE_CLAIM_LUA,
-    QUEUE,
-    BareKeys,
-    bare_consume,
+import fastq
+from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA, QUEUE, BareKeys, bare_consume
+from bench.harness import (
+    BenchFailure,
+    add_json_option,
+    announce,
+    bare_enqueue,
+    check_bare_drained,
+    run_child,
+    wait_child,
+    write_report,
 )
+from fastq.job import JobDef
+from fastq.protocol import scripts
+from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 
-ENQUEUE_PIPELINE = 1000  # bare enqueue: pipeline execute() every this many jobs
 TARGET_DRAIN = 0.60  # fastq drain >= 60% of the bare drain
 TARGET_ENQUEUE = 0.80  # enqueue_many >= 80% of the bare pipelined enqueue
-
-
-class BenchFailure(Exception):
-    """A correctness check failed: the run is invalid, whatever its speed."""
 
 
 # -- the jobs ---------------------------------------------------------------------
@@ -86,45 +77,6 @@ def make_app(url: str, namespace: str) -> tuple[fastq.App, JobDef[None], JobDef[
 # -- forking ----------------------------------------------------------------------
 
 
-def run_child(body: Callable[[], None]) -> int:
-    """Fork; the child runs ``body`` and leaves with ``os._exit`` (never returning
-    into the parent's code, whose ``finally`` blocks would stop the server)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # child
-        code = 1
-        try:
-            body()
-            code = 0
-        except BaseException:
-            traceback.print_exc()
-        finally:
-            sys.stderr.flush()
-            os._exit(code)
-    return pid
-
-
-def wait_child(pid: int, what: str, timeout_s: Optional[float] = None) -> None:
-    """Reap ``pid``; raise BenchFailure unless it exited with status 0."""
-    if timeout_s is None:
-        _, status = os.waitpid(pid, 0)
-    else:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                os.kill(pid, signal.SIGKILL)
-                os.waitpid(pid, 0)
-                raise BenchFailure(f"{what}: child {pid} did not exit within {timeout_s}s")
-            time.sleep(0.01)
-    code = os.waitstatus_to_exitcode(status)
-    if code != 0:
-        raise BenchFailure(f"{what}: child exited with status {code}")
-
-
 def timed_child(body: Callable[[], None], what: str) -> float:
     """Seconds from fork to the child's exit, as the parent sees them."""
     gc.collect()
@@ -135,25 +87,6 @@ def timed_child(body: Callable[[], None], what: str) -> float:
 
 
 # -- scenarios 1-4 ----------------------------------------------------------------
-
-
-def bare_enqueue(client: redis.Redis, keys: BareKeys, n: int) -> float:
-    gc.collect()
-    dumps = orjson.dumps
-    t0 = time.perf_counter()
-    pipe = client.pipeline(transaction=False)
-    for i in range(n):
-        job_id = str(i)
-        payload = dumps({"id": job_id, "name": "noop", "args": [i], "kwargs": {}, "queue": QUEUE})
-        pipe.hset(keys.jobs, job_id, payload)
-        pipe.lpush(keys.ready, job_id)
-        if (i + 1) % ENQUEUE_PIPELINE == 0:
-            pipe.execute()
-    pipe.execute()
-    elapsed = time.perf_counter() - t0
-    if client.llen(keys.ready) != n or client.hlen(keys.jobs) != n:
-        raise BenchFailure("bare enqueue: the queue does not hold every job")
-    return elapsed
 
 
 def fastq_enqueue(app: fastq.App, job: JobDef[None], n: int) -> float:
@@ -167,15 +100,6 @@ def fastq_enqueue(app: fastq.App, job: JobDef[None], n: int) -> float:
     if stats["ready"] != n or stats["enqueued"] != n:
         raise BenchFailure(f"fastq enqueue: expected {n} ready jobs, stats say {stats}")
     return elapsed
-
-
-def check_bare_drained(url: str, keys: BareKeys, what: str) -> None:
-    """Raise BenchFailure unless the bare queue's keys are all empty."""
-    check = redis.Redis.from_url(url)
-    left = (check.llen(keys.ready), check.zcard(keys.inflight), check.hlen(keys.jobs))
-    check.close()
-    if left != (0, 0, 0):
-        raise BenchFailure(f"{what}: ready, inflight, jobs left = {left}, expected none")
 
 
 def bare_drain(url: str, keys: BareKeys, n: int, batch: int, shas: tuple[str, str]) -> float:
@@ -279,7 +203,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
     p.add_argument(
         "--rate", type=float, default=2000.0, help="latency enqueue rate, jobs/s (default 2000)"
     )
-    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH")
+    add_json_option(p)
     p.add_argument(
         "--quick", action="store_true", help="CI smoke: 2000 jobs, 500 latency jobs, 1 run"
     )
@@ -299,35 +223,17 @@ def verdict(ratio: float, target: float) -> str:
     return "PASS" if ratio >= target else "BELOW"
 
 
-def machine_info(client: redis.Redis) -> dict[str, Any]:
-    """What a benchmark ran on, for its header and its JSON report."""
-    return {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "fastq_accelerated": fastq.ACCELERATED,
-        "redis_server": client.info("server")["redis_version"],
-    }
-
-
-def machine_header(title: str, machine: dict[str, Any]) -> str:
-    return (
-        f"{title} — cpus: {machine['cpus']}, python: {machine['python']}, "
-        f"fastq.ACCELERATED: {machine['fastq_accelerated']}, "
-        f"redis-server: {machine['redis_server']}"
-    )
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     args = parse_args(argv)
     n, batch = args.jobs, args.batch
     server = RedisServer().start()
     try:
         client = redis.Redis.from_url(server.url)
-        machine = machine_info(client)
-        print(machine_header("fastq end-to-end benchmark", machine))
-        print(
-            f"{n:,} no-op jobs, batch {batch}, best of {args.repeat}; "
-            f"throwaway redis-server at {server.url}"
+        machine, source = announce(
+            client,
+            "fastq end-to-end benchmark",
+            f"one worker, {n:,} no-op jobs, batch {batch}, best of {args.repeat}; "
+            f"throwaway redis-server at {server.url}",
         )
         # Both sides run with their scripts already loaded (a long-lived producer
         # or worker has them): the bare scripts once here, fastq's likewise.
@@ -401,26 +307,26 @@ def main(argv: Optional[list[str]] = None) -> int:
         f"{verdict(enqueue_ratio, TARGET_ENQUEUE)}"
     )
 
-    if args.json:
-        report: dict[str, Any] = {
-            "machine": machine,
-            "options": {
-                "jobs": n,
-                "batch": batch,
-                "repeat": args.repeat,
-                "latency_jobs": args.latency_jobs,
-                "rate": args.rate,
-            },
-            "runs": runs,
-            "best_jobs_s": best,
-            "ratios": {"enqueue": enqueue_ratio, "drain": drain_ratio},
-            "targets": {
-                "drain": {"min": TARGET_DRAIN, "pass": drain_ratio >= TARGET_DRAIN},
-                "enqueue": {"min": TARGET_ENQUEUE, "pass": enqueue_ratio >= TARGET_ENQUEUE},
-            },
-            "latency": lat,
-        }
-        Path(args.json).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")
+    report: dict[str, Any] = {
+        "machine": machine,
+        "source": source,
+        "options": {
+            "jobs": n,
+            "batch": batch,
+            "repeat": args.repeat,
+            "latency_jobs": args.latency_jobs,
+            "rate": args.rate,
+        },
+        "runs": runs,
+        "best_jobs_s": best,
+        "ratios": {"enqueue": enqueue_ratio, "drain": drain_ratio},
+        "targets": {
+            "drain": {"min": TARGET_DRAIN, "pass": drain_ratio >= TARGET_DRAIN},
+            "enqueue": {"min": TARGET_ENQUEUE, "pass": enqueue_ratio >= TARGET_ENQUEUE},
+        },
+        "latency": lat,
+    }
+    write_report(report, "e2e_worker", args.json)
     return 0
 
 

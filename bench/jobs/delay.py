@@ -1,5 +1,5 @@
 """The job of ``bench/e2e_delay.py``, imported by the pool under test as
-``--app bench.delay_jobs``.
+``--app bench.jobs.delay``.
 
 The Redis URL comes from ``FASTQ_REDIS_URL``, as a deployed pool gets it; without
 it the app points at a port nothing listens on, never at a Redis on 6379.

@@ -1,5 +1,5 @@
 """The jobs of ``bench/e2e_pool.py``, imported by the pool under test as
-``--app bench.pool_jobs`` (and by the benchmark itself, to enqueue them).
+``--app bench.jobs.pool`` (and by the benchmark itself, to enqueue them).
 
 The Redis URL comes from ``FASTQ_REDIS_URL``, as a deployed pool gets it; without
 it the app points at a port nothing listens on, never at a Redis on 6379.

@@ -1,5 +1,5 @@
 """The job of ``bench/rate_limit.py``, imported by the pools under test as
-``--app bench.rate_jobs`` (and by the benchmark, to enqueue it).
+``--app bench.jobs.rate`` (and by the benchmark, to enqueue it).
 
 The Redis URL comes from ``FASTQ_REDIS_URL``; without it the app points at a port
 nothing listens on, never at a Redis on 6379.

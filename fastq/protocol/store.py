@@ -1,0 +1,129 @@
+"""An app's Redis as its producer and its operator methods use it: the URL and the
+namespace, one client per process (its scripts loaded), Redis errors raised as
+producers raise them, the keys of a queue, and the queues' shard counts.
+
+The App holds one :class:`Store` and hands it to its producer and its admin, so both
+read the same client and see a ``configure`` at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Optional
+
+import redis
+
+from fastq.connection import client as redis_client
+from fastq.connection.client import check_url
+from fastq.connection.cluster import is_cluster_url
+from fastq.connection.faults import REDIS_ERRORS, for_producer
+from fastq.errors import FastqError
+from fastq.protocol import scripts
+from fastq.protocol.keys import QueueKeys
+from fastq.protocol.shards import ShardCounts
+from fastq.validate import check_namespace
+
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+
+# Jobs in threads (--threads) may all reach for ``Store.redis`` first at once: one
+# client is made, or a second one, dropped, closes its pool under the first's calls.
+_client_lock = threading.Lock()
+
+
+def _fresh_client_lock() -> None:
+    global _client_lock
+    _client_lock = threading.Lock()  # a child never inherits it held by another thread
+
+
+os.register_at_fork(after_in_child=_fresh_client_lock)
+
+
+class Store:
+    """One Redis and one namespace in it.
+
+    Args:
+        redis_url: where Redis is; without it ``$FASTQ_REDIS_URL``, else
+            :data:`DEFAULT_REDIS_URL`.
+        namespace: the prefix of every key.
+        cluster: ``redis_url`` is one node of a Redis Cluster.
+
+    Raises:
+        ValueError: an invalid URL or namespace.
+    """
+
+    def __init__(self, redis_url: Optional[str], namespace: str, cluster: bool) -> None:
+        self.cluster_flag = bool(cluster)
+        self.redis_url = check_url(
+            redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL,
+            cluster=self.cluster_flag,
+        )
+        self.namespace = check_namespace(namespace)
+        self.shard_counts = ShardCounts()  # sharded queues: declared by the app, or Redis'
+        self._client: Optional[redis.Redis] = None
+        self._client_pid = -1
+
+    def configure(self, *, redis_url: Optional[str], namespace: Optional[str]) -> None:
+        """Point elsewhere: what was read of the old Redis is forgotten."""
+        if redis_url is not None:
+            self.redis_url = check_url(redis_url, cluster=self.cluster_flag)
+        if namespace is not None:
+            self.namespace = check_namespace(namespace)
+        self.shard_counts.forget()
+        self.close()
+
+    @property
+    def cluster(self) -> bool:
+        return self.cluster_flag or is_cluster_url(self.redis_url)
+
+    def keys(self, queue: str) -> QueueKeys:
+        return QueueKeys(self.namespace, queue)
+
+    def new_client(
+        self,
+        *,
+        retries: int = 2,
+        socket_timeout_s: Optional[float] = 30.0,
+        connect_timeout_s: float = 5.0,
+    ) -> redis.Redis:
+        return redis_client.new_client(
+            self.redis_url,
+            cluster=self.cluster_flag,
+            retries=retries,
+            socket_timeout_s=socket_timeout_s,
+            connect_timeout_s=connect_timeout_s,
+        )
+
+    @property
+    def redis(self) -> redis.Redis:
+        """The process's client; a new one after fork, never a shared socket."""
+        client = self._client
+        if client is not None and self._client_pid == os.getpid():
+            return client
+        with _client_lock:
+            if self._client is None or self._client_pid != os.getpid():
+                with self.producer_call():
+                    client = self.new_client()  # a cluster's connects here
+                    scripts.load_all(client)
+                self._client = client
+                self._client_pid = os.getpid()
+            return self._client
+
+    @contextmanager
+    def producer_call(self) -> Iterator[None]:
+        """Redis errors raised inside, as producers raise them: ``RedisUnavailable``,
+        ``RedisRefused`` (out of memory, NOPERM, WRONGPASS, busy), or the error
+        itself when it is no fault of Redis."""
+        try:
+            yield
+        except FastqError:
+            raise
+        except REDIS_ERRORS as exc:
+            raise for_producer(exc, self.redis_url) from exc
+
+    def close(self) -> None:
+        if self._client is not None and self._client_pid == os.getpid():
+            self._client.close()
+        self._client = None
