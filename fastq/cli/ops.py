@@ -1,7 +1,10 @@
-"""The operator commands of ``fastq``: stats, queues, dead, broken, enqueue, wait.
+"""The commands about queues: ``stats``, ``queues``, ``workers``, ``wait`` (a
+progress bar until one is drained), ``pause``, ``resume``, ``limit`` (a rate
+limit), ``purge``, and the ``periodic`` jobs' schedules.
 
 They need no ``--app`` (a bare App on ``--redis-url`` / ``$FASTQ_REDIS_URL`` and
 ``--namespace`` is enough); with one, its registered jobs and queues are known too.
+The commands about jobs are in :mod:`fastq.cli.jobs`.
 """
 
 from __future__ import annotations
@@ -10,34 +13,27 @@ import argparse
 import dataclasses
 import sys
 import time
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import orjson
 
 from fastq.app import App
-from fastq.cli.main import (
-    _OPTIONAL_APP,
+from fastq.cli.common import (
+    OPTIONAL_APP,
     CliError,
-    _job_info_dict,
-    _one_queue,
-    format_job_info,
+    add_connection_options,
+    call,
+    configured_app,
+    one_queue,
     operator_app,
+    parse_duration,
     parse_queues,
 )
 from fastq.cli.progress import make_view, watch_drain
-from fastq.protocol.introspect import JobInfo
 from fastq.protocol.keys import validate_queue_name
-from fastq.validate import RateLimit
+from fastq.validate import RateLimit, parse_rate_limit
 
 STATS_FIELDS = ("ready", "inflight", "scheduled", "dead", "broken", "processed", "failed")
-
-
-def _call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn(...)``; a bad or unknown queue, id or limit is a one-line usage error."""
-    try:
-        return fn(*args, **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise CliError(str(exc)) from None
 
 
 def _stats_queues(args: argparse.Namespace, app: App) -> list[str]:
@@ -146,8 +142,8 @@ def cmd_workers(args: argparse.Namespace) -> int:
     """One line per worker holding jobs now: queue, worker id, jobs held, when its
     lease lapses; with -v the jobs (id and name)."""
     app = operator_app(args)
-    queue = _one_queue(args) if args.queue else None
-    found = _call(app.holders, queue)
+    queue = one_queue(args) if args.queue else None
+    found = call(app.holders, queue)
     if args.json:
         print(orjson.dumps([dataclasses.asdict(h) for h in found]).decode())
         return 0
@@ -163,125 +159,14 @@ def cmd_workers(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> None:
-    if as_json:
-        print(orjson.dumps([_job_info_dict(j) for j in jobs]).decode())
-        return
-    if not jobs:
-        print(f"no {what} jobs in {queue}")
-        return
-    for job in jobs:
-        why = job.broken_reason if what == "broken" else job.last_error
-        print(f"{job.id} {job.name or '-'} attempts={job.attempts} {why or '-'}")
-
-
-def _section_command(args: argparse.Namespace, what: str) -> int:
-    queue = _one_queue(args)
-    app = operator_app(args)
-    if args.action == "list":
-        lister = app.dead_jobs if what == "dead" else app.broken_jobs
-        jobs = _call(lister, queue, args.limit or 50)
-        if args.verbose and not args.json:
-            print("\n\n".join(format_job_info(j) for j in jobs) or f"no {what} jobs in {queue}")
-        else:
-            _print_jobs(jobs, args.json, what, queue)
-        return 0
-    if args.action == "retry":
-        if what == "dead":
-            n = _call(app.retry_dead, queue, args.limit)
-            print(f"put {n} dead jobs back in {queue}, attempts reset")
-            return 0
-        n, skipped = _call(app.retry_broken, queue, args.limit)
-        print(f"put {n} broken jobs back in {queue}")
-        if skipped:
-            print(
-                f"{skipped} broken jobs have no payload and cannot run again "
-                f"(`fastq broken purge -q {queue} --yes` deletes them)"
-            )
-        return 0
-    # purge
-    if args.limit is not None:
-        raise CliError("--limit goes with list and retry; purge deletes every one")
-    if not args.yes:
-        raise CliError(f"purge deletes every {what} job of {queue} for good: confirm with --yes")
-    n = _call(
-        app.purge, queue, ready=False, scheduled=False, dead=what == "dead",
-        broken=what == "broken",
-    )  # fmt: skip
-    print(f"purged {n} {what} jobs from {queue}")
-    return 0
-
-
-def cmd_dead(args: argparse.Namespace) -> int:
-    return _section_command(args, "dead")
-
-
-def cmd_broken(args: argparse.Namespace) -> int:
-    return _section_command(args, "broken")
-
-
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
-def parse_duration(text: str) -> float:
-    """``30s``, ``5m``, ``2h``, ``1d``, ``250ms`` or plain seconds: seconds."""
-    raw = text.strip().lower()
-    unit = next((u for u in ("ms", "s", "m", "h", "d") if raw.endswith(u)), "")
-    try:
-        value = float(raw[: len(raw) - len(unit)]) * _DURATION_UNITS.get(unit, 1.0)
-    except ValueError:
-        raise CliError(f"invalid duration {text!r}: use e.g. 30s, 5m, 2h or 1d") from None
-    if not 0 <= value < float("inf"):
-        raise CliError(f"a duration must be finite and >= 0, not {text!r}")
-    return value
-
-
-def _json_arg(text: str, option: str, kind: type) -> Any:
-    try:
-        value = orjson.loads(text)
-    except orjson.JSONDecodeError as exc:
-        raise CliError(f"{option} is not valid JSON ({exc}): {text!r}") from None
-    if not isinstance(value, kind):
-        want = "a JSON array, e.g. '[1, 2]'" if kind is list else "a JSON object, e.g. '{\"k\": 1}'"
-        raise CliError(f"{option} must be {want}, not {text!r}")
-    return value
-
-
-def cmd_enqueue(args: argparse.Namespace) -> int:
-    """Enqueue one job by name; prints its id. Bad JSON, an unknown queue or (with
-    --app) an unknown job name are refused before anything is written."""
-    job_args = _json_arg(args.args, "--args", list)
-    kwargs = _json_arg(args.kwargs, "--kwargs", dict)
-    delay_s = parse_duration(args.delay) if args.delay is not None else 0.0
-    app = operator_app(args)
-    job = app.registry.get(args.name)
-    if args.app and job is None:
-        known = ", ".join(sorted(app.registry)) or "none"
-        raise CliError(f"unknown job {args.name!r}: the app registers {known}")
-    queue = _one_queue(args) if args.queue else (job.queue if job else "default")
-    if queue not in app.queues() and not args.new_queue:
-        raise CliError(
-            f"unknown queue {queue!r}: no job was enqueued on it and no job of the app "
-            "uses it (add --new-queue to start it)"
-        )
-    if args.new_queue:
-        app.declare_queue(queue)
-    job_id = _call(
-        app.enqueue, args.name, job_args, kwargs, queue=queue, job_id=args.id,
-        priority=args.priority, delay_s=delay_s,
-    )  # fmt: skip
-    print(job_id)
-    return 0
-
-
 def cmd_wait(args: argparse.Namespace) -> int:
     """A live progress bar until the queue is drained: exit 0 then, 1 on --timeout."""
-    queue = _one_queue(args)
+    queue = one_queue(args)
     if args.interval <= 0:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     timeout_s = parse_duration(args.timeout) if args.timeout is not None else None
     app = operator_app(args)
-    _call(app.admin.known_queue, queue)
+    call(app.admin.known_queue, queue)
     final = watch_drain(
         lambda: app.stats(queue),
         make_view(queue, plain_every_s=max(args.interval, 1.0)),
@@ -295,72 +180,164 @@ def cmd_wait(args: argparse.Namespace) -> int:
     return 0
 
 
+def _flow_call(fn: Callable[[str], object], queue: str) -> object:
+    """Run ``fn(queue)``; an unknown queue is a one-line usage error."""
+    try:
+        return fn(queue)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_pause(args: argparse.Namespace) -> int:
+    queue = one_queue(args)
+    _flow_call(operator_app(args).pause, queue)
+    print(f"paused {queue}: workers claim nothing from it until `fastq resume -q {queue}`")
+    return 0
+
+
+def cmd_resume(args: argparse.Namespace) -> int:
+    queue = one_queue(args)
+    _flow_call(operator_app(args).resume, queue)
+    print(f"resumed {queue}")
+    return 0
+
+
+def cmd_limit(args: argparse.Namespace) -> int:
+    """Show (no RATE), set or lift (``off``) a queue's rate limit. Bad input is refused
+    before the app is imported, and nothing is written."""
+    queue, text = args.queue, args.rate
+    off = text is not None and text.strip().lower() == "off"
+    if args.burst is not None and (text is None or off):
+        raise CliError("--burst goes with a rate, e.g. `fastq limit ... QUEUE 600/m --burst 10`")
+    try:
+        validate_queue_name(queue)
+        limit = parse_rate_limit(text, args.burst) if text is not None and not off else None
+    except (TypeError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    app = operator_app(args)
+    if text is None:
+        print(f"{queue}: {_flow_call(app.rate_limit, queue) or 'no rate limit'}")
+        return 0
+    if limit is None:
+        _flow_call(lambda q: app.set_rate_limit(q, None), queue)
+        print(f"{queue}: no rate limit")
+        return 0
+    _flow_call(
+        lambda q: app.set_rate_limit(
+            q, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst
+        ),
+        queue,
+    )
+    print(f"{queue}: at most {limit}, across every worker")
+    return 0
+
+
+_LIMIT_EPILOG = """\
+examples:
+  fastq limit mailer 14/s            at most 14 job starts a second
+  fastq limit mailer 600/m --burst 10
+  fastq limit reports 100/h
+  fastq limit mailer                 show the limit
+  fastq limit mailer off             lift it
+
+The limit is global (every worker of every host), checked inside the claim: job
+starts are spaced evenly, up to BURST at once after a quiet spell (default: the jobs
+of 50 ms at the rate, at least 1). Retries count as starts; a pause still wins.
+"""
+
+
+def _confirm(prompt: str) -> bool:
+    """Ask on the terminal; only ``y`` or ``yes`` confirms."""
+    try:
+        answer = input(f"{prompt} [y/N] ")
+    except EOFError:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    queue = one_queue(args)
+    what = ["ready", "scheduled"] + [name for name in ("dead", "broken") if getattr(args, name)]
+    app = operator_app(args)
+    if not args.yes:
+        if not sys.stdin.isatty():
+            raise CliError(
+                f"purge deletes jobs for good: confirm with --yes (stdin is not a terminal, "
+                f"so fastq cannot ask); nothing was deleted from {queue}"
+            )
+        if not _confirm(f"delete every {', '.join(what)} job of queue {queue}?"):
+            print("nothing deleted")
+            return 1
+    n = _flow_call(
+        lambda q: app.purge(q, dead=args.dead, broken=args.broken),
+        queue,
+    )
+    print(f"purged {n} jobs ({', '.join(what)}) from {queue}")
+    return 0
+
+
+def cmd_periodic(args: argparse.Namespace) -> int:
+    """One line per periodic job: name, queue, schedule, overlap, last and next fire
+    times (ISO 8601, in the schedule's zone), and the id of its last run."""
+    from fastq.reaper.firer import last_fired
+
+    app = configured_app(args)
+    if not app.schedules:
+        print("no periodic jobs")
+        return 0
+    fired = last_fired(app)
+    now_ms = int(time.time() * 1000)
+    rows = [("NAME", "QUEUE", "SCHEDULE", "OVERLAP", "LAST FIRED", "NEXT FIRE", "LAST RUN")]
+    for job in app.schedules.values():
+        schedule = job.schedule
+        last_ms, run_id = fired[job.name]
+        if last_ms is None:
+            last, upcoming = "never", schedule.next_after_ms(now_ms)
+        else:
+            last = schedule.local(last_ms).isoformat()
+            # a slot missed while no reaper ran is fired as soon as one runs
+            upcoming = schedule.next_after_ms(last_ms)
+        nxt = schedule.local(upcoming).isoformat()
+        if upcoming <= now_ms:
+            nxt += " (missed: fires when a reaper runs)"
+        overlap = "yes" if job.overlap else "no"
+        rows.append((job.name, job.queue, schedule.describe(), overlap, last, nxt, run_id or "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)), row[-1])
+    return 0
+
+
 # -- parsers ------------------------------------------------------------------------
 
 
-def _app_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--app", help=_OPTIONAL_APP)
-
-
-def add_parsers(sub: Any, connection: Any) -> None:
-    """Add the operator commands to ``sub``; ``connection(p)`` adds --redis-url and
-    --namespace."""
+def add_stats(sub: Any) -> None:
     s = sub.add_parser(
         "stats",
         help="counts of queues: ready, inflight, scheduled, dead, broken, processed, ...",
         epilog="examples:\n  fastq stats\n  fastq stats -q mailer --watch\n"
         "  fastq stats --json | jq .mailer.ready",
     )
-    _app_option(s)
+    s.add_argument("--app", help=OPTIONAL_APP)
     s.add_argument("-q", "--queues", help="comma-separated queues (default: all known)")
     s.add_argument("--json", action="store_true", help="one JSON object per sample")
     s.add_argument("--watch", action="store_true", help="print again every --interval, with rates")
     s.add_argument("--interval", type=float, default=2.0, help="seconds between --watch samples")
     s.set_defaults(func=cmd_stats)
+    add_connection_options(s)
 
+
+def add_queues(sub: Any) -> None:
     qs = sub.add_parser(
         "queues", help="list the known queues with their depth",
         epilog="example:\n  fastq queues --namespace fastq",
     )  # fmt: skip
-    _app_option(qs)
+    qs.add_argument("--app", help=OPTIONAL_APP)
     qs.set_defaults(func=cmd_queues)
+    add_connection_options(qs)
 
-    for what, func in (("dead", cmd_dead), ("broken", cmd_broken)):
-        why = "failed for good" if what == "dead" else "could not run (bad payload, unknown job)"
-        p = sub.add_parser(
-            what,
-            help=f"list, retry or purge the jobs that {why}",
-            epilog=f"examples:\n  fastq {what} list -q mailer\n"
-            f"  fastq {what} retry -q mailer --limit 100\n  fastq {what} purge -q mailer --yes",
-        )
-        p.add_argument("action", choices=("list", "retry", "purge"), help="what to do")
-        p.add_argument("-q", "--queue", required=True, help="the queue")
-        p.add_argument(
-            "--limit", type=int, help="jobs to list (default 50) or retry (default: all)"
-        )
-        p.add_argument("--json", action="store_true", help="list: print JSON")
-        p.add_argument("-v", "--verbose", action="store_true", help="list: every field, traceback")
-        p.add_argument("--yes", action="store_true", help="purge: do not refuse")
-        _app_option(p)
-        p.set_defaults(func=func)
 
-    e = sub.add_parser(
-        "enqueue",
-        help="enqueue one job by name; prints its id",
-        epilog="examples:\n  fastq enqueue send_email --args '[\"a@example.com\"]' -q mailer\n"
-        '  fastq enqueue report --kwargs \'{"day": "2026-11-23"}\' --in 30s --app myapp',
-    )
-    e.add_argument("name", help="the job's registered name")
-    e.add_argument("--args", default="[]", help="positional arguments, a JSON array")
-    e.add_argument("--kwargs", default="{}", help="keyword arguments, a JSON object")
-    e.add_argument("-q", "--queue", help="the queue (default: the job's, else 'default')")
-    e.add_argument("--in", dest="delay", help="run it this much later, e.g. 30s, 5m, 2h")
-    e.add_argument("--id", help="a job id (enqueueing an id that exists does nothing)")
-    e.add_argument("--priority", type=int, help="higher runs first")
-    e.add_argument("--new-queue", action="store_true", help="allow a queue fastq does not know")
-    _app_option(e)
-    e.set_defaults(func=cmd_enqueue)
-
+def add_wait(sub: Any) -> None:
     w = sub.add_parser(
         "wait",
         help="a live progress bar until a queue is drained (done/total, jobs/s, ETA)",
@@ -369,9 +346,12 @@ def add_parsers(sub: Any, connection: Any) -> None:
     w.add_argument("-q", "--queue", required=True, help="the queue")
     w.add_argument("--timeout", help="give up (exit 1) after this long, e.g. 90s, 10m")
     w.add_argument("--interval", type=float, default=0.5, help="seconds between samples")
-    _app_option(w)
+    w.add_argument("--app", help=OPTIONAL_APP)
     w.set_defaults(func=cmd_wait)
+    add_connection_options(w)
 
+
+def add_workers(sub: Any) -> None:
     wk = sub.add_parser(
         "workers",
         help="the workers holding jobs now, and what they run",
@@ -380,8 +360,85 @@ def add_parsers(sub: Any, connection: Any) -> None:
     wk.add_argument("-q", "--queue", help="the queue (default: every known queue)")
     wk.add_argument("-v", "--verbose", action="store_true", help="each job held: id and name")
     wk.add_argument("--json", action="store_true", help="print JSON")
-    _app_option(wk)
+    wk.add_argument("--app", help=OPTIONAL_APP)
     wk.set_defaults(func=cmd_workers)
+    add_connection_options(wk)
 
-    for p in (s, qs, e, w, wk, *(sub.choices[n] for n in ("dead", "broken"))):
-        connection(p)
+
+def add_pause(sub: Any) -> None:
+    pa = sub.add_parser(
+        "pause",
+        help="stop workers claiming from a queue (jobs in hand finish)",
+        epilog="examples:\n  fastq pause -q mailer\n  fastq pause -q mailer --namespace shop",
+    )
+    pa.set_defaults(func=cmd_pause)
+    _add_flow_options(pa)
+
+
+def add_resume(sub: Any) -> None:
+    rs = sub.add_parser(
+        "resume",
+        help="let workers claim from a paused queue again, at once",
+        epilog="examples:\n  fastq resume -q mailer",
+    )
+    rs.set_defaults(func=cmd_resume)
+    _add_flow_options(rs)
+
+
+def add_purge(sub: Any) -> None:
+    pu = sub.add_parser(
+        "purge",
+        help="delete a queue's ready and scheduled jobs (never in flight)",
+        epilog="examples:\n  fastq purge -q mailer\n  fastq purge -q mailer --dead --broken --yes",
+    )
+    pu.add_argument("--dead", action="store_true", help="delete its dead jobs too")
+    pu.add_argument("--broken", action="store_true", help="delete its broken jobs too")
+    pu.add_argument("--yes", action="store_true", help="do not ask for confirmation")
+    pu.set_defaults(func=cmd_purge)
+    _add_flow_options(pu)
+
+
+def _add_flow_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--app", help=OPTIONAL_APP)
+    p.add_argument("-q", "--queue", required=True, help="the queue")
+    add_connection_options(p)
+
+
+def add_limit(sub: Any) -> None:
+    li = sub.add_parser(
+        "limit",
+        help="show, set or lift a queue's global rate limit (e.g. 14/s)",
+        epilog=_LIMIT_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    li.add_argument("--app", help=OPTIONAL_APP)
+    li.add_argument("queue", help="the queue")
+    li.add_argument("rate", nargs="?", help="JOBS/UNIT with UNIT s, m, h or d (e.g. 14/s), or off")
+    li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
+    add_connection_options(li)
+    li.set_defaults(func=cmd_limit)
+
+
+def add_periodic(sub: Any) -> None:
+    pe = sub.add_parser(
+        "periodic",
+        help="list periodic jobs with their last and next fire times",
+        epilog="examples:\n  fastq periodic --app myapp",
+    )
+    pe.add_argument("--app", required=True, help="module (or module:attr) of the app")
+    add_connection_options(pe)
+    pe.set_defaults(func=cmd_periodic)
+
+
+# each command's parser, by name (fastq.cli.main orders them)
+COMMANDS: dict[str, Callable[[Any], None]] = {
+    "stats": add_stats,
+    "queues": add_queues,
+    "wait": add_wait,
+    "workers": add_workers,
+    "pause": add_pause,
+    "resume": add_resume,
+    "purge": add_purge,
+    "limit": add_limit,
+    "periodic": add_periodic,
+}

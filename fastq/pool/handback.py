@@ -25,6 +25,7 @@ import redis
 from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.protocol.contracts import RELEASE, ReleaseMode
 from fastq.protocol.keys import shard_names
+from fastq.shm.heartbeat import HeartbeatSlot
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -43,7 +44,7 @@ class HandBack:
     as the id: too long to note). ``running_mode``: how that job goes back:
     STALLED (the child died or hung running it) or INTERRUPTED (the operator
     hard-stopped the pool). ``held``: the queue index and id of each job it held
-    in flight (a child with ``--concurrency``), going back as ``running`` does.
+    in flight (a child with ``--async-jobs``), going back as ``running`` does.
     ``rest_mode``: how its other leases go back: ORPHANED (it crashed) or UNSTARTED.
     """
 
@@ -52,6 +53,32 @@ class HandBack:
     running_mode: ReleaseMode
     rest_mode: ReleaseMode
     held: tuple[tuple[int, bytes], ...] = ()
+
+    @classmethod
+    def of_dead_child(
+        cls, worker_id: str, slot: HeartbeatSlot, *, crashed: bool, hard_stop: bool
+    ) -> HandBack:
+        """What a dead child's heartbeat slot says goes back, and how. The job it
+        was running counts a stall (poison jobs go dead), unless the operator
+        hard-stopped the pool (``hard_stop``): then it was interrupted, not at fault;
+        so do the jobs it held in flight (threads, an event loop), unless one job
+        alone is known for the culprit: the one that blocked its event loop (blamed
+        in its record), else a sync job running in its worker's thread (the others
+        it held go back with the rest, no stall counted). The others are orphaned
+        if it ``crashed``, else unstarted."""
+        running = slot.running()
+        held = slot.held()
+        if slot.loop_blamed():
+            running = None  # the loop's blocker alone; a sync job beside it goes back as held
+        elif running is not None:
+            held = []
+        return cls(
+            worker_id=worker_id,
+            running=None if running is None else (running[0], running[1]),
+            running_mode=ReleaseMode.INTERRUPTED if hard_stop else ReleaseMode.STALLED,
+            rest_mode=ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED,
+            held=tuple(held),
+        )
 
 
 class HandBacks(threading.Thread):

@@ -3,11 +3,11 @@
 A loop of verb-named phases, as gunicorn's arbiter: wait for signals → handle
 them → reap dead children (handing their jobs back at once) → murder the stuck →
 manage the count. Signal handlers only enqueue; all work happens in the loop.
+Its children (fork, waitpid, a child's life after the fork) are :mod:`fastq.pool.children`.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import logging
@@ -20,28 +20,32 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Any, Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional
 
 import psutil
 
 from fastq.app import App
 from fastq.connection.checks import check_redis
 from fastq.connection.faults import REDIS_ERRORS
+from fastq.pool.children import (
+    EXIT_BOOT,
+    Child,
+    Children,
+    run_child,
+    run_worker,
+    set_process_name,
+)
 from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks
-from fastq.pool.metrics import PoolCollector, require_prometheus, serve
+from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.protocol import scripts
-from fastq.protocol.contracts import ReleaseMode
 from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
 from fastq.shm.heartbeat import HeartbeatBoard
 from fastq.shm.metrics import OTHER_JOB, STALLED, MetricsBoard
-from fastq.worker.worker import Worker
+from fastq.worker.options import WorkerOptions
 
 log = logging.getLogger("fastq.master")
-
-EXIT_CRASH = 1
-EXIT_BOOT = 4  # a child could not start: respawning would only crash-loop
 
 KILL_GRACE_S = 3.0  # between the polite signal and SIGKILL
 TIMEOUT_GRACE_S = 2.0  # a job's own SIGALRM gets this long before the child is killed
@@ -60,47 +64,23 @@ _HANDLED = (
 )
 
 
-def set_process_name(name: str) -> None:
-    """Name the process for ``ps -o comm`` and psutil's ``name()`` (Linux only;
-    called while the process has one thread, whose name is the process's)."""
-    with contextlib.suppress(OSError), open("/proc/self/comm", "w") as comm:
-        comm.write(name[:15])
-
-
-@dataclass
-class Child:
-    pid: int
-    kind: str  # "worker" or "reaper"
-    slot: int = -1
-    worker_id: str = ""
-    started: float = field(default_factory=time.monotonic)
-    term_sent_at: Optional[float] = None  # retiring: asked to stop
-    killed: bool = False
-
-
 @dataclass
 class PoolConfig:
-    concurrency: int
+    children: int  # worker processes (``-c``)
     queues: list[str]
-    batch_size: int = 100
-    lease_s: float = 60.0
-    idle_timeout_s: float = 5.0
+    worker: WorkerOptions = field(default_factory=WorkerOptions)  # each child's
     child_timeout_s: float = 30.0
     graceful_timeout_s: float = 30.0
-    max_jobs_per_child: Optional[int] = None
-    max_memory_per_child: Optional[int] = None  # bytes
     reaper: bool = True
     cpu_slots: int = 0  # children running CPU-bound batches at once; 0: no limit
     queues_from_app: bool = False  # no -q: serve the app's queues, read again at a HUP
     first_wave: int = 0  # workers forked first at start-up (fastq.pool.ramp); 0: one per CPU
-    in_flight: int = 1  # jobs in flight per child (--concurrency; fastq.runners.aio)
-    threads: int = 0  # sync jobs in threads per child (--threads; fastq.runners.threads)
     metrics_port: Optional[int] = None  # serve Prometheus metrics (fastq.shm.metrics) on it
     metrics_host: str = "127.0.0.1"
 
 
 class Master:
-    """Supervises ``config.concurrency`` worker children and a reaper child.
+    """Supervises ``config.children`` worker children and a reaper child.
 
     Args:
         app: imported once here; children share it copy-on-write.
@@ -111,13 +91,12 @@ class Master:
     def __init__(
         self, app: App, config: PoolConfig, reload_app: Optional[Callable[[], App]] = None
     ) -> None:
-        if config.concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, not {config.concurrency}")
+        if config.children < 1:
+            raise ValueError(f"children must be >= 1, not {config.children}")
         self.app = app
         self.config = config
         self.reload_app = reload_app
-        self.num_workers = config.concurrency
-        self.children: dict[int, Child] = {}
+        self.num_workers = config.children
         self.pid = 0
         self.exit_code = 0
         self.stopping = False
@@ -134,16 +113,20 @@ class Master:
         self._pipe: tuple[int, int] = (-1, -1)
         self.hand_backs = HandBacks(app, config.queues)
         self.board = HeartbeatBoard(
-            max(2 * config.concurrency + 2, config.concurrency + 16),
-            records=config.in_flight + config.threads,
+            max(2 * config.children + 2, config.children + 16),
+            records=config.worker.async_jobs + config.worker.threads,
         )
+        self.children = Children(self.board.slots)
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
         self.metrics: Optional[MetricsBoard] = None
-        self._metrics_server: Any = None
+        self.exporter: Optional[Exporter] = None
         if config.metrics_port is not None:
-            require_prometheus()
-            self.metrics = MetricsBoard(self.board.slots, config.queues, app.registry)
-        self.ramp = StartRamp(min(config.concurrency, config.first_wave or cpu_count()))
+            self.exporter = Exporter(
+                app, self.board.slots, config.queues, self.children.worker_pids,
+                config.metrics_port, config.metrics_host,
+            )  # fmt: skip
+            self.metrics = self.exporter.board
+        self.ramp = StartRamp(min(config.children, config.first_wave or cpu_count()))
 
     # -- the loop ------------------------------------------------------------------
 
@@ -160,16 +143,9 @@ class Master:
         )  # fmt: skip
         self.load_scripts()
         self.hand_backs.start()
-        if self.metrics is not None:
-            assert self.config.metrics_port is not None
-            collector = PoolCollector(self.metrics, self.app, self.worker_pids)
-            self._metrics_server = serve(
-                collector, self.config.metrics_port, self.config.metrics_host
-            )
-            log.info(
-                "master %d: metrics on http://%s:%d/metrics",
-                self.pid, self.config.metrics_host, self.config.metrics_port,
-            )  # fmt: skip
+        if self.exporter is not None:
+            self.exporter.start()
+            log.info("master %d: metrics on %s", self.pid, self.exporter.url)
         try:
             while True:
                 if not self.stopping:
@@ -183,14 +159,13 @@ class Master:
                 self.murder_stuck()
                 self.check_memory()
         finally:
-            self.kill_all(signal.SIGKILL)
+            self.children.signal_all(signal.SIGKILL)
             self.reap_children(block=True)
             for fd in self._pipe:
                 os.close(fd)
             self.hand_backs.close()
-            if self._metrics_server is not None:
-                self._metrics_server.shutdown()
-                self._metrics_server.server_close()
+            if self.exporter is not None:
+                self.exporter.stop()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
 
@@ -280,8 +255,8 @@ class Master:
                 self.config.queues = old + [q for q in self.app.job_queues() if q not in old]
                 self.hand_backs.queues = list(self.config.queues)
         # the reaper too: a new one fires the reloaded app's periodic jobs
-        for child in list(self.children.values()):
-            self.retire(child)
+        for child in self.children.values():
+            self.children.retire(child)
 
     def handle_ttin(self) -> None:
         self.num_workers += 1
@@ -292,14 +267,14 @@ class Master:
     def handle_usr1(self) -> None:
         """Quiet: children stop claiming and stay up, for a deploy."""
         self.quiet = True
-        for child in self.workers():
-            self.signal_child(child, signal.SIGUSR1)
+        for child in self.children.workers():
+            self.children.signal(child, signal.SIGUSR1)
 
     def stop_gracefully(self) -> None:
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.config.graceful_timeout_s
-        for child in list(self.children.values()):
-            self.retire(child)
+        for child in self.children.values():
+            self.children.retire(child)
 
     def stop_hard(self) -> None:
         """A second signal, or the graceful timeout: children get their second
@@ -308,26 +283,13 @@ class Master:
             return
         self.stopping = self.hard_stopping = True
         self.hard_deadline = time.monotonic() + KILL_GRACE_S
-        for child in list(self.children.values()):
-            self.signal_child(child, signal.SIGTERM)
+        for child in self.children.values():
+            self.children.signal(child, signal.SIGTERM)
 
     # -- children ----------------------------------------------------------------------
 
     def workers(self) -> list[Child]:
-        return [c for c in self.children.values() if c.kind == "worker"]
-
-    def signal_child(self, child: Child, sig: int) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(child.pid, sig)
-
-    def retire(self, child: Child) -> None:
-        if child.term_sent_at is None:
-            child.term_sent_at = time.monotonic()
-            self.signal_child(child, signal.SIGTERM)
-
-    def kill_all(self, sig: int) -> None:
-        for child in list(self.children.values()):
-            self.signal_child(child, sig)
+        return self.children.workers()
 
     def manage_children(self) -> None:
         """Spawn up to the wanted count; retire the oldest beyond it. Workers come
@@ -337,10 +299,10 @@ class Master:
         if (
             self.config.reaper
             and self.ramp.done
-            and not any(c.kind == "reaper" for c in self.children.values())
+            and not self.children.has_reaper()
             and time.monotonic() >= self.spawn_after
         ):
-            slot = self.free_slots()[-1]  # from the end: workers take them from the start
+            slot = self.children.free_slots()[-1]  # from the end: workers take them from the start
             self.board.slot(slot).reset()
             child = self.spawn(lambda: self.reaper_main(slot), "reaper")
             if child is not None:
@@ -348,10 +310,10 @@ class Master:
 
     def manage_workers(self) -> None:
         active = sorted(
-            (c for c in self.workers() if c.term_sent_at is None), key=lambda c: c.started
+            (c for c in self.children.workers() if c.term_sent_at is None), key=lambda c: c.started
         )
         for child in active[: max(0, len(active) - self.num_workers)]:
-            self.retire(child)
+            self.children.retire(child)
         ramping = not self.ramp.done
         up = ((c.pid, self.board.slot(c.slot)) for c in active)
         missing = self.ramp.wanted(self.num_workers, up, time.monotonic()) - len(active)
@@ -359,7 +321,7 @@ class Master:
             log.info("master %d: forking %d more workers: %s", self.pid, missing, self.ramp.reason)
         if missing <= 0 or time.monotonic() < self.spawn_after:
             return
-        free = self.free_slots()[:-1]  # the last one is kept for the reaper
+        free = self.children.free_slots()[:-1]  # the last one is kept for the reaper
         if len(free) < missing:
             log.warning(
                 "master %d: no heartbeat slot free for %d more workers",
@@ -369,19 +331,6 @@ class Master:
         for slot in free[:missing]:
             if not self.spawn_worker(slot):
                 return  # the next turn of the loop
-
-    def worker_pids(self) -> dict[int, int]:
-        """``{slot: pid}`` of the worker children (read by the metrics' thread)."""
-        for _ in range(5):  # the loop's thread may change the dict meanwhile
-            try:
-                return {c.slot: c.pid for c in list(self.children.values()) if c.kind == "worker"}
-            except RuntimeError:
-                continue
-        return {}
-
-    def free_slots(self) -> list[int]:
-        used = {c.slot for c in self.children.values()}
-        return [i for i in range(self.board.slots) if i not in used]
 
     def spawn_worker(self, slot: int) -> bool:
         self.spawned += 1
@@ -395,98 +344,46 @@ class Master:
 
     def spawn(self, main: Callable[[], None], kind: str) -> Optional[Child]:
         """Fork a child running ``main``; None (try again at the next turn of the
-        loop) while the hand-back thread is doing I/O."""
-        # A child forked while that thread holds a process-wide lock would inherit it
-        # held: no fork until it is parked.
-        if not self.hand_backs.fork_gate.acquire(blocking=False):
-            return None
-        # Until the child has reset its handlers it would run the master's, which
-        # only enqueue into its copy of the master's queue: a SIGTERM sent right
-        # after the fork would be lost. Blocked, it waits for the child instead.
-        previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HANDLED)
-        try:
-            pid = os.fork()
-            if pid == 0:
-                set_process_name(f"fastq-{kind}")
-                self.child_main(main)
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
-            self.hand_backs.fork_gate.release()
-        log.info("master %d: spawned %s %d", self.pid, kind, pid)
-        child = Child(pid, kind)
-        self.children[pid] = child
+        loop) while the hand-back thread is doing I/O (it holds the fork gate)."""
+        child = self.children.fork(
+            kind, lambda: self.child_main(main),
+            gate=self.hand_backs.fork_gate, master_signals=_HANDLED,
+        )  # fmt: skip
+        if child is not None:
+            log.info("master %d: spawned %s %d", self.pid, kind, child.pid)
         return child
 
     def child_main(self, main: Callable[[], None]) -> NoReturn:
         """In the child: drop the master's state, run, exit with a coded status."""
-        code = 0
-        try:
-            # own process group: a terminal's Ctrl-C reaches only the master,
-            # which stops the children in order
-            os.setpgid(0, 0)
-            for sig in _HANDLED:
-                signal.signal(sig, signal.SIG_DFL)
-            # a stop that came before the child booted ends it now: it holds no jobs
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _HANDLED)
+
+        def drop_master_state() -> None:
             for fd in self._pipe:
                 os.close(fd)
-            if self._metrics_server is not None:
-                self._metrics_server.socket.close()  # the master's listening socket
-            random.seed()
-            main()
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else EXIT_CRASH
-        except BaseException:
-            log.exception("child %d crashed", os.getpid())
-            code = EXIT_CRASH
-        finally:
-            logging.shutdown()
-            os._exit(code)
+            if self.exporter is not None:
+                self.exporter.close_in_child()
+
+        run_child(main, _HANDLED, drop_master_state)
 
     def worker_main(self, slot: int, worker_id: str) -> None:
-        cfg = self.config
-        max_jobs = cfg.max_jobs_per_child
-        if max_jobs:  # jitter, so that children do not all recycle at once
-            max_jobs += random.randint(0, max(1, max_jobs // 10))
-        try:
-            worker = Worker(
-                self.app,
-                cfg.queues,
-                batch_size=cfg.batch_size,
-                lease_s=cfg.lease_s,
-                idle_timeout_s=cfg.idle_timeout_s,
-                worker_id=worker_id,
-                slot=self.board.slot(slot),
-                metrics=None if self.metrics is None else self.metrics.child(slot),
-                parent_pid=self.pid,
-                max_jobs=max_jobs,
-                max_memory_bytes=cfg.max_memory_per_child,
-                cpu_slots=self.cpu_slots,
-                concurrency=cfg.in_flight,
-                threads=cfg.threads,
-            )
-            worker.quiet = self.quiet
-            worker.init_process()
-        except Exception:
-            log.exception("worker %s failed to boot", worker_id)
-            raise SystemExit(EXIT_BOOT) from None
-        worker.run_loop()
+        run_worker(
+            self.app,
+            self.config.queues,
+            self.config.worker,
+            worker_id=worker_id,
+            slot=self.board.slot(slot),
+            metrics=None if self.metrics is None else self.metrics.child(slot),
+            parent_pid=self.pid,
+            cpu_slots=self.cpu_slots,
+            quiet=self.quiet,
+        )
 
     def reaper_main(self, slot: int) -> None:
         Reaper(self.app, parent_pid=self.pid, slot=self.board.slot(slot)).run()
 
     def reap_children(self, block: bool = False) -> None:
         """Collect exited children; hand their leased jobs back at once."""
-        while self.children:
-            try:
-                pid, status = os.waitpid(-1, 0 if block else os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                return
-            child = self.children.pop(pid, None)
-            if child is not None:
-                self.on_child_exit(child, os.waitstatus_to_exitcode(status))
+        for child, code in self.children.reap(block):
+            self.on_child_exit(child, code)
 
     def on_child_exit(self, child: Child, code: int) -> None:
         how = f"exit status {code}" if code >= 0 else f"signal {signal.Signals(-code).name}"
@@ -517,33 +414,20 @@ class Master:
 
     def release_jobs(self, child: Child, crashed: bool) -> None:
         """Hand a dead child's leases back to the front of their queues (queued:
-        sent by the hand-back thread, never waited on here). The job it was running
-        counts a stall (poison jobs go dead), unless the operator hard-stopped the
-        pool: then it was interrupted, not at fault; so do the jobs it held in
-        flight (threads, an event loop), unless one job alone is known for the
-        culprit: the one that blocked its event loop (blamed in its record), else
-        a sync job running in its worker's thread (the others it held go back with
-        the rest, no stall counted). The others are orphaned."""
-        slot = self.board.slot(child.slot)
-        running = slot.running()
-        held = slot.held()
-        if slot.loop_blamed():
-            running = None  # the loop's blocker alone; a sync job beside it goes back as held
-        elif running is not None:
-            held = []
+        sent by the hand-back thread, never waited on here), each as its heartbeat
+        slot says (:meth:`fastq.pool.handback.HandBack.of_dead_child`)."""
+        hand_back = HandBack.of_dead_child(
+            child.worker_id,
+            self.board.slot(child.slot),
+            crashed=crashed,
+            hard_stop=self.hard_stopping,
+        )
+        running = hand_back.running
         if self.metrics is not None and running is not None and not self.hard_stopping:
             queues = self.config.queues
             queue = queues[running[0]] if running[0] < len(queues) else queues[0]
             self.metrics.add(queue, OTHER_JOB, STALLED)  # the master knows its id, not its job
-        self.hand_backs.put(
-            HandBack(
-                worker_id=child.worker_id,
-                running=None if running is None else (running[0], running[1]),
-                running_mode=ReleaseMode.INTERRUPTED if self.hard_stopping else ReleaseMode.STALLED,
-                rest_mode=ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED,
-                held=tuple(held),
-            )
-        )
+        self.hand_backs.put(hand_back)
 
     def murder_stuck(self) -> None:
         """Children that stopped heartbeating or ran a job past its timeout get a
@@ -556,9 +440,9 @@ class Master:
             for child in self.children.values():
                 if not child.killed:
                     child.killed = True
-                    self.signal_child(child, signal.SIGKILL)
+                    self.children.signal(child, signal.SIGKILL)
             return
-        for child in list(self.children.values()):
+        for child in self.children.values():
             if child.killed:
                 continue
             slot = self.board.slot(child.slot)
@@ -568,20 +452,15 @@ class Master:
             if overdue:
                 log.error(
                     "master %d: %s %d ran a job past its timeout; killing it",
-                    self.pid,
-                    child.kind,
-                    child.pid,
-                )
+                    self.pid, child.kind, child.pid,
+                )  # fmt: skip
             elif silent_s > self.config.child_timeout_s:
                 if child.term_sent_at is None:
                     log.error(
                         "master %d: %s %d silent for %.0fs; stopping it",
-                        self.pid,
-                        child.kind,
-                        child.pid,
-                        silent_s,
-                    )
-                    self.retire(child)
+                        self.pid, child.kind, child.pid, silent_s,
+                    )  # fmt: skip
+                    self.children.retire(child)
                     continue
                 if now - child.term_sent_at < KILL_GRACE_S:
                     continue
@@ -591,15 +470,15 @@ class Master:
             else:
                 continue
             child.killed = True
-            self.signal_child(child, signal.SIGKILL)
+            self.children.signal(child, signal.SIGKILL)
 
     def check_memory(self) -> None:
-        limit = self.config.max_memory_per_child
+        limit = self.config.worker.max_memory_bytes
         now = time.monotonic()
         if limit is None or now < self.next_memory_check:
             return
         self.next_memory_check = now + MEMORY_CHECK_S
-        for child in self.workers():
+        for child in self.children.workers():
             try:
                 rss = psutil.Process(child.pid).memory_info().rss
             except psutil.Error:
@@ -608,4 +487,4 @@ class Master:
                 log.warning(
                     "master %d: worker %d uses %d MiB, recycling it", self.pid, child.pid, rss >> 20
                 )
-                self.retire(child)
+                self.children.retire(child)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from fastq.shm.metrics import BUCKETS_S, DURATION_AT, HIST, KINDS, LATENCY_AT, MetricsBoard
 
@@ -17,6 +17,48 @@ if TYPE_CHECKING:
 log = logging.getLogger("fastq.metrics")
 
 SCRAPE_TIMEOUT_S = 0.5  # a queue-depth read from Redis waits no longer
+
+
+class Exporter:
+    """A pool's metrics: the board its children count on, and the ``/metrics``
+    endpoint that serves it from a thread of the master's, between ``start()`` and
+    ``stop()`` (a forked child closes its copy of the listening socket).
+
+    Args:
+        slots: the heartbeat slots, one block of the board each.
+        worker_pids: returns ``{slot: pid}`` of the live worker children.
+
+    Raises:
+        RuntimeError: prometheus_client is not installed (said before the pool starts).
+    """
+
+    def __init__(
+        self,
+        app: App,
+        slots: int,
+        queues: list[str],
+        worker_pids: Callable[[], dict[int, int]],
+        port: int,
+        host: str,
+    ) -> None:
+        require_prometheus()
+        self.board = MetricsBoard(slots, queues, app.registry)
+        self.url = f"http://{host}:{port}/metrics"
+        self._collector = PoolCollector(self.board, app, worker_pids)
+        self._port, self._host = port, host
+        self._server: Any = None
+
+    def start(self) -> None:
+        self._server = serve(self._collector, self._port, self._host)
+
+    def close_in_child(self) -> None:
+        if self._server is not None:
+            self._server.socket.close()  # the master's listening socket
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
 
 
 class PoolCollector:

@@ -9,7 +9,7 @@ job it is running: when a child dies, the master knows which job killed it (a
 stall) and which of its leased jobs were merely waiting (handed back as they are).
 Cheaper than gunicorn's temp-file mtimes, and it cannot block on a disk.
 
-A child with many jobs in flight (``--concurrency N``, :mod:`fastq.runners.aio`;
+A child with many jobs in flight (``--async-jobs N``, :mod:`fastq.runners.aio`;
 ``--threads M``, :mod:`fastq.runners.threads`) has a table of N + M records after its
 slot, one per job slot (queue index, id): when it dies, every job it held in
 flight goes back at once, counted a stall. With an event loop its beat comes from
@@ -149,7 +149,7 @@ class HeartbeatSlot:
 
 class HeartbeatBoard:
     """``slots`` heartbeat slots in one shared anonymous mapping, each with
-    ``records`` in-flight records (a child's ``--concurrency``; 0 for one job at
+    ``records`` in-flight records (a child's ``--async-jobs``; 0 for one job at
     a time)."""
 
     def __init__(self, slots: int, records: int = 0) -> None:

@@ -1,5 +1,5 @@
 """``thread_jobs`` and an ``async def`` job beside them: a mixed app for the pool
-fault tests (``--concurrency`` beside ``--threads``)."""
+fault tests (``--async-jobs`` beside ``--threads``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``fastq pool --concurrency N`` with ``async def`` jobs under faults only the
+"""``fastq pool --async-jobs N`` with ``async def`` jobs under faults only the
 event loop meets: a poison job, a job that blocks the loop. Children SIGKILLed
 and stopped with jobs in flight: test_inflight_pool.py, for both runners.
 """
@@ -25,7 +25,7 @@ def test_a_poison_async_job_goes_dead_after_max_stalls(
     app.enqueue_many("work", [(i,) for i in range(300)], queue="q")
     poison = app.enqueue("suicide", [999], queue="q")
     app.enqueue_many("work", [(i,) for i in range(300, 600)], queue="q")
-    pool = pools(*APP, "-c", "2", "--concurrency", "20", "--batch", "20", "--max-stalls", "2")
+    pool = pools(*APP, "-c", "2", "--async-jobs", "20", "--batch", "20", "--max-stalls", "2")
     wait_until(
         lambda: app.stats("q")["processed"] == 600 and app.stats("q")["dead"] == 1, 60, "the drain"
     )
@@ -45,7 +45,7 @@ def test_a_job_that_blocks_the_loop_gets_its_child_replaced(
     blocker = app.enqueue("blocks", [999], queue="q")
     app.enqueue_many("work", [(i, 0.01) for i in range(200, 400)], queue="q")
     pool = pools(
-        *APP, "-c", "2", "--concurrency", "10", "--batch", "10",
+        *APP, "-c", "2", "--async-jobs", "10", "--batch", "10",
         "--child-timeout", "2", "--max-stalls", "1",
     )  # fmt: skip
     wait_until(

@@ -1,5 +1,5 @@
 """A pool whose children hold many jobs in flight at once, under faults, run once
-per runner: ``async def`` jobs (``--concurrency N``) and jobs in threads
+per runner: ``async def`` jobs (``--async-jobs N``) and jobs in threads
 (``--threads N``). Children SIGKILLed mid-drain, a graceful stop mid-drain, a
 hard stop.
 
@@ -46,7 +46,7 @@ class Runner:
 
 
 ASYNC = Runner(
-    name="async", app="tests.apps.async_jobs", flag="--concurrency",
+    name="async", app="tests.apps.async_jobs", flag="--async-jobs",
     kill_jobs=6000, kill_slots=40, kill_job_s=0.02,
     graceful_jobs=4000, graceful_slots=50,
     hard_stop_jobs=200, hard_stop_slots=30, hard_stop_log="cancelling 30 jobs in flight",

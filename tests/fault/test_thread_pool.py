@@ -30,7 +30,7 @@ def test_sigkill_children_with_async_and_thread_jobs_mixed(
     # enough stalls allowed that no job goes dead here
     pool = pools(
         "--app", "tests.apps.mixed_jobs", "-c", "2",
-        "--threads", str(slots // 2), "--concurrency", str(slots // 2),
+        "--threads", str(slots // 2), "--async-jobs", str(slots // 2),
         "--batch", "20", "--max-stalls", "20",
     )  # fmt: skip
     drain_while_killing_children(app, r, pool, n, slots)

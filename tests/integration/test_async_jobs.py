@@ -28,7 +28,7 @@ def test_async_jobs_drain_exactly_once_with_many_in_flight(app: fastq.App) -> No
         ran[i] += 1
 
     send.enqueue_many([(i,) for i in range(1000)])
-    worker = drain(app, ["q"], concurrency=50)
+    worker = drain(app, ["q"], async_jobs=50)
     assert ran == Counter(range(1000))
     assert worker.jobs_run == 1000
     assert 1 < most[1] <= 50  # many at once, never more than the slots
@@ -54,7 +54,7 @@ def test_a_slow_job_does_not_hold_back_the_others(app: fastq.App) -> None:
     slow.enqueue()
     for i in range(100):  # claimed in later round trips than the slow one
         quick.enqueue(i)
-    drain(app, ["q"], concurrency=4, batch_size=2)
+    drain(app, ["q"], async_jobs=4, batch_size=2)
     assert order[-1] == "slow" and len(order) == 101
 
 
@@ -71,7 +71,7 @@ def test_current_job_is_per_task(app: fastq.App) -> None:
         seen[job.id] = (i, job.name)
 
     ids = [who.enqueue(i) for i in range(40)]
-    drain(app, ["q"], concurrency=40)
+    drain(app, ["q"], async_jobs=40)
     assert seen == {job_id: (i, "who") for i, job_id in enumerate(ids)}
     assert app.redis.exists(app.keys("q").progress) == 0  # each report gone with its job
 
@@ -98,7 +98,7 @@ def test_a_timeout_cancels_the_coroutine_and_the_job_retries(app: fastq.App) -> 
 
     ok = hangs.enqueue()
     dead = always_hangs.enqueue()
-    drain(app, ["q"], concurrency=10)
+    drain(app, ["q"], async_jobs=10)
     assert attempts == [1, 2] and cancelled == [1]
     assert app.get_job(ok) is None  # done: acked and gone
     buried = app.get_job(dead)
@@ -124,7 +124,7 @@ def test_an_app_mixes_sync_and_async_jobs(app: fastq.App, concurrency: int) -> N
     for i in range(100):
         io.enqueue(i)
         cpu.enqueue(i)
-    drain(app, ["q"], concurrency=concurrency)
+    drain(app, ["q"], async_jobs=concurrency)
     assert ran == {"io": 100, "cpu": 100}
     assert threads == {threading.main_thread().name}  # sync jobs: in the worker's thread
 
@@ -160,7 +160,7 @@ def test_a_graceful_stop_waits_for_the_jobs_in_flight(app: fastq.App) -> None:
 
     for i in range(10):
         takes.enqueue(i)
-    worker = Worker(app, ["q"], concurrency=10, handle_signals=False)
+    worker = Worker(app, ["q"], async_jobs=10, handle_signals=False)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 10
@@ -189,7 +189,7 @@ def test_the_progress_of_async_jobs_is_sent_and_deleted_when_they_end(app: fastq
 
     for i in range(4):
         reports.enqueue(i)
-    drain(app, ["q"], concurrency=4)
+    drain(app, ["q"], async_jobs=4)
     assert seen == {i: (0.25 * (i + 1), {"i": i}) for i in range(4)}
     assert app.redis.exists(app.keys("q").progress) == 0
 
@@ -200,7 +200,7 @@ def test_the_last_jobs_are_acknowledged_without_waiting_for_new_work(app: fastq.
         pass  # done before the empty claim that follows it comes back
 
     quick.enqueue_many([(i,) for i in range(2000)])
-    worker = Worker(app, ["q"], concurrency=200, idle_timeout_s=8, handle_signals=False)
+    worker = Worker(app, ["q"], async_jobs=200, idle_timeout_s=8, handle_signals=False)
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:

@@ -274,3 +274,92 @@ def test_cli_purge_asks_on_a_terminal(
         os.close(leader)
     assert proc.returncode == code, proc.stderr
     assert app.stats("count")["ready"] == left
+
+
+# -- --async-jobs, and its old spelling --concurrency -------------------------------------
+
+DEPRECATED = "fastq: warning: --concurrency is deprecated"
+
+
+@pytest.mark.parametrize("option", ["--async-jobs", "--concurrency"])
+def test_a_worker_keeps_async_jobs_in_flight_as_asked_in_either_spelling(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis, option: str
+) -> None:
+    app.enqueue_many("hold", [(0.5,)] * 10, queue="inflight")
+    proc = run_cli(
+        redis_server.url,
+        "worker", "--app", "tests.apps.in_flight", "--namespace", app.namespace,
+        "--burst", option, "5",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert int(r.hget(f"{app.namespace}:runs", "hold") or 0) == 10
+    assert [int(peak) for peak in r.hvals(f"{app.namespace}:peak")] == [5]
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("fastq: warning")]
+    if option == "--async-jobs":
+        assert warnings == []
+    else:
+        assert warnings == [
+            f"{DEPRECATED}: it sets the async def jobs in flight per worker process, "
+            "use --async-jobs"
+        ]
+
+
+@pytest.mark.parametrize("option", ["--async-jobs", "--concurrency"])
+def test_a_pools_children_keep_async_jobs_in_flight_as_asked_in_either_spelling(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis, option: str
+) -> None:
+    app.enqueue_many("hold", [(0.5,)] * 10, queue="inflight")
+    proc = subprocess.Popen(
+        fastq_cmd(
+            "pool",
+            "-c",
+            "1",
+            option,
+            "5",
+            "--app",
+            "tests.apps.in_flight",
+            "--namespace",
+            app.namespace,
+            "--no-reaper",
+        ),  # fmt: skip
+        env=subprocess_env(redis_server.url),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while int(r.hget(f"{app.namespace}:runs", "hold") or 0) < 10:
+            assert time.monotonic() < deadline and proc.poll() is None, "not drained"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    stderr = proc.stderr.read() if proc.stderr else ""
+    assert [int(peak) for peak in r.hvals(f"{app.namespace}:peak")] == [5]
+    warnings = [line for line in stderr.splitlines() if line.startswith("fastq: warning")]
+    if option == "--async-jobs":
+        assert warnings == []
+    else:  # and a Celery user learns what -c is
+        assert warnings == [
+            f"{DEPRECATED}: it sets the async def jobs in flight per worker process, "
+            "use --async-jobs; -c/--children sets the processes"
+        ]
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--async-jobs", "0", "--async-jobs must be within 1..10000, not 0"),
+        ("--async-jobs", "many", "--async-jobs must be a whole number, not 'many'"),
+        ("--concurrency", "0", "--concurrency must be within 1..10000, not 0"),
+    ],
+)
+def test_a_bad_number_of_async_jobs_is_a_one_line_error_in_either_spelling(
+    redis_server: RedisServer, option: str, value: str, message: str
+) -> None:
+    proc = run_cli(redis_server.url, "worker", "--app", "tests.apps.in_flight", option, value)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"fastq: error: {message}"]

@@ -12,7 +12,7 @@ import fastq
 from fastq.hooks import JobEvent
 from tests.support.workers import drain
 
-RUNNERS = [{}, {"threads": 4}, {"concurrency": 4}]
+RUNNERS = [{}, {"threads": 4}, {"async_jobs": 4}]
 
 
 def _record(app: fastq.App) -> list[tuple[str, str, Any]]:
@@ -47,7 +47,7 @@ def _record(app: fastq.App) -> list[tuple[str, str, Any]]:
 @pytest.mark.parametrize("options", RUNNERS, ids=["sync", "threads", "async"])
 def test_hooks_see_each_outcome_in_order(app: fastq.App, options: dict[str, Any]) -> None:
     seen = _record(app)
-    is_async = "concurrency" in options
+    is_async = "async_jobs" in options
 
     if is_async:
 
@@ -112,7 +112,7 @@ def test_a_hook_that_raises_is_logged_and_loses_no_job(
     def broken_after(event: JobEvent) -> None:
         raise RuntimeError("after hook bug")
 
-    if "concurrency" in options:
+    if "async_jobs" in options:
 
         @app.job(queue="q")
         async def work(i: int) -> None:

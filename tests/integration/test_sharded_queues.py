@@ -466,7 +466,7 @@ def test_results_async_jobs_and_at_most_once_jobs_on_a_sharded_queue(app: fastq.
     once.enqueue_many([(i,) for i in range(2000)])  # chunks a shard each
     waits.enqueue_many([(i,) for i in range(1, 1001)])
     assert all(shard_depths(app, "mailer"))
-    drain(app, ["mailer"], concurrency=8)
+    drain(app, ["mailer"], async_jobs=8)
     assert [app.result(job_id, timeout_s=0) for job_id in ids] == [2 * i for i in range(8)]
     assert sorted(ran) == list(range(-1000, 0)) + list(range(2000))
     stats = app.stats("mailer")

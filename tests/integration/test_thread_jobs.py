@@ -89,7 +89,7 @@ def test_an_app_mixes_async_jobs_on_the_loop_and_sync_jobs_in_threads(app: fastq
     for i in range(150):
         io.enqueue(i)
         cpu.enqueue(i)
-    worker = drain(app, ["q"], concurrency=20, threads=4)
+    worker = drain(app, ["q"], async_jobs=20, threads=4)
     assert ran == {"io": 150, "cpu": 150}
     assert worker.jobs_run == 300
     assert names and all(name.startswith("fastq-job-") for name in names)

@@ -167,7 +167,6 @@ def test_every_module_of_fastq_has_a_layer() -> None:
     assert layers - set(RANKS) == set(), "add the new module or package to RANKS"
 
 
-@pytest.mark.xfail(strict=True, reason="fastq.cli.main <-> fastq.cli.ops: the CLI is being split")
 def test_fastq_has_no_import_cycle() -> None:
     assert cycles(import_graph(FASTQ_DIR)) == []
 

@@ -19,6 +19,7 @@ from fastq.pool import master as master_module
 from fastq.pool.handback import HandBack
 from fastq.pool.master import EXIT_BOOT, KILL_GRACE_S, Child, Master, PoolConfig
 from fastq.protocol.contracts import ReleaseMode
+from fastq.worker.options import WorkerOptions
 
 
 class FakeOS:
@@ -71,7 +72,7 @@ class RecordedHandBacks:
 def master(fake_os: FakeOS) -> Iterator[Master]:
     app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
     # first_wave=2: the whole pool at once, whatever this machine's CPU count
-    config = PoolConfig(concurrency=2, queues=["q", "r"], child_timeout_s=5.0, first_wave=2)
+    config = PoolConfig(children=2, queues=["q", "r"], child_timeout_s=5.0, first_wave=2)
     m = Master(app, config)
     m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
     m.pid = os.getpid()
@@ -221,7 +222,7 @@ def test_a_signal_handler_only_enqueues(master: Master, fake_os: FakeOS) -> None
 def big(fake_os: FakeOS) -> Iterator[Master]:
     """A pool of 8 workers that forks 2 first."""
     app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
-    m = Master(app, PoolConfig(concurrency=8, queues=["q"], first_wave=2))
+    m = Master(app, PoolConfig(children=8, queues=["q"], first_wave=2))
     m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
     m.pid = os.getpid()
     yield m
@@ -294,7 +295,7 @@ def test_after_the_start_a_dead_worker_is_replaced_at_once(big: Master, fake_os:
 
 def test_a_pool_no_bigger_than_its_first_wave_starts_whole(fake_os: FakeOS) -> None:
     app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
-    m = Master(app, PoolConfig(concurrency=3, queues=["q"], first_wave=4))
+    m = Master(app, PoolConfig(children=3, queues=["q"], first_wave=4))
     m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
     try:
         kinds = started(m)
@@ -322,7 +323,9 @@ def test_asleep_tells_a_sleeping_process_from_a_running_one() -> None:
 
 def test_a_dead_child_hands_back_every_job_it_held_in_flight(fake_os: FakeOS) -> None:
     app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
-    config = PoolConfig(concurrency=1, queues=["q", "r"], first_wave=1, in_flight=3)
+    config = PoolConfig(
+        children=1, queues=["q", "r"], first_wave=1, worker=WorkerOptions(async_jobs=3)
+    )
     m = Master(app, config)
     m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
     m.pid = os.getpid()
@@ -368,14 +371,16 @@ def test_a_sync_job_beside_jobs_in_flight_alone_counts_a_stall(
     fake_os: FakeOS, blocked: bool
 ) -> None:
     app = fastq.App("redis://127.0.0.1:1/0", namespace="unit")
-    config = PoolConfig(concurrency=1, queues=["q"], first_wave=1, in_flight=2, threads=2)
+    config = PoolConfig(
+        children=1, queues=["q"], first_wave=1, worker=WorkerOptions(async_jobs=2, threads=2)
+    )
     m = Master(app, config)
     m.hand_backs = RecordedHandBacks()  # type: ignore[assignment]
     m.pid = os.getpid()
     try:
         worker = started(m)["worker"][0]
         slot = m.board.slot(worker.slot)
-        assert slot.records == 4  # --concurrency 2 and --threads 2
+        assert slot.records == 4  # --async-jobs 2 and --threads 2
         slot.hold(0, 0, b"async")
         slot.hold(3, 0, b"thread")
         slot.start_job(0, b"sync", None)  # in the worker's thread
