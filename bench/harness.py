@@ -231,7 +231,7 @@ class Pool:
     """``python -m fastq pool`` as a subprocess, its output kept in a temp file.
 
     ``batch`` None leaves the claim size to the pool's sizer; ``options`` are more
-    pool options (``--concurrency 200``)."""
+    pool options (``--async-jobs 200``)."""
 
     def __init__(
         self,

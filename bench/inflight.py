@@ -1,4 +1,4 @@
-"""Many jobs in flight per child: ``fastq pool -c 2 --concurrency 200`` on ``async def``
+"""Many jobs in flight per child: ``fastq pool -c 2 --async-jobs 200`` on ``async def``
 jobs, ``--threads 50`` on plain functions.
 
 Everything runs against one throwaway ``redis-server`` this script starts itself
@@ -9,13 +9,13 @@ subprocess (``harness.Pool``), stopped with SIGTERM (it must exit 0).
            often (uvloop when installed, as the pool): this machine's timers and
            loops, without a queue
 1. blast   20,000 jobs that each ``await asyncio.sleep(0.02)`` (an SMTP round
-           trip), ``pool -c 2 --concurrency 200``: jobs/s from the first job
+           trip), ``pool -c 2 --async-jobs 200``: jobs/s from the first job
            processed to the last, against the ideal 2 x 200 / 0.02 = 20,000/s
 2. tblast  the same blast from plain functions that ``time.sleep(0.02)``, in
            threads: ``pool -c 2 --threads 50``, against the ideal 2 x 50 / 0.02 =
            5,000/s
-3. anoop   no-op ``async def`` jobs, ``pool -c 2 --concurrency 200``
-   anoop1  the same at ``--concurrency 1`` (one in flight; the batch sizer sizes
+3. anoop   no-op ``async def`` jobs, ``pool -c 2 --async-jobs 200``
+   anoop1  the same at ``--async-jobs 1`` (one in flight; the batch sizer sizes
            its claims)
    noop    the same no-op jobs as plain functions, ``pool -c 2``: the sync drain
            beside them
@@ -66,10 +66,10 @@ IDEAL_THREADS = CHILDREN * THREADS / inflight_jobs.SMTP_S  # 5,000 jobs/s
 TARGET_BLAST = 0.8
 # each drain's job, and its pool's options for jobs in flight
 DRAINS: dict[str, tuple[Any, list[str]]] = {
-    "blast": (inflight_jobs.asmtp, ["--concurrency", str(CONCURRENCY)]),
+    "blast": (inflight_jobs.asmtp, ["--async-jobs", str(CONCURRENCY)]),
     "tblast": (inflight_jobs.tsmtp, ["--threads", str(THREADS)]),
-    "anoop": (inflight_jobs.anoop, ["--concurrency", str(CONCURRENCY)]),
-    "anoop1": (inflight_jobs.anoop, ["--concurrency", "1"]),
+    "anoop": (inflight_jobs.anoop, ["--async-jobs", str(CONCURRENCY)]),
+    "anoop1": (inflight_jobs.anoop, ["--async-jobs", "1"]),
     "noop": (inflight_jobs.noop, []),
 }
 

@@ -292,13 +292,13 @@ class Setup:
 
 def fastq_async_support() -> tuple[bool, str]:
     """Whether this checkout's fastq takes ``async def`` jobs, and the ``fastq pool``
-    option for how many run at once in a child (``--concurrency``; "" when it takes
+    option for how many run at once in a child (``--async-jobs``; "" when it takes
     none)."""
     try:
         fastq.App("redis://127.0.0.1:1/0", namespace="probe").job(queue="probe")(_probe)
     except TypeError:  # "is a coroutine function": no async jobs in this fastq
         return False, ""
-    return True, "--concurrency"
+    return True, "--async-jobs"
 
 
 async def _probe() -> None:

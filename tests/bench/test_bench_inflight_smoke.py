@@ -17,7 +17,7 @@ def test_inflight_bench_quick_run(tmp_path: Path) -> None:
     assert report["options"]["scenarios"] == names
     for name in names:
         assert report["scenarios"][name]["jobs_s"] > 0, report["scenarios"][name]
-    assert report["scenarios"]["blast"]["options"] == "--concurrency 200"
+    assert report["scenarios"]["blast"]["options"] == "--async-jobs 200"
     assert report["scenarios"]["tblast"]["options"] == "--threads 50"
     for target in ("blast_vs_ideal", "tblast_vs_ideal", "anoop_vs_noop", "anoop1_vs_noop"):
         assert report["targets"][target]["value"] > 0, target

@@ -20,6 +20,6 @@ def test_peers_io_at_a_given_concurrency(tmp_path: Path) -> None:
     )
     assert report["options"]["io_concurrency"] == 50
     assert report["options"]["fastq_concurrency"] == 50
-    assert report["io_how"]["fastq"] == "100 (async def jobs, pool -c 2 --concurrency 50)"
+    assert report["io_how"]["fastq"] == "100 (async def jobs, pool -c 2 --async-jobs 50)"
     r = report["results"]["fastq"]["io"]
     assert (r["ok"], r["runs"], r["duplicates"], r["lost"]) == (True, 200, 0, 0), r

@@ -1,7 +1,7 @@
 """fastq's side: ``python -m fastq pool -c 2 --app fastq_tasks -q noop`` runs it.
 
 ``PEERBENCH_FASTQ_ASYNC=1`` (set by the harness for the io workload when fastq's
-pool has ``--concurrency``) makes ``io`` an ``async def`` job; otherwise it is a
+pool has ``--async-jobs``) makes ``io`` an ``async def`` job; otherwise it is a
 plain function that sleeps, as the sync peers' jobs do."""
 
 from __future__ import annotations
