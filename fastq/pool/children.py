@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -172,6 +173,13 @@ def run_child(
         code = EXIT_CRASH
     finally:
         logging.shutdown()
+        # os._exit skips the interpreter's flush: what jobs printed into a pipe's or a
+        # file's buffer would be lost with it
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # a closed or broken stream: nothing more to save
+                pass
         os._exit(code)
 
 

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -396,3 +397,22 @@ def test_a_sync_job_beside_jobs_in_flight_alone_counts_a_stall(
         assert hand_back.running_mode == ReleaseMode.STALLED
     finally:
         m.board.close()
+
+
+def test_a_child_flushes_what_its_jobs_printed_before_it_exits(tmp_path: Path) -> None:
+    """A pool's output sent to a file is block-buffered: a child leaving by
+    os._exit must write out what its jobs printed first."""
+    out = tmp_path / "out.txt"
+    script = (
+        "import sys\n"
+        "from fastq.pool.children import run_child\n"
+        "def main():\n"
+        "    for i in range(1000):\n"
+        "        print(f'sent {i}')\n"
+        "run_child(main, (), lambda: None)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as in production
+    with out.open("w") as stdout:
+        done = subprocess.run([sys.executable, "-c", script], stdout=stdout, env=env, timeout=60)
+    assert done.returncode == 0
+    assert out.read_text().splitlines() == [f"sent {i}" for i in range(1000)]
