@@ -176,10 +176,8 @@ def run_child(
         # os._exit skips the interpreter's flush: what jobs printed into a pipe's or a
         # file's buffer would be lost with it
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):  # a closed or broken stream: nothing to save
                 stream.flush()
-            except Exception:  # a closed or broken stream: nothing more to save
-                pass
         os._exit(code)
 
 
