@@ -12,7 +12,7 @@ import redis
 from hiredis import pack_command
 
 from fastq.protocol import scripts
-from fastq.worker.wire.base import BLPOP_OVERSHOOT_S, WAKE_POLL_S, has_claim
+from fastq.worker.wire.base import has_claim, wait_until
 
 
 class OneWire:
@@ -90,18 +90,11 @@ class OneWire:
         wake_keys = self.wake_keys
         client = self.client
         try:
-            blocking_s = timeout_s - BLPOP_OVERSHOOT_S
-            if blocking_s > 0 and client.blpop(wake_keys, timeout=blocking_s) is not None:
-                return True
-            while True:
-                if client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT"):  # type: ignore[no-untyped-call]
-                    return True
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    return False
-                time.sleep(min(left_s, WAKE_POLL_S))
-                if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
-                    return False
+            return wait_until(
+                deadline,
+                lambda blocking_s: client.blpop(wake_keys, timeout=blocking_s) is not None,
+                lambda: bool(client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT")),  # type: ignore[no-untyped-call]
+            )
         except BaseException:
             # a stop signal mid-BLPOP: its reply may still come, and would be read
             # as the next command's: no pooled connection is used again
