@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Iterable, Sequence, Union
 
 import redis
 from redis.exceptions import NoScriptError
@@ -120,13 +120,66 @@ def _reload(client: redis.Redis, first_keys: Sequence[Any]) -> None:
         load_all(client)  # a call without keys may have run on any node
 
 
+def resend_unloaded(
+    commands: Sequence[Command],
+    replies: list[Any],
+    send: Callable[[list[Command]], list[Any]],
+    reload: Callable[[list[int]], None],
+    *,
+    not_run: tuple[type[Exception], ...] = (NoScriptError,),
+    rounds: int = 1,
+) -> list[Any]:
+    """Send once more each of ``commands`` whose reply in ``replies`` is NOSCRIPT
+    (it did not run: the server's scripts were flushed, or it restarted, or a replica
+    was promoted), after ``reload`` (given their indices) loaded the scripts where
+    they went; each new reply takes its command's place in ``replies`` (returned).
+
+    The one way every caller resends (a script call, a pipeline of them, a
+    worker's round trip, a durable enqueue). ``send`` writes the commands and
+    returns their replies, errors in their places. A caller for whom more replies
+    say "did not run" (``not_run``: a MOVED) resends those too, up to ``rounds``
+    times (a resend may meet a MOVED, then a NOSCRIPT on the new master).
+    """
+    pending = [i for i, reply in enumerate(replies) if isinstance(reply, not_run)]
+    while pending and rounds > 0:  # on a worker's every round trip: cheap when none
+        rounds -= 1
+        reload(pending)
+        for i, reply in zip(pending, send([commands[i] for i in pending])):
+            replies[i] = reply
+        pending = [i for i in pending if isinstance(replies[i], not_run)]
+    return replies
+
+
+def _first_keys(commands: Sequence[Command], indices: Iterable[int]) -> list[Any]:
+    """The first key of each of those commands (None: a command without keys)."""
+    return [commands[i][1][0] if commands[i][1] else None for i in indices]
+
+
+def _execute(client: redis.Redis, command: Command) -> Any:
+    """One command's reply, an error reply returned in its place."""
+    script, keys, argv = command
+    try:
+        return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+    except redis.ResponseError as exc:
+        return exc
+
+
 def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequence[Any]) -> Any:
     """Run one script; on NOSCRIPT load the scripts and send it once more."""
     try:
         return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
-    except NoScriptError:
-        _reload(client, [keys[0] if keys else None])
-        return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+    except NoScriptError as exc:
+        first: Any = exc
+    commands: list[Command] = [(script, keys, argv)]
+    reply = resend_unloaded(
+        commands,
+        [first],
+        lambda again: [_execute(client, command) for command in again],
+        lambda missing: _reload(client, _first_keys(commands, missing)),
+    )[0]
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def _pipeline(client: redis.Redis, commands: Sequence[Command]) -> Any:
@@ -154,12 +207,12 @@ def call_many(
     know which chunks of a blast went in).
     """
     results: list[Any] = _pipeline(client, commands).execute(raise_on_error=False)
-    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
-    if missing:
-        _reload(client, [commands[i][1][0] if commands[i][1] else None for i in missing])
-        again = _pipeline(client, [commands[i] for i in missing])
-        for i, reply in zip(missing, again.execute(raise_on_error=False)):
-            results[i] = reply
+    resend_unloaded(
+        commands,
+        results,
+        lambda again: _pipeline(client, again).execute(raise_on_error=False),
+        lambda missing: _reload(client, _first_keys(commands, missing)),
+    )
     if raise_on_error:
         for reply in results:
             if isinstance(reply, Exception):
