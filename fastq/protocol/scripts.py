@@ -84,18 +84,29 @@ class OnNodeOf:
 
 ON_NODE_OF = OnNodeOf()
 
-# Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
-NAMES = (
-    "enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge", "take", "ack_taken",
-    "rate_take", "cancel", "revive",
-)  # fmt: skip
-ALL = tuple(Script.from_package(name) for name in NAMES)
-BY_NAME = {script.name: script for script in ALL}
+# The scripts loaded, by name: each contract loads its own as it is declared
+# (fastq.protocol.contracts, which owns the list), and a Script is made only here,
+# so these are every script this process may send.
+BY_NAME: dict[str, Script] = {}
+
+
+def load(name: str) -> Script:
+    """The script ``lua/<name>.lua`` (its includes resolved), read once."""
+    script = BY_NAME.get(name)
+    if script is None:
+        script = BY_NAME[name] = Script.from_package(name)
+    return script
+
+
+def loaded() -> tuple[Script, ...]:
+    """Every script loaded (once ``fastq.protocol.contracts`` is imported, every
+    contract's), for a ``SCRIPT LOAD`` of each."""
+    return tuple(BY_NAME.values())
 
 
 def load_all(client: redis.Redis) -> None:
-    """Load every script into the server ``client`` talks to (every master of a
-    cluster), in one round trip per server.
+    """Load every script loaded here into the server ``client`` talks to (every
+    master of a cluster), in one round trip per server.
 
     Done when a client is made, so that a first pipelined blast is not answered
     NOSCRIPT chunk after chunk and sent twice.
@@ -105,7 +116,7 @@ def load_all(client: redis.Redis) -> None:
             load_all(node)
         return
     pipe = client.pipeline(transaction=False)
-    for script in ALL:
+    for script in loaded():
         pipe.script_load(script.source)
     pipe.execute()
 

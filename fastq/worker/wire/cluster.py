@@ -269,13 +269,14 @@ class NodeWire:
         """Load the scripts on every master this wire talks to, ASKs' targets too
         (after a NOSCRIPT: a promoted replica, a flushed node)."""
         conns = [*self._conns.values(), *self._ask_conns.values()]
+        every = scripts.loaded()
         try:
             for conn in conns:
                 conn.connect()
-                for script in scripts.ALL:
+                for script in every:
                     conn.send_command("SCRIPT", "LOAD", script.source)
             for conn in conns:
-                for _ in scripts.ALL:
+                for _ in every:
                     conn.read_response()
         except BaseException as exc:
             self._failed(exc)

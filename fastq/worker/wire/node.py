@@ -79,9 +79,10 @@ class OneWire:
             return False
 
     def load_scripts(self) -> None:
-        for script in scripts.ALL:
+        every = scripts.loaded()
+        for script in every:
             self._conn.send_command("SCRIPT", "LOAD", script.source)
-        self.read(len(scripts.ALL))
+        self.read(len(every))
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """One BLPOP over every wake list, on the client's pool, then LMPOPs to the
