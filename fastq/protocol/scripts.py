@@ -16,12 +16,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Callable, Iterable, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
 import redis
 from redis.exceptions import NoScriptError
 
 from fastq.connection import cluster
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 Command = tuple[Union["Script", "Plain", "OnNodeOf"], Sequence[Any], Sequence[Any]]
 
@@ -34,27 +37,65 @@ class Script:
 
     @classmethod
     def from_package(cls, name: str) -> Script:
-        """Read ``lua/<name>.lua``; each leading ``--! include X`` line pulls in
-        ``lua/lib/X.lua`` ahead of it (helpers shared by several verbs). A first
-        line ``#!lua flags=...`` (Redis 7 script flags) stays the first line."""
-        lua = resources.files("fastq.protocol").joinpath("lua")
-        body = lua.joinpath(f"{name}.lua").read_bytes()
-        shebang: list[bytes] = []
-        if body.startswith(b"#!"):
-            first, _, body = body.partition(b"\n")
-            shebang.append(first)
-        parts = []
-        for line in body.splitlines():
-            if not line.startswith(b"--! include "):
-                break
-            lib = line.split()[-1].decode()
-            parts.append(lua.joinpath("lib", f"{lib}.lua").read_bytes())
-        source = b"\n".join([*shebang, *parts, body])
+        """``lua/<name>.lua`` of this package, its includes resolved (:func:`assemble`)."""
+        source = assemble(name, resources.files("fastq.protocol").joinpath("lua"))
         return cls(name, source, hashlib.sha1(source).hexdigest())
 
     def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
         """The arguments of an EVALSHA of this script."""
         return ["EVALSHA", self.sha, len(keys), *keys, *argv]
+
+
+INCLUDE = b"--! include "
+
+
+def assemble(name: str, lua: Traversable) -> bytes:
+    """The source of the script ``<lua>/<name>.lua`` as Redis gets it.
+
+    Each leading ``--! include X`` line of the script pulls in ``<lua>/lib/X.lua``
+    ahead of it (helpers shared by several verbs), and so does each leading include
+    line of a lib: every lib comes once, after the libs it includes, in the order
+    they are named (a Lua ``local function`` must be defined above its callers).
+    An include cycle is refused. A first line ``#!lua flags=...`` (Redis 7 script
+    flags) stays the first line.
+
+    Raises:
+        ValueError: the includes of ``name`` make a cycle.
+    """
+    body = lua.joinpath(f"{name}.lua").read_bytes()
+    shebang: list[bytes] = []
+    if body.startswith(b"#!"):
+        first, _, body = body.partition(b"\n")
+        shebang.append(first)
+    parts: list[bytes] = []
+    _include(lua.joinpath("lib"), _includes(body), parts, set(), [name])
+    return b"\n".join([*shebang, *parts, body])
+
+
+def _includes(text: bytes) -> list[str]:
+    """The libs named by the leading ``--! include`` lines of ``text``."""
+    names = []
+    for line in text.splitlines():
+        if not line.startswith(INCLUDE):
+            break
+        names.append(line[len(INCLUDE) :].strip().decode())
+    return names
+
+
+def _include(
+    lib: Traversable, names: list[str], parts: list[bytes], done: set[str], path: list[str]
+) -> None:
+    """Append to ``parts`` each of ``names`` not ``done``, after what it includes
+    (``path``: the script, then the libs being included, for a cycle's message)."""
+    for name in names:
+        if name in path[1:]:
+            raise ValueError(f"a Lua include cycle: {' -> '.join([*path, name])}")
+        if name in done:
+            continue
+        text = lib.joinpath(f"{name}.lua").read_bytes()
+        _include(lib, _includes(text), parts, done, [*path, name])
+        done.add(name)
+        parts.append(text)
 
 
 @dataclass(frozen=True)
