@@ -167,7 +167,7 @@ def campaign(client: redis.Redis, url: str, n: int) -> dict[str, Any]:
     finally:
         pool.cleanup()
     calls = [e for e in entries if e["command"].split()[0].upper() in (b"EVALSHA", b"EVAL")]
-    by_sha = {s.sha.encode(): s.name for s in scripts.ALL}
+    by_sha = {s.sha.encode(): s.name for s in scripts.loaded()}
     longest = max(calls, key=lambda e: e["duration"])
     per_script: dict[str, int] = {}
     for e in calls:

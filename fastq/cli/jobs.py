@@ -227,11 +227,10 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
 def cmd_lua(args: argparse.Namespace) -> int:
     """Print a script as fastq loads it (its includes resolved), for producers in
     other languages to SCRIPT LOAD and EVALSHA (docs/protocol.md)."""
-    from fastq.protocol import (
-        scripts,  # byte for byte: a file of it loads under the SHA1 fastq itself uses
-    )
+    from fastq.protocol import contracts
 
-    sys.stdout.buffer.write(scripts.BY_NAME[args.script].source)
+    # byte for byte: a file of it loads under the SHA1 fastq itself uses
+    sys.stdout.buffer.write(contracts.BY_NAME[args.script].script.source)
     return 0
 
 
@@ -324,7 +323,7 @@ def _add_tag_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_lua(sub: Any) -> None:
-    from fastq.protocol import scripts
+    from fastq.protocol import contracts
 
     lu = sub.add_parser(
         "lua",
@@ -334,7 +333,7 @@ def add_lua(sub: Any) -> None:
         epilog="examples:\n  fastq lua enqueue > enqueue.lua\n"
         '  redis-cli SCRIPT LOAD "$(fastq lua enqueue)"',
     )
-    lu.add_argument("script", choices=scripts.NAMES, help="which script")
+    lu.add_argument("script", choices=contracts.NAMES, help="which script")
     lu.set_defaults(func=cmd_lua)
 
 

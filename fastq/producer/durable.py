@@ -119,38 +119,39 @@ def call_many(
     trip ending in a barrier and ``WAIT``; return their replies and what the
     replicas confirmed. Raises what stopped it from reading the replies."""
     rc = client if cluster.is_cluster(client) else None
-    replies: list[Any] = [None] * len(commands)
-    pending = list(range(len(commands)))
+    target = client  # where the last round trip went
     fewest: Optional[int] = None
     error: Optional[Exception] = None
-    for attempt in range(ROUNDS):
+
+    def send(calls: list[scripts.Command]) -> list[Any]:
+        nonlocal target, fewest, error
         target = cluster.node_client(rc, barrier_key) if rc is not None else client
         try:
-            *calls, barrier, waited = _round(
-                target, [commands[i] for i in pending], barrier_key, wanted
-            )
+            *replies, barrier, waited = _round(target, calls, barrier_key, wanted)
         except REDIS_ERRORS:
             if rc is not None:
                 cluster.refresh_slots(rc)  # a failover: the next call finds the new master
             raise
-        again = []
-        for i, reply in zip(pending, calls):
-            replies[i] = reply
-            if isinstance(reply, (NoScriptError, MovedError)):
-                again.append(i)
-        if any(not isinstance(r, Exception) for r in (*calls, barrier)):
+        if any(not isinstance(r, Exception) for r in (*replies, barrier)):
             # this round trip wrote: its own WAIT must confirm it
             if isinstance(barrier, Exception) or isinstance(waited, Exception):
                 error = error or (barrier if isinstance(barrier, Exception) else waited)
             else:
                 fewest = int(waited) if fewest is None else min(fewest, int(waited))
-        if not again or attempt == ROUNDS - 1:
-            break
+        return replies
+
+    def reload(again: list[int]) -> None:
         if any(isinstance(replies[i], NoScriptError) for i in again):
             scripts.load_all(target)
         if rc is not None and any(isinstance(replies[i], MovedError) for i in again):
             cluster.refresh_slots(rc)
-        pending = again
+
+    replies = send(list(commands))
+    # a call answered NOSCRIPT or MOVED did not run: sent again, with a barrier and
+    # a WAIT of its own
+    scripts.resend_unloaded(
+        commands, replies, send, reload, not_run=(NoScriptError, MovedError), rounds=ROUNDS - 1
+    )
     return replies, Confirmation(fewest, error)
 
 

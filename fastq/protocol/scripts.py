@@ -16,12 +16,15 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
 
 import redis
 from redis.exceptions import NoScriptError
 
 from fastq.connection import cluster
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 Command = tuple[Union["Script", "Plain", "OnNodeOf"], Sequence[Any], Sequence[Any]]
 
@@ -34,27 +37,65 @@ class Script:
 
     @classmethod
     def from_package(cls, name: str) -> Script:
-        """Read ``lua/<name>.lua``; each leading ``--! include X`` line pulls in
-        ``lua/lib/X.lua`` ahead of it (helpers shared by several verbs). A first
-        line ``#!lua flags=...`` (Redis 7 script flags) stays the first line."""
-        lua = resources.files("fastq.protocol").joinpath("lua")
-        body = lua.joinpath(f"{name}.lua").read_bytes()
-        shebang: list[bytes] = []
-        if body.startswith(b"#!"):
-            first, _, body = body.partition(b"\n")
-            shebang.append(first)
-        parts = []
-        for line in body.splitlines():
-            if not line.startswith(b"--! include "):
-                break
-            lib = line.split()[-1].decode()
-            parts.append(lua.joinpath("lib", f"{lib}.lua").read_bytes())
-        source = b"\n".join([*shebang, *parts, body])
+        """``lua/<name>.lua`` of this package, its includes resolved (:func:`assemble`)."""
+        source = assemble(name, resources.files("fastq.protocol").joinpath("lua"))
         return cls(name, source, hashlib.sha1(source).hexdigest())
 
     def args(self, keys: Sequence[Any], argv: Sequence[Any]) -> list[Any]:
         """The arguments of an EVALSHA of this script."""
         return ["EVALSHA", self.sha, len(keys), *keys, *argv]
+
+
+INCLUDE = b"--! include "
+
+
+def assemble(name: str, lua: Traversable) -> bytes:
+    """The source of the script ``<lua>/<name>.lua`` as Redis gets it.
+
+    Each leading ``--! include X`` line of the script pulls in ``<lua>/lib/X.lua``
+    ahead of it (helpers shared by several verbs), and so does each leading include
+    line of a lib: every lib comes once, after the libs it includes, in the order
+    they are named (a Lua ``local function`` must be defined above its callers).
+    An include cycle is refused. A first line ``#!lua flags=...`` (Redis 7 script
+    flags) stays the first line.
+
+    Raises:
+        ValueError: the includes of ``name`` make a cycle.
+    """
+    body = lua.joinpath(f"{name}.lua").read_bytes()
+    shebang: list[bytes] = []
+    if body.startswith(b"#!"):
+        first, _, body = body.partition(b"\n")
+        shebang.append(first)
+    parts: list[bytes] = []
+    _include(lua.joinpath("lib"), _includes(body), parts, set(), [name])
+    return b"\n".join([*shebang, *parts, body])
+
+
+def _includes(text: bytes) -> list[str]:
+    """The libs named by the leading ``--! include`` lines of ``text``."""
+    names = []
+    for line in text.splitlines():
+        if not line.startswith(INCLUDE):
+            break
+        names.append(line[len(INCLUDE) :].strip().decode())
+    return names
+
+
+def _include(
+    lib: Traversable, names: list[str], parts: list[bytes], done: set[str], path: list[str]
+) -> None:
+    """Append to ``parts`` each of ``names`` not ``done``, after what it includes
+    (``path``: the script, then the libs being included, for a cycle's message)."""
+    for name in names:
+        if name in path[1:]:
+            raise ValueError(f"a Lua include cycle: {' -> '.join([*path, name])}")
+        if name in done:
+            continue
+        text = lib.joinpath(f"{name}.lua").read_bytes()
+        _include(lib, _includes(text), parts, done, [*path, name])
+        done.add(name)
+        parts.append(text)
 
 
 @dataclass(frozen=True)
@@ -84,18 +125,29 @@ class OnNodeOf:
 
 ON_NODE_OF = OnNodeOf()
 
-# Every script in lua/; each one's KEYS, ARGV and reply are declared in contracts.py
-NAMES = (
-    "enqueue", "claim", "ack", "release", "reap", "extend", "fire", "purge", "take", "ack_taken",
-    "rate_take", "cancel", "revive",
-)  # fmt: skip
-ALL = tuple(Script.from_package(name) for name in NAMES)
-BY_NAME = {script.name: script for script in ALL}
+# The scripts loaded, by name: each contract loads its own as it is declared
+# (fastq.protocol.contracts, which owns the list), and a Script is made only here,
+# so these are every script this process may send.
+BY_NAME: dict[str, Script] = {}
+
+
+def load(name: str) -> Script:
+    """The script ``lua/<name>.lua`` (its includes resolved), read once."""
+    script = BY_NAME.get(name)
+    if script is None:
+        script = BY_NAME[name] = Script.from_package(name)
+    return script
+
+
+def loaded() -> tuple[Script, ...]:
+    """Every script loaded (once ``fastq.protocol.contracts`` is imported, every
+    contract's), for a ``SCRIPT LOAD`` of each."""
+    return tuple(BY_NAME.values())
 
 
 def load_all(client: redis.Redis) -> None:
-    """Load every script into the server ``client`` talks to (every master of a
-    cluster), in one round trip per server.
+    """Load every script loaded here into the server ``client`` talks to (every
+    master of a cluster), in one round trip per server.
 
     Done when a client is made, so that a first pipelined blast is not answered
     NOSCRIPT chunk after chunk and sent twice.
@@ -105,7 +157,7 @@ def load_all(client: redis.Redis) -> None:
             load_all(node)
         return
     pipe = client.pipeline(transaction=False)
-    for script in ALL:
+    for script in loaded():
         pipe.script_load(script.source)
     pipe.execute()
 
@@ -120,13 +172,66 @@ def _reload(client: redis.Redis, first_keys: Sequence[Any]) -> None:
         load_all(client)  # a call without keys may have run on any node
 
 
+def resend_unloaded(
+    commands: Sequence[Command],
+    replies: list[Any],
+    send: Callable[[list[Command]], list[Any]],
+    reload: Callable[[list[int]], None],
+    *,
+    not_run: tuple[type[Exception], ...] = (NoScriptError,),
+    rounds: int = 1,
+) -> list[Any]:
+    """Send once more each of ``commands`` whose reply in ``replies`` is NOSCRIPT
+    (it did not run: the server's scripts were flushed, or it restarted, or a replica
+    was promoted), after ``reload`` (given their indices) loaded the scripts where
+    they went; each new reply takes its command's place in ``replies`` (returned).
+
+    The one way every caller resends (a script call, a pipeline of them, a
+    worker's round trip, a durable enqueue). ``send`` writes the commands and
+    returns their replies, errors in their places. A caller for whom more replies
+    say "did not run" (``not_run``: a MOVED) resends those too, up to ``rounds``
+    times (a resend may meet a MOVED, then a NOSCRIPT on the new master).
+    """
+    pending = [i for i, reply in enumerate(replies) if isinstance(reply, not_run)]
+    while pending and rounds > 0:  # on a worker's every round trip: cheap when none
+        rounds -= 1
+        reload(pending)
+        for i, reply in zip(pending, send([commands[i] for i in pending])):
+            replies[i] = reply
+        pending = [i for i in pending if isinstance(replies[i], not_run)]
+    return replies
+
+
+def _first_keys(commands: Sequence[Command], indices: Iterable[int]) -> list[Any]:
+    """The first key of each of those commands (None: a command without keys)."""
+    return [commands[i][1][0] if commands[i][1] else None for i in indices]
+
+
+def _execute(client: redis.Redis, command: Command) -> Any:
+    """One command's reply, an error reply returned in its place."""
+    script, keys, argv = command
+    try:
+        return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+    except redis.ResponseError as exc:
+        return exc
+
+
 def call(client: redis.Redis, script: Script, keys: Sequence[Any], argv: Sequence[Any]) -> Any:
     """Run one script; on NOSCRIPT load the scripts and send it once more."""
     try:
         return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
-    except NoScriptError:
-        _reload(client, [keys[0] if keys else None])
-        return client.execute_command(*script.args(keys, argv))  # type: ignore[no-untyped-call]
+    except NoScriptError as exc:
+        first: Any = exc
+    commands: list[Command] = [(script, keys, argv)]
+    reply = resend_unloaded(
+        commands,
+        [first],
+        lambda again: [_execute(client, command) for command in again],
+        lambda missing: _reload(client, _first_keys(commands, missing)),
+    )[0]
+    if isinstance(reply, Exception):
+        raise reply
+    return reply
 
 
 def _pipeline(client: redis.Redis, commands: Sequence[Command]) -> Any:
@@ -154,12 +259,12 @@ def call_many(
     know which chunks of a blast went in).
     """
     results: list[Any] = _pipeline(client, commands).execute(raise_on_error=False)
-    missing = [i for i, r in enumerate(results) if isinstance(r, NoScriptError)]
-    if missing:
-        _reload(client, [commands[i][1][0] if commands[i][1] else None for i in missing])
-        again = _pipeline(client, [commands[i] for i in missing])
-        for i, reply in zip(missing, again.execute(raise_on_error=False)):
-            results[i] = reply
+    resend_unloaded(
+        commands,
+        results,
+        lambda again: _pipeline(client, again).execute(raise_on_error=False),
+        lambda missing: _reload(client, _first_keys(commands, missing)),
+    )
     if raise_on_error:
         for reply in results:
             if isinstance(reply, Exception):

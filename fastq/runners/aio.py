@@ -27,14 +27,23 @@ from collections import deque
 from typing import Any, Callable, Optional
 
 from fastq import context
-from fastq.errors import Fail, JobTimeout, Retry
-from fastq.job import Runnable
+from fastq.errors import JobTimeout
+from fastq.job import JobDef, Runnable
 from fastq.protocol.outcomes import Outcomes
-from fastq.runners.inflight import WAIT_TICK_S, Finished, wait_for_free
-from fastq.runners.settle import settle_failure
+from fastq.runners.flight import (
+    Flight,
+    FlightRunner,
+    Settle,
+    failed,
+    interrupted,
+    name,
+    returned,
+    stalled,
+    unstarted,
+)
+from fastq.runners.inflight import WAIT_TICK_S
 from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
-from fastq.shm.metrics import counted
 
 log = logging.getLogger("fastq.worker")
 
@@ -44,8 +53,6 @@ BEAT_S = 0.2
 LAG_WARN_S = 0.5
 # A stop cancels the jobs still in flight, and waits this long for them to end.
 CANCEL_PATIENCE_S = 2.0
-
-_OUTCOME_TYPES = (Retry, Fail)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -57,22 +64,19 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
     return uvloop.new_event_loop()  # type: ignore[no-any-return]
 
 
-class _Flight:
-    """One job in flight."""
+class _Flight(Flight):
+    """One job in flight: a task of the loop, once a slot is its."""
 
-    __slots__ = ("job", "queue", "record", "started", "timed_out", "task", "ran_s")
+    __slots__ = ("started", "task", "ran_s")
 
-    def __init__(self, job: Runnable, queue: str, record: int) -> None:
-        self.job = job
-        self.queue = queue
-        self.record = record
+    def __init__(self, job: Runnable, queue: str, queue_index: int) -> None:
+        Flight.__init__(self, job, queue, queue_index)
         self.started = False
-        self.timed_out = False
         self.task: Optional[asyncio.Task[None]] = None
         self.ran_s = 0.0  # how long it ran (measured with one slot)
 
 
-class AsyncRunner(Finished):
+class AsyncRunner(FlightRunner):
     """Runs the ``async def`` jobs of a worker, up to ``concurrency`` at once.
 
     Args:
@@ -85,8 +89,8 @@ class AsyncRunner(Finished):
         max_claim: the most jobs claimed in one round trip.
     """
 
-    may_claim_ahead = False
     beats_itself = True
+    flight_type = _Flight
 
     def __init__(
         self,
@@ -99,28 +103,24 @@ class AsyncRunner(Finished):
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-        self.worker_id = worker_id
-        self.sync = sync
-        self.slot = slot
         # records the master reads: only as many as its board has
-        self._records = 0 if slot is None else min(slot.records, concurrency)
-        self.progress = progress
+        records = 0 if slot is None else min(slot.records, concurrency)
+        super().__init__(worker_id, sync, slot, progress, concurrency, max_claim, records)
         self.concurrency = concurrency
-        self.max_claim = max_claim
-        # claim once this many slots are free (or ACK_LINGER_S after the first)
-        self.enough = max(1, min(max_claim, concurrency) // 4)
+        # with one slot, the batch sizer's figure: the sync jobs of a batch run in the
+        # worker's thread, and its async jobs one after another (see claim_n)
+        self.sized = concurrency == 1
         # the worker's thread waits on it (shared with a thread runner: runners.mixed.Mixed)
-        self.cond = self._cond = threading.Condition(threading.Lock())
-        self._in_flight = 0  # under _cond: raised by the worker's thread, lowered by the loop's
-        self._free_records = list(range(concurrency - 1, -1, -1))  # under _cond
-        self._finished: dict[str, Outcomes] = {}  # under _cond
-        self._finished_n = 0  # under _cond
+        self.cond = self._cond
+        # a slot each, under _cond: a flight's record is its slot (one slot: a flight
+        # handed over while the slot is taken waits for it, record -1)
+        self._free_records = list(range(concurrency - 1, -1, -1))
         # the jobs' run time and count since measured() (one slot only), under _cond
         self._ran_s = 0.0
         self._ran_n = 0
         self._flights: dict[asyncio.Task[None], _Flight] = {}  # the loop's thread only
         # handed over, waiting for a slot (one slot only: see claim_n); the loop's thread
-        self._waiting: deque[tuple[_Flight, int]] = deque()
+        self._waiting: deque[_Flight] = deque()
         self._cancelling = False
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._thread: Optional[threading.Thread] = None
@@ -128,17 +128,13 @@ class AsyncRunner(Finished):
         self._warned = False
 
     @property
-    def in_flight(self) -> int:
-        return self._in_flight
-
-    @property
-    def finished_n(self) -> int:
-        return self._finished_n
-
-    @property
     def free(self) -> int:
         """Slots free for more jobs (under the lock, or as a hint)."""
         return max(0, self.concurrency - self._in_flight)
+
+    @staticmethod
+    def takes(target: JobDef[Any]) -> bool:
+        return target.is_async
 
     # -- the worker's thread -------------------------------------------------------
 
@@ -163,39 +159,14 @@ class AsyncRunner(Finished):
         self._thread.start()
         ready.wait()
 
-    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
-        """At most the free slots, once enough are free. With one slot, the batch
-        sizer's figure once the slot is free: the sync jobs of a batch run in the
-        worker's thread, and its async jobs one after another."""
+    def _hand_over(self, flights: list[_Flight]) -> None:
         with self._cond:
-            free = wait_for_free(self._cond, lambda: self.free, self.enough, stopping)
-        if not free:
-            return 0
-        return sized_n if self.concurrency == 1 else min(self.max_claim, free)
-
-    def launch(
-        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
-    ) -> list[Runnable]:
-        rest: list[Runnable] = []
-        flights: list[_Flight] = []
-        sync = self.sync
-        for job in runnable:
-            target = job[1]
-            if not target.is_async:
-                rest.append(job)
-            elif target.rate_key is not None and sync._waits(out, queue, target.rate_key, job):
-                continue  # rescheduled to its key's token
-            else:
-                flights.append(_Flight(job, queue, -1))
-        if flights:
-            with self._cond:
-                self._in_flight += len(flights)
-                free_records = self._free_records
-                for flight in flights:  # -1: waits for a free slot (one slot only)
-                    flight.record = free_records.pop() if free_records else -1
-            assert self._loop is not None
-            self._loop.call_soon_threadsafe(self._start_all, flights, queue_index)
-        return rest
+            self._in_flight += len(flights)
+            free_records = self._free_records
+            for flight in flights:  # -1: waits for a free slot (one slot only)
+                flight.record = free_records.pop() if free_records else -1
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._start_all, flights)
 
     def measured(self) -> tuple[float, int]:
         """With one slot, the batch sizer sizes the claims: it measures the jobs
@@ -235,8 +206,8 @@ class AsyncRunner(Finished):
         self._warned = True
         task = asyncio.current_task(loop)
         flight = self._flights.get(task) if task is not None else None
-        what = _name(flight) if flight is not None else "no job (the loop itself)"
-        if flight is not None and 0 <= flight.record < self._records:
+        what = name(flight) if flight is not None else "no job (the loop itself)"
+        if flight is not None and self._holds(flight.record):
             assert self.slot is not None
             self.slot.blame(flight.record)  # if the master kills us, this one stalled
         log.warning(
@@ -262,92 +233,76 @@ class AsyncRunner(Finished):
                 log.warning(
                     "worker %s: its event loop was blocked for %.1f s; running: %s",
                     self.worker_id(), lag_s,
-                    ", ".join(_name(f) for f in self._flights.values() if f.started) or "none",
+                    ", ".join(name(f) for f in self._flights.values() if f.started) or "none",
                 )  # fmt: skip
             self._warned = False
 
-    def _start_all(self, flights: list[_Flight], queue_index: int) -> None:
+    def _start_all(self, flights: list[_Flight]) -> None:
         for flight in flights:
             if flight.record < 0:
-                self._waiting.append((flight, queue_index))
+                self._waiting.append(flight)
             else:
-                self._start(flight, queue_index)
+                self._start(flight)
 
-    def _start(self, flight: _Flight, queue_index: int) -> None:
+    def _start(self, flight: _Flight) -> None:
         assert self._loop is not None
-        task = self._loop.create_task(self._run(flight, queue_index))
+        task = self._loop.create_task(self._run(flight))
         flight.task = task
         self._flights[task] = flight
 
     def _cancel_all(self) -> None:
         self._cancelling = True
         while self._waiting:
-            flight = self._waiting.popleft()[0]
-            self._end(flight, _unstarted(flight.job[0]))
+            flight = self._waiting.popleft()
+            self._end(flight, unstarted(flight.job[0]))
         for task, flight in list(self._flights.items()):
             task.cancel()
             if not flight.started:  # cancelled before its first step: its body never runs
-                self._end(flight, _unstarted(flight.job[0]))
+                del self._flights[task]
+                self._end(flight, unstarted(flight.job[0]))
 
-    async def _run(self, flight: _Flight, queue_index: int) -> None:
+    async def _run(self, flight: _Flight) -> None:
         flight.started = True
         job_id, target, args, kwargs, attempt, env = job = flight.job
-        queue = flight.queue
-        # this task's own job context (a task runs in a copy of its creator's)
-        cursor = context.BatchCursor(queue, [job], self.progress)
-        cursor.index = 0
-        context.enter_batch(cursor)
-        if self._records and flight.record < self._records:
-            assert self.slot is not None
-            self.slot.hold(flight.record, queue_index, job_id)
+        task = flight.task
+        assert task is not None
         timeout_s = target.policy.timeout_s
         timer = None
         if timeout_s is not None:
-            assert self._loop is not None and flight.task is not None
+            assert self._loop is not None
             timer = self._loop.call_later(timeout_s, self._time_out, flight)
-        settle: Callable[[Outcomes], None]
-        hooks = self.sync.hooks
-        event = hooks.started(job, queue) if hooks.per_job else None
+        # this task's own job context (a task runs in a copy of its creator's)
+        cursor, _, event = self._enter(flight)
+        settle: Settle
         failure: Optional[BaseException] = None
-        interrupted = False
+        count = True
         started = time.perf_counter()
         try:
             result = await target.fn(*args, **kwargs)
         except asyncio.CancelledError as exc:
             if flight.timed_out:
                 failure = JobTimeout(f"the job ran past its timeout_s={timeout_s:g}")
-                settle = _failed(job, failure)
+                settle = failed(job, failure)
             elif self._cancelling:  # a stop: not the job's fault, back to the front
-                settle, interrupted = _interrupted(job_id), True
+                settle, count = interrupted(job_id), False
                 event = None  # it runs again: no outcome yet, nothing counted
             else:  # cancelled by something of its own
-                settle, failure = _failed(job, exc), exc
+                settle, failure = failed(job, exc), exc
         except Exception as exc:
-            settle, failure = _failed(job, exc), exc
+            settle, failure = failed(job, exc), exc
         except BaseException as exc:
             # a SystemExit or KeyboardInterrupt of the job's own: counted a stall
-            settle = lambda out: out.stalled.append(job_id)  # noqa: E731
-            if self.sync.metrics is not None:
-                elapsed_s = time.perf_counter() - started
-                settle = counted(self.sync.metrics, queue, job, settle, elapsed_s)
-            if event is not None:
-                settle = hooks.ended(event, settle, exc)
-            self._end(flight, settle, cursor, timer)
+            del self._flights[task]  # first: the watch no longer names it
+            ended = self._leave(flight, cursor, stalled(job_id), started, event, exc)
+            self._end(flight, *ended, timer)
             raise
         else:
-            if result is None or not isinstance(result, _OUTCOME_TYPES):
-                ttl_ms = target.result_ttl_ms
-                settle = _done(job_id) if ttl_ms is None else _kept(job, result, ttl_ms)
-            else:
-                settle, failure = _failed(job, result), result
+            settle, failure = returned(job, result)
         if self.concurrency == 1:
             flight.ran_s = time.perf_counter() - started
-        if self.sync.metrics is not None and not interrupted:
-            elapsed_s = time.perf_counter() - started
-            settle = counted(self.sync.metrics, queue, job, settle, elapsed_s)
-        if event is not None:
-            settle = hooks.ended(event, settle, failure)
-        self._end(flight, settle, cursor, timer)
+        del self._flights[task]
+        settle, reported = self._leave(flight, cursor, settle, started, event, failure, count)
+        self._end(flight, settle, reported, timer)
 
     def _time_out(self, flight: _Flight) -> None:
         flight.timed_out = True
@@ -357,43 +312,27 @@ class AsyncRunner(Finished):
     def _end(
         self,
         flight: _Flight,
-        settle: Callable[[Outcomes], None],
-        cursor: Optional[context.BatchCursor] = None,
+        settle: Settle,
+        reported: bool = False,
         timer: Optional[asyncio.TimerHandle] = None,
     ) -> None:
-        """Record a job's outcome and free its slot (the loop's thread)."""
+        """Record a job's outcome and free its slot (the loop's thread), once it left
+        ``_flights`` and its context (_leave); ``reported``: it reported progress (a
+        flight that never started did not, and held no record)."""
         if timer is not None:
             timer.cancel()
-        job_id, queue = flight.job[0], flight.queue
-        reported = False
-        if cursor is not None:
-            cursor.index = -1  # a context kept past its job refuses reports
-            progress = self.progress
-            reported = progress is not None and (queue, job_id) in progress.reported
-        if flight.task is not None:
-            self._flights.pop(flight.task, None)
-        if self._records and 0 <= flight.record < self._records:
-            assert self.slot is not None
-            self.slot.let_go(flight.record)
         cond = self._cond
-        after: Optional[tuple[_Flight, int]] = None
+        after: Optional[_Flight] = None
         with cond:
-            out = self._finished.get(queue)
-            if out is None:
-                out = self._finished[queue] = Outcomes()
-            settle(out)
+            self._record(flight, settle, reported)
             if flight.ran_s:
                 self._ran_s += flight.ran_s
                 self._ran_n += 1
-            if reported:  # collect() says it ended, and its report is deleted
-                out.progress_ended.append(job_id)
-            self._finished_n += 1
             if self._waiting and flight.record >= 0:
                 after = self._waiting.popleft()  # the slot goes to the next waiting job
-                after[0].record = flight.record
+                after.record = flight.record
             elif flight.record >= 0:
                 self._free_records.append(flight.record)
-            self._in_flight -= 1
             free = self.concurrency - self._in_flight
             # wake the worker's thread when it has something to do: the first job
             # finished since it collected, the first free slot, enough free to claim,
@@ -401,30 +340,4 @@ class AsyncRunner(Finished):
             if self._finished_n == 1 or free == 1 or free == self.enough or not self._in_flight:
                 cond.notify()
         if after is not None and not self._cancelling:
-            self._start(*after)
-
-
-def _name(flight: _Flight) -> str:
-    job_id, target = flight.job[0], flight.job[1]
-    return f"job {job_id.decode()} ({target.name})"
-
-
-def _done(job_id: bytes) -> Callable[[Outcomes], None]:
-    return lambda out: out.done.append(job_id)
-
-
-def _unstarted(job_id: bytes) -> Callable[[Outcomes], None]:
-    return lambda out: out.unstarted.append(job_id)
-
-
-def _interrupted(job_id: bytes) -> Callable[[Outcomes], None]:
-    return lambda out: out.interrupted.append(job_id)
-
-
-def _failed(job: Runnable, exc: BaseException) -> Callable[[Outcomes], None]:
-    job_id, target, args, kwargs, attempt, env = job
-    return lambda out: settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
-
-
-def _kept(job: Runnable, result: Any, ttl_ms: int) -> Callable[[Outcomes], None]:
-    return lambda out: SyncRunner._keep(out, job, result, ttl_ms)
+            self._start(after)

@@ -8,23 +8,20 @@ sync runner is the case of one slot that runs a batch to completion inside the
 hand-over (:class:`RunToCompletion`: nothing is ever in flight, and the loop runs
 the batch itself); a runner with N slots (:class:`fastq.runners.aio.AsyncRunner`) takes
 the jobs it runs in flight and hands back those the loop runs to completion;
-so does a pool of N threads for sync jobs (:class:`fastq.runners.threads.ThreadRunner`).
+so does a pool of N threads for sync jobs (:class:`fastq.runners.threads.ThreadRunner`);
+both on one base (:class:`fastq.runners.flight.FlightRunner`).
 An app of both kinds run both ways gets both runners behind one
 (:class:`fastq.runners.mixed.Mixed`).
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import Callable, Optional, Protocol
 
-from fastq.context import ProgressBuffer
 from fastq.job import Runnable
 from fastq.protocol.outcomes import Outcomes
-
-log = logging.getLogger("fastq.worker")
 
 # Once some slots are free, wait this long at most for more to free before
 # claiming: one round trip then settles many jobs.
@@ -81,54 +78,6 @@ class JobSlots(Protocol):
     def watch(self) -> Optional[Callable[[], None]]:
         """Called from the heartbeat thread at every beat: says so when the jobs'
         loop is stuck."""
-
-
-class Finished:
-    """What the two in-flight runners share: their count of jobs in flight and the
-    outcomes of the jobs that finished, kept under one condition, which the loop
-    collects, waits on and drains the same way for either."""
-
-    _cond: threading.Condition
-    _in_flight: int
-    _finished: dict[str, Outcomes]
-    _finished_n: int
-    progress: Optional[ProgressBuffer]
-    worker_id: Callable[[], str]
-    _where = "in flight"  # where the stopping worker's jobs run, for its log line
-
-    def collect(self, pending: dict[str, Outcomes]) -> int:
-        with self._cond:
-            if not self._finished_n:
-                return 0
-            finished, self._finished = self._finished, {}
-            n, self._finished_n = self._finished_n, 0
-        progress = self.progress
-        for queue, out in finished.items():
-            if out.progress_ended and progress is not None:
-                # said ended here, not where the job ran: this waits for a send in flight
-                out.progress_ended = progress.ended(queue, out.progress_ended)
-            pending[queue].extend(out)
-        return n
-
-    def wait_finished(self, timeout_s: float, stopping: Callable[[], bool]) -> None:
-        deadline = time.monotonic() + timeout_s
-        with self._cond:
-            while not self._finished_n and self._in_flight and not stopping():
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return
-                self._cond.wait(min(left, WAIT_TICK_S))
-
-    def drain(self, pending: dict[str, Outcomes]) -> int:
-        if self._in_flight:
-            log.info(
-                "worker %s: stopping; waiting for %d jobs %s",
-                self.worker_id(), self._in_flight, self._where,
-            )  # fmt: skip
-        with self._cond:
-            while self._in_flight:
-                self._cond.wait(WAIT_TICK_S)
-        return self.collect(pending)
 
 
 class RunToCompletion:

@@ -26,43 +26,46 @@ import logging
 import queue
 import threading
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from fastq import context
-from fastq.errors import Fail, JobTimeout, Retry
-from fastq.job import Runnable
+from fastq.errors import JobTimeout
+from fastq.job import JobDef, Runnable
 from fastq.protocol.outcomes import Outcomes
-from fastq.runners.inflight import Finished, wait_for_free
-from fastq.runners.settle import settle_failure
+from fastq.runners.flight import (
+    Flight,
+    FlightRunner,
+    Settle,
+    failed,
+    interrupted,
+    name,
+    returned,
+    stalled,
+    unstarted,
+)
 from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
-from fastq.shm.metrics import counted
 
 log = logging.getLogger("fastq.worker")
 
-_OUTCOME_TYPES = (Retry, Fail)
 _FAILURES = (Exception, JobTimeout)
 
 # A flight's states (under the runner's lock).
 WAITING, RUNNING, ENDED = 0, 1, 2
 
 
-class _Flight:
-    """One job handed over."""
+class _Flight(Flight):
+    """One job handed over: waiting for a thread, running in one, or ended."""
 
-    __slots__ = ("job", "queue", "queue_index", "state", "deadline", "timed_out", "record")
+    __slots__ = ("state", "deadline")
 
     def __init__(self, job: Runnable, queue: str, queue_index: int) -> None:
-        self.job = job
-        self.queue = queue
-        self.queue_index = queue_index
+        Flight.__init__(self, job, queue, queue_index)
         self.state = WAITING
         self.deadline = 0.0  # monotonic; 0: no timeout
-        self.timed_out = False
-        self.record = -1  # the master's record it holds while it runs (-1: none)
 
 
-class ThreadRunner(Finished):
+class ThreadRunner(FlightRunner):
     """Runs the sync jobs of a worker in ``threads`` threads.
 
     Args:
@@ -80,9 +83,9 @@ class ThreadRunner(Finished):
     """
 
     _where = "in threads"
-    may_claim_ahead = False
     beats_itself = False
     watch: Optional[Callable[[], None]] = None
+    flight_type = _Flight
 
     def __init__(
         self,
@@ -98,34 +101,22 @@ class ThreadRunner(Finished):
     ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, not {threads}")
-        self.worker_id = worker_id
-        self.sync = sync
-        self.slot = slot
-        self.progress = progress
-        self.threads = threads
-        self.max_claim = max_claim
-        self.record_base = record_base
         # records the master reads: only as many as its board has
-        self._records = 0 if slot is None else max(0, min(slot.records - record_base, threads))
+        records = 0 if slot is None else max(0, min(slot.records - record_base, threads))
+        super().__init__(
+            worker_id, sync, slot, progress, threads, max_claim, records, record_base, cond
+        )
+        self.threads = threads
         self.on_stuck = on_stuck
-        self._cond = cond or threading.Condition(threading.Lock())
         # the watchdog waits on the same lock, not the worker's condition
         self._watch_cond = threading.Condition(self._cond._lock)  # type: ignore[attr-defined]
-        self.enough = max(1, min(max_claim, threads) // 4)
         self._todo: queue.SimpleQueue[Optional[_Flight]] = queue.SimpleQueue()
         # all under the lock
-        self._in_flight = 0  # handed over, not ended
         self._stuck = 0  # threads still running a job settled at its timeout
         self._flights: set[_Flight] = set()
         self._timed: set[_Flight] = set()  # running, with a deadline
-        self._finished: dict[str, Outcomes] = {}
-        self._finished_n = 0
         self._closed = False
         self._pool: list[threading.Thread] = []
-
-    @property
-    def in_flight(self) -> int:
-        return self._in_flight
 
     @property
     def stuck(self) -> int:
@@ -133,13 +124,14 @@ class ThreadRunner(Finished):
         return self._stuck
 
     @property
-    def finished_n(self) -> int:
-        return self._finished_n
-
-    @property
     def free(self) -> int:
         """Threads free for more jobs (under the lock, or as a hint)."""
         return max(0, self.threads - self._stuck - self._in_flight)
+
+    @staticmethod
+    def takes(target: JobDef[Any]) -> bool:
+        # at-most-once: taken and run in the worker's thread
+        return not (target.is_async or target.at_most_once)
 
     # -- the worker's thread ---------------------------------------------------------
 
@@ -151,36 +143,12 @@ class ThreadRunner(Finished):
             self._pool.append(t)
         threading.Thread(target=self._watch_timeouts, name="fastq-timeouts", daemon=True).start()
 
-    def claim_n(self, sized_n: int, stopping: Callable[[], bool]) -> int:
-        """At most the free threads, once enough are free."""
+    def _hand_over(self, flights: list[_Flight]) -> None:
         with self._cond:
-            free = wait_for_free(self._cond, lambda: self.free, self.enough, stopping)
-        return min(self.max_claim, free)
-
-    def launch(
-        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
-    ) -> list[Runnable]:
-        rest: list[Runnable] = []
-        flights: list[_Flight] = []
-        sync = self.sync
-        for job in runnable:
-            target = job[1]
-            if target.is_async or target.at_most_once:
-                rest.append(job)  # at-most-once: taken and run in the worker's thread
-            elif target.rate_key is not None and sync._waits(out, queue, target.rate_key, job):
-                continue  # rescheduled to its key's token
-            else:
-                flights.append(_Flight(job, queue, queue_index))
-        if flights:
-            with self._cond:
-                self._in_flight += len(flights)
-                self._flights.update(flights)
-            for flight in flights:  # more than the free threads (a mixed batch): they wait
-                self._todo.put(flight)
-        return rest
-
-    def measured(self) -> tuple[float, int]:
-        return 0.0, 0  # it claims its free threads: the batch sizer is not asked
+            self._in_flight += len(flights)
+            self._flights.update(flights)
+        for flight in flights:  # more than the free threads (a mixed batch): they wait
+            self._todo.put(flight)
 
     def close(self, pending: dict[str, Outcomes]) -> int:
         """Hand back what has not finished: those not started as unstarted, the
@@ -196,9 +164,9 @@ class ThreadRunner(Finished):
                 )  # fmt: skip
             for flight in list(self._flights):
                 if flight.state == WAITING:
-                    self._settle(flight, _unstarted(flight.job[0]))
+                    self._settle(flight, unstarted(flight.job[0]))
                 else:
-                    self._settle(flight, _interrupted(flight.job[0]))
+                    self._settle(flight, interrupted(flight.job[0]))
                     self._let_go(flight)
             self._watch_cond.notify()
         for _ in self._pool:
@@ -208,7 +176,9 @@ class ThreadRunner(Finished):
     # -- the job threads ---------------------------------------------------------------
 
     def _serve(self, index: int) -> None:
-        record = self.record_base + index if index < self._records else -1
+        record = self.record_base + index
+        if not self._holds(record):
+            record = -1
         while True:
             flight = self._todo.get()
             if flight is None:
@@ -227,77 +197,41 @@ class ThreadRunner(Finished):
 
     def _run(self, flight: _Flight) -> None:
         job_id, target, args, kwargs, attempt, env = job = flight.job
-        record = flight.record
-        if record >= 0:
-            assert self.slot is not None
-            self.slot.hold(record, flight.queue_index, job_id)
-        cursor = context.BatchCursor(flight.queue, [job], self.progress)
-        cursor.index = 0
-        token = context.enter_batch(cursor)
-        settle: Callable[[Outcomes], None]
-        hooks = self.sync.hooks
-        event = hooks.started(job, flight.queue) if hooks.per_job else None
+        cursor, token, event = self._enter(flight)
+        settle: Settle
         failure: Optional[BaseException] = None
         started = time.perf_counter()
         try:
-            result = target.fn(*args, **kwargs)
-        except _FAILURES as exc:
-            settle, failure = _failed(job, exc), exc
-        except BaseException as exc:  # a SystemExit of the job's own: counted a stall
-            settle, failure = (lambda out: out.stalled.append(job_id)), exc
-        else:
-            if result is not None and isinstance(result, _OUTCOME_TYPES):
-                settle, failure = _failed(job, result), result
-            elif target.result_ttl_ms is None:
-                settle = lambda out: out.done.append(job_id)  # noqa: E731
+            try:
+                result = target.fn(*args, **kwargs)
+            except _FAILURES as exc:
+                settle, failure = failed(job, exc), exc
+            except BaseException as exc:  # a SystemExit of the job's own: counted a stall
+                settle, failure = stalled(job_id), exc
             else:
-                ttl_ms = target.result_ttl_ms
-                settle = lambda out: SyncRunner._keep(out, job, result, ttl_ms)  # noqa: E731
+                settle, failure = returned(job, result)
+            # its hooks run in the job's context, before its record
+            settle, reported = self._leave(flight, cursor, settle, started, event, failure)
         finally:
-            metrics = self.sync.metrics
-            if metrics is not None:
-                elapsed_s = time.perf_counter() - started
-                settle = counted(metrics, flight.queue, job, settle, elapsed_s)
-            if event is not None:  # its hooks run in the job's context, before its record
-                settle = hooks.ended(event, settle, failure)
-            cursor.index = -1  # a context kept past its job refuses reports
             context.leave(token)
-        progress = self.progress
-        reported = progress is not None and (flight.queue, job_id) in progress.reported
-        if record >= 0:
-            assert self.slot is not None
-            self.slot.let_go(record)
         with self._cond:
             if flight.state == ENDED:  # settled at its timeout, or handed back by close()
                 if flight.timed_out:
                     self._stuck -= 1
                     log.warning(
                         "worker %s: %s ended %.1f s past its timeout; its outcome is ignored",
-                        self.worker_id(), _name(flight), time.monotonic() - flight.deadline,
+                        self.worker_id(), name(flight), time.monotonic() - flight.deadline,
                     )  # fmt: skip
                 return
             self._timed.discard(flight)
-            self._settle(flight, settle)
-            if reported:
-                self._finished[flight.queue].progress_ended.append(job_id)
+            self._settle(flight, settle, reported)
 
-    def _settle(self, flight: _Flight, settle: Callable[[Outcomes], None]) -> None:
+    def _settle(self, flight: _Flight, settle: Settle, reported: bool = False) -> None:
         """Record an outcome and free the flight's place (under the lock)."""
         flight.state = ENDED
         self._flights.discard(flight)
-        out = self._finished.get(flight.queue)
-        if out is None:
-            out = self._finished[flight.queue] = Outcomes()
-        settle(out)
-        self._finished_n += 1
-        self._in_flight -= 1
+        self._record(flight, settle, reported)
         self._cond.notify()
-
-    def _let_go(self, flight: _Flight) -> None:
-        """Free the master's record of a running flight settled from outside its thread."""
-        if flight.record >= 0:
-            assert self.slot is not None
-            self.slot.let_go(flight.record)
 
     # -- the watchdog --------------------------------------------------------------------
 
@@ -315,7 +249,7 @@ class ThreadRunner(Finished):
                         self._stuck += 1
                         timeout_s = flight.job[1].policy.timeout_s or 0.0
                         exc = JobTimeout(f"the job ran past its timeout_s={timeout_s:g}")
-                        self._settle(flight, _failed(flight.job, exc))
+                        self._settle(flight, failed(flight.job, exc))
                         self._let_go(flight)
                         stuck.append(flight)
                     else:
@@ -336,25 +270,7 @@ class ThreadRunner(Finished):
             log.error(
                 "worker %s: %s ran past its timeout_s=%g; settled as timed out, but a "
                 "thread cannot be stopped: recycling this worker once its other jobs finish",
-                self.worker_id(), _name(flight), flight.job[1].policy.timeout_s or 0.0,
+                self.worker_id(), name(flight), flight.job[1].policy.timeout_s or 0.0,
             )  # fmt: skip
         if self.on_stuck is not None:
             self.on_stuck()
-
-
-def _name(flight: _Flight) -> str:
-    job_id, target = flight.job[0], flight.job[1]
-    return f"job {job_id.decode()} ({target.name})"
-
-
-def _unstarted(job_id: bytes) -> Callable[[Outcomes], None]:
-    return lambda out: out.unstarted.append(job_id)
-
-
-def _interrupted(job_id: bytes) -> Callable[[Outcomes], None]:
-    return lambda out: out.interrupted.append(job_id)
-
-
-def _failed(job: Runnable, exc: BaseException) -> Callable[[Outcomes], None]:
-    job_id, target, args, kwargs, attempt, env = job
-    return lambda out: settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import redis
-from redis.exceptions import NoScriptError
 
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ACK, ACK_TAKEN, CLAIM, RELEASE, TAKE, ClaimReply, ReleaseMode
@@ -100,13 +99,11 @@ class Request:
         error, and on a lost connection (redis.ConnectionError/TimeoutError), after
         which ``outcomes`` must be sent again and leases may be held that were
         never seen."""
-        replies = self.round_trip.read(len(self.commands))
-        missing = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
-        if missing:  # SCRIPT FLUSH or a restarted Redis: those did not run
-            self.round_trip.load_scripts()
-            self.round_trip.write([self.commands[i] for i in missing])
-            for i, reply in zip(missing, self.round_trip.read(len(missing))):
-                replies[i] = reply
+        rt = self.round_trip
+        # SCRIPT FLUSH or a restarted Redis: those answered NOSCRIPT did not run
+        replies = scripts.resend_unloaded(
+            self.commands, rt.read(len(self.commands)), rt.send, rt.load_scripts
+        )
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
@@ -220,7 +217,15 @@ class RoundTrip:
         """Are there reply bytes waiting to be read (a poll, no read)?"""
         return self.wire.replied()
 
-    def load_scripts(self) -> None:
+    def send(self, commands: list[scripts.Command]) -> list[Any]:
+        """Write ``commands`` and read their replies (a request written ahead is
+        read before anything else is written, so these are the next replies)."""
+        self.write(commands)
+        return self.read(len(commands))
+
+    def load_scripts(self, missing: Sequence[int] = ()) -> None:
+        """Load the scripts where the requests go (all of them: ``missing``, the
+        commands answered NOSCRIPT, are not looked at)."""
         self.wire.load_scripts()
 
     # -- requests ------------------------------------------------------------------------

@@ -22,11 +22,10 @@ from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.connection.url import mask_url
 from fastq.context import ProgressBuffer
 from fastq.errors import FastqError
-from fastq.hooks import job_logger, jobs_log
 from fastq.protocol.keys import validate_queue_name
 from fastq.ratelimit import KeyGate
-from fastq.runners.inflight import JobSlots, RunToCompletion
-from fastq.runners.sync import HardStop, SyncRunner
+from fastq.runners.factory import build_runners
+from fastq.runners.sync import HardStop
 from fastq.shm.cpuslots import CpuGovernor, CpuSlots
 from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics
@@ -103,8 +102,6 @@ class Worker:
         for q in queues:
             validate_queue_name(q)
         self.options = options = (options or WorkerOptions()).with_changes(**changes)
-        # the names the runners' construction below reads
-        batch_size, concurrency, threads = options.batch_size, options.async_jobs, options.threads
         self.app = app
         self.queues = list(dict.fromkeys(queues))
         self.lease_ms = int(options.lease_s * 1000)
@@ -114,41 +111,14 @@ class Worker:
         self.parent_pid = parent_pid
         # a batch holds ~target_batch_s of work, and well under a lease
         target_batch_s = min(options.target_batch_s, options.lease_s / 4)
-        self.sizers = QueueSizers(self.queues, batch_size, target_batch_s)
+        self.sizers = QueueSizers(self.queues, options.batch_size, target_batch_s)
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
-        hooks = app.hooks
-        if jobs_log.isEnabledFor(logging.DEBUG):  # per-job lines: only then a hook
-            hooks = hooks.with_last_after(job_logger)
-        self.runner = SyncRunner(self, slot, self.progress, hooks)
-        self.runner.metrics = metrics
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be >= 1, not {concurrency}")
-        self.concurrency = concurrency
-        if threads < 0:
-            raise ValueError(f"threads must be >= 0, not {threads}")
-        self.threads = threads
-        self.slots: JobSlots = RunToCompletion()
-        loop = None
-        if concurrency > 1 or any(job.is_async for job in app.registry.values()):
-            from fastq.runners.aio import AsyncRunner  # asyncio only for workers that use it
-
-            loop = self.slots = AsyncRunner(
-                lambda: str(self.worker_id),
-                self.runner, slot, self.progress, concurrency, batch_size,
-            )  # fmt: skip
-        if threads:
-            from fastq.runners.mixed import Mixed
-            from fastq.runners.threads import ThreadRunner
-
-            pool = ThreadRunner(
-                lambda: str(self.worker_id),
-                self.runner, slot, self.progress, threads, batch_size,
-                record_base=0 if loop is None else concurrency,
-                cond=None if loop is None else loop.cond,
-                on_stuck=self._recycle_stuck,
-            )  # fmt: skip
-            self.slots = pool if loop is None else Mixed(loop, pool, batch_size)
+        self.runner, self.slots = build_runners(
+            self, lambda: str(self.worker_id), app.registry.values(), app.hooks,
+            slot=slot, progress=self.progress, metrics=metrics, concurrency=options.async_jobs,
+            threads=options.threads, max_claim=options.batch_size, on_stuck=self._recycle_stuck,
+        )  # fmt: skip
         if not self.slots.may_claim_ahead:
             # its jobs are not run to completion, so their batches are not measured:
             # they are taken to wait, and its worker takes no CPU slot

@@ -16,7 +16,8 @@ from typing import Any, Optional
 
 import pytest
 
-from fastq.protocol import contracts
+from fastq.protocol import contracts, scripts
+from fastq.protocol.contracts.base import Contract
 from fastq.protocol.keys import QueueKeys
 
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)(\s|$)")
@@ -77,6 +78,13 @@ def test_every_script_has_a_declaration_and_every_declaration_a_script() -> None
     lua = resources.files("fastq.protocol").joinpath("lua")
     files = {p.name[: -len(".lua")] for p in lua.iterdir() if p.name.endswith(".lua")}
     assert files == {c.name for c in contracts.ALL}
+
+
+def test_the_scripts_fastq_loads_are_its_contracts_scripts_each_declared_once() -> None:
+    assert {s.name for s in scripts.loaded()} == set(contracts.NAMES) == set(contracts.BY_NAME)
+    assert all(scripts.BY_NAME[c.name] is c.script for c in contracts.ALL)
+    with pytest.raises(ValueError, match="extend script is declared twice"):
+        Contract("extend")
 
 
 @pytest.mark.parametrize("contract", contracts.ALL, ids=lambda c: c.name)

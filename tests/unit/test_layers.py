@@ -228,7 +228,6 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="eight modules over 500 lines are being split")
 @pytest.mark.parametrize("limit", [500])
 def test_no_module_of_fastq_is_over_500_lines(limit: int) -> None:
     long = {

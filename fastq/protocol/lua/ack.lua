@@ -1,7 +1,6 @@
 #!lua flags=allow-oom
 --! include args
 --! include trim
---! include unique
 --! include links
 -- ack: settle the outcomes of a batch one worker ran.
 --

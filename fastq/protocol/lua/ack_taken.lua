@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 --! include args
---! include requeue
+--! include front
 --! include trim
 -- ack_taken: settle the at-most-once jobs a worker took (take.lua) before it ran them.
 --

@@ -1,6 +1,5 @@
 #!lua flags=allow-oom
 --! include args
---! include unique
 --! include links
 -- cancel: cancel a bounded batch of jobs of one queue, given by id or by tag.
 --

@@ -1,6 +1,5 @@
 #!lua flags=allow-oom
 --! include args
---! include unique
 --! include links
 -- purge: delete up to `limit` waiting jobs of one queue (their envelopes and
 -- index entries), from the sections selected; one bounded call of a loop, so that

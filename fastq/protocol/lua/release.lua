@@ -1,7 +1,6 @@
 #!lua flags=allow-oom
 --! include args
---! include unique
---! include links
+--! include front
 --! include requeue
 --! include sentinel
 -- release: hand a worker's leased jobs back to the front of the queue.

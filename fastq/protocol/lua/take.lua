@@ -1,5 +1,4 @@
 #!lua flags=allow-oom
---! include unique
 --! include links
 -- take: take at-most-once jobs out of the queue before they run.
 --

@@ -16,7 +16,8 @@ learns which it runs on:
 - ``replied()``: has the reply of the oldest request begun to arrive (no read);
 - ``load_scripts()``: load the Lua scripts where the wire's requests go;
 - ``wait_for_work(timeout_s)``: block until a wake-up token comes on one of the
-  queues' wake lists, or the timeout passes;
+  queues' wake lists, or the timeout passes (both wires by :func:`wait_until`,
+  each with its own BLPOP and LMPOP);
 - ``may_hold_leases``: a claim went out (or may have);
 - ``client``: the worker's client for what is not a round trip (``take``, the rate
   keys); on a cluster made at its first use (it connects as it is made, and a
@@ -25,7 +26,8 @@ learns which it runs on:
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import time
+from typing import Any, Callable, Protocol
 
 import redis
 
@@ -63,3 +65,22 @@ class Wire(Protocol):
 
 def has_claim(commands: list[scripts.Command]) -> bool:
     return any(c[0] is CLAIM.script for c in commands)
+
+
+def wait_until(deadline: float, block: Callable[[float], bool], poll: Callable[[], bool]) -> bool:
+    """A wire's idle wait, to the ``deadline`` (monotonic) within a millisecond:
+    ``block(blocking_s)`` (BLPOPs on the wake lists, True once one brings a token)
+    until BLPOP_OVERSHOOT_S before it, then ``poll()`` (LMPOPs, True once one brings
+    a token) every WAKE_POLL_S to it. Returns whether a token came."""
+    blocking_s = deadline - time.monotonic() - BLPOP_OVERSHOOT_S
+    if blocking_s > 0 and block(blocking_s):
+        return True
+    while True:
+        if poll():
+            return True
+        left_s = deadline - time.monotonic()
+        if left_s <= 0:
+            return False
+        time.sleep(min(left_s, WAKE_POLL_S))
+        if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
+            return False

@@ -49,7 +49,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from fastq.protocol import scripts
-from fastq.worker.wire.base import BLPOP_OVERSHOOT_S, WAKE_POLL_S, has_claim
+from fastq.worker.wire.base import has_claim, wait_until
 
 # Error replies after which the slot map may have changed (a failover, a resharding).
 _MOVES = (rex.AskError, rex.ClusterDownError, rex.TryAgainError, rex.ReadOnlyError)
@@ -269,13 +269,14 @@ class NodeWire:
         """Load the scripts on every master this wire talks to, ASKs' targets too
         (after a NOSCRIPT: a promoted replica, a flushed node)."""
         conns = [*self._conns.values(), *self._ask_conns.values()]
+        every = scripts.loaded()
         try:
             for conn in conns:
                 conn.connect()
-                for script in scripts.ALL:
+                for script in every:
                     conn.send_command("SCRIPT", "LOAD", script.source)
             for conn in conns:
-                for _ in scripts.ALL:
+                for _ in every:
                     conn.read_response()
         except BaseException as exc:
             self._failed(exc)
@@ -304,18 +305,11 @@ class NodeWire:
             if self._stale:
                 self._refresh()
             waits = [(self._wait_conn(slot), keys) for slot, keys in self._wake_by_slot.items()]
-            blocking_s = timeout_s - BLPOP_OVERSHOOT_S
-            if blocking_s > 0 and self._block(waits, blocking_s, deadline):
-                return True
-            while True:
-                if self._poll(waits):
-                    return True
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    return False
-                time.sleep(min(left_s, WAKE_POLL_S))
-                if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
-                    return False
+            return wait_until(
+                deadline,
+                lambda blocking_s: self._block(waits, blocking_s, deadline),
+                lambda: self._poll(waits),
+            )
         except BaseException as exc:
             # a stop signal or a fault mid-wait: a BLPOP may still be pending
             self._failed(exc)

@@ -12,7 +12,7 @@ import redis
 from hiredis import pack_command
 
 from fastq.protocol import scripts
-from fastq.worker.wire.base import BLPOP_OVERSHOOT_S, WAKE_POLL_S, has_claim
+from fastq.worker.wire.base import has_claim, wait_until
 
 
 class OneWire:
@@ -79,9 +79,10 @@ class OneWire:
             return False
 
     def load_scripts(self) -> None:
-        for script in scripts.ALL:
+        every = scripts.loaded()
+        for script in every:
             self._conn.send_command("SCRIPT", "LOAD", script.source)
-        self.read(len(scripts.ALL))
+        self.read(len(every))
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """One BLPOP over every wake list, on the client's pool, then LMPOPs to the
@@ -90,18 +91,11 @@ class OneWire:
         wake_keys = self.wake_keys
         client = self.client
         try:
-            blocking_s = timeout_s - BLPOP_OVERSHOOT_S
-            if blocking_s > 0 and client.blpop(wake_keys, timeout=blocking_s) is not None:
-                return True
-            while True:
-                if client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT"):  # type: ignore[no-untyped-call]
-                    return True
-                left_s = deadline - time.monotonic()
-                if left_s <= 0:
-                    return False
-                time.sleep(min(left_s, WAKE_POLL_S))
-                if left_s <= WAKE_POLL_S:  # slept to the deadline: the claim follows at once
-                    return False
+            return wait_until(
+                deadline,
+                lambda blocking_s: client.blpop(wake_keys, timeout=blocking_s) is not None,
+                lambda: bool(client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT")),  # type: ignore[no-untyped-call]
+            )
         except BaseException:
             # a stop signal mid-BLPOP: its reply may still come, and would be read
             # as the next command's: no pooled connection is used again

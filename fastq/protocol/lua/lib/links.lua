@@ -1,4 +1,4 @@
--- Needs lib/unique.lua (include it first).
+--! include unique
 -- zrem_many / zadd_many: ZREM / ZADD in slices, as unpack() is bounded by Lua's
 -- C stack (~8000 values) and a batch of 1000 jobs with 20 tags each has 20,000.
 local function zrem_many(key, members)

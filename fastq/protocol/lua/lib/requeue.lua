@@ -1,18 +1,10 @@
--- push_front: put ids back at the front of ready, the first id at the very front.
-local function push_front(ready, ids)
-    local back = {}
-    for k = #ids, 1, -1 do
-        back[#back + 1] = ids[k]
-    end
-    redis.call('RPUSH', ready, unpack(back))
-end
-
+--! include front
+--! include links
 -- requeue_stalled: count a stall against each id (its holder died or its lease
 -- expired); past max_stalls it is a poison job and goes to the dead set, with
 -- the reason in k.poison (its envelope is left as it is; its tags and unique lock
--- go: needs lib/unique.lua and lib/links.lua), else back to the front. k holds the
--- key names. Appends each buried id and the reason to `buried_out`. Returns
--- requeued, buried.
+-- go), else back to the front. k holds the key names. Appends each buried id and
+-- the reason to `buried_out`. Returns requeued, buried.
 local function requeue_stalled(ids, now, max_stalls, k, buried_out)
     local back, buried = {}, {}
     for i = 1, #ids do

@@ -1,0 +1,66 @@
+"""The contract of each Lua script, declared once: its KEYS, its ARGV, its reply.
+
+A declaration names its script's KEYS by ``QueueKeys`` attribute (``held`` takes
+the worker id), builds its ARGV from named parameters and parses its reply into
+a typed value. Nothing else in fastq knows a KEYS order, an ARGV layout or the
+position of a field in a reply; ``tests/lua/test_contracts.py`` checks every
+script's header against its declaration, and that every script of
+``fastq/protocol/lua/`` has one.
+
+The contracts are grouped by who calls them: the producer's (:mod:`.producer`), the
+worker's (:mod:`.worker`), the reaper's (:mod:`.reaper`), an operator's
+(:mod:`.admin`); each registers itself (:mod:`.base`), and :data:`ALL` is the list
+of fastq's scripts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastq.protocol.contracts.admin import (
+    CANCEL,
+    CANCEL_BATCH_MAX,
+    PURGE,
+    PURGE_BATCH_MAX,
+    REVIVE,
+    REVIVE_BATCH_MAX,
+    CancelReply,
+    ReviveSection,
+)
+from fastq.protocol.contracts.base import Contract, declared
+from fastq.protocol.contracts.producer import (
+    ENQUEUE,
+    UNIQUE_MODES,
+    EnqueueReply,
+    due_at,
+    enqueue_extras,
+)
+from fastq.protocol.contracts.reaper import FIRE, REAP, FireOutcome, FireReply, ReapReply
+from fastq.protocol.contracts.worker import (
+    ACK,
+    ACK_TAKEN,
+    CLAIM,
+    EXTEND,
+    PAUSED,
+    RATE_TAKE,
+    RELEASE,
+    TAKE,
+    UNLIMITED,
+    ClaimReply,
+    ReleaseMode,
+    ReleaseReply,
+)
+
+# Every contract, so every script fastq loads, by name: built once, here, where
+# every group above has registered its own.
+ALL: tuple[Contract[Any], ...] = tuple(sorted(declared(), key=lambda contract: contract.name))
+NAMES: tuple[str, ...] = tuple(contract.name for contract in ALL)
+BY_NAME: dict[str, Contract[Any]] = {contract.name: contract for contract in ALL}
+
+__all__ = [
+    "ACK", "ACK_TAKEN", "ALL", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM", "ENQUEUE",
+    "EXTEND", "FIRE", "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
+    "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
+    "CancelReply", "ClaimReply", "Contract", "EnqueueReply", "FireOutcome", "FireReply",
+    "ReapReply", "ReleaseMode", "ReleaseReply", "ReviveSection", "due_at", "enqueue_extras",
+]  # fmt: skip

@@ -1,0 +1,100 @@
+"""An operator's verbs: ``purge``, ``cancel`` (by id or by tag), ``revive`` (``fastq
+dead retry``, ``fastq broken retry``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable
+
+from fastq.protocol.contracts.base import Contract
+
+# -- purge -----------------------------------------------------------------------------
+
+
+PURGE_BATCH_MAX = 5000  # purge.lua refuses more: unpack() is bounded by Lua's stack
+
+
+class _Purge(Contract[tuple[int, int]]):
+    keys = (
+        "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
+        "stalls", "stats", "links", "tagged", "unique", "unique_exp",
+    )  # fmt: skip
+    argv_names = ("limit", "ready", "scheduled", "dead", "broken")
+
+    def argv(self, limit: int, ready: bool, scheduled: bool, dead: bool, broken: bool) -> list[Any]:
+        return [limit, int(ready), int(scheduled), int(dead), int(broken)]
+
+    def parse(self, raw: Any) -> tuple[int, int]:
+        """``(taken, deleted)``: the ids taken from the sections (fewer than
+        ``limit``: they are empty) and the jobs deleted among them (a cancelled
+        job's id, still in the ready list, is taken but no job)."""
+        taken, deleted = raw
+        return int(taken), int(deleted)
+
+
+PURGE = _Purge("purge")
+
+
+# -- cancel ----------------------------------------------------------------------------
+
+
+CANCEL_BATCH_MAX = 1000  # cancel.lua refuses more: one call stays short
+
+
+@dataclass(frozen=True)
+class CancelReply:
+    """``cancelled``: jobs cancelled; ``handled``: ids looked at (by tag: fewer than
+    the limit means no entry of the tag is left)."""
+
+    cancelled: int
+    handled: int
+
+
+class _Cancel(Contract[CancelReply]):
+    keys = (
+        "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
+        "stats", "links", "tagged", "unique", "unique_exp",
+    )  # fmt: skip
+    argv_names = ("tag", "limit")
+    argv_rest = "ids"
+
+    def argv(self, tag: str, limit: int, ids: Iterable[Any] = ()) -> list[Any]:
+        """A tag (and no ids), or ``tag=""`` and at most ``limit`` ids."""
+        return [tag, limit, *ids]
+
+    def parse(self, raw: Any) -> CancelReply:
+        return CancelReply(int(raw[0]), int(raw[1]))
+
+
+CANCEL = _Cancel("cancel")
+
+
+# -- revive (fastq dead retry, fastq broken retry) -------------------------------------
+
+
+REVIVE_BATCH_MAX = 500  # jobs per revive call: one call stays short
+
+
+class ReviveSection(str, Enum):
+    """Where ``revive`` takes its jobs from."""
+
+    DEAD = "dead"
+    BROKEN = "broken"
+
+
+class _Revive(Contract[int]):
+    keys = ("jobs", "dead", "poison", "broken", "stalls", "ready", "prio", "stats", "wake")
+    argv_names = ("section",)
+    argv_rest = "jobs"
+
+    def argv(self, section: ReviveSection, jobs: Iterable[tuple[str, bytes, int]]) -> list[Any]:
+        """``jobs``: (id, envelope to queue, priority) of each job to revive."""
+        return [section.value, *(part for job in jobs for part in job)]
+
+    def parse(self, raw: Any) -> int:
+        """Jobs revived (those no longer in the section, or without an envelope, are not)."""
+        return int(raw)
+
+
+REVIVE = _Revive("revive")

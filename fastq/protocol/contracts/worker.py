@@ -1,0 +1,307 @@
+"""The worker's verbs: ``claim``, ``ack``, ``release``, ``extend`` (a round trip
+and its leases), ``take`` and ``ack_taken`` (at-most-once jobs), ``rate_take``
+(per-key rate limits)."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Iterable, Mapping, Optional, Sequence
+
+from fastq._accel import codec
+from fastq.protocol.contracts.base import Contract
+from fastq.protocol.keys import QueueKeys
+
+
+class ReleaseMode(str, Enum):
+    """How ``release`` hands a worker's leased jobs back to the front of the queue."""
+
+    UNSTARTED = "unstarted"  # claimed, never run; nothing counted
+    ORPHANED = "orphaned"  # held by a worker that died, not the job it ran; counted
+    STALLED = "stalled"  # the job its worker died or hung running: counts a stall
+    EXPIRED = "expired"  # a reaper's take-back of a lapsed lease; counts a stall
+    INTERRUPTED = "interrupted"  # the job in hand at an operator's hard stop; no stall
+
+
+# -- claim -----------------------------------------------------------------------------
+
+
+# a claim reply: now_ms, next_due_ms, now_us, throttle, then id, envelope pairs
+_CLAIM_JOBS_AT = 4
+PAUSED = -2  # a claim reply's next_due_ms when the queue is paused
+UNLIMITED = -1  # a claim reply's throttle when the queue has no rate limit
+
+
+class ClaimReply:
+    """What a claim returned. The jobs stay in the raw reply, decoded straight from
+    it in one native call; only this class knows where they start."""
+
+    __slots__ = ("now_ms", "next_due_ms", "now_us", "throttle_ms", "raw")
+
+    def __init__(self, raw: list[Any]) -> None:
+        self.raw = raw
+        self.now_ms = int(raw[0])
+        # earliest due time of a scheduled job, -1 when none is scheduled, or
+        # PAUSED (-2): the queue is paused, nothing was claimed; when the rate
+        # limit stopped the claim: when its next token is due
+        self.next_due_ms = int(raw[1])
+        # microseconds of Redis' clock within now_ms (0-999)
+        self.now_us = int(raw[2])
+        # UNLIMITED (-1): no rate limit; 0: a limit that did not stop this claim;
+        # > 0: throttled, nothing claimed until this time (ms, Redis' clock)
+        self.throttle_ms = int(raw[3])
+
+    @property
+    def paused(self) -> bool:
+        """The queue is paused: the claim took nothing, whatever is waiting."""
+        return self.next_due_ms == PAUSED
+
+    @property
+    def rate_limited(self) -> bool:
+        """The queue has a rate limit (the claim took at most what it allowed)."""
+        return self.throttle_ms != UNLIMITED
+
+    @property
+    def throttled(self) -> bool:
+        """The rate limit left no token: nothing claimed, whatever is waiting, until
+        ``next_due_ms``."""
+        return self.throttle_ms > 0
+
+    @property
+    def now_exact_ms(self) -> float:
+        """Redis' clock at the claim, to the microsecond, in ms."""
+        return self.now_ms + self.now_us / 1000
+
+    def __len__(self) -> int:
+        return (len(self.raw) - _CLAIM_JOBS_AT) // 2
+
+    @property
+    def ids(self) -> list[bytes]:
+        """The ids claimed, in the order they were popped."""
+        ids: list[bytes] = self.raw[_CLAIM_JOBS_AT::2]
+        return ids
+
+    @property
+    def envelopes(self) -> list[bytes]:
+        envs: list[bytes] = self.raw[_CLAIM_JOBS_AT + 1 :: 2]
+        return envs
+
+    def decode(
+        self, registry: Mapping[str, Any]
+    ) -> tuple[
+        list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
+        list[tuple[bytes, str]],
+    ]:
+        """``codec.decode_claim`` of the jobs: ``(runnable, broken)``."""
+        decoded: Any = codec.decode_claim(self.raw, _CLAIM_JOBS_AT, registry)
+        return decoded  # type: ignore[no-any-return]
+
+
+class _Claim(Contract[ClaimReply]):
+    keys = (
+        "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
+        "settings", "broken", "cancelled", "links", "unique", "unique_exp",
+    )  # fmt: skip
+    argv_names = ("worker_id", "n", "lease_ms", "promote_max")
+
+    def argv(self, worker_id: str, n: int, lease_ms: int, promote_max: int) -> list[Any]:
+        return [worker_id, n, lease_ms, promote_max]
+
+    def parse(self, raw: Any) -> ClaimReply:
+        return ClaimReply(raw)
+
+
+CLAIM = _Claim("claim")
+
+
+# -- ack -------------------------------------------------------------------------------
+
+
+class _Ack(Contract[int]):
+    keys = (
+        "jobs",
+        "stalls",
+        "held",
+        "scheduled",
+        "dead",
+        "broken",
+        "stats",
+        "poison",
+        "sched_prio",
+        "cancelled",
+        "links",
+        "tagged",
+        "unique",
+        "unique_exp",
+    )
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
+    argv_rest = "sections"
+
+    def argv(
+        self,
+        dead_max_age_ms: int,
+        dead_max_len: int,
+        n_failed: int,
+        done: Sequence[bytes] = (),
+        retry: Sequence[tuple[bytes, int, bytes]] = (),
+        dead: Sequence[tuple[bytes, bytes]] = (),
+        broken: Sequence[tuple[bytes, str]] = (),
+    ) -> list[Any]:
+        """Four sections, each a count then its records: done ids; retry (id,
+        delay_ms, envelope); dead (id, envelope); broken (id, reason)."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed]
+        argv.append(len(done))
+        argv.extend(done)
+        argv.append(len(retry))
+        for job_id, delay_ms, env in retry:
+            argv += (job_id, delay_ms, env)
+        argv.append(len(dead))
+        for job_id, env in dead:
+            argv += (job_id, env)
+        argv.append(len(broken))
+        for job_id, reason in broken:
+            argv += (job_id, reason)
+        return argv
+
+    def parse(self, raw: Any) -> int:
+        """The number of outcomes applied (the others were stale)."""
+        return int(raw)
+
+
+ACK = _Ack("ack")
+
+
+# -- release ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReleaseReply:
+    """``moved``: jobs handed back or buried; ``buried``: ``(id, reason)`` of those
+    that went dead as poison jobs (stalled more than max_stalls times)."""
+
+    moved: int
+    buried: list[tuple[str, str]]
+
+    def log_buried(self, log: logging.Logger, queue: str) -> None:
+        """One ERROR line per job buried: a poison job needs a person."""
+        for job_id, reason in self.buried:
+            log.error("job %s of queue %s is dead: %s", job_id, queue, reason)
+
+
+class _Release(Contract[ReleaseReply]):
+    keys = (
+        "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
+        "cancelled", "links", "tagged", "unique", "unique_exp",
+    )  # fmt: skip
+    argv_names = ("worker_id", "mode", "max_stalls")
+    argv_rest = "ids"
+
+    def argv(
+        self, worker_id: str, mode: ReleaseMode, max_stalls: int, ids: Iterable[Any] = ()
+    ) -> list[Any]:
+        """``ids`` none: every id the worker holds, and its lease is dropped."""
+        return [worker_id, mode.value, max_stalls, *ids]
+
+    def parse(self, raw: Any) -> ReleaseReply:
+        """``{moved, buried_id1, reason1, ...}``"""
+        buried = [(raw[i].decode(), raw[i + 1].decode()) for i in range(1, len(raw) - 1, 2)]
+        return ReleaseReply(int(raw[0]), buried)
+
+
+RELEASE = _Release("release")
+
+
+# -- extend ----------------------------------------------------------------------------
+
+
+class _Extend(Contract[int]):
+    keys = ("leases", "held")
+    argv_names = ("worker_id", "lease_ms")
+
+    def argv(self, worker_id: str, lease_ms: int) -> list[Any]:
+        return [worker_id, lease_ms]
+
+    def parse(self, raw: Any) -> int:
+        """How many jobs the extended lease covers."""
+        return int(raw)
+
+
+EXTEND = _Extend("extend")
+
+
+# -- at-most-once: take, ack_taken -----------------------------------------------------
+
+
+class _Take(Contract[list[bytes]]):
+    keys = ("held", "jobs", "stalls", "links", "tagged", "unique", "unique_exp")
+    argv_rest = "ids"
+
+    def argv(self, ids: Iterable[bytes]) -> list[Any]:
+        return list(ids)
+
+    def parse(self, raw: Any) -> list[bytes]:
+        """The ids taken: those the worker still held."""
+        return list(raw)
+
+
+TAKE = _Take("take")
+
+
+class _AckTaken(Contract[int]):
+    keys = ("jobs", "dead", "broken", "stats", "poison", "ready", "wake")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_done")
+    argv_rest = "sections"
+
+    def argv(
+        self,
+        dead_max_age_ms: int,
+        dead_max_len: int,
+        n_done: int,
+        dead: Sequence[tuple[bytes, bytes]] = (),
+        broken: Sequence[tuple[bytes, str, bytes]] = (),
+        back: Sequence[tuple[bytes, bytes]] = (),
+    ) -> list[Any]:
+        """Three sections, each a count then its records: dead (id, envelope);
+        broken (id, reason, envelope); back (id, envelope)."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_done, len(dead)]
+        for job_id, env in dead:
+            argv += (job_id, env)
+        argv.append(len(broken))
+        for job_id, reason, env in broken:
+            argv += (job_id, reason, env)
+        argv.append(len(back))
+        for job_id, env in back:
+            argv += (job_id, env)
+        return argv
+
+    def parse(self, raw: Any) -> int:
+        """The number of jobs handed back."""
+        return int(raw)
+
+
+ACK_TAKEN = _AckTaken("ack_taken")
+
+
+# -- rate_take (per-key rate limits) ---------------------------------------------------
+
+
+class _RateTake(Contract[int]):
+    keys = ("rate_state",)
+    argv_names = ("rate", "period_ms", "burst")
+
+    def keys_for(self, k: QueueKeys, worker_id: Optional[str] = None) -> list[str]:
+        """The KEYS of a take; ``worker_id`` is the formatted rate key here."""
+        if worker_id is None:
+            raise TypeError(f"{self.name}: its KEYS need a rate key")
+        return [k.rate_state(worker_id)]
+
+    def argv(self, rate: int, period_ms: int, burst: int) -> list[Any]:
+        return [rate, period_ms, burst]
+
+    def parse(self, raw: Any) -> int:
+        """0: the job may start now; else ms until the token reserved for it."""
+        return int(raw)
+
+
+RATE_TAKE = _RateTake("rate_take")
