@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what is missing on a Debian/Ubuntu machine, then fastq itself (with its
-# compiled extension and test extras) into a virtualenv: .venv, or $FASTQ_VENV.
+# compiled extension and test extras) into a virtualenv: .venv, or $FASTQ_VENV,
+# made by python3, or by the interpreter $FASTQ_PYTHON names (ci/pythons.sh).
 # Run by ci/test.sh and ci/demo.sh; safe to run again (it only adds what lacks).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${FASTQ_VENV:-.venv}"
+PYTHON="${FASTQ_PYTHON:-python3}"
 # A set-up already done is skipped: the stamp is the hash of what decides it (this
 # script, the packaging files, the extension's sources); any change redoes it all.
 STAMP="$VENV/.fastq-setup-stamp"
@@ -28,12 +30,12 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
-command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
-if command -v python3 >/dev/null 2>&1; then
-  python3 -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+if command -v "$PYTHON" >/dev/null 2>&1; then
+  "$PYTHON" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing+=(python3-dev)
-  python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+  "$PYTHON" -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 else
   missing+=(python3-dev python3-venv)
 fi
@@ -44,7 +46,7 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-  python3 -m venv "$VENV"
+  "$PYTHON" -m venv "$VENV"
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # editable: the Cython extension is compiled in place, so tests import what they test

@@ -18,6 +18,22 @@ docs_log="$(NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$do
        echo "ci/test.sh: the docs site did not build" >&2; exit 1; }
 rm -rf "$docs_site"
 
+# Beside the main runs (which mostly wait), one after the other in the background:
+# the oldest and newest Pythons (ci/pythons.sh: unit tests and a short drain, in
+# venvs of their own), then the integration tests on Valkey (ci/valkey.sh). Their
+# output is printed after the main runs'. In a session of their own, so that an
+# early exit of this script ends them all, their servers too.
+beside_pid=""
+if [ $# -eq 0 ]; then
+  beside_log="$(mktemp)"
+  setsid bash -c 'status=0
+    bash ci/pythons.sh || status=1
+    bash ci/valkey.sh || status=1
+    exit "$status"' >"$beside_log" 2>&1 &
+  beside_pid=$!
+  trap '[ -z "$beside_pid" ] || kill -- -"$beside_pid" 2>/dev/null || true; rm -f "$beside_log"' EXIT
+fi
+
 status=0
 if [ $# -gt 0 ]; then
   "$PY" -m pytest -q -p no:cacheprovider "$@" || status=$?
@@ -45,6 +61,14 @@ if [ "$status" -eq 0 ] && [ $# -eq 0 ]; then
   # the pure-Python reference codec must pass the behaviour tests too
   FASTQ_NO_EXTENSIONS=1 "$PY" -m pytest -q -p no:cacheprovider \
     tests/integration/test_jobs.py tests/integration/test_bad_input.py || status=$?
+fi
+if [ -n "$beside_pid" ]; then
+  beside_status=0
+  wait "$beside_pid" || beside_status=$?
+  beside_pid=""
+  echo "== beside the main runs: Python 3.9 and 3.13, then Valkey"
+  cat "$beside_log"
+  [ "$status" -ne 0 ] || status=$beside_status
 fi
 if [ "$status" -eq 5 ]; then
   echo "ci/test.sh: pytest collected no tests" >&2

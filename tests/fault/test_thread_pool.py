@@ -23,9 +23,11 @@ def test_sigkill_children_with_async_and_thread_jobs_mixed(
     app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
 ) -> None:
     n, slots = 4000, 20
+    # 20 ms jobs in 40 slots: 80% takes 1.6 s at least, whatever fastq's speed,
+    # over twice the 2 kills' 0.6 s (10 ms jobs left a margin of 0.2 s)
     for i in range(0, n, 500):  # odd jobs async on the loop, even ones in the threads
-        app.enqueue_many("work", [(j, 0.01) for j in range(i, i + 500, 2)], queue="q")
-        app.enqueue_many("awork", [(j, 0.01) for j in range(i + 1, i + 500, 2)], queue="q")
+        app.enqueue_many("work", [(j, 0.02) for j in range(i, i + 500, 2)], queue="q")
+        app.enqueue_many("awork", [(j, 0.02) for j in range(i + 1, i + 500, 2)], queue="q")
     # a job handed back goes to the front and may be running at the next kill too:
     # enough stalls allowed that no job goes dead here
     pool = pools(

@@ -179,12 +179,19 @@ def test_an_idle_worker_stops_at_once_on_sigterm(redis_server: RedisServer, app:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.5)  # started, found nothing, now blocked waiting for work (5 s waits)
+    assert proc.stderr is not None
+    # it names its queues once its signal handlers are in place (a sleep of 1.5 s
+    # here was not always enough for a loaded box to start Python and import fastq)
+    lines = [proc.stderr.readline()]
+    while lines[-1] and ", queues count" not in lines[-1]:
+        lines.append(proc.stderr.readline())
+    assert lines[-1], "".join(lines)
+    time.sleep(0.5)  # found nothing, now blocked waiting for work (5 s waits)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
     assert time.monotonic() - t0 < 1.0
-    assert "stopped after 0 jobs" in (proc.stderr.read() if proc.stderr else "")
+    assert "stopped after 0 jobs" in proc.stderr.read()
 
 
 def test_a_worker_stopped_during_its_round_trip_does_not_sit_out_an_idle_wait(

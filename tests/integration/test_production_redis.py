@@ -226,10 +226,15 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def _make_certificates(d: Path) -> None:
-    """A CA, a server certificate for 127.0.0.1 and a client certificate, signed by it."""
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, signed by it.
+    With the extensions Python 3.13's strict verification (VERIFY_X509_STRICT, on by
+    default) requires: the CA's key usage, the certificates' authority key id."""
     _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-             "/CN=fastq test CA", "-keyout", "ca.key", "-out", "ca.crt", cwd=d)  # fmt: skip
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+             "/CN=fastq test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+             "-keyout", "ca.key", "-out", "ca.crt", cwd=d)  # fmt: skip
+    (d / "san.ext").write_text(
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nauthorityKeyIdentifier=keyid,issuer\n"
+    )
     for name in ("server", "client"):
         _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
                  "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)  # fmt: skip
@@ -262,8 +267,8 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
         try:
             client.ping()
             break
-        except redis.ConnectionError:
-            assert proc.poll() is None and time.monotonic() < deadline, "TLS redis-server"
+        except redis.ConnectionError as exc:  # a refused certificate too: say which
+            assert proc.poll() is None and time.monotonic() < deadline, f"TLS redis-server: {exc}"
             time.sleep(0.05)
     client.close()
     yield port, d

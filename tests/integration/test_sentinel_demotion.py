@@ -49,6 +49,14 @@ def _in_sync(replica: RedisServer) -> bool:
         client.close()
 
 
+def _blocked_clients(server: RedisServer) -> int:
+    client = redis.Redis(port=server.port)
+    try:
+        return int(client.info("clients")["blocked_clients"])
+    finally:
+        client.close()
+
+
 def _caught_up(master: RedisServer, replica: RedisServer) -> bool:
     """Has the replica applied every write the master took? (A link "up" is not
     enough: after a diskless sync the master streams to the replica only once its
@@ -89,7 +97,11 @@ def test_a_worker_reconnects_to_the_new_master_when_the_old_one_says_readonly(
     thread.start()
     try:
         _wait(lambda: len(runs) == 50, "the first 50 jobs")
-        time.sleep(0.2)  # the worker is idle, blocked in BLPOP on a
+        # the worker is idle, blocked in BLPOP on a (so its acks are written on a)...
+        _wait(lambda: _blocked_clients(a) >= 1, "the worker's BLPOP on a")
+        # ...and b has applied all of a's writes: a link "up" does not say so, and a
+        # promotion before that loses the first 50 jobs' enqueue, claim and ack alike
+        _wait(lambda: _caught_up(a, b), "the replica's offset")
         # the failover, as Sentinel does it, less its CLIENT KILL of a's clients
         redis.Redis(port=b.port).replicaof("NO", "ONE")
         redis.Redis(port=a.port).replicaof("127.0.0.1", b.port)

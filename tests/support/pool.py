@@ -116,7 +116,7 @@ def drain_while_killing_children(
     *,
     children: int = 2,
     until: float = 0.7,
-    max_kills: int = 6,
+    max_kills: int = 4,
     every_s: float = 0.3,
     min_kills: int = 2,
 ) -> tuple[int, int]:
@@ -125,7 +125,13 @@ def drain_while_killing_children(
     SIGKILL a child every ``every_s``, at most ``max_kills`` times, until ``until`` of
     the jobs are processed, then let the drain finish and stop the pool. Every job
     ran, nothing is left queued, held or dead, and the re-runs stay within what the
-    killed children held. Returns ``(re-runs, kills)``."""
+    killed children held. Returns ``(re-runs, kills)``.
+
+    The jobs must set how long the drain lasts, not fastq's speed: reaching
+    ``until`` must take longer than ``min_kills`` kills, with fastq infinitely fast
+    (jobs × their sleep / slots), twice over. Beyond 4 kills, a fifth death within
+    10 s makes the master back off its respawns (up to 4 s), which only slows the
+    drain."""
     pool.wait_children(children)
     kills = kill_children_while(
         pool.children,

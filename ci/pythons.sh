@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# fastq under the oldest and the newest Python this machine has (pyenv's 3.9, which
+# requires-python promises, and 3.13): each in a virtualenv of its own (.venv-py3.9,
+# .venv-py3.13), set up by ci/setup.sh and stamped like .venv, so the package and its
+# Cython extension are built by and for that Python once, and a rerun is quick. Then
+# the unit tests and a short real drain: the fastq command end to end (a burst worker
+# of 10,000 jobs, `fastq demo` draining 3,000 with a pool on its own throwaway
+# redis-server, signals), jobs in an in-process worker, async jobs, and the one-line
+# errors (redis-py 7, the newest for 3.9, words its errors differently).
+#
+# Run by ci/test.sh. Alone: bash ci/pythons.sh [VERSION...] (default: 3.9 3.13).
+# A Python that is missing fails the run, with a line saying so: never a silent skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ $# -gt 0 ]; then versions=("$@"); else versions=(3.9 3.13); fi
+TESTS=(
+  tests/unit
+  tests/integration/test_cli.py
+  tests/integration/test_jobs.py
+  tests/integration/test_async_jobs.py
+  tests/integration/test_cli_ops.py
+)
+
+root="${PYENV_ROOT:-}"
+if [ -z "$root" ]; then
+  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
+fi
+
+# the newest patch release of each version that pyenv has
+pythons=()
+for v in "${versions[@]}"; do
+  py=""
+  for dir in $(ls -d "$root/versions/$v".* 2>/dev/null | sort -V); do
+    if [ -x "$dir/bin/python" ]; then py="$dir/bin/python"; fi
+  done
+  if [ -z "$py" ]; then
+    echo "ci/pythons.sh: no Python $v under $root/versions (pyenv has:" \
+      "$(ls "$root/versions" 2>/dev/null | tr '\n' ' ')): the machine image should" \
+      "bring it; \`pyenv install $v\` adds it" >&2
+    exit 1
+  fi
+  pythons+=("$py")
+done
+
+# one at a time: each builds the extension in place (fastq_ext/*.c are shared)
+for i in "${!versions[@]}"; do
+  FASTQ_VENV=".venv-py${versions[$i]}" FASTQ_PYTHON="${pythons[$i]}" bash ci/setup.sh
+done
+
+# side by side, each printed whole when it ends: they mostly wait on Redis and children
+logs="$(mktemp -d)"
+trap 'rm -rf "$logs"' EXIT
+pids=()
+for v in "${versions[@]}"; do
+  (
+    venv=".venv-py$v"
+    echo "== $("$venv/bin/python" -V 2>&1): unit tests and a short drain"
+    "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 "${TESTS[@]}"
+  ) >"$logs/$v" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!versions[@]}"; do
+  wait "${pids[$i]}" || status=1
+  cat "$logs/${versions[$i]}"
+done
+exit "$status"
