@@ -18,6 +18,6 @@ fi
 echo "== $("$server" --version)"
 if [ $# -eq 0 ]; then
   # (the wheel's contents need no server: test_packaging runs once, in the main run)
-  set -- -n 3 --deselect tests/integration/test_packaging.py tests/integration tests/lua
+  set -- -n 3 --ignore=tests/integration/test_packaging.py tests/integration tests/lua
 fi
 FASTQ_TEST_REDIS_SERVER="$server" "$PY" -m pytest -q -p no:cacheprovider "$@"
