@@ -12,7 +12,7 @@ import redis
 
 import fastq
 from fastq.testing.redis_server import RedisServer
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import fastq_cmd, subprocess_env, wait_while_working
 from tests.support.workers import drain
 
 OPS_APP = "tests.apps.ops_jobs"
@@ -171,23 +171,17 @@ def test_wait_shows_progress_until_drained_and_times_out_otherwise(
     proc = run_cli(redis_server.url, "wait", *base, "--timeout", "0.3s", "--interval", "0.1")
     assert proc.returncode == 1 and "not drained within 0.3s" in proc.stderr
     assert "mailer: 0/2000 done" in proc.stdout
-    worker = subprocess.Popen(
-        fastq_cmd("worker", "--app", OPS_APP, "--namespace", app.namespace, "--burst",
-                  "--batch", "10"),
-        env=subprocess_env(redis_server.url),
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        proc = run_cli(redis_server.url, "wait", *base, "--interval", "0.05")
-    finally:
-        assert worker.wait(timeout=60) == 0
+    worker = fastq_cmd(
+        "worker", "--app", OPS_APP, "--namespace", app.namespace, "--burst", "--batch", "10"
+    )
+    proc = wait_while_working(redis_server.url, [*base, "--interval", "0.05"], worker)
     assert proc.returncode == 0, proc.stderr
-    # stdout is not a terminal: plain lines, the last at the total; counted from the
-    # wait's start (the worker may have begun before it)
-    last, summary = proc.stdout.splitlines()[-2:]
-    done = int(summary.split()[2])
-    assert last.startswith(f"mailer: {done}/{done} done,") and 0 < done <= 2000
-    assert summary == f"mailer drained: {done} done, 0 failed, 0 dead"
+    # stdout is not a terminal: plain lines, from 0 (the worker starts after the first)
+    # to the total
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("mailer: 0/2000 done,"), proc.stdout
+    assert lines[-2].startswith("mailer: 2000/2000 done,"), proc.stdout
+    assert lines[-1] == "mailer drained: 2000 done, 0 failed, 0 dead"
     assert app.stats("mailer")["processed"] == 2000
 
 

@@ -10,7 +10,7 @@ import redis
 
 import fastq
 from fastq.testing.redis_server import RedisServer
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import fastq_cmd, subprocess_env, wait_while_working
 
 APP = "tests.apps.sharded_jobs"
 
@@ -51,18 +51,10 @@ def test_queues_stats_pause_inspect_wait_and_a_worker_on_a_sharded_queue(
     assert run_cli(redis_server.url, "limit", "mailer", "off", *ns).returncode == 0
     proc = run_cli(redis_server.url, "wait", "-q", "mailer", *ns, "--timeout", "0.3s")
     assert proc.returncode == 1 and "mailer: 0/3000 done" in proc.stdout  # the sum
-    worker = subprocess.Popen(
-        fastq_cmd("worker", "--app", APP, *ns, "--burst", "--batch", "10"),
-        env=subprocess_env(redis_server.url),
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        proc = run_cli(redis_server.url, "wait", "-q", "mailer", *ns, "--interval", "0.05")
-    finally:
-        assert worker.wait(timeout=60) == 0
+    worker = fastq_cmd("worker", "--app", APP, *ns, "--burst", "--batch", "10")
+    proc = wait_while_working(redis_server.url, ["-q", "mailer", *ns, "--interval", "0.05"], worker)
     assert proc.returncode == 0, proc.stderr
-    done = int(proc.stdout.splitlines()[-1].split()[2])
-    assert proc.stdout.splitlines()[-1] == f"mailer drained: {done} done, 0 failed, 0 dead"
-    assert 0 < done <= 3000 and app.stats("mailer")["processed"] == 3000
+    assert proc.stdout.splitlines()[-1] == "mailer drained: 3000 done, 0 failed, 0 dead"
+    assert app.stats("mailer")["processed"] == 3000
     ran = r.hgetall(f"{app.namespace}:runs")
     assert len(ran) == 3000 and set(ran.values()) == {b"1"}
