@@ -3,9 +3,9 @@
 
 Same arguments, same results, same calls in the same order as the reference. What
 is native: the loop, the tuple unpacking, the plain-job check (cached per job
-definition, and for the definition of the job before) and the heartbeat slot's
-``start_job``, written straight into the shared mmap (the same bytes
-:meth:`fastq.shm.heartbeat.HeartbeatSlot.start_job` writes: the master reads them).
+definition, and for the definition of the job before), and the heartbeat slot's
+``start_job`` and ``finished``, written straight into the shared mmap (the same
+bytes :class:`fastq.shm.heartbeat.HeartbeatSlot` writes: the master reads them).
 """
 
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -13,7 +13,7 @@ from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_SetItem
 from cpython.list cimport PyList_AsTuple, PyList_CheckExact, PyList_GET_ITEM, PyList_GET_SIZE
 from cpython.object cimport PyObject, PyObject_Call
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from libc.stdint cimport uint32_t
+from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
@@ -27,6 +27,13 @@ cdef enum:
     _SLOT_SIZE = 256
     _MAX_ID = _SLOT_SIZE - _ID_AT
 cdef uint32_t _UNKNOWN_ID = 0xFFFFFFFF
+
+# the ring of finished jobs (fastq.shm.heartbeat: header "QQ", entries "HH" then the id)
+cdef enum:
+    _RING_HEADER = 16
+    _ENTRY_SIZE = 64
+    _ENTRY_ID_AT = 4
+    _MAX_ENTRY_ID = _ENTRY_SIZE - _ENTRY_ID_AT
 
 
 cdef inline double _monotonic() noexcept nogil:
@@ -53,6 +60,25 @@ cdef inline void _start_job(char* slot, uint32_t queue_index, bytes job_id) noex
     memcpy(slot + _ID_LEN_AT, &stored, 4)
 
 
+cdef inline void _finished(char* ring, Py_ssize_t size, uint16_t queue_index,
+                           bytes job_id) noexcept:
+    """HeartbeatSlot.finished(queue_index, job_id): the entry, then the count."""
+    cdef uint64_t noted
+    cdef Py_ssize_t n = len(job_id)
+    cdef uint16_t stored
+    cdef char* at
+    if n > _MAX_ENTRY_ID:
+        return
+    memcpy(&noted, ring, 8)
+    at = ring + _RING_HEADER + <Py_ssize_t>(noted % <uint64_t>size) * _ENTRY_SIZE
+    stored = <uint16_t>n
+    memcpy(at, &queue_index, 2)
+    memcpy(at + 2, &stored, 2)
+    memcpy(at + _ENTRY_ID_AT, <char*>job_id, n)
+    noted += 1
+    memcpy(ring, &noted, 8)
+
+
 def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queue_index,
              dict plain, plain_of, run_other, settle, tuple failures, tuple outcomes):
     """As :func:`fastq._pyimpl.runner.run_jobs`."""
@@ -64,14 +90,20 @@ def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queu
     cdef PyObject* found
     cdef Py_buffer view
     cdef char* slot_at = NULL
-    cdef Py_ssize_t offset
+    cdef char* ring_at = NULL
+    cdef Py_ssize_t offset, ring_offset, ring_size = 0
     if slot is not None:
         offset = slot._offset
+        ring_offset = slot.ring_at
+        ring_size = slot.ring_size
         PyObject_GetBuffer(slot._buf, &view, PyBUF_WRITABLE)
-        if offset < 0 or offset + _SLOT_SIZE > view.len:
+        if (offset < 0 or offset + _SLOT_SIZE > view.len or ring_size < 0 or (
+                ring_size and ring_offset + _RING_HEADER + ring_size * _ENTRY_SIZE > view.len)):
             PyBuffer_Release(&view)
             raise ValueError(f"heartbeat slot at {offset} outside its board")
         slot_at = <char*>view.buf + offset
+        if ring_size:
+            ring_at = <char*>view.buf + ring_offset
     try:
         for i in range(n):
             cursor.index = i
@@ -113,6 +145,8 @@ def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queu
                 continue
             if result is None or not isinstance(result, outcomes):
                 done(job_id)
+                if ring_at != NULL and type(job_id) is bytes:
+                    _finished(ring_at, ring_size, <uint16_t>queue_index, <bytes>job_id)
             else:
                 settle(out, job_id, target, args, kwargs, <object>PyTuple_GET_ITEM(job, 4),
                        <object>PyTuple_GET_ITEM(job, 5), result)

@@ -34,7 +34,8 @@ def run_jobs(
 
     Before each job ``cursor.index`` is set to it. A plain job (``plain_of(job)``,
     cached in ``plain`` per job definition) is noted in the heartbeat ``slot`` and
-    run: returning anything but one of ``outcomes`` appends its id to ``out.done``;
+    run: returning anything but one of ``outcomes`` appends its id to ``out.done``
+    (and notes it finished in the ``slot``);
     returning an outcome, or raising one of ``failures``, goes to
     ``settle(out, id, job, args, kwargs, attempt, env, exc)``. Anything else a
     job raises propagates, with ``cursor.index`` on that job.
@@ -65,6 +66,8 @@ def run_jobs(
             continue
         if result is None or not isinstance(result, outcomes):
             done(job_id)
+            if slot is not None:
+                slot.finished(queue_index, job_id)
         else:
             settle(out, job_id, target, args, kwargs, attempt, env, result)
     return len(runnable)

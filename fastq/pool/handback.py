@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS, Outage
-from fastq.protocol.contracts import RELEASE, ReleaseMode
+from fastq.protocol.contracts import ACK, RELEASE, ReleaseMode
 from fastq.protocol.keys import shard_names
 from fastq.shm.heartbeat import HeartbeatSlot
 
@@ -36,6 +37,18 @@ log = logging.getLogger("fastq.master")
 CALL_TIMEOUT_S = 2.0
 
 
+def death_cause(code: int) -> str:
+    """How a child died, from its exit code (``-N``: killed by signal N), as a
+    poison job's reason says it: "its worker <cause> while running it"."""
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"was killed by {name}"
+    return f"exited with status {code} (sys.exit() or os._exit() in the job?)"
+
+
 @dataclass(frozen=True)
 class HandBack:
     """What the master knows of a child that exited.
@@ -46,6 +59,10 @@ class HandBack:
     hard-stopped the pool). ``held``: the queue index and id of each job it held
     in flight (a child with ``--async-jobs``), going back as ``running`` does.
     ``rest_mode``: how its other leases go back: ORPHANED (it crashed) or UNSTARTED.
+    ``finished``: the queue index and id of each job it finished whose ack it had
+    not seen answered: acknowledged (done) before anything goes back, so that
+    none of them runs again. ``cause``: how it died (``"was killed by SIGSEGV"``),
+    said in the reason of a job it buries as poison.
     """
 
     worker_id: str
@@ -53,10 +70,23 @@ class HandBack:
     running_mode: ReleaseMode
     rest_mode: ReleaseMode
     held: tuple[tuple[int, bytes], ...] = ()
+    finished: tuple[tuple[int, bytes], ...] = ()
+    cause: str = ""
+
+    @property
+    def job_at_fault(self) -> bool:
+        """Was a job running when the child died (the likely cause of its death)?"""
+        return self.running_mode is ReleaseMode.STALLED and bool(self.running or self.held)
 
     @classmethod
     def of_dead_child(
-        cls, worker_id: str, slot: HeartbeatSlot, *, crashed: bool, hard_stop: bool
+        cls,
+        worker_id: str,
+        slot: HeartbeatSlot,
+        *,
+        crashed: bool,
+        hard_stop: bool,
+        cause: str = "",
     ) -> HandBack:
         """What a dead child's heartbeat slot says goes back, and how. The job it
         was running counts a stall (poison jobs go dead), unless the operator
@@ -78,6 +108,8 @@ class HandBack:
             running_mode=ReleaseMode.INTERRUPTED if hard_stop else ReleaseMode.STALLED,
             rest_mode=ReleaseMode.ORPHANED if crashed else ReleaseMode.UNSTARTED,
             held=tuple(held),
+            finished=tuple(slot.finished_unacked()),
+            cause=cause,
         )
 
 
@@ -175,13 +207,16 @@ class HandBacks(threading.Thread):
         return None
 
     def release(self, client: redis.Redis, item: HandBack) -> None:
-        """The release calls of one hand-back (each is idempotent: only jobs the
-        worker still holds move, so a resend after a lost reply moves nothing)."""
+        """The ack of its finished jobs, then the release calls of one hand-back
+        (each is idempotent: only jobs the worker still holds move, so a resend
+        after a lost reply moves nothing)."""
         wid, max_stalls = item.worker_id, self.app.max_stalls
         # Redis' counts: a mismatch with the app's stopped its workers at boot already
         counts = self.app.shard_counts.resolve(
             client, self.app.namespace, self.queues, strict=False
         )
+        if item.finished:
+            self.ack_finished(client, item, counts)
         for index, queue_name in enumerate(self.queues):
             running = item.running
             # an id the slot could not hold is not guessed at: no innocent job counts a stall
@@ -192,7 +227,7 @@ class HandBacks(threading.Thread):
             for name in shard_names(queue_name, counts.get(queue_name, 1)):
                 keys = RELEASE.keys_for(self.app.keys(name), wid)
                 if ran:
-                    argv = RELEASE.argv(wid, item.running_mode, max_stalls, ran)
+                    argv = RELEASE.argv(wid, item.running_mode, max_stalls, item.cause, ran)
                     RELEASE.call(client, keys, argv).log_buried(log, name)
                 argv = RELEASE.argv(wid, item.rest_mode, max_stalls)
                 moved = RELEASE.call(client, keys, argv).moved
@@ -200,3 +235,28 @@ class HandBacks(threading.Thread):
                     log.warning(
                         "master: %d jobs of %s handed back to %s", moved, item.worker_id, name
                     )
+
+    def ack_finished(self, client: redis.Redis, item: HandBack, counts: dict[str, int]) -> None:
+        """Acknowledge, as done, the jobs a dead child finished whose ack it had not
+        seen answered: those it still holds (an ack that did go through left none),
+        on the shard holding each (the slot names a queue, not its shard)."""
+        app = self.app
+        for index, queue_name in enumerate(self.queues):
+            ids = [job_id for i, job_id in item.finished if i == index]
+            if not ids:
+                continue
+            acked = 0
+            for name in shard_names(queue_name, counts.get(queue_name, 1)):
+                keys = app.keys(name)
+                holds = client.smismember(keys.held(item.worker_id), ids)
+                held = [job_id for job_id, h in zip(ids, holds) if h]
+                if held:
+                    argv = ACK.argv(app.dead_max_age_ms, app.dead_max_len, 0, done=held)
+                    acked += ACK.call(client, ACK.keys_for(keys, item.worker_id), argv)
+            if acked:
+                log.info(
+                    "master: %d jobs %s finished acknowledged for it on %s",
+                    acked,
+                    item.worker_id,
+                    queue_name,
+                )

@@ -35,7 +35,7 @@ from fastq.pool.children import (
     run_worker,
     set_process_name,
 )
-from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks
+from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks, death_cause
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.protocol import scripts
@@ -392,8 +392,11 @@ class Master:
             log.info("master %d: %s %d exited (%s)", self.pid, child.kind, child.pid, how)
         else:
             log.error("master %d: %s %d died (%s)", self.pid, child.kind, child.pid, how)
+        job_at_fault = False
         if child.kind == "worker":
-            self.release_jobs(child, crashed=code != 0)
+            # an exit nobody asked for, status 0 included (os._exit(0) in a job)
+            hand_back = self.release_jobs(child, code, crashed=code != 0 or not expected)
+            job_at_fault = not expected and hand_back.job_at_fault
             if self.metrics is not None:  # before its slot is reused
                 self.metrics.fold(child.slot)
         if code == EXIT_BOOT:
@@ -401,6 +404,8 @@ class Master:
                 "master %d: a worker could not boot; stopping instead of crash-looping", self.pid
             )
             self.halted, self.exit_code = True, EXIT_BOOT
+        elif job_at_fault:  # the cause is known (a stall counted): no backoff for the others
+            log.error("master %d: worker %d died running a job; replacing it", self.pid, child.pid)
         elif code != 0 and not expected:
             now = time.monotonic()
             self.crashes.append(now)
@@ -412,7 +417,7 @@ class Master:
                 log.error("master %d: children crash-looping; respawning in %.1fs", self.pid, delay)
                 self.spawn_after = now + delay
 
-    def release_jobs(self, child: Child, crashed: bool) -> None:
+    def release_jobs(self, child: Child, code: int, crashed: bool) -> HandBack:
         """Hand a dead child's leases back to the front of their queues (queued:
         sent by the hand-back thread, never waited on here), each as its heartbeat
         slot says (:meth:`fastq.pool.handback.HandBack.of_dead_child`)."""
@@ -421,6 +426,7 @@ class Master:
             self.board.slot(child.slot),
             crashed=crashed,
             hard_stop=self.hard_stopping,
+            cause=death_cause(code),
         )
         running = hand_back.running
         if self.metrics is not None and running is not None and not self.hard_stopping:
@@ -428,6 +434,7 @@ class Master:
             queue = queues[running[0]] if running[0] < len(queues) else queues[0]
             self.metrics.add(queue, OTHER_JOB, STALLED)  # the master knows its id, not its job
         self.hand_backs.put(hand_back)
+        return hand_back
 
     def murder_stuck(self) -> None:
         """Children that stopped heartbeating or ran a job past its timeout get a

@@ -161,7 +161,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         args=args if isinstance(args, list) else [],
         kwargs=kwargs if isinstance(kwargs, dict) else {},  # "k" is absent when empty
         attempts=failed if isinstance(failed, int) else 0,
-        stalls=int(stalls) if stalls is not None else 0,
+        stalls=int(stalls) if stalls is not None else _poison_stalls(poison),
         enqueued_at=_seconds(env.get("enqueued_at")),
         due_at=_seconds(due),
         lease_until=_seconds(lease_until),
@@ -176,6 +176,15 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         progress_meta=meta,
         tags=_link_tags(link),
     )
+
+
+def _poison_stalls(poison: Optional[bytes]) -> int:
+    """The stalls that buried a poison job (its count goes as it dies; its
+    reason, ``lua/lib/requeue.lua``'s, starts "stalled N times")."""
+    if poison is None or not poison.startswith(b"stalled "):
+        return 0
+    count = poison[8:].split(b" ", 1)[0]
+    return int(count) if count.isdigit() else 0
 
 
 def _link_tags(link: Optional[bytes]) -> list[str]:

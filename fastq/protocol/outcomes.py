@@ -21,6 +21,9 @@ class Outcomes:
     failed: int = 0
     unstarted: list[bytes] = field(default_factory=list)  # claimed, never run: hand back
     stalled: list[bytes] = field(default_factory=list)  # interrupted mid-run: hand back
+    # how the worker goes down with them ("exited: the job raised SystemExit(3)"),
+    # said in the reason of a job buried as poison
+    stalled_cause: str = ""
     # the job in hand at an operator's hard stop: back to the front, no stall counted
     interrupted: list[bytes] = field(default_factory=list)
     # return values to keep (result_ttl_s): id, JSON, ttl_ms; each id is also in done
@@ -74,6 +77,7 @@ class Outcomes:
                     mine.extend(part)
         self.failed += other.failed
         self.taken_done += other.taken_done
+        self.stalled_cause = self.stalled_cause or other.stalled_cause
 
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)

@@ -150,6 +150,7 @@ class FlightRunner:
         self._in_flight = 0  # under _cond: handed over, not ended
         self._finished: dict[str, Outcomes] = {}  # under _cond
         self._finished_n = 0  # under _cond
+        self._queue_index: dict[str, int] = {}  # the slot's index of each queue launched
 
     @property
     def in_flight(self) -> int:
@@ -187,6 +188,7 @@ class FlightRunner:
     def launch(
         self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
     ) -> list[Runnable]:
+        self._queue_index[queue] = queue_index
         rest: list[Runnable] = []
         flights: list[Flight] = []
         takes, flight_of, sync = self.takes, self.flight_type, self.sync
@@ -211,11 +213,19 @@ class FlightRunner:
                 return 0
             finished, self._finished = self._finished, {}
             n, self._finished_n = self._finished_n, 0
-        progress = self.progress
+        progress, slot = self.progress, self.slot
         for queue, out in finished.items():
             if out.progress_ended and progress is not None:
                 # said ended here, not where the job ran: this waits for a send in flight
                 out.progress_ended = progress.ended(queue, out.progress_ended)
+            if slot is not None and out.done:
+                # noted as they join the pending outcomes, in the order a round trip
+                # carries them (a kill before re-runs them: they count as in flight)
+                index = self._queue_index[queue]
+                kept = {job_id for job_id, _, _ in out.results} if out.results else ()
+                for job_id in out.done:
+                    if job_id not in kept:
+                        slot.finished(index, job_id)
             pending[queue].extend(out)
         return n
 

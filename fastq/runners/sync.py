@@ -100,6 +100,7 @@ class SyncRunner:
         cursor = context.BatchCursor(queue, runnable, self.progress)
         token = context.enter_batch(cursor)
         i = 0
+        job_at_fault = False
         metrics = self.metrics
         if metrics is not None:
             before, started = lengths(out), time.perf_counter()
@@ -122,16 +123,20 @@ class SyncRunner:
             out.interrupted.append(runnable[i][0])
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
             raise
-        except BaseException:
-            # interrupted mid-job (SystemExit, a KeyboardInterrupt of a job's own)
+        except BaseException as exc:
+            # interrupted mid-job (SystemExit, a KeyboardInterrupt of a job's own):
+            # the worker goes down with it, and the master's slot keeps naming it,
+            # so that the master knows a job took its child down (no crash loop)
             i = max(cursor.index, 0)
             out.stalled.append(runnable[i][0])
+            out.stalled_cause = f"exited: the job raised {exc!r}"
             out.unstarted.extend(job[0] for job in runnable[i + 1 :])
+            job_at_fault = True
             raise
         finally:
             cursor.index = -1  # a context kept past its job refuses reports
             context.leave(token)
-            if self.slot is not None:
+            if self.slot is not None and not job_at_fault:
                 self.slot.idle()
             progress = self.progress
             if progress is not None and progress.reported:  # a job of it reported
@@ -201,7 +206,9 @@ class SyncRunner:
             settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
         elif target.result_ttl_ms is None:
             out.done.append(job_id)
-        else:
+            if self.slot is not None:
+                self.slot.finished(queue_index, job_id)
+        else:  # not noted finished: after a kill it runs again, so its result is kept
             self._keep(out, job, result, target.result_ttl_ms)
 
     def _waits(self, out: Outcomes, queue: str, rate_key: RateKey, job: Runnable) -> bool:

@@ -14,6 +14,13 @@ A child with many jobs in flight (``--async-jobs N``, :mod:`fastq.runners.aio`;
 slot, one per job slot (queue index, id): when it dies, every job it held in
 flight goes back at once, counted a stall. With an event loop its beat comes from
 the loop, not from a thread: a loop a job blocks goes silent.
+
+After the records comes the child's ring of finished jobs: each job that succeeded
+is noted there (queue index, id) as it ends, and the ring's acknowledged mark moves
+past it once a round trip that carried its ack has been answered. When a child
+dies, the master acknowledges what the ring holds past the mark before it hands
+the rest back: a kill re-runs the jobs in flight, not the finished jobs of their
+batch whose ack had not gone out yet.
 """
 
 from __future__ import annotations
@@ -45,23 +52,70 @@ _BLAMED_AT = 4
 RECORD_SIZE = 64
 MAX_RECORD_ID_BYTES = RECORD_SIZE - _RECORD.size
 UNKNOWN_RECORD_ID = 0xFFFF
+# The ring of finished jobs: a header (jobs noted, jobs acknowledged: both counts
+# since the child started), then entries (queue index, id length, id). A child
+# notes at most a round trip or two of jobs ahead of its acks (a batch is 1,000
+# jobs at most, and one more is on the wire); past the ring's size the oldest are
+# overwritten, and those come back after a kill as before: re-run, never lost.
+# fastq_ext/runner.pyx writes entries at these same offsets: change both together.
+_RING_HEADER = struct.Struct("QQ")
+_ENTRY = struct.Struct("HH")
+ENTRY_SIZE = 64
+MAX_ENTRY_ID_BYTES = ENTRY_SIZE - _ENTRY.size
+FINISHED_RING = 2048
 
 
 class HeartbeatSlot:
     """One child's slot. Written by the child, read by the master."""
 
-    __slots__ = ("_buf", "_offset", "records")
+    __slots__ = ("_buf", "_offset", "records", "ring_at", "ring_size")
 
-    def __init__(self, buf: mmap.mmap, offset: int, records: int = 0) -> None:
+    def __init__(self, buf: mmap.mmap, offset: int, records: int = 0, ring_size: int = 0) -> None:
         self._buf = buf
         self._offset = offset
         self.records = records  # in-flight records after the slot
+        # the ring of finished jobs, after the records (read by fastq_ext/runner.pyx)
+        self.ring_at = offset + SLOT_SIZE + records * RECORD_SIZE
+        self.ring_size = ring_size
 
     def reset(self) -> None:
-        """A fresh child: beat now, no job."""
+        """A fresh child: beat now, no job, nothing finished."""
         _HEADER.pack_into(self._buf, self._offset, time.monotonic(), 0.0, 0.0, 0, 0, 0.0)
         start = self._offset + SLOT_SIZE
         self._buf[start : start + self.records * RECORD_SIZE] = bytes(self.records * RECORD_SIZE)
+        if self.ring_size:
+            _RING_HEADER.pack_into(self._buf, self.ring_at, 0, 0)
+
+    # -- the ring of finished jobs (the child's side) -------------------------------------
+
+    def finished(self, queue_index: int, job_id: bytes) -> None:
+        """Note that job ``job_id`` succeeded (its ack is not sent yet). An id too
+        long for an entry is not noted: after a kill it runs again, as before."""
+        size = self.ring_size
+        n = len(job_id)
+        if not size or n > MAX_ENTRY_ID_BYTES:
+            return
+        buf, ring = self._buf, self.ring_at
+        noted = struct.unpack_from("Q", buf, ring)[0]
+        at = ring + _RING_HEADER.size + (noted % size) * ENTRY_SIZE
+        _ENTRY.pack_into(buf, at, queue_index, n)
+        buf[at + _ENTRY.size : at + _ENTRY.size + n] = job_id
+        struct.pack_into("Q", buf, ring, noted + 1)  # after the entry: a kill never tears one
+
+    @property
+    def finished_count(self) -> int:
+        """Jobs noted finished since the child started: what a round trip written
+        now carries the acks of."""
+        if not self.ring_size:
+            return 0
+        return int(struct.unpack_from("Q", self._buf, self.ring_at)[0])
+
+    def acked(self, count: int) -> None:
+        """The acks of the first ``count`` jobs noted finished were answered."""
+        if self.ring_size:
+            struct.pack_into("Q", self._buf, self.ring_at + 8, count)
+
+    # -- the jobs running ------------------------------------------------------------
 
     def hold(self, record: int, queue_index: int, job_id: bytes) -> None:
         """Note job ``job_id`` in flight in record ``record`` (< ``records``)."""
@@ -105,6 +159,20 @@ class HeartbeatSlot:
         struct.pack_into("d", self._buf, self._offset + _WAITING_AT, since)
 
     # -- the master's side ---------------------------------------------------------
+
+    def finished_unacked(self) -> list[tuple[int, bytes]]:
+        """``(queue_index, job_id)`` of each job the child noted finished whose ack
+        was not answered (as many as the ring still holds), in the order they ended."""
+        if not self.ring_size:
+            return []
+        buf, ring, size = self._buf, self.ring_at, self.ring_size
+        noted, acked = _RING_HEADER.unpack_from(buf, ring)
+        jobs: list[tuple[int, bytes]] = []
+        for seq in range(max(acked, noted - size), noted):
+            at = ring + _RING_HEADER.size + (seq % size) * ENTRY_SIZE
+            queue_index, n = _ENTRY.unpack_from(buf, at)
+            jobs.append((queue_index, bytes(buf[at + _ENTRY.size : at + _ENTRY.size + n])))
+        return jobs
 
     @property
     def last_beat(self) -> float:
@@ -150,19 +218,21 @@ class HeartbeatSlot:
 class HeartbeatBoard:
     """``slots`` heartbeat slots in one shared anonymous mapping, each with
     ``records`` in-flight records (a child's ``--async-jobs``; 0 for one job at
-    a time)."""
+    a time) and a ring of ``ring_size`` finished jobs (0: none kept)."""
 
-    def __init__(self, slots: int, records: int = 0) -> None:
+    def __init__(self, slots: int, records: int = 0, ring_size: int = FINISHED_RING) -> None:
         self.slots = slots
         self.records = records
-        self.slot_size = SLOT_SIZE + records * RECORD_SIZE
+        self.ring_size = ring_size
+        ring = _RING_HEADER.size + ring_size * ENTRY_SIZE if ring_size else 0
+        self.slot_size = SLOT_SIZE + records * RECORD_SIZE + ring
         # anonymous and MAP_SHARED (Python's default): children share it after fork
         self._buf = mmap.mmap(-1, self.slot_size * max(slots, 1))
 
     def slot(self, index: int) -> HeartbeatSlot:
         if not 0 <= index < self.slots:
             raise IndexError(f"no heartbeat slot {index} (board has {self.slots})")
-        return HeartbeatSlot(self._buf, index * self.slot_size, self.records)
+        return HeartbeatSlot(self._buf, index * self.slot_size, self.records, self.ring_size)
 
     def close(self) -> None:
         self._buf.close()

@@ -9,7 +9,9 @@ the rules that keep a job from being lost live in one place:
   holds, since a claim it never saw may have taken some;
 - a request written ahead (a prefetch) is read before anything else is written,
   and every claim it brought is handed out (or handed back) before the next;
-- the hand-back of taken at-most-once jobs that never started goes out once only.
+- the hand-back of taken at-most-once jobs that never started goes out once only;
+- the master's heartbeat slot hears which finished jobs' acks were answered (its
+  ring of finished jobs), so that a kill re-runs none of them.
 
 It also times its round trips (``rtt_s``, a moving estimate, what Redis and the
 network take from a request written to its reply read) for the batch sizer: a
@@ -29,6 +31,7 @@ from typing import Optional
 
 from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.protocol.outcomes import Outcomes
+from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.worker.roundtrip import Claim, Request, RoundTrip
 
 log = logging.getLogger("fastq.worker")
@@ -42,10 +45,17 @@ RTT_WEIGHT = 0.3
 class Pump:
     """Sends a worker's outcomes and claims through one :class:`RoundTrip`."""
 
-    def __init__(self, round_trip: RoundTrip, queues: list[str], outage: Outage) -> None:
+    def __init__(
+        self,
+        round_trip: RoundTrip,
+        queues: list[str],
+        outage: Outage,
+        slot: Optional[HeartbeatSlot] = None,
+    ) -> None:
         self.rt = round_trip
         self.queues = queues
         self.outage = outage
+        self.slot = slot  # its ring of finished jobs hears which acks were answered
         self.pending: dict[str, Outcomes] = {q: Outcomes() for q in queues}
         self._ahead: Optional[Request] = None  # written, its replies not read yet
         self._claims: deque[Claim] = deque()  # read, not handed out yet (in order)
@@ -100,6 +110,8 @@ class Pump:
             self._read(self._write())
 
     def _write(self, queues: Sequence[str] = (), n: int = 0, peek: Sequence[str] = ()) -> Request:
+        # every job noted finished so far is in the pending outcomes this carries
+        finished = 0 if self.slot is None else self.slot.finished_count
         try:
             request = self.rt.request(
                 self.pending, queues, n, release_all=self._release_all, peek=peek
@@ -110,6 +122,7 @@ class Pump:
                 self._lose_give_backs(out)
             raise
         self.pending = {q: Outcomes() for q in self.queues}
+        request.finished = finished
         return request
 
     def _read(self, request: Request) -> list[Claim]:
@@ -125,6 +138,8 @@ class Pump:
             raise
         if request.release_all:
             self._release_all = False
+        if self.slot is not None:  # requests are read in the order written
+            self.slot.acked(request.finished)
         done = time.monotonic()
         waited_s = done - asked
         if waited_s > SLOW_REPLY_S:

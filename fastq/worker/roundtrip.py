@@ -89,6 +89,9 @@ class Request:
         # after result(): the first peeked queue found with work to claim, if any
         self.peeked: Optional[str] = None
         self.written_at = time.monotonic()  # built once written: the round trip's start
+        # the jobs its worker had noted finished (its heartbeat slot's ring) when it
+        # was written: answered, their acks are in
+        self.finished = 0
 
     def replied(self) -> bool:
         """Has (part of) the reply already arrived? Never blocks, never reads."""
@@ -260,7 +263,8 @@ class RoundTrip:
                 commands.append(ACK.command(self._ack_keys[queue], argv))
             for mode, ids in out.releases():
                 if ids:
-                    argv = RELEASE.argv(wid, mode, self.max_stalls, ids)
+                    cause = out.stalled_cause if mode is ReleaseMode.STALLED else ""
+                    argv = RELEASE.argv(wid, mode, self.max_stalls, cause, ids)
                     commands.append(RELEASE.command(self._release_keys[queue], argv))
             if out.has_taken():  # after the releases: a job given back is the frontmost
                 argv = out.ack_taken_argv(self.dead_max_age_ms, self.dead_max_len)

@@ -232,7 +232,7 @@ class Worker:
             dead_max_len=self.app.dead_max_len,
             max_stalls=self.app.max_stalls,
         )
-        self._pump = Pump(rt, layout.physical, self._outage)
+        self._pump = Pump(rt, layout.physical, self._outage, self.slot)
         self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")

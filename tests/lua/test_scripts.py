@@ -67,7 +67,7 @@ def release_reply(
     ids: list[str],
     max_stalls: int = 2,
 ) -> ReleaseReply:
-    argv = RELEASE.argv(worker, mode, max_stalls, ids)
+    argv = RELEASE.argv(worker, mode, max_stalls, ids=ids)
     return RELEASE.call(r, RELEASE.keys_for(k, worker), argv)
 
 
@@ -188,12 +188,29 @@ def test_a_job_that_keeps_stalling_goes_dead_as_poison(r: redis.Redis, namespace
     assert info is not None and info.state == "dead"
     assert info.last_error is not None and "stalled 3 times" in info.last_error
     assert info.failed_at == r.zscore(k.dead, "poison") / 1000
+    assert info.stalls == 3  # what buried it, though its stall count is gone
     assert r.hget(k.stats, "stalled") == b"3" and r.hget(k.stats, "dead") == b"1"
     assert claimed_ids(claim(r, k, "w9", 10)) == ["fine"]
     assert r.hlen(k.stalls) == 0
     # trimmed from the dead set: its poison record goes with it
     REAP.call(r, REAP.keys_for(k), REAP.argv(1000, 10**9, 0))
     assert not r.exists(k.poison) and not r.hexists(k.jobs, "poison")
+
+
+def test_a_poison_job_says_how_its_worker_died(r: redis.Redis, namespace: str) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["segv"])
+    for round_ in range(2):
+        claim(r, k, f"w{round_}", 1)
+        argv = RELEASE.argv(f"w{round_}", ReleaseMode.STALLED, 1, "was killed by SIGSEGV", ["segv"])
+        reply = RELEASE.call(r, RELEASE.keys_for(k, f"w{round_}"), argv)
+    assert reply.buried == [
+        ("segv", "stalled 2 times, the last: its worker was killed by SIGSEGV while running it "
+         "(poison job?)")
+    ]  # fmt: skip
+    info = get_job(r, k, "segv")
+    assert info is not None and info.state == "dead" and info.stalls == 2
+    assert info.last_error == reply.buried[0][1]
 
 
 def test_release_reports_the_poison_jobs_it_buried(r: redis.Redis, namespace: str) -> None:

@@ -135,12 +135,17 @@ def run_with(
         ran = sync.run(runnable_of(kinds, long_id), out, 3, "q")
     except BaseException as exc:  # noqa: BLE001 - compared between the loops
         raised = type(exc)
-    assert slot.running() is None, "the slot is idle after a batch"
+    if raised is SystemExit:  # the worker goes down with the job: the master's slot names it
+        running = slot.running()
+        assert running is not None and [running[1] or out.stalled[0]] == out.stalled
+        assert out.stalled_cause == "exited: the job raised SystemExit(3)"
+    else:
+        assert slot.running() is None, "the slot is idle after a batch"
     assert context._current.get() is None, "the job context is left after a batch"
     return (
         ran, raised, list(seen), out.done, [(r[0], r[1]) for r in out.retry],
         [d[0] for d in out.dead], out.broken, out.unstarted, out.stalled,
-        out.interrupted, out.results, out.failed,
+        out.interrupted, out.results, out.failed, slot.finished_unacked(),
     )  # fmt: skip
 
 
@@ -159,9 +164,11 @@ def test_native_loop_matches_reference(
 def test_plain_batch_outcomes(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every outcome once, then a stop: what a user relies on, with either loop."""
     kinds = [0, 1, 2, 3, 4, 8, 9, 5, 0, 0]
-    ran, raised, saw, done, retried, dead, broken, unstarted, stalled, interrupted, results, _ = (
-        run_with(LOOPS[name], kinds, monkeypatch, long_id=False)
+    outcome = run_with(LOOPS[name], kinds, monkeypatch, long_id=False)
+    ran, raised, saw, done, retried, dead, broken, unstarted, stalled, interrupted, results = (
+        outcome[:11]
     )
+    ring = outcome[-1]
     assert (ran, raised) == (8, None)
     assert done == [b"job-0", b"job-1", b"job-5", b"job-6", b"job-7"]
     assert retried == [(b"job-2", 750), (b"job-3", 3000)]
@@ -169,6 +176,9 @@ def test_plain_batch_outcomes(name: str, monkeypatch: pytest.MonkeyPatch) -> Non
     assert unstarted == [b"job-8", b"job-9", b"job-bad"]
     assert (broken, stalled, interrupted) == ([], [], [])
     assert [r[0] for r in results] == [b"job-6"]
+    # the master's ring of finished jobs: the done ones, but one whose result is kept
+    # (its result goes out with its ack: a kill before re-runs it)
+    assert ring == [(3, b"job-0"), (3, b"job-1"), (3, b"job-5"), (3, b"job-7")]
     # each job saw its own context and the slot naming it (a deadline only with timeout_s)
     assert saw[0] == ("job-0", 1, (3, b"job-0", False))
     assert saw[5] == ("job-5", 2, (3, b"job-5", True))
@@ -177,11 +187,11 @@ def test_plain_batch_outcomes(name: str, monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.mark.parametrize("name", sorted(LOOPS))
 def test_base_exceptions_place_the_job_in_hand(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    *_, unstarted, stalled, interrupted, _, _ = run_with(
+    *_, unstarted, stalled, interrupted, _, _, _ = run_with(
         LOOPS[name], [0, 6, 0], monkeypatch, long_id=False
     )
     assert (stalled, interrupted, unstarted) == ([b"job-1"], [], [b"job-2", b"job-bad"])
-    ran, raised, *_, unstarted, stalled, interrupted, _, _ = run_with(
+    ran, raised, *_, unstarted, stalled, interrupted, _, _, _ = run_with(
         LOOPS[name], [0, 7, 0], monkeypatch, long_id=False
     )
     assert (ran, raised) == (-1, HardStop)

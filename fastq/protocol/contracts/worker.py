@@ -194,14 +194,21 @@ class _Release(Contract[ReleaseReply]):
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
         "cancelled", "links", "tagged", "unique", "unique_exp",
     )  # fmt: skip
-    argv_names = ("worker_id", "mode", "max_stalls")
+    argv_names = ("worker_id", "mode", "max_stalls", "cause")
     argv_rest = "ids"
 
     def argv(
-        self, worker_id: str, mode: ReleaseMode, max_stalls: int, ids: Iterable[Any] = ()
+        self,
+        worker_id: str,
+        mode: ReleaseMode,
+        max_stalls: int,
+        cause: str = "",
+        ids: Iterable[Any] = (),
     ) -> list[Any]:
-        """``ids`` none: every id the worker holds, and its lease is dropped."""
-        return [worker_id, mode.value, max_stalls, *ids]
+        """``ids`` none: every id the worker holds, and its lease is dropped.
+        ``cause``: how the worker died (``"was killed by SIGSEGV"``), if known:
+        a job buried as poison says so."""
+        return [worker_id, mode.value, max_stalls, cause, *ids]
 
     def parse(self, raw: Any) -> ReleaseReply:
         """``{moved, buried_id1, reason1, ...}``"""

@@ -35,7 +35,10 @@
 --                       its worker; to the very front, no stall counted (it is
 --                       not the job's fault), counted in stats as interrupted
 -- ARGV[3] max_stalls  stalls a job may count before it goes dead
--- ARGV[4..] ids       the ids to release, the first at the very front; none =
+-- ARGV[4] cause       how its worker died, when the pool's master knows ('was
+--                     killed by SIGSEGV'; '' if not known): a poison job's reason
+--                     says it
+-- ARGV[5..] ids       the ids to release, the first at the very front; none =
 --                     every id the worker holds, in no particular order, after
 --                     which the worker holds nothing and its lease is dropped
 --
@@ -53,21 +56,22 @@ if not MODES[mode] then
     error('release: unknown mode ' .. tostring(mode))
 end
 local max_stalls = arg_int('release', 3, 'max_stalls', 0)
+local cause = ARGV[4] or ''
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 if mode == 'expired' then
     local deadline = redis.call('ZSCORE', KEYS[2], worker)
-    if not deadline or tonumber(deadline) > now or #ARGV > 3 then
+    if not deadline or tonumber(deadline) > now or #ARGV > 4 then
         return {0}
     end
 end
 
 local mine = {}
-if #ARGV > 3 then
+if #ARGV > 4 then
     local ids = {}
-    for i = 4, #ARGV do
+    for i = 5, #ARGV do
         ids[#ids + 1] = ARGV[i]
     end
     local held = redis.call('SMISMEMBER', KEYS[3], unpack(ids))
@@ -117,7 +121,7 @@ if mode == 'stalled' or mode == 'expired' then
     local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
         poison = KEYS[9], links = KEYS[11], tagged = KEYS[12], unique = KEYS[13],
         unique_exp = KEYS[14]}
-    requeue_stalled(mine, now, max_stalls, k, out)
+    requeue_stalled(mine, now, max_stalls, k, out, cause)
 else
     push_front(KEYS[1], mine)
     if mode == 'orphaned' or mode == 'interrupted' then

@@ -4,15 +4,22 @@
 -- expired); past max_stalls it is a poison job and goes to the dead set, with
 -- the reason in k.poison (its envelope is left as it is; its tags and unique lock
 -- go), else back to the front. k holds the key names. Appends each buried id and
--- the reason to `buried_out`. Returns requeued, buried.
-local function requeue_stalled(ids, now, max_stalls, k, buried_out)
+-- the reason to `buried_out`. `cause`: how the worker died this time, if known
+-- ('was killed by SIGSEGV'), said in the reason. Returns requeued, buried.
+local function requeue_stalled(ids, now, max_stalls, k, buried_out, cause)
     local back, buried = {}, {}
     for i = 1, #ids do
         local id = ids[i]
         local stalls = redis.call('HINCRBY', k.stalls, id, 1)
         if stalls > max_stalls then
-            local reason = 'stalled ' .. stalls .. ' times: its worker died or hung'
-                .. ' while running it (poison job?)'
+            local reason
+            if cause and cause ~= '' then
+                reason = 'stalled ' .. stalls .. ' times, the last: its worker ' .. cause
+                    .. ' while running it (poison job?)'
+            else
+                reason = 'stalled ' .. stalls .. ' times: its worker died or hung'
+                    .. ' while running it (poison job?)'
+            end
             buried_out[#buried_out + 1] = id
             buried_out[#buried_out + 1] = reason
             redis.call('HSET', k.poison, id, reason)
