@@ -154,3 +154,17 @@ def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queu
     finally:
         if slot_at != NULL:
             PyBuffer_Release(&view)
+
+
+def hand_back_rest(cursor, Py_ssize_t index):
+    """As :func:`fastq._pyimpl.runner.hand_back_rest`; atomic under the GIL (no
+    Python code runs between the check and the cut), so the loop either has not
+    reached the next job (and never will) or has, and nothing is cut."""
+    cdef object runnable = cursor.runnable
+    if not PyList_CheckExact(runnable) or cursor.index != index:
+        return []
+    if PyList_GET_SIZE(runnable) <= index + 1:
+        return []
+    rest = runnable[index + 1:]
+    del runnable[index + 1:]
+    return rest

@@ -10,7 +10,12 @@ which reads ``cursor.index`` to know which job was in hand.
 
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable, Optional
+
+# Taken by the loop to reach each job, and by hand_back_rest() to cut the batch: the
+# native loop needs no lock (it holds the GIL throughout, so does its cut).
+_ADVANCE = threading.Lock()
 
 
 def run_jobs(
@@ -43,11 +48,16 @@ def run_jobs(
     done = out.done.append
     last: Optional[Any] = None
     last_plain = False
-    i = 0
-    for i, job in enumerate(runnable):  # noqa: B007
-        cursor.index = i
-        if owner.stopping:
-            return i
+    i = -1
+    while True:
+        i += 1
+        with _ADVANCE:  # hand_back_rest() cuts the list at a job boundary only
+            cursor.index = i
+            if owner.stopping:
+                return i
+            if i >= len(runnable):  # the end, or the rest was handed back
+                return i
+            job = runnable[i]
         job_id, target, args, kwargs, attempt, env = job
         if target is not last:
             known = plain.get(target)
@@ -70,4 +80,17 @@ def run_jobs(
                 slot.finished(queue_index, job_id)
         else:
             settle(out, job_id, target, args, kwargs, attempt, env, result)
-    return len(runnable)
+
+
+def hand_back_rest(cursor: Any, index: int) -> list[Any]:
+    """Cut the jobs after ``index`` from the batch ``cursor`` runs, if its job in
+    hand is still ``index``: they will not run here (the caller hands them back).
+    Returns them (none if the loop moved on, or nothing follows). The loop reaches
+    its next job only through the same lock, so the two never cross."""
+    with _ADVANCE:
+        runnable = cursor.runnable
+        if cursor.index != index or len(runnable) <= index + 1:
+            return []
+        rest: list[Any] = runnable[index + 1 :]
+        del runnable[index + 1 :]
+        return rest

@@ -106,6 +106,7 @@ def worker_options(args: argparse.Namespace, **more: Any) -> WorkerOptions:
             lease_s=args.lease,
             async_jobs=args.async_jobs,
             threads=args.threads,
+            hand_back_after_s=args.hand_back_after,
             **more,
         )
     except ValueError as exc:  # e.g. --lease 0
@@ -226,6 +227,15 @@ def _add_in_flight_options(p: argparse.ArgumentParser, *, pool: bool) -> None:
         help="run sync jobs in this many threads per worker process, as many in flight "
         "(default: one at a time in the worker's thread); a job past its timeout_s in a "
         "thread recycles its worker",
+    )
+    p.add_argument(
+        "--hand-back-after",
+        type=float,
+        default=DEFAULTS.hand_back_after_s,
+        metavar="SECONDS",
+        help="once a sync job has run this long, the jobs claimed with it that wait "
+        "behind it go back to the queue for other workers "
+        f"(default {DEFAULTS.hand_back_after_s:g}; 0: never)",
     )
 
 

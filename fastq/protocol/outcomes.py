@@ -79,6 +79,20 @@ class Outcomes:
         self.taken_done += other.taken_done
         self.stalled_cause = self.stalled_cause or other.stalled_cause
 
+    def split_off(self) -> Outcomes:
+        """Move what was recorded so far (but the counts and the at-most-once
+        lists) into a new Outcomes, for another thread to send while this one is
+        still appended to: each list loses its first items only, so an append
+        that lands meanwhile stays here."""
+        part = Outcomes()
+        for name in _SPLIT:
+            mine = getattr(self, name)
+            k = len(mine)
+            if k:
+                setattr(part, name, mine[:k])
+                del mine[:k]
+        return part
+
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
@@ -121,3 +135,5 @@ class Outcomes:
 _LISTS = tuple(f.name for f in dataclasses.fields(Outcomes) if str(f.type).startswith("list"))
 # what a request whose reply was lost is sent again with
 _RESENT = tuple(name for name in _LISTS if name != "give_back")
+# what split_off() moves: not the at-most-once lists (their hand-back goes out once)
+_SPLIT = tuple(name for name in _LISTS if not name.startswith(("taken_", "give_back")))

@@ -207,6 +207,9 @@ class FlightRunner:
     def measured(self) -> tuple[float, int]:
         return 0.0, 0  # it claims its free slots: the batch sizer is not asked
 
+    def take_waiting(self, after_s: float) -> dict[str, list[bytes]]:
+        return {}  # a job handed over starts at once
+
     def collect(self, pending: dict[str, Outcomes]) -> int:
         with self._cond:
             if not self._finished_n:

@@ -74,6 +74,10 @@ class JobSlots(Protocol):
         """Cancel what is still in flight (interrupted: handed back, no stall
         counted), collect every outcome, stop; returns how many finished."""
 
+    def take_waiting(self, after_s: float) -> dict[str, list[bytes]]:
+        """From another thread: take the jobs that have waited ``after_s`` for a
+        free slot (by queue); they will not run here (the caller hands them back)."""
+
     @property
     def watch(self) -> Optional[Callable[[], None]]:
         """Called from the heartbeat thread at every beat: says so when the jobs'
@@ -112,6 +116,9 @@ class RunToCompletion:
 
     def close(self, pending: dict[str, Outcomes]) -> int:
         return 0
+
+    def take_waiting(self, after_s: float) -> dict[str, list[bytes]]:
+        return {}  # the loop's own batch: fastq.worker.mates cuts it
 
     watch: Optional[Callable[[], None]] = None
 

@@ -66,6 +66,9 @@ class Mixed:
         return self.threads.launch(self.loop.launch(runnable, out, queue_index, queue), out,
                                    queue_index, queue)  # fmt: skip
 
+    def take_waiting(self, after_s: float) -> dict[str, list[bytes]]:
+        return self.threads.take_waiting(after_s)
+
     def collect(self, pending: dict[str, Outcomes]) -> int:
         return self.loop.collect(pending) + self.threads.collect(pending)
 

@@ -77,6 +77,15 @@ class SyncRunner:
         self._plain: dict[JobDef[Any], bool] = {}
         self._in_job = False
         self._timeout_s = 0.0
+        # the batch running now, for the lease keeper's thread to hand back the
+        # jobs waiting behind a long one (hand_back_rest)
+        self.cursor: Optional[context.BatchCursor] = None
+
+    def hand_back_rest(self, cursor: context.BatchCursor, index: int) -> list[Runnable]:
+        """From another thread: cut the jobs after job ``index`` from the batch of
+        ``cursor`` if it is still running that job; returns them (not run here)."""
+        rest: list[Runnable] = _loop.hand_back_rest(cursor, index)
+        return rest
 
     def on_alarm(self, signum: int, frame: Optional[FrameType]) -> None:
         """The SIGALRM handler: a job ran past its timeout."""
@@ -99,6 +108,7 @@ class SyncRunner:
         # (run_jobs leaves it on the job in hand, which is how a stop is placed)
         cursor = context.BatchCursor(queue, runnable, self.progress)
         token = context.enter_batch(cursor)
+        self.cursor = cursor
         i = 0
         job_at_fault = False
         metrics = self.metrics
@@ -134,6 +144,7 @@ class SyncRunner:
             job_at_fault = True
             raise
         finally:
+            self.cursor = None
             cursor.index = -1  # a context kept past its job refuses reports
             context.leave(token)
             if self.slot is not None and not job_at_fault:

@@ -57,12 +57,13 @@ WAITING, RUNNING, ENDED = 0, 1, 2
 class _Flight(Flight):
     """One job handed over: waiting for a thread, running in one, or ended."""
 
-    __slots__ = ("state", "deadline")
+    __slots__ = ("state", "deadline", "handed_at")
 
     def __init__(self, job: Runnable, queue: str, queue_index: int) -> None:
         Flight.__init__(self, job, queue, queue_index)
         self.state = WAITING
         self.deadline = 0.0  # monotonic; 0: no timeout
+        self.handed_at = 0.0  # monotonic: when it began to wait for a thread
 
 
 class ThreadRunner(FlightRunner):
@@ -144,11 +145,32 @@ class ThreadRunner(FlightRunner):
         threading.Thread(target=self._watch_timeouts, name="fastq-timeouts", daemon=True).start()
 
     def _hand_over(self, flights: list[_Flight]) -> None:
+        now = time.monotonic()
+        for flight in flights:
+            flight.handed_at = now
         with self._cond:
             self._in_flight += len(flights)
             self._flights.update(flights)
         for flight in flights:  # more than the free threads (a mixed batch): they wait
             self._todo.put(flight)
+
+    def take_waiting(self, after_s: float) -> dict[str, list[bytes]]:
+        """The jobs that have waited ``after_s`` for a thread (every thread busy
+        with a long job), taken out of the queue of work (by queue)."""
+        taken: dict[str, list[bytes]] = {}
+        with self._cond:
+            if self._in_flight <= self.threads - self._stuck:
+                return taken  # a thread for each: none waits
+            since = time.monotonic() - after_s
+            for flight in [f for f in self._flights if f.state == WAITING]:
+                if flight.handed_at <= since:
+                    flight.state = ENDED  # a thread that gets it passes it by
+                    self._flights.discard(flight)
+                    self._in_flight -= 1
+                    taken.setdefault(flight.queue, []).append(flight.job[0])
+            if taken:
+                self._cond.notify()
+        return taken
 
     def close(self, pending: dict[str, Outcomes]) -> int:
         """Hand back what has not finished: those not started as unstarted, the

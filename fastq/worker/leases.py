@@ -38,7 +38,8 @@ class LeaseKeeper(threading.Thread):
     starts). Nothing Redis answers stops the thread; an outage is logged once.
 
     It also sends the running jobs' progress reports (``progress``), at most once
-    every ``PROGRESS_FLUSH_S`` and only when there are any.
+    every ``PROGRESS_FLUSH_S`` and only when there are any, and calls ``watch``
+    every ``watch_s`` (the watch of a long job's batch-mates, :mod:`fastq.worker.mates`).
     """
 
     def __init__(
@@ -48,6 +49,8 @@ class LeaseKeeper(threading.Thread):
         keys: list[QueueKeys],
         lease_ms: int,
         progress: Optional[ProgressBuffer] = None,
+        watch: Optional[Callable[[], None]] = None,
+        watch_s: float = 0.0,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
         # made at the first extension, a quarter of a lease in: a child's start-up
@@ -65,6 +68,9 @@ class LeaseKeeper(threading.Thread):
         self._silent_nodes: set[str] = set()  # the nodes that did not answer the last round
         self.outage = Outage(f"worker {worker_id} (leases)", log)
         self._stop_event = threading.Event()
+        # called every ``watch_s`` (the long-job watch, fastq.worker.mates)
+        self.watch = watch
+        self.watch_s = watch_s
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -73,7 +79,11 @@ class LeaseKeeper(threading.Thread):
         wait_s = self.extend_s
         next_extend = time.monotonic() + wait_s
         tick_s = wait_s if self.progress is None else min(wait_s, PROGRESS_FLUSH_S)
+        if self.watch is not None:
+            tick_s = min(tick_s, self.watch_s)
         while not self._stop_event.wait(min(tick_s, max(next_extend - time.monotonic(), 0))):
+            if self.watch is not None:
+                self.watch()
             if self.progress:
                 self.send_progress()
             if time.monotonic() < next_extend:

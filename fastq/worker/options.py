@@ -11,6 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 MAX_BATCH = 1000
+# hand_back_after_s's default: long next to a batch of the quick jobs batching is
+# for (a batch holds target_batch_s = 0.1 s of work), short next to what the jobs
+# behind a long one would otherwise wait
+HAND_BACK_AFTER_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,9 @@ class WorkerOptions:
             job past its ``timeout_s`` in a thread is settled as timed out, and the
             worker then stops claiming, finishes the others and exits (recycled: a
             thread cannot be killed).
+        hand_back_after_s: once a sync job has run this long, the jobs claimed
+            with it that wait behind it go back to the queue for other workers
+            (:mod:`fastq.worker.mates`); 0: never.
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
     """
@@ -58,6 +65,7 @@ class WorkerOptions:
     redis_patience_s: Optional[float] = None
     async_jobs: int = 1
     threads: int = 0
+    hand_back_after_s: float = HAND_BACK_AFTER_S
     max_jobs: Optional[int] = None
     max_memory_bytes: Optional[int] = None
 
@@ -73,6 +81,9 @@ class WorkerOptions:
             raise ValueError(f"async_jobs must be >= 1, not {self.async_jobs}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, not {self.threads}")
+        after = self.hand_back_after_s
+        if not (isinstance(after, (int, float)) and 0 <= after < float("inf")):
+            raise ValueError(f"hand_back_after_s must be a finite number >= 0, not {after!r}")
 
     @property
     def patience_s(self) -> Optional[float]:

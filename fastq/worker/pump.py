@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -62,40 +63,83 @@ class Pump:
         self._peeked: Optional[str] = None  # what the last peek found, not taken yet
         self._release_all = False  # a reply was lost: hand back leases never seen
         self.rtt_s = 0.0  # a moving estimate of the round trip; 0: not measured
+        # taken for every round trip: the lease keeper's thread hands back the jobs
+        # waiting behind a long one (hand_back_waiting) while the loop runs it
+        self.lock = threading.Lock()
+        # what a hand-back from that thread could not send: it goes with the next request
+        self._unsent_outcomes: dict[str, Outcomes] = {}
 
     @property
     def has_pending(self) -> bool:
-        return any(self.pending.values())
+        return any(self.pending.values()) or bool(self._unsent_outcomes)
 
     @property
     def has_ahead(self) -> bool:
         """A claim is in flight or in hand: the next ``claim()`` returns it."""
         return self._ahead is not None or bool(self._claims)
 
-    def claim(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> Claim:
+    def claim(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> Optional[Claim]:
         """The next claim: the next one in flight or in hand if there is one (of
         whatever it asked for), else the pending outcomes, a peek at ``peek`` and a
         claim of ``n`` jobs of each of ``queues`` in one round trip, the first of
-        which is returned (the others by the next calls, in order).
+        which is returned (the others by the next calls, in order). None: asked
+        for none (a claim ahead was expected), and there is none: it was handed
+        back meanwhile (``hand_back_waiting``); ask again.
 
         Raises:
             a Redis error: nothing is lost; call again once Redis is back.
         """
-        if not self._claims:
-            if self._ahead is not None:
-                request, self._ahead = self._ahead, None
-            else:
-                request = self._write(queues, n, peek)
-            self._claims.extend(self._read(request))
-            self._peeked = request.peeked
-        return self._claims.popleft()
+        with self.lock:
+            if not self._claims:
+                if self._ahead is not None:
+                    request, self._ahead = self._ahead, None
+                else:
+                    request = self._write(queues, n, peek)
+                self._claims.extend(self._read(request))
+                self._peeked = request.peeked
+            return self._claims.popleft() if self._claims else None
 
     def claim_ahead(self, queues: Sequence[str], n: int, peek: Sequence[str] = ()) -> None:
         """Write the pending outcomes, a peek at ``peek`` and the next claims (``n``
         jobs of each of ``queues``) now, to be read by the next ``claim()``, so
         Redis works while this batch runs."""
-        with contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
+        with self.lock, contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
             self._ahead = self._write(queues, n, peek)
+
+    def hand_back_waiting(self, rest: dict[str, list[bytes]]) -> int:
+        """From the lease keeper's thread, while the loop runs a long job: hand
+        back ``rest`` (the jobs cut from its batch, by queue) and the jobs of a
+        claim written ahead (its reply read here), unstarted, and settle what
+        finished before the long job, at once. What Redis does not take goes with
+        the loop's next request. Returns how many jobs went back."""
+        with self.lock:
+            if self._ahead is not None:
+                request, self._ahead = self._ahead, None
+                with contextlib.suppress(*REDIS_ERRORS):  # its jobs come back with the leases
+                    self._claims.extend(self._read(request))
+            finished = 0 if self.slot is None else self.slot.finished_count
+            # the outcomes so far: the runner, in the loop's thread, appends the long
+            # job's to what stays pending
+            now = {queue: out.split_off() for queue, out in self.pending.items()}
+            back = 0
+            for queue, ids in rest.items():
+                now[queue].unstarted.extend(ids)
+                back += len(ids)
+            while self._claims:
+                claim = self._claims.popleft()
+                now[claim.queue].unstarted.extend(claim.reply.ids)
+                back += len(claim)
+            try:
+                request = self.rt.request({q: out for q, out in now.items() if out})
+            except REDIS_ERRORS:
+                self._release_all = True  # part of it may have gone out
+                for queue, out in now.items():
+                    self._unsent_outcomes.setdefault(queue, Outcomes()).extend(out)
+                return back
+            request.finished = finished
+            with contextlib.suppress(*REDIS_ERRORS):  # a lost reply gives them back to pending
+                self._read(request)
+            return back
 
     def take_peeked(self) -> Optional[str]:
         """The first queue the last peek found with work to claim (once)."""
@@ -106,12 +150,16 @@ class Pump:
         """Send the pending outcomes alone; on failure they stay pending."""
         if not self.has_pending:
             return
-        with contextlib.suppress(*REDIS_ERRORS):
+        with self.lock, contextlib.suppress(*REDIS_ERRORS):
             self._read(self._write())
 
     def _write(self, queues: Sequence[str] = (), n: int = 0, peek: Sequence[str] = ()) -> Request:
         # every job noted finished so far is in the pending outcomes this carries
         finished = 0 if self.slot is None else self.slot.finished_count
+        if self._unsent_outcomes:  # what the lease keeper's thread could not send
+            for queue, out in self._unsent_outcomes.items():
+                self.pending[queue].take_back(out)
+            self._unsent_outcomes = {}
         try:
             request = self.rt.request(
                 self.pending, queues, n, release_all=self._release_all, peek=peek
@@ -176,6 +224,10 @@ class Pump:
         handed back. While Redis is away it keeps trying for ``patience_s`` only, so
         that a stop is prompt: what it still holds then comes back to the queue when
         its lease expires."""
+        with self.lock:
+            self._flush(patience_s)
+
+    def _flush(self, patience_s: float) -> None:
         deadline = time.monotonic() + patience_s
         if self._ahead is not None:
             request, self._ahead = self._ahead, None

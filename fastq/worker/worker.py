@@ -32,6 +32,7 @@ from fastq.shm.metrics import ChildMetrics
 from fastq.worker.atmostonce import AtMostOnce
 from fastq.worker.leases import LeaseKeeper
 from fastq.worker.loop import ClaimLoop
+from fastq.worker.mates import LongJobWatch
 from fastq.worker.options import WorkerOptions
 from fastq.worker.pump import Pump
 from fastq.worker.queues import QueueLayout
@@ -237,6 +238,8 @@ class Worker:
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")
         call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
+        after_s = self.options.hand_back_after_s
+        watch = LongJobWatch(self.runner, self.slots, self._pump, str(self.worker_id), after_s)
         self._leases = LeaseKeeper(
             lambda: self.app.new_client(
                 retries=0, socket_timeout_s=call_timeout_s, connect_timeout_s=call_timeout_s
@@ -245,6 +248,8 @@ class Worker:
             list(rt.keys.values()),
             self.lease_ms,
             self.progress,
+            watch=watch.tick if after_s else None,
+            watch_s=watch.tick_s,
         )
         self._leases.start()
 

@@ -137,6 +137,27 @@ def test_a_job_that_kills_its_worker_goes_dead_as_poison(
     ), log
 
 
+def test_a_long_job_hands_back_the_jobs_waiting_behind_it(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    """A job blocked in a call that releases the GIL (an hour's sleep, standing in
+    for a socket read with no timeout) does not keep its batch-mates: they go back
+    to the queue and the other child runs them, each once, while it runs on."""
+    app.enqueue_many("work", [(i,) for i in range(300)], queue="q")
+    app.enqueue("work", [999, 3600], queue="q")
+    app.enqueue_many("work", [(i,) for i in range(300, 600)], queue="q")
+    pool = pools("-c", "2", "--batch", "100", "--graceful-timeout", "1")  # after 2 s by default
+    wait_until(lambda: app.stats("q")["processed"] == 600, 60, "the mates of the long job")
+    ran = runs(r, app.namespace)
+    assert set(ran) == set(range(600)) | {999} and set(ran.values()) == {1}
+    stats = app.stats("q")
+    assert (stats["ready"], stats["inflight"]) == (0, 1)  # the long job alone, still running
+    log = pool.log()
+    assert re.search(r"job \S+ \(work\) has run 2 s; \d+ jobs waiting behind it go back", log)
+    pool.stop()  # the long job is interrupted, back to the queue
+    assert (app.stats("q")["ready"], app.stats("q")["inflight"]) == (1, 0)
+
+
 def test_a_leaking_child_is_recycled_above_max_memory(
     app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
 ) -> None:

@@ -6,6 +6,7 @@ for both runners.
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import pytest
@@ -72,3 +73,28 @@ def test_a_stuck_thread_recycles_its_child_and_the_job_goes_dead_by_its_policy(
     log = pool.log()
     assert log.count("thread cannot be stopped: recycling") == 3
     assert app.stats("q")["stalled"] == 0
+
+
+def test_jobs_waiting_for_a_thread_behind_long_jobs_go_to_other_workers(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
+) -> None:
+    """Every thread of a child runs a long job (an hour's sleep): the jobs it claimed
+    that wait for a thread (a claim sized for its async slots too brought them) go
+    back to the queue, and another worker runs them."""
+    app.enqueue_many("work", [(i, 3600) for i in (998, 999)], queue="q")
+    app.enqueue_many("work", [(i,) for i in range(600)], queue="q")
+    threads = pools(
+        "--app", "tests.apps.mixed_jobs", "-c", "1", "--threads", "2", "--async-jobs", "40",
+        "--graceful-timeout", "1",
+    )  # fmt: skip
+    wait_until(lambda: set(runs(r, app.namespace)) == {998, 999}, 30, "the long jobs")
+    held = app.stats("q")["inflight"]
+    assert held > 2, "the jobs behind the long ones were not claimed with them"
+    other = pools(*APP, "-c", "1")
+    wait_until(lambda: app.stats("q")["processed"] == 600, 60, "the jobs behind the long ones")
+    ran = runs(r, app.namespace)
+    assert set(ran) == set(range(600)) | {998, 999} and set(ran.values()) == {1}
+    assert app.stats("q")["inflight"] == 2  # the long jobs, still running
+    assert re.search(r"\d+ jobs waited 2 s for a free thread; back to the queue", threads.log())
+    other.stop()
+    threads.stop()

@@ -196,3 +196,18 @@ def test_base_exceptions_place_the_job_in_hand(name: str, monkeypatch: pytest.Mo
     )
     assert (ran, raised) == (-1, HardStop)
     assert (stalled, interrupted, unstarted) == ([], [b"job-1"], [b"job-2", b"job-bad"])
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_the_rest_is_cut_only_behind_the_job_still_in_hand(name: str) -> None:
+    """hand_back_rest (the lease keeper's thread, fastq.worker.mates): the jobs after
+    the job in hand, if it is still in hand; nothing once the loop moved on."""
+    batch = [b"a", b"b", b"c", b"d"]
+    cursor = context.BatchCursor("q", list(batch), None)
+    cursor.index = 1
+    loop = LOOPS[name]
+    assert loop.hand_back_rest(cursor, 2) == []  # the loop is not there (any more)
+    assert cursor.runnable == batch
+    assert loop.hand_back_rest(cursor, 1) == [b"c", b"d"]
+    assert cursor.runnable == [b"a", b"b"]
+    assert loop.hand_back_rest(cursor, 1) == []  # nothing left behind it
