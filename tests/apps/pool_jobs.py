@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 import fastq
@@ -47,6 +48,27 @@ def suicide(i: int) -> None:
     """Kills its own worker every time: a poison job."""
     _record(i)
     os._exit(1)
+
+
+@app.job(queue="q")
+def segv(i: int) -> None:
+    """Crashes its worker as a C extension's bug would: SIGSEGV."""
+    _record(i)
+    os.kill(os.getpid(), signal.SIGSEGV)
+
+
+@app.job(queue="q")
+def exits(i: int) -> None:
+    """Takes its worker down with sys.exit(3)."""
+    _record(i)
+    sys.exit(3)
+
+
+@app.job(queue="other")
+def stamp(i: int) -> None:
+    """Notes when it started (Redis' clock, the one due times are in)."""
+    seconds, micros = app.redis.time()
+    app.redis.hset(f"{app.namespace}:stamps", str(i), seconds + micros / 1e6)
 
 
 @app.job(queue="q")

@@ -158,6 +158,48 @@ def test_a_long_job_hands_back_the_jobs_waiting_behind_it(
     assert (app.stats("q")["ready"], app.stats("q")["inflight"]) == (1, 0)
 
 
+@pytest.mark.parametrize(
+    ("job", "cause"),
+    [
+        ("segv", "was killed by SIGSEGV"),
+        ("exits", "exited: the job raised SystemExit(3)"),
+        ("suicide", "exited with status 1 (sys.exit() or os._exit() in the job?)"),
+    ],
+)
+def test_a_job_that_crashes_its_worker_is_that_jobs_fault_alone(
+    app: fastq.App, r: redis.Redis, pools: Callable[..., Pool], job: str, cause: str
+) -> None:
+    """A job that takes its child down (SIGSEGV, sys.exit(3), os._exit(1)) three
+    times: its child is replaced at once each time (no crash-loop backoff), its
+    batch-mates each run once, it goes dead saying how its worker died, and a job
+    due on another queue meanwhile starts on time."""
+    app.enqueue_many("work", [(i,) for i in range(300)], queue="q")
+    poison = app.enqueue(job, [999], queue="q")
+    app.enqueue_many("work", [(i,) for i in range(300, 600)], queue="q")
+    due_at = time.time() + 2  # the test's clock is the pool's and Redis'
+    app.enqueue("stamp", [1], queue="other", at=due_at)
+    pool = pools("-c", "2", "--batch", "50", "--max-stalls", "2", "-q", "q,other")
+    wait_until(
+        lambda: app.stats("q")["processed"] == 600 and app.stats("q")["dead"] == 1, 60, "the drain"
+    )
+    wait_until(lambda: r.hexists(f"{app.namespace}:stamps", "1"), 30, "the job due on 'other'")
+    assert pool.stop() == 0
+    ran = runs(r, app.namespace)
+    assert set(ran) == set(range(600)) | {999} and ran[999] == 3
+    assert all(ran[i] == 1 for i in range(600)), "a batch-mate ran twice"
+    info = app.get_job(poison, queue="q")
+    assert info is not None and info.state == "dead" and info.stalls == 3
+    assert (
+        info.last_error
+        == f"stalled 3 times, the last: its worker {cause} while running it (poison job?)"
+    )
+    log = pool.log()
+    assert "crash-looping" not in log, log
+    assert log.count("died running a job; replacing it") == 3, log
+    late_s = float(r.hget(f"{app.namespace}:stamps", "1")) - due_at
+    assert late_s < 2.0, f"the job due on another queue started {late_s:.1f} s late"
+
+
 def test_a_leaking_child_is_recycled_above_max_memory(
     app: fastq.App, r: redis.Redis, pools: Callable[..., Pool]
 ) -> None:
