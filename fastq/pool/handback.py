@@ -255,7 +255,7 @@ class HandBacks(threading.Thread):
                     acked += ACK.call(client, ACK.keys_for(keys, item.worker_id), argv)
             if acked:
                 log.info(
-                    "master: %d jobs %s finished acknowledged for it on %s",
+                    "master: acknowledged %d jobs that %s finished on %s",
                     acked,
                     item.worker_id,
                     queue_name,

@@ -24,6 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import random
+import signal
 import threading
 import time
 from collections import deque
@@ -36,6 +39,11 @@ from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.worker.roundtrip import Claim, Request, RoundTrip
 
 log = logging.getLogger("fastq.worker")
+
+# Fault injection for the tests: with this probability, a round trip's write SIGKILLs
+# its own process just before or just after it goes out (its finished jobs noted,
+# their acks not seen answered): what a crash between a job's end and its ack does.
+_KILL_AT_WRITE = float(os.environ.get("FASTQ_TEST_KILL_AT_WRITE") or 0)
 
 # A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
 SLOW_REPLY_S = 2.0
@@ -160,10 +168,14 @@ class Pump:
             for queue, out in self._unsent_outcomes.items():
                 self.pending[queue].take_back(out)
             self._unsent_outcomes = {}
+        if _KILL_AT_WRITE:
+            _maybe_killed(before=True)
         try:
             request = self.rt.request(
                 self.pending, queues, n, release_all=self._release_all, peek=peek
             )
+            if _KILL_AT_WRITE:
+                _maybe_killed(before=False)
         except BaseException:
             self._release_all = True  # part of it may have gone out
             for out in self.pending.values():  # and is never sent twice
@@ -251,3 +263,12 @@ class Pump:
                     )  # fmt: skip
                     return
                 time.sleep(delay)
+
+
+def _maybe_killed(before: bool) -> None:
+    """``FASTQ_TEST_KILL_AT_WRITE``: SIGKILL this process, now and then."""
+    if random.random() < _KILL_AT_WRITE / 2:
+        log.warning(
+            "fault injection: killed %s a round trip's write", "before" if before else "after"
+        )
+        os.kill(os.getpid(), signal.SIGKILL)
