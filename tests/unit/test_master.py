@@ -131,6 +131,20 @@ def test_a_worker_that_dies_has_its_jobs_handed_back_without_waiting_on_redis(
     assert len(master.workers()) == 2  # replaced
 
 
+def test_an_exit_nobody_asked_for_counts_its_jobs_orphaned_even_with_status_0(
+    master: Master, fake_os: FakeOS
+) -> None:
+    worker = started(master)["worker"][0]
+    master.board.slot(worker.slot).start_job(0, b"job-1", None)
+    fake_os.exit(worker.pid, code=0)  # os._exit(0) in a job
+    master.reap_children()
+    (hand_back,) = master.hand_backs.queued  # type: ignore[attr-defined]
+    assert (hand_back.running, hand_back.running_mode, hand_back.rest_mode) == (
+        (0, b"job-1"), ReleaseMode.STALLED, ReleaseMode.ORPHANED,
+    )  # fmt: skip
+    assert hand_back.cause == "exited with status 0 (sys.exit() or os._exit() in the job?)"
+
+
 def test_jobs_of_a_hard_stop_are_interrupted_not_stalled(master: Master, fake_os: FakeOS) -> None:
     worker = started(master)["worker"][0]
     master.board.slot(worker.slot).start_job(0, b"long-job", None)
