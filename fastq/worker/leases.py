@@ -16,6 +16,7 @@ from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
 from fastq.protocol.contracts import EXTEND
 from fastq.protocol.keys import QueueKeys
+from fastq.protocol.markers import LossWatch
 
 log = logging.getLogger("fastq.worker")
 
@@ -38,7 +39,8 @@ class LeaseKeeper(threading.Thread):
     starts). Nothing Redis answers stops the thread; an outage is logged once.
 
     It also sends the running jobs' progress reports (``progress``), at most once
-    every ``PROGRESS_FLUSH_S`` and only when there are any.
+    every ``PROGRESS_FLUSH_S`` and only when there are any, and looks whether Redis
+    lost the queues' data (``watch``, every ``watch.check_s``).
     """
 
     def __init__(
@@ -48,6 +50,7 @@ class LeaseKeeper(threading.Thread):
         keys: list[QueueKeys],
         lease_ms: int,
         progress: Optional[ProgressBuffer] = None,
+        watch: Optional[LossWatch] = None,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
         # made at the first extension, a quarter of a lease in: a child's start-up
@@ -59,6 +62,7 @@ class LeaseKeeper(threading.Thread):
         self.lease_ms = lease_ms
         self.extend_s = lease_ms / 4000
         self.progress = progress
+        self.watch = watch
         self.progress_ttl_ms = max(PROGRESS_TTL_LEASES * lease_ms, 60_000)
         self._keys_by_queue = {k.queue: k for k in keys}
         self._extend_keys = {k.queue: EXTEND.keys_for(k, worker_id) for k in keys}
@@ -76,6 +80,8 @@ class LeaseKeeper(threading.Thread):
         while not self._stop_event.wait(min(tick_s, max(next_extend - time.monotonic(), 0))):
             if self.progress:
                 self.send_progress()
+            if self.watch is not None:
+                self.watch.tick(self._connected, lambda _: self._keys_by_queue)
             if time.monotonic() < next_extend:
                 continue
             retry_s = self.extend_leases()

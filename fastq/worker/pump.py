@@ -37,6 +37,8 @@ log = logging.getLogger("fastq.worker")
 SLOW_REPLY_S = 2.0
 # The weight of the latest round trip in the moving estimate.
 RTT_WEIGHT = 0.3
+# Refused acks kept for ``Pump.held`` at most.
+REFUSED_KEPT = 64
 
 
 class Pump:
@@ -52,6 +54,10 @@ class Pump:
         self._peeked: Optional[str] = None  # what the last peek found, not taken yet
         self._release_all = False  # a reply was lost: hand back leases never seen
         self.rtt_s = 0.0  # a moving estimate of the round trip; 0: not measured
+        # what the worker holds, for a log line (see ``held``): the claims of the last
+        # reply read, and the outcomes whose ack Redis refused since ``held`` was read
+        self.last_claims: list[Claim] = []
+        self.refused: deque[tuple[str, Outcomes]] = deque(maxlen=REFUSED_KEPT)
 
     @property
     def has_pending(self) -> bool:
@@ -86,6 +92,26 @@ class Pump:
         Redis works while this batch runs."""
         with contextlib.suppress(*REDIS_ERRORS):  # the next claim() writes afresh
             self._ahead = self._write(queues, n, peek)
+
+    def held(self) -> dict[str, list[bytes]]:
+        """The jobs this worker holds in Redis as far as it knows, by queue: those of
+        its last claims, those whose outcomes are not acknowledged yet, and those
+        whose ack Redis refused since the last call. Read from another thread (the
+        lease keeper's) for a log line: a best effort, never in the way of the loop."""
+        held: dict[str, list[bytes]] = {}
+        try:
+            ahead = self._ahead
+            sent = [] if ahead is None else list(ahead.outcomes.items())
+            for claim in self.last_claims:
+                held.setdefault(claim.queue, []).extend(claim.reply.ids)
+            for queue, out in [*self.pending.items(), *sent]:
+                held.setdefault(queue, []).extend(_ids(out))
+            while self.refused:
+                queue, out = self.refused.popleft()
+                held.setdefault(queue, []).extend(_ids(out))
+        except (RuntimeError, IndexError):  # changed as it was read: what was read
+            pass
+        return {queue: list(dict.fromkeys(ids)) for queue, ids in held.items() if ids}
 
     def take_peeked(self) -> Optional[str]:
         """The first queue the last peek found with work to claim (once)."""
@@ -123,6 +149,9 @@ class Pump:
                 self._lose_give_backs(earlier)
             self._release_all = True
             raise
+        self.last_claims = claims
+        if request.refused:
+            self.refused.extend(request.refused)
         if request.release_all:
             self._release_all = False
         done = time.monotonic()
@@ -184,3 +213,16 @@ class Pump:
                     )  # fmt: skip
                     return
                 time.sleep(delay)
+
+
+def _ids(out: Outcomes) -> list[bytes]:
+    """The ids of the jobs ``out`` settles or hands back."""
+    return [
+        *out.done,
+        *(r[0] for r in out.retry),
+        *(d[0] for d in out.dead),
+        *(b[0] for b in out.broken),
+        *out.unstarted,
+        *out.stalled,
+        *out.interrupted,
+    ]

@@ -23,6 +23,7 @@ from fastq.connection.url import mask_url
 from fastq.context import ProgressBuffer
 from fastq.errors import FastqError
 from fastq.protocol.keys import validate_queue_name
+from fastq.protocol.markers import Held, LossWatch
 from fastq.ratelimit import KeyGate
 from fastq.runners.factory import build_runners
 from fastq.runners.sync import HardStop
@@ -236,6 +237,9 @@ class Worker:
         self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")
+        # its queues' markers noted before it claims: a loss from then on is noticed
+        watch = LossWatch(self.app.namespace, f"worker {self.worker_id}", log, held=self._held)
+        watch.check_now(lambda: rt.client, lambda _: layout.physical)
         call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
         self._leases = LeaseKeeper(
             lambda: self.app.new_client(
@@ -245,8 +249,13 @@ class Worker:
             list(rt.keys.values()),
             self.lease_ms,
             self.progress,
+            watch,
         )
         self._leases.start()
+
+    def _held(self) -> Held:
+        """What it holds (read from the lease keeper's thread): see ``Pump.held``."""
+        return {} if self._pump is None else self._pump.held()
 
     def _shard_counts(self) -> dict[str, int]:
         """The shard count of each queue served (:mod:`fastq.protocol.shards`): Redis' record,
