@@ -139,7 +139,6 @@ class LossWatch:
         Raises:
             a Redis error: nothing was logged; the next check looks again.
         """
-        held_now = self.held() if self.held is not None else {}
         seen = list(self.tokens)
         fresh = [q for q in dict.fromkeys(queues) if q not in self.tokens]
         lost: list[str] = []
@@ -158,6 +157,8 @@ class LossWatch:
                 values = self._read(client, suspects)
                 lost = [q for q, value in zip(suspects, values) if value != self.tokens[q]]
                 gone = [q for q, value in zip(suspects, values) if value is None]
+        # read once the markers were: what a failed look consumes nothing
+        held_now = self.held() if self.held is not None else {}
         if lost or fresh:
             self._mark(client, lost + fresh)
         if lost:
@@ -169,12 +170,14 @@ class LossWatch:
             else:
                 what = f"the jobs, schedules, dead and broken sets of queues {named(lost)} are gone"
             markers = named([self._key(q) for q in lost], " markers")
-            how = "is gone" if len(lost) == 1 else "are gone"
-            if not gone:
-                how = "was written anew since" if len(lost) == 1 else "were written anew since"
+            one = len(lost) == 1
+            if gone:
+                how = "marker %s is gone" if one else "markers %s are gone"
+            else:  # another process found them gone first
+                how = "marker %s was written anew" if one else "markers %s were written anew"
             self.log.error(
-                "%s: Redis lost its data (the marker %s %s: %s): %s",
-                self.who, markers, how, _CAUSES, what,
+                "%s: Redis lost its data (the %s: %s): %s",
+                self.who, how % markers, _CAUSES, what,
             )  # fmt: skip
         return lost
 
@@ -191,9 +194,11 @@ class LossWatch:
                 pipe.hmget(QueueKeys(self.namespace, q).jobs, these)
         for (_, these), envelopes in zip(candidates, pipe.execute() if candidates else []):
             ids += [i.decode(errors="replace") for i, e in zip(these, envelopes) if e is None]
+        kind = self.who.split()[0]
         if not ids:
-            return f"{self.who.split()[0]} held no job there"
-        return f"{len(ids)} jobs this {self.who.split()[0]} held no longer exist: ids {named(ids)}"
+            return f"this {kind} held no job there"
+        jobs = "1 job" if len(ids) == 1 else f"{len(ids)} jobs"
+        return f"{jobs} this {kind} held no longer exist: ids {named(ids)}"
 
     def _key(self, queue: str) -> str:
         return marker_key(self.namespace, queue)
