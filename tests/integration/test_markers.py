@@ -6,13 +6,18 @@ that no longer exists, and on a cluster only the queues of the node that lost th
 from __future__ import annotations
 
 import logging
+import re
+import threading
+import time
 
 import pytest
 import redis
 
 import fastq
 from fastq.connection.cluster import node_of
-from fastq.protocol.markers import LossWatch, marker_key
+from fastq.protocol.markers import CHECK_S, LossWatch, marker_key
+from fastq.worker.worker import Worker
+from tests.support.pool import wait_until
 
 LOG = logging.getLogger("test.markers")
 
@@ -90,3 +95,37 @@ def test_on_a_cluster_only_the_queues_of_the_node_that_lost_its_data(
     assert f"{jobs} this worker held no longer exist: ids {on_it[0]}-job" in line, line
     assert watch.check(client, queues) == []
     assert len(errors(caplog)) == 1
+
+
+def test_a_worker_names_the_jobs_it_held_once_and_runs_what_comes_next(
+    app: fastq.App, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    ran: list[int] = []
+
+    @app.job(queue="q")
+    def slow(i: int) -> None:
+        ran.append(i)
+        time.sleep(0.3)
+
+    before = set(app.enqueue_many("slow", [(i,) for i in range(30)], queue="q"))
+    worker = Worker(app, ["q"], batch_size=5, handle_signals=False, idle_timeout_s=0.2)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: app.stats("q")["inflight"] > 0, 30, "the worker holding jobs")
+        # this namespace's data is lost (the session's Redis is shared: no FLUSHDB)
+        r.delete(*r.keys(f"{app.namespace}:*"))
+        wait_until(lambda: errors(caplog), 30, "the worker to notice")
+        after = app.enqueue_many("slow", [(100 + i,) for i in range(5)], queue="q")
+        wait_until(lambda: {100 + i for i in range(5)} <= set(ran), 30, "the jobs enqueued after")
+        time.sleep(2 * CHECK_S)  # two more looks at the markers: nothing more is said
+    finally:
+        worker.stop()
+        thread.join(30)
+    (line,) = errors(caplog)
+    held = re.search(r"(\d+) jobs? this worker held no longer exist: ids (.*)$", line)
+    assert held is not None, line
+    named = set(held.group(2).split(", "))
+    # the jobs it held: some of the first ones (a batch or two), none enqueued after
+    assert named and named <= before and not named & set(after), line
+    assert int(held.group(1)) == len(named) <= 10
