@@ -53,8 +53,9 @@ class LeaseKeeper(threading.Thread):
         watch: Optional[LossWatch] = None,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
-        # made at the first extension, a quarter of a lease in: a child's start-up
-        # (paid 32 times over by ``pool -c 32``) does not build a client it won't use yet
+        # made at the first extension or look at the markers (``watch``, 2 s in), not at
+        # start: a child's start-up (paid 32 times over by ``pool -c 32``) does not
+        # build a client it won't use yet
         self.connect = connect
         self.client: Optional[redis.Redis] = None
         self.worker_id = worker_id
