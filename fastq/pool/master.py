@@ -36,6 +36,7 @@ from fastq.pool.children import (
     set_process_name,
 )
 from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks, death_cause
+from fastq.pool.lost import watch_for_loss
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.protocol import scripts
@@ -54,14 +55,9 @@ CRASHES_BEFORE_BACKOFF = 5
 MEMORY_CHECK_S = 2.0
 
 _HANDLED = (
-    signal.SIGHUP,
-    signal.SIGINT,
-    signal.SIGTERM,
-    signal.SIGTTIN,
-    signal.SIGTTOU,
-    signal.SIGUSR1,
-    signal.SIGCHLD,
-)
+    signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGTTIN, signal.SIGTTOU,
+    signal.SIGUSR1, signal.SIGCHLD,
+)  # fmt: skip
 
 
 @dataclass
@@ -142,6 +138,9 @@ class Master:
             " and a reaper" if self.config.reaper else "",
         )  # fmt: skip
         self.load_scripts()
+        watch = watch_for_loss(
+            lambda: self.app, lambda: self.config.queues, self.pid, self.hand_backs
+        )
         self.hand_backs.start()
         if self.exporter is not None:
             self.exporter.start()
@@ -164,6 +163,7 @@ class Master:
             for fd in self._pipe:
                 os.close(fd)
             self.hand_backs.close()
+            watch.stop()
             if self.exporter is not None:
                 self.exporter.stop()
         log.info("master %d: stopped", self.pid)

@@ -144,6 +144,13 @@ class QueueKeys:
         return self.key("unique_exp")
 
     @property
+    def marker(self) -> str:
+        """Written once (``SET NX``: when, and a random token) and never deleted: its
+        absence, or another token, says Redis lost this queue's data
+        (:mod:`fastq.protocol.markers`)."""
+        return self.key("marker")
+
+    @property
     def wake(self) -> str:
         return self.key("wake")
 

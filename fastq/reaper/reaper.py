@@ -24,6 +24,7 @@ import redis
 from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
+from fastq.protocol.markers import LossWatch
 from fastq.reaper.firer import Firer
 from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.worker.roundtrip import PROMOTE_MAX
@@ -99,6 +100,8 @@ class Reaper:
         self.firer = Firer(
             app, queues, who="reaper (periodic jobs)", logger=log, silent=self.silent
         )
+        # has Redis lost the queues' data? looked at before the first sweep, then now and then
+        self.watch = LossWatch(app.namespace, "reaper", log)
 
     def stop(self) -> None:
         self.stopping = True
@@ -267,6 +270,7 @@ class Reaper:
                 if client is None:
                     # in the loop: a cluster's client connects as it is made
                     client = self._new_client()
+                self.watch.tick(lambda c=client: c, self.queues)  # type: ignore[misc]
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)

@@ -16,6 +16,7 @@ from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
 from fastq.protocol.contracts import EXTEND
 from fastq.protocol.keys import QueueKeys
+from fastq.protocol.markers import LossWatch
 
 log = logging.getLogger("fastq.worker")
 
@@ -38,8 +39,10 @@ class LeaseKeeper(threading.Thread):
     starts). Nothing Redis answers stops the thread; an outage is logged once.
 
     It also sends the running jobs' progress reports (``progress``), at most once
-    every ``PROGRESS_FLUSH_S`` and only when there are any, and calls ``watch``
-    every ``watch_s`` (the watch of a long job's batch-mates, :mod:`fastq.worker.mates`).
+    every ``PROGRESS_FLUSH_S`` and only when there are any; looks whether Redis
+    lost the queues' data (``watch``, every ``watch.check_s``); and calls
+    ``long_jobs`` every ``long_jobs_s`` (the watch of a long job's batch-mates,
+    :mod:`fastq.worker.mates`).
     """
 
     def __init__(
@@ -49,12 +52,14 @@ class LeaseKeeper(threading.Thread):
         keys: list[QueueKeys],
         lease_ms: int,
         progress: Optional[ProgressBuffer] = None,
-        watch: Optional[Callable[[], None]] = None,
-        watch_s: float = 0.0,
+        watch: Optional[LossWatch] = None,
+        long_jobs: Optional[Callable[[], None]] = None,
+        long_jobs_s: float = 0.0,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
-        # made at the first extension, a quarter of a lease in: a child's start-up
-        # (paid 32 times over by ``pool -c 32``) does not build a client it won't use yet
+        # made at the first extension or look at the markers (``watch``, 2 s in), not at
+        # start: a child's start-up (paid 32 times over by ``pool -c 32``) does not
+        # build a client it won't use yet
         self.connect = connect
         self.client: Optional[redis.Redis] = None
         self.worker_id = worker_id
@@ -62,15 +67,16 @@ class LeaseKeeper(threading.Thread):
         self.lease_ms = lease_ms
         self.extend_s = lease_ms / 4000
         self.progress = progress
+        self.watch = watch
         self.progress_ttl_ms = max(PROGRESS_TTL_LEASES * lease_ms, 60_000)
         self._keys_by_queue = {k.queue: k for k in keys}
         self._extend_keys = {k.queue: EXTEND.keys_for(k, worker_id) for k in keys}
         self._silent_nodes: set[str] = set()  # the nodes that did not answer the last round
         self.outage = Outage(f"worker {worker_id} (leases)", log)
         self._stop_event = threading.Event()
-        # called every ``watch_s`` (the long-job watch, fastq.worker.mates)
-        self.watch = watch
-        self.watch_s = watch_s
+        # called every ``long_jobs_s`` (the long-job watch, fastq.worker.mates)
+        self.long_jobs = long_jobs
+        self.long_jobs_s = long_jobs_s
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -79,13 +85,15 @@ class LeaseKeeper(threading.Thread):
         wait_s = self.extend_s
         next_extend = time.monotonic() + wait_s
         tick_s = wait_s if self.progress is None else min(wait_s, PROGRESS_FLUSH_S)
-        if self.watch is not None:
-            tick_s = min(tick_s, self.watch_s)
+        if self.long_jobs is not None:
+            tick_s = min(tick_s, self.long_jobs_s)
         while not self._stop_event.wait(min(tick_s, max(next_extend - time.monotonic(), 0))):
-            if self.watch is not None:
-                self.watch()
+            if self.long_jobs is not None:
+                self.long_jobs()
             if self.progress:
                 self.send_progress()
+            if self.watch is not None:
+                self.watch.tick(self._connected, lambda _: self._keys_by_queue)
             if time.monotonic() < next_extend:
                 continue
             retry_s = self.extend_leases()

@@ -49,6 +49,8 @@ _KILL_AT_WRITE = float(os.environ.get("FASTQ_TEST_KILL_AT_WRITE") or 0)
 SLOW_REPLY_S = 2.0
 # The weight of the latest round trip in the moving estimate.
 RTT_WEIGHT = 0.3
+# Refused acks kept for ``Pump.held`` at most.
+REFUSED_KEPT = 64
 
 
 class Pump:
@@ -76,6 +78,10 @@ class Pump:
         self.lock = threading.Lock()
         # what a hand-back from that thread could not send: it goes with the next request
         self._unsent_outcomes: dict[str, Outcomes] = {}
+        # what the worker holds, for a log line (see ``held``): the claims of the last
+        # reply read, and the outcomes whose ack Redis refused since ``held`` was read
+        self.last_claims: list[Claim] = []
+        self.refused: deque[tuple[str, Outcomes]] = deque(maxlen=REFUSED_KEPT)
 
     @property
     def has_pending(self) -> bool:
@@ -149,6 +155,26 @@ class Pump:
                 self._read(request)
             return back
 
+    def held(self) -> dict[str, list[bytes]]:
+        """The jobs this worker holds in Redis as far as it knows, by queue: those of
+        its last claims, those whose outcomes are not acknowledged yet, and those
+        whose ack Redis refused since the last call. Read from another thread (the
+        lease keeper's) for a log line: a best effort, never in the way of the loop."""
+        held: dict[str, list[bytes]] = {}
+        try:
+            ahead = self._ahead
+            sent = [] if ahead is None else list(ahead.outcomes.items())
+            for claim in self.last_claims:
+                held.setdefault(claim.queue, []).extend(claim.reply.ids)
+            for queue, out in [*self.pending.items(), *sent]:
+                held.setdefault(queue, []).extend(_ids(out))
+            while self.refused:
+                queue, out = self.refused.popleft()
+                held.setdefault(queue, []).extend(_ids(out))
+        except (RuntimeError, IndexError):  # changed as it was read: what was read
+            pass
+        return {queue: list(dict.fromkeys(ids)) for queue, ids in held.items() if ids}
+
     def take_peeked(self) -> Optional[str]:
         """The first queue the last peek found with work to claim (once)."""
         peeked, self._peeked = self._peeked, None
@@ -196,6 +222,9 @@ class Pump:
                 self._lose_give_backs(earlier)
             self._release_all = True
             raise
+        self.last_claims = claims
+        if request.refused:
+            self.refused.extend(request.refused)
         if request.release_all:
             self._release_all = False
         if self.slot is not None:  # requests are read in the order written
@@ -272,3 +301,16 @@ def _maybe_killed(before: bool) -> None:
             "fault injection: killed %s a round trip's write", "before" if before else "after"
         )
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _ids(out: Outcomes) -> list[bytes]:
+    """The ids of the jobs ``out`` settles or hands back."""
+    return [
+        *out.done,
+        *(r[0] for r in out.retry),
+        *(d[0] for d in out.dead),
+        *(b[0] for b in out.broken),
+        *out.unstarted,
+        *out.stalled,
+        *out.interrupted,
+    ]

@@ -88,6 +88,9 @@ class Request:
         self.peek_queues = peek_queues
         # after result(): the first peeked queue found with work to claim, if any
         self.peeked: Optional[str] = None
+        # after result(): the outcomes whose ack Redis refused, in part or whole (it
+        # held those jobs no longer: a lease taken back, or Redis lost them)
+        self.refused: list[tuple[str, Outcomes]] = []
         self.written_at = time.monotonic()  # built once written: the round trip's start
         # the jobs its worker had noted finished (its heartbeat slot's ring) when it
         # was written: answered, their acks are in
@@ -113,6 +116,10 @@ class Request:
         for (script, keys, _), reply in zip(self.commands, replies):
             if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
                 RELEASE.parse(reply).log_buried(log, queue_of_key(keys[0]))
+            elif script is ACK.script:
+                queue = queue_of_key(keys[0])
+                if ACK.parse(reply) < self.outcomes[queue].count():
+                    self.refused.append((queue, self.outcomes[queue]))
         n_claims = len(self.claim_queues)
         if self.peek_queues:
             one_clock = self.round_trip.wire.one_clock

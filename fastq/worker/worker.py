@@ -23,6 +23,7 @@ from fastq.connection.url import mask_url
 from fastq.context import ProgressBuffer
 from fastq.errors import FastqError
 from fastq.protocol.keys import validate_queue_name
+from fastq.protocol.markers import Held, LossWatch
 from fastq.ratelimit import KeyGate
 from fastq.runners.factory import build_runners
 from fastq.runners.sync import HardStop
@@ -237,9 +238,12 @@ class Worker:
         self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")
+        # its queues' markers noted before it claims: a loss from then on is noticed
+        watch = LossWatch(self.app.namespace, f"worker {self.worker_id}", log, held=self._held)
+        watch.check_now(lambda: rt.client, lambda _: layout.physical)
         call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
         after_s = self.options.hand_back_after_s
-        watch = LongJobWatch(self.runner, self.slots, self._pump, str(self.worker_id), after_s)
+        long_jobs = LongJobWatch(self.runner, self.slots, self._pump, str(self.worker_id), after_s)
         self._leases = LeaseKeeper(
             lambda: self.app.new_client(
                 retries=0, socket_timeout_s=call_timeout_s, connect_timeout_s=call_timeout_s
@@ -248,10 +252,15 @@ class Worker:
             list(rt.keys.values()),
             self.lease_ms,
             self.progress,
-            watch=watch.tick if after_s else None,
-            watch_s=watch.tick_s,
+            watch,
+            long_jobs=long_jobs.tick if after_s else None,
+            long_jobs_s=long_jobs.tick_s,
         )
         self._leases.start()
+
+    def _held(self) -> Held:
+        """What it holds (read from the lease keeper's thread): see ``Pump.held``."""
+        return {} if self._pump is None else self._pump.held()
 
     def _shard_counts(self) -> dict[str, int]:
         """The shard count of each queue served (:mod:`fastq.protocol.shards`): Redis' record,

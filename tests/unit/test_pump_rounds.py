@@ -43,6 +43,7 @@ class FakeRequest:
     rt: FakeRoundTrip
     peeked: Optional[str] = None
     written_at: float = 0.0
+    refused: list[tuple[str, Outcomes]] = field(default_factory=list)
 
     def replied(self) -> bool:
         return self.rt.now >= self.written_at + self.rt.latency_s
@@ -184,3 +185,20 @@ def test_a_lost_reply_leaves_the_estimate_alone(rt: FakeRoundTrip) -> None:
     with pytest.raises(redis.ConnectionError):
         pump.claim(["a"], 1)
     assert pump.rtt_s == pytest.approx(0.001)
+
+
+def test_what_the_worker_holds_is_its_claims_its_unsent_outcomes_and_its_refused_acks() -> None:
+    rt = FakeRoundTrip(jobs={"a": [b"a1", b"a2"]})
+    pump = make_pump(rt)
+    assert pump.held() == {}
+    pump.claim(["a"], 10)
+    pump.pending["a"].done.append(b"a1")  # ran, its ack not sent yet
+    assert pump.held() == {"a": [b"a1", b"a2"]}
+    pump.pending["a"].done.append(b"a2")
+    pump.claim_ahead(["a"], 10)  # their acks written, not answered yet: still held
+    assert pump.held() == {"a": [b"a1", b"a2"]}
+    ahead = rt.requests[-1]
+    ahead.refused.append(("a", ahead.outcomes["a"]))  # Redis no longer held them
+    assert len(pump.claim(["a"], 10)) == 0
+    assert pump.held() == {"a": [b"a1", b"a2"]}  # a refused ack is said once
+    assert pump.held() == {}
