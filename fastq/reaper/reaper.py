@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Optional
 import redis
 
 from fastq.connection import cluster
+from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
 from fastq.reaper.firer import Firer
@@ -85,8 +86,11 @@ class Reaper:
         self.handle_signals = handle_signals
         self.parent_pid = parent_pid
         self.slot = slot
-        # a failure before any sweep (no client, no queue list), and a single Redis'
+        # a failure before any sweep (no client, no queue list), and a single Redis':
+        # shared by the sweep and the firing, so that an outage is one line each way
         self.outage = Outage("reaper", log)
+        # leases and due times are Redis' instants: so are the reaper's sleeps
+        self.clock = RedisClock("reaper", log)
         self._nodes: dict[str, _NodeSweep] = {}  # by node name; "" on a single Redis
         self._node_of: dict[str, str] = {}  # queue -> the node that served it last
         self.stopping = False
@@ -97,7 +101,13 @@ class Reaper:
         # the masters of a cluster that did not answer, left alone by the sweep and the firing
         self.silent = cluster.SilentNodes(SILENT_RETRY_S)
         self.firer = Firer(
-            app, queues, who="reaper (periodic jobs)", logger=log, silent=self.silent
+            app,
+            queues,
+            who="reaper (periodic jobs)",
+            logger=log,
+            silent=self.silent,
+            clock=self.clock,
+            outage_of=lambda name: self._node(name).outage,
         )
 
     def stop(self) -> None:
@@ -126,6 +136,7 @@ class Reaper:
                 log.debug("reaper: the queue list could not be read; the last one stands")
             else:
                 self._queues_read = True
+                self.outage.recovered()  # it answered
             self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
         return self._queues
 
@@ -145,6 +156,8 @@ class Reaper:
         for name, queues in cluster.by_node(client, self.queues(client), self._leases_key, failed):
             node = self._node(name)
             self._take_over(name, node, queues)
+            if node.outage.ongoing:  # the firing's calls failed: the workers' may have too
+                node.take_back_after = math.inf
             wait_s = max(node.outage.retry_at - now, self.silent.wait_s(name))
             if wait_s > 0:
                 waits.append(wait_s)
@@ -158,10 +171,11 @@ class Reaper:
                 waits.append(delay_s)
                 node.take_back_after = math.inf
             else:
-                if node.outage.ongoing:
+                if node.take_back_after == math.inf:  # after an outage: see LEASE_GRACE_S
                     node.take_back_after = time.monotonic() + LEASE_GRACE_S
-                node.outage.recovered()
-                self.silent.answered(name)
+                if queues:  # Redis is back only once it answered
+                    node.outage.recovered()
+                    self.silent.answered(name)
         return min(waits, default=self.interval_s)
 
     def _take_over(self, name: str, node: _NodeSweep, queues: list[str]) -> None:
@@ -196,6 +210,8 @@ class Reaper:
         """
         sleep_s = self.interval_s
         app = self.app
+        if queues:  # read now and then (on a cluster, on this master)
+            self.clock.now_ms(client, app.keys(queues[0]).leases)
         for queue in queues:
             keys = app.keys(queue)
             argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
@@ -227,7 +243,7 @@ class Reaper:
                 log.debug("queue %s: %d due jobs promoted", queue, promoted)
             if len(expired) >= self.limit or promoted >= self.limit:
                 sleep_s = 0.0  # more where that came from
-            now_ms = time.time() * 1000
+            now_ms = self.clock.now_ms()  # Redis' clock: the deadlines are its instants
             for due in (reaped.next_deadline_ms, reaped.next_due_ms):
                 if due >= 0:
                     sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
@@ -273,12 +289,9 @@ class Reaper:
             except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
                 sleep_s = self.outage.failed(exc)
                 for node in self._nodes.values():
-                    node.take_back_after = math.inf
-            else:
-                if self.outage.ongoing:
-                    for node in self._nodes.values():
-                        node.take_back_after = time.monotonic() + LEASE_GRACE_S
-                self.outage.recovered()
+                    node.take_back_after = math.inf  # a grace follows the next sweep
+            # no "back" here: only a call that was answered says so (a sweep or a
+            # firing that skipped a node in its backoff called nothing)
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
         if client is not None:
