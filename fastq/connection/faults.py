@@ -17,7 +17,9 @@ fault                     replies                                          polic
 ``BUSY``                  ``BUSY`` (a script or module runs too long)      back off, retry
 ``OUT_OF_MEMORY``         ``OOM``                                          back off, retry
 ``NO_SCRIPT``             ``NOSCRIPT`` (flushed, or a fresh server)        reload, resend
-``DENIED``                ``NOAUTH``, ``WRONGPASS``, ``NOPERM``            back off slowly;
+``DENIED``                ``NOAUTH``, ``WRONGPASS``, ``NOPERM``,           back off slowly;
+                          ``DENIED`` (protected mode: no password set,
+                          and this host is not the loopback)
                                                                            an operator
                                                                            must act
 ========================  ===============================================  ===========
@@ -80,6 +82,8 @@ _BY_CODE = {
     "NOPERM": Fault.DENIED,
     "NOAUTH": Fault.DENIED,
     "WRONGPASS": Fault.DENIED,
+    # protected mode: a Redis without a password takes only loopback connections
+    "DENIED": Fault.DENIED,
     "READONLY": Fault.UNAVAILABLE,
     "LOADING": Fault.UNAVAILABLE,
     "MASTERDOWN": Fault.UNAVAILABLE,
