@@ -26,6 +26,7 @@ from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
 from fastq.reaper.firer import Firer
+from fastq.reaper.watch import QueueWatch
 from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.worker.roundtrip import PROMOTE_MAX
 
@@ -98,6 +99,8 @@ class Reaper:
         self._queues_read = False
         self._queues_at = 0.0
         self._wake = threading.Event()
+        # the queues reaped every sweep (those with work), the others probed in bulk
+        self.watch = QueueWatch(app.keys, interval_s)
         # the masters of a cluster that did not answer, left alone by the sweep and the firing
         self.silent = cluster.SilentNodes(SILENT_RETRY_S)
         self.firer = Firer(
@@ -137,6 +140,7 @@ class Reaper:
             else:
                 self._queues_read = True
                 self.outage.recovered()  # it answered
+                self.watch.forget(set(self._queues))
             self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
         return self._queues
 
@@ -163,7 +167,8 @@ class Reaper:
                 waits.append(wait_s)
                 continue
             try:
-                waits.append(self._sweep_node(client, node, queues))
+                wait_s, answered = self._sweep_node(client, name, node, queues)
+                waits.append(wait_s)
             except REDIS_ERRORS as exc:
                 delay_s = node.outage.failed(exc)
                 if name and unanswered(exc):
@@ -173,7 +178,7 @@ class Reaper:
             else:
                 if node.take_back_after == math.inf:  # after an outage: see LEASE_GRACE_S
                     node.take_back_after = time.monotonic() + LEASE_GRACE_S
-                if queues:  # Redis is back only once it answered
+                if answered:  # Redis is back only once it answered
                     node.outage.recovered()
                     self.silent.answered(name)
         return min(waits, default=self.interval_s)
@@ -201,8 +206,13 @@ class Reaper:
             node = self._nodes[name] = _NodeSweep(outage)
         return node
 
-    def _sweep_node(self, client: redis.Redis, node: _NodeSweep, queues: list[str]) -> float:
-        """Sweep ``queues`` (one node's); returns how long the reaper may sleep.
+    def _sweep_node(
+        self, client: redis.Redis, name: str, node: _NodeSweep, queues: list[str]
+    ) -> tuple[float, bool]:
+        """Sweep ``queues`` (node ``name``'s): reap those with work, and those of the
+        others that :class:`QueueWatch` says; returns how long the reaper may sleep,
+        and whether Redis was called (a sweep may call nothing: idle queues probed a
+        moment ago).
 
         Raises:
             a Redis error: the first call that failed (the node's later queues wait
@@ -210,9 +220,12 @@ class Reaper:
         """
         sleep_s = self.interval_s
         app = self.app
+        calls = self.clock.readings + self.watch.round_trips
         if queues:  # read now and then (on a cluster, on this master)
             self.clock.now_ms(client, app.keys(queues[0]).leases)
-        for queue in queues:
+        to_reap = self.watch.to_reap(client, name, queues, probe=node.outage.ongoing)
+        answered = bool(to_reap) or self.clock.readings + self.watch.round_trips != calls
+        for queue in to_reap:
             keys = app.keys(queue)
             argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
             called = time.monotonic()
@@ -221,6 +234,7 @@ class Reaper:
             if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
                 log.warning("%s: Redis took %.1f s to answer", node.outage.who, waited_s)
                 node.take_back_after = time.monotonic() + LEASE_GRACE_S
+            self.watch.reaped(queue, reaped)
             promoted, expired = reaped.promoted, reaped.expired_workers
             if time.monotonic() < node.take_back_after:
                 expired = []  # a grace after an outage: see LEASE_GRACE_S
@@ -247,7 +261,7 @@ class Reaper:
             for due in (reaped.next_deadline_ms, reaped.next_due_ms):
                 if due >= 0:
                     sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
-        return sleep_s
+        return sleep_s, answered
 
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next
