@@ -165,10 +165,14 @@ def cmd_pool(args: argparse.Namespace) -> int:
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
+    from fastq.connection.checks import check_redis
     from fastq.reaper.reaper import Reaper
 
     app = configured_app(args)
     queues = parse_queues(args.queues) if args.queues else None
+    # a Redis that refuses it (password, protected mode) stops it with one line, as
+    # a worker and a pool; a pool's reaper is checked by its master
+    check_redis(app, "reaper")
     Reaper(app, queues, interval_s=args.interval).run()
     return 0
 

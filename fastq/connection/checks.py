@@ -77,11 +77,7 @@ def check_redis(app: Checked, who: str) -> None:
     except REDIS_ERRORS as exc:
         fault = classify(exc)
         if fault is Fault.DENIED:
-            raise RedisRefused(
-                fault.value,
-                f"Redis at {url} refused the connection ({exc}): check the user and "
-                "password in the URL",
-            ) from None
+            raise RedisRefused(fault.value, _refusal(url, exc)) from None
         if is_sentinel_url(app.redis_url):
             refusal = sentinels_refusal(app.redis_url, CHECK_TIMEOUT_S)
             if refusal is not None:
@@ -101,6 +97,19 @@ def check_redis(app: Checked, who: str) -> None:
         _announce_queues(who, app, client)
     finally:
         client.close()
+
+
+def _refusal(url: str, exc: BaseException) -> str:
+    """One line saying why Redis refused the connection, and what to check."""
+    text = str(exc)
+    if text.startswith("DENIED"):
+        # protected mode answers a paragraph: its first sentence, and the remedies
+        return (
+            f"Redis at {url} refused the connection: {text.split('. ', 1)[0]}; set a "
+            "password (requirepass, and put it in the URL) or, on a network that only "
+            "trusted hosts reach, protected-mode no"
+        )
+    return f"Redis at {url} refused the connection ({text}): check the user and password in the URL"
 
 
 def _nodes(url: str, client: Any) -> list[tuple[str, Any]]:

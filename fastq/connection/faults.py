@@ -17,7 +17,9 @@ fault                     replies                                          polic
 ``BUSY``                  ``BUSY`` (a script or module runs too long)      back off, retry
 ``OUT_OF_MEMORY``         ``OOM``                                          back off, retry
 ``NO_SCRIPT``             ``NOSCRIPT`` (flushed, or a fresh server)        reload, resend
-``DENIED``                ``NOAUTH``, ``WRONGPASS``, ``NOPERM``            back off slowly;
+``DENIED``                ``NOAUTH``, ``WRONGPASS``, ``NOPERM``,           back off slowly;
+                          ``DENIED`` (protected mode: no password set,
+                          and this host is not the loopback)
                                                                            an operator
                                                                            must act
 ========================  ===============================================  ===========
@@ -26,7 +28,8 @@ Anything else (a script's own ``error()``, a wrong type) is not a fault of Redis
 a bug: :func:`classify` returns None and the caller raises it.
 
 :class:`Outage` turns a stream of failures into two log lines: one when trouble
-starts (or changes kind), one when Redis answers again, with how long it took.
+starts (and one more for each other kind of trouble it meets), one when Redis
+answers again, with how long it took.
 """
 
 from __future__ import annotations
@@ -79,6 +82,8 @@ _BY_CODE = {
     "NOPERM": Fault.DENIED,
     "NOAUTH": Fault.DENIED,
     "WRONGPASS": Fault.DENIED,
+    # protected mode: a Redis without a password takes only loopback connections
+    "DENIED": Fault.DENIED,
     "READONLY": Fault.UNAVAILABLE,
     "LOADING": Fault.UNAVAILABLE,
     "MASTERDOWN": Fault.UNAVAILABLE,
@@ -152,8 +157,12 @@ def for_producer(exc: BaseException, url: str) -> Exception:
 class Outage:
     """Tracks one connection's trouble so that it is logged once per episode.
 
-    ``failed(exc)`` returns how long to wait before the next try, logging only
-    when an episode starts or its kind changes; ``recovered()`` logs the end.
+    ``failed(exc)`` returns how long to wait before the next try (growing with
+    each failure in a row, up to a cap), logging only when an episode starts or
+    meets a kind of fault it had not met yet (a restart's refused connections,
+    then ``LOADING``, then refused again is one line); ``recovered()`` logs the end.
+    Call it only after Redis answered a call: a pass that called nothing (every
+    node in its backoff) must not end the episode, else each retry logs a pair.
     ``retry_at``: when that wait ends (``time.monotonic()``), 0 once recovered.
     """
 
@@ -161,6 +170,7 @@ class Outage:
         self.who = who
         self.log = logger
         self.fault: Optional[Fault] = None
+        self._told: set[Fault] = set()  # the kinds logged in this episode
         self.failures = 0
         self.since = 0.0
         self.retry_at = 0.0
@@ -181,13 +191,14 @@ class Outage:
         if self.fault is None:
             self.since = time.monotonic()
         self.failures += 1
-        if fault is not self.fault:
+        if fault not in self._told:
+            self._told.add(fault)
             level = logging.ERROR if fault is Fault.DENIED else logging.WARNING
             hint = " (check the password or ACL; retrying slowly)" if fault is Fault.DENIED else ""
             self.log.log(
                 level, "%s: Redis %s: %s%s; retrying with backoff", self.who, fault.value, exc, hint
             )
-            self.fault = fault
+        self.fault = fault
         delay_s = backoff_s(self.failures, fault)
         self.retry_at = time.monotonic() + delay_s
         return delay_s
@@ -202,4 +213,5 @@ class Outage:
             self.who, time.monotonic() - self.since, self.fault.value, self.failures,
         )  # fmt: skip
         self.fault = None
+        self._told.clear()
         self.failures = 0

@@ -4,6 +4,9 @@ Every reaper (one per pool, and any ``fastq reaper``) fires every schedule of it
 app; the ``fire`` script's compare-and-set on the last slot fired makes each slot
 fire once across all of them. A reaper keeps, per schedule, the next slot to try,
 and sleeps until the earliest: it neither polls for nothing nor fires late.
+
+Slots are instants on Redis' clock (:class:`fastq.connection.clock.RedisClock`):
+a host whose clock is ahead, behind or stepped fires every slot once, on time.
 """
 
 from __future__ import annotations
@@ -11,12 +14,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import redis
 
 from fastq._accel import codec
 from fastq.connection import cluster
+from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, for_producer, unanswered
 from fastq.periodic import PeriodicJob
 from fastq.protocol.contracts import FIRE, FireOutcome
@@ -29,13 +33,9 @@ log = logging.getLogger("fastq.firer")
 # Woken by a monotonic timer, a reaper may find the wall clock a hair short of the
 # slot: it sleeps this much past it.
 _WAKE_MARGIN_S = 0.001
-# While Redis' clock says a slot is still ahead (hosts' clocks differ), ask again
-# when it should be due, but at least this often.
+# While Redis' clock says a slot is still ahead (a master of a cluster whose clock
+# differs from the one read), ask again when it should be due, but at least this often.
 _NOT_DUE_RETRY_S = 1.0
-
-
-def _now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Firer:
@@ -53,6 +53,8 @@ class Firer:
         who: str = "firer",
         logger: logging.Logger = log,
         silent: Optional[cluster.SilentNodes] = None,
+        clock: Optional[RedisClock] = None,
+        outage_of: Optional[Callable[[str], Outage]] = None,
     ) -> None:
         self.app = app
         self.jobs = [job for job in app.schedules.values() if queues is None or job.queue in queues]
@@ -60,11 +62,13 @@ class Firer:
         # the next slot to try, per job name; filled from Redis as each node first answers
         self._next_ms: dict[str, int] = {}
         self._retry_s = math.inf
-        self._skewed = False
         self._who = who
         self._logger = logger
         self._outages: dict[str, Outage] = {}  # by node name; "" on a single Redis
+        # a reaper shares its outages (one log line per outage, not one per part)
+        self._outage_of = outage_of
         self._silent = silent if silent is not None else cluster.SilentNodes(0.0)
+        self.clock = clock if clock is not None else RedisClock(who, logger)
 
     def fire_due(self, client: redis.Redis) -> float:
         """Fire every schedule whose slot has come; returns the seconds until the
@@ -93,16 +97,17 @@ class Firer:
                 waits.append(wait_s)
                 continue
             try:
-                self._fire_due(client, jobs)
+                called = self._fire_due(client, jobs)
             except REDIS_ERRORS as exc:
                 delay_s = outage.failed(exc)  # its slots not fired yet wait for it
                 if name and unanswered(exc):
                     delay_s = self._silent.failed(name, delay_s)
                 waits.append(delay_s)
                 continue
-            outage.recovered()
-            self._silent.answered(name)
-            wait_ms = min(self._next_ms[job.name] for job in jobs) - _now_ms()
+            if called:  # Redis is back only once it answered
+                outage.recovered()
+                self._silent.answered(name)
+            wait_ms = min(self._next_ms[job.name] for job in jobs) - self.clock.now_ms()
             waits.append(max(wait_ms / 1000, 0.0) + _WAKE_MARGIN_S)
         return min([*waits, self._retry_s])
 
@@ -110,34 +115,45 @@ class Firer:
         return self._keys[job.name][0]
 
     def _outage(self, name: str) -> Outage:
+        if self._outage_of is not None:
+            shared = self._outages[name] = self._outage_of(name)
+            return shared
         outage = self._outages.get(name)
         if outage is None:
             who = self._who if name == "" else f"{self._who} (master {name})"
             outage = self._outages[name] = Outage(who, self._logger)
         return outage
 
-    def _fire_due(self, client: redis.Redis, jobs: list[PeriodicJob]) -> None:
-        """Fire the due slots of ``jobs`` (one node's)."""
+    def _fire_due(self, client: redis.Redis, jobs: list[PeriodicJob]) -> bool:
+        """Fire the due slots of ``jobs`` (one node's), by Redis' clock; returns
+        whether Redis was called (and answered)."""
+        readings = self.clock.readings
+        # read afresh now and then (on a cluster, on the master of these jobs)
+        now_ms = self.clock.now_ms(client, self._periodic_key(jobs[0]))
+        called = self.clock.readings != readings
         unknown = [job for job in jobs if job.name not in self._next_ms]
         if unknown:
-            self._load(client, unknown)
-        now_ms = _now_ms()
+            self._load(client, unknown, now_ms)
+            called = True
         for job in jobs:
             next_ms = self._next_ms[job.name]
+            now_ms = self.clock.now_ms()
             if next_ms <= now_ms:
                 slot_ms = job.schedule.latest_ms(next_ms, now_ms)
                 self._next_ms[job.name] = self._fire(client, job, slot_ms)
+                called = True
+        return called
 
-    def _load(self, client: redis.Redis, jobs: list[PeriodicJob]) -> None:
+    def _load(self, client: redis.Redis, jobs: list[PeriodicJob], now_ms: int) -> None:
         """The next slot of each of ``jobs``: after the last fired (a missed one is
-        due at once), or, for a schedule never fired, the next from now."""
+        due at once), or, for a schedule never fired, the next after ``now_ms``
+        (Redis' clock)."""
         pipe = client.pipeline(transaction=False)
         for job in jobs:
             pipe.hget(self._keys[job.name][0], job.name)
         # known to the namespace, for `fastq stats` and other reapers
         pipe.sadd(f"{self.app.namespace}:queues", *{job.queue for job in jobs})
         replies = pipe.execute()
-        now_ms = _now_ms()
         for job, last in zip(jobs, replies):
             after = int(last) if last is not None else now_ms
             self._next_ms[job.name] = job.schedule.next_after_ms(after)
@@ -151,20 +167,16 @@ class Firer:
         """Fire one slot; returns the next slot to try."""
         job_id = job.run_id(slot_ms)
         shared: dict[str, Any] = {"p": job.priority} if job.priority else {}
-        tail = codec.envelope_tail(job.name, _now_ms(), shared)
+        tail = codec.envelope_tail(job.name, self.clock.now_ms(), shared)
         envelope = codec.encode_envelope(job.args, job.kwargs, tail)
         argv = FIRE.argv(job.name, slot_ms, job.overlap, job.priority, job_id, envelope)
         reply = FIRE.call(client, self._keys[job.name], argv)
+        self.clock.observe(reply.now_ms)  # a reading for free (give or take the RTT)
         outcome = reply.outcome
         if outcome is FireOutcome.NOT_DUE:
+            # this master's clock is behind the one read (a cluster's nodes differ)
             ahead_s = (slot_ms - reply.now_ms) / 1000
-            if not self._skewed:
-                log.warning(
-                    "firer: this host's clock is %.3f s ahead of Redis'; periodic jobs fire "
-                    "by Redis' clock",
-                    ahead_s,
-                )
-                self._skewed = True
+            log.debug("periodic job %s: slot %d due in %.3f s by Redis", job.name, slot_ms, ahead_s)
             self._retry_s = min(self._retry_s, ahead_s + _WAKE_MARGIN_S, _NOT_DUE_RETRY_S)
             return slot_ms
         if outcome is FireOutcome.FIRED:

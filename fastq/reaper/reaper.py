@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Optional
 import redis
 
 from fastq.connection import cluster
+from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
 from fastq.protocol.markers import LossWatch
 from fastq.reaper.firer import Firer
+from fastq.reaper.watch import QueueWatch
 from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
 from fastq.worker.roundtrip import PROMOTE_MAX
 
@@ -86,8 +88,11 @@ class Reaper:
         self.handle_signals = handle_signals
         self.parent_pid = parent_pid
         self.slot = slot
-        # a failure before any sweep (no client, no queue list), and a single Redis'
+        # a failure before any sweep (no client, no queue list), and a single Redis':
+        # shared by the sweep and the firing, so that an outage is one line each way
         self.outage = Outage("reaper", log)
+        # leases and due times are Redis' instants: so are the reaper's sleeps
+        self.clock = RedisClock("reaper", log)
         self._nodes: dict[str, _NodeSweep] = {}  # by node name; "" on a single Redis
         self._node_of: dict[str, str] = {}  # queue -> the node that served it last
         self.stopping = False
@@ -95,10 +100,18 @@ class Reaper:
         self._queues_read = False
         self._queues_at = 0.0
         self._wake = threading.Event()
+        # the queues reaped every sweep (those with work), the others probed in bulk
+        self.watch = QueueWatch(app.keys, interval_s)
         # the masters of a cluster that did not answer, left alone by the sweep and the firing
         self.silent = cluster.SilentNodes(SILENT_RETRY_S)
         self.firer = Firer(
-            app, queues, who="reaper (periodic jobs)", logger=log, silent=self.silent
+            app,
+            queues,
+            who="reaper (periodic jobs)",
+            logger=log,
+            silent=self.silent,
+            clock=self.clock,
+            outage_of=lambda name: self._node(name).outage,
         )
         # has Redis lost the queues' data? looked at before the first sweep, then now and then
         self.watch = LossWatch(app.namespace, "reaper", log)
@@ -129,6 +142,8 @@ class Reaper:
                 log.debug("reaper: the queue list could not be read; the last one stands")
             else:
                 self._queues_read = True
+                self.outage.recovered()  # it answered
+                self.watch.forget(set(self._queues))
             self._queues_at = time.monotonic() + _QUEUES_REFRESH_S
         return self._queues
 
@@ -148,12 +163,15 @@ class Reaper:
         for name, queues in cluster.by_node(client, self.queues(client), self._leases_key, failed):
             node = self._node(name)
             self._take_over(name, node, queues)
+            if node.outage.ongoing:  # the firing's calls failed: the workers' may have too
+                node.take_back_after = math.inf
             wait_s = max(node.outage.retry_at - now, self.silent.wait_s(name))
             if wait_s > 0:
                 waits.append(wait_s)
                 continue
             try:
-                waits.append(self._sweep_node(client, node, queues))
+                wait_s, answered = self._sweep_node(client, name, node, queues)
+                waits.append(wait_s)
             except REDIS_ERRORS as exc:
                 delay_s = node.outage.failed(exc)
                 if name and unanswered(exc):
@@ -161,10 +179,11 @@ class Reaper:
                 waits.append(delay_s)
                 node.take_back_after = math.inf
             else:
-                if node.outage.ongoing:
+                if node.take_back_after == math.inf:  # after an outage: see LEASE_GRACE_S
                     node.take_back_after = time.monotonic() + LEASE_GRACE_S
-                node.outage.recovered()
-                self.silent.answered(name)
+                if answered:  # Redis is back only once it answered
+                    node.outage.recovered()
+                    self.silent.answered(name)
         return min(waits, default=self.interval_s)
 
     def _take_over(self, name: str, node: _NodeSweep, queues: list[str]) -> None:
@@ -190,8 +209,13 @@ class Reaper:
             node = self._nodes[name] = _NodeSweep(outage)
         return node
 
-    def _sweep_node(self, client: redis.Redis, node: _NodeSweep, queues: list[str]) -> float:
-        """Sweep ``queues`` (one node's); returns how long the reaper may sleep.
+    def _sweep_node(
+        self, client: redis.Redis, name: str, node: _NodeSweep, queues: list[str]
+    ) -> tuple[float, bool]:
+        """Sweep ``queues`` (node ``name``'s): reap those with work, and those of the
+        others that :class:`QueueWatch` says; returns how long the reaper may sleep,
+        and whether Redis was called (a sweep may call nothing: idle queues probed a
+        moment ago).
 
         Raises:
             a Redis error: the first call that failed (the node's later queues wait
@@ -199,7 +223,12 @@ class Reaper:
         """
         sleep_s = self.interval_s
         app = self.app
-        for queue in queues:
+        calls = self.clock.readings + self.watch.round_trips
+        if queues:  # read now and then (on a cluster, on this master)
+            self.clock.now_ms(client, app.keys(queues[0]).leases)
+        to_reap = self.watch.to_reap(client, name, queues, probe=node.outage.ongoing)
+        answered = bool(to_reap) or self.clock.readings + self.watch.round_trips != calls
+        for queue in to_reap:
             keys = app.keys(queue)
             argv = REAP.argv(self.limit, app.dead_max_age_ms, app.dead_max_len)
             called = time.monotonic()
@@ -208,6 +237,7 @@ class Reaper:
             if waited_s > SLOW_SWEEP_S:  # Redis stalled: so did the workers' extensions
                 log.warning("%s: Redis took %.1f s to answer", node.outage.who, waited_s)
                 node.take_back_after = time.monotonic() + LEASE_GRACE_S
+            self.watch.reaped(queue, reaped)
             promoted, expired = reaped.promoted, reaped.expired_workers
             if time.monotonic() < node.take_back_after:
                 expired = []  # a grace after an outage: see LEASE_GRACE_S
@@ -230,11 +260,11 @@ class Reaper:
                 log.debug("queue %s: %d due jobs promoted", queue, promoted)
             if len(expired) >= self.limit or promoted >= self.limit:
                 sleep_s = 0.0  # more where that came from
-            now_ms = time.time() * 1000
+            now_ms = self.clock.now_ms()  # Redis' clock: the deadlines are its instants
             for due in (reaped.next_deadline_ms, reaped.next_due_ms):
                 if due >= 0:
                     sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
-        return sleep_s
+        return sleep_s, answered
 
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next
@@ -277,12 +307,9 @@ class Reaper:
             except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
                 sleep_s = self.outage.failed(exc)
                 for node in self._nodes.values():
-                    node.take_back_after = math.inf
-            else:
-                if self.outage.ongoing:
-                    for node in self._nodes.values():
-                        node.take_back_after = time.monotonic() + LEASE_GRACE_S
-                self.outage.recovered()
+                    node.take_back_after = math.inf  # a grace follows the next sweep
+            # no "back" here: only a call that was answered says so (a sweep or a
+            # firing that skipped a node in its backoff called nothing)
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
         if client is not None:
