@@ -114,7 +114,7 @@ class Reaper:
             outage_of=lambda name: self._node(name).outage,
         )
         # has Redis lost the queues' data? looked at before the first sweep, then now and then
-        self.watch = LossWatch(app.namespace, "reaper", log)
+        self.loss_watch = LossWatch(app.namespace, "reaper", log)
 
     def stop(self) -> None:
         self.stopping = True
@@ -300,7 +300,7 @@ class Reaper:
                 if client is None:
                     # in the loop: a cluster's client connects as it is made
                     client = self._new_client()
-                self.watch.tick(lambda c=client: c, self.queues)  # type: ignore[misc]
+                self.loss_watch.tick(lambda c=client: c, self.queues)  # type: ignore[misc]
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
