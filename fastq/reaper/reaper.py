@@ -25,7 +25,7 @@ from fastq.connection import cluster
 from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
-from fastq.protocol.markers import LossWatch
+from fastq.protocol.markers import LossWatch, LossWatchThread
 from fastq.reaper.firer import Firer
 from fastq.reaper.watch import QueueWatch
 from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot
@@ -289,6 +289,10 @@ class Reaper:
         if self.slot is not None:
             self.slot.reset()
         beat.start()
+        # from a thread of its own: a node that stalls keeps no other from firing
+        # (the first look is made here, before the first sweep)
+        losses = LossWatchThread(self.loss_watch, self._new_client, self.queues)
+        losses.start()
         client: Optional[redis.Redis] = None
         log.info("reaper: sweeping every %.1fs at most", self.interval_s)
         while not self.stopping:
@@ -300,7 +304,6 @@ class Reaper:
                 if client is None:
                     # in the loop: a cluster's client connects as it is made
                     client = self._new_client()
-                self.loss_watch.tick(lambda c=client: c, self.queues)  # type: ignore[misc]
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
@@ -312,6 +315,7 @@ class Reaper:
             # firing that skipped a node in its backoff called nothing)
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
+        losses.stop()
         if client is not None:
             client.close()
         log.info("reaper: stopped")
