@@ -23,6 +23,7 @@ from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.protocol.store import DEFAULT_REDIS_URL, Store
 from fastq.ratelimit import RateKey
+from fastq.validate import check_delay_s
 
 if TYPE_CHECKING:
     from typing_extensions import Concatenate, ParamSpec, Unpack
@@ -34,7 +35,11 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_REDIS_URL", "App"]
+__all__ = ["DEFAULT_REDIS_URL", "DEFAULT_UNKNOWN_JOB_GRACE_S", "App"]
+
+# how long a job whose name a worker's app lacks goes back to its queue (a rolling
+# deploy's new job, perhaps) before it is broken: fastq.worker.unknown
+DEFAULT_UNKNOWN_JOB_GRACE_S = 300.0
 
 
 def _delegate(
@@ -84,6 +89,12 @@ class App:
             replicates (asynchronously).
         replica_timeout_s: how long an enqueue waits for the replicas, a finite
             number of seconds in (0, 20].
+        unknown_job_grace_s: a job whose name the worker's app does not register
+            (a rolling deploy's new job, met by a worker of the old code) goes back
+            to its queue with a growing delay, its attempts unchanged, for this
+            long (5 minutes by default; workers' ``--unknown-job-grace`` overrides
+            it), counted from when a worker first met it; then it is broken. 0:
+            broken at once.
     """
 
     def __init__(
@@ -98,6 +109,7 @@ class App:
         cluster: bool = False,
         min_replicas: int = 0,
         replica_timeout_s: float = 1.0,
+        unknown_job_grace_s: float = DEFAULT_UNKNOWN_JOB_GRACE_S,
     ) -> None:
         wait = durability(min_replicas, replica_timeout_s)
         self.min_replicas = min_replicas
@@ -108,6 +120,7 @@ class App:
         if max_stalls < 0:
             raise ValueError(f"max_stalls must be >= 0, not {max_stalls}")
         self.max_stalls = int(max_stalls)
+        self.unknown_job_grace_s = check_delay_s(unknown_job_grace_s, "unknown_job_grace_s")
         if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int):
             raise TypeError(f"max_payload_bytes must be an int, not {max_payload_bytes!r}")
         if max_payload_bytes < 1:

@@ -10,6 +10,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from fastq.validate import check_delay_s
+
 MAX_BATCH = 1000
 
 
@@ -47,6 +49,9 @@ class WorkerOptions:
             thread cannot be killed).
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
+        unknown_job_grace_s: how long a job of a name the app does not register
+            goes back to its queue before it is broken (:mod:`fastq.worker.unknown`);
+            None: the app's ``unknown_job_grace_s``.
     """
 
     batch_size: int = 100
@@ -60,6 +65,7 @@ class WorkerOptions:
     threads: int = 0
     max_jobs: Optional[int] = None
     max_memory_bytes: Optional[int] = None
+    unknown_job_grace_s: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH:
@@ -73,6 +79,8 @@ class WorkerOptions:
             raise ValueError(f"async_jobs must be >= 1, not {self.async_jobs}")
         if self.threads < 0:
             raise ValueError(f"threads must be >= 0, not {self.threads}")
+        if self.unknown_job_grace_s is not None:
+            check_delay_s(self.unknown_job_grace_s, "unknown_job_grace_s")
 
     @property
     def patience_s(self) -> Optional[float]:

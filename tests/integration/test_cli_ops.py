@@ -89,8 +89,9 @@ def test_broken_jobs_go_back_once_the_app_knows_their_job(
     redis_server: RedisServer, app: fastq.App, r: redis.Redis
 ) -> None:
     ids = app.enqueue_many("flaky", [(i,) for i in range(4)], queue="mailer")
-    # a worker of an app that does not know `flaky` yet quarantines them
-    old = fastq.App(redis_server.url, namespace=app.namespace)
+    # a worker of an app that does not know `flaky` yet quarantines them (at once:
+    # no grace period)
+    old = fastq.App(redis_server.url, namespace=app.namespace, unknown_job_grace_s=0)
     old.job(queue="mailer", name="other")(lambda: None)
     drain(old, ["mailer"])
     old.close()

@@ -92,8 +92,9 @@ class ClaimReply:
     ) -> tuple[
         list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
         list[tuple[bytes, str]],
+        list[tuple[bytes, str, dict[str, Any]]],
     ]:
-        """``codec.decode_claim`` of the jobs: ``(runnable, broken)``."""
+        """``codec.decode_claim`` of the jobs: ``(runnable, broken, unknown)``."""
         decoded: Any = codec.decode_claim(self.raw, _CLAIM_JOBS_AT, registry)
         return decoded  # type: ignore[no-any-return]
 
