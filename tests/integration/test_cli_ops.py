@@ -280,6 +280,8 @@ def test_the_right_password_works(password_server: RedisServer) -> None:
         (["wait", "-q", "mailer", "--timeout", "later"], "invalid duration 'later'"),
         (["queues", "--redis-url", "nope://x"], "invalid Redis URL"),
         (["stats", "--namespace", "a b"], "namespace"),
+        (["worker", "--app", OPS_APP, "--unknown-job-grace", "later"], "invalid duration 'later'"),
+        (["pool", "--app", OPS_APP, "--unknown-job-grace=-5m"], "must be finite and >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(
