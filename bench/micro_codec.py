@@ -91,7 +91,7 @@ def decode_case(codec: ModuleType, size: int) -> Callable[[ModuleType], Callable
     for job_id, env in zip(ids, envelopes):
         reply += [job_id.encode(), env]  # the claim reply's id, envelope pairs
     registry = {"bench.task": print}
-    runnable, broken = codec.decode_claim(reply, 1, registry)
+    runnable, broken, _ = codec.decode_claim(reply, 1, registry)
     if len(runnable) != size or broken:  # time the path a worker takes, not an error path
         raise SystemExit(
             f"decode_claim case is malformed: {len(runnable)} runnable, {len(broken)} broken"

@@ -21,8 +21,9 @@ from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
-from fastq.protocol.store import DEFAULT_REDIS_URL, Store
+from fastq.protocol.store import DEFAULT_CALL_TIMEOUT_S, DEFAULT_REDIS_URL, Store
 from fastq.ratelimit import RateKey
+from fastq.validate import check_delay_s
 
 if TYPE_CHECKING:
     from typing_extensions import Concatenate, ParamSpec, Unpack
@@ -34,7 +35,11 @@ if TYPE_CHECKING:
 R = TypeVar("R")
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_REDIS_URL", "App"]
+__all__ = ["DEFAULT_REDIS_URL", "DEFAULT_UNKNOWN_JOB_GRACE_S", "App"]
+
+# how long a job whose name a worker's app lacks goes back to its queue (a rolling
+# deploy's new job, perhaps) before it is broken: fastq.worker.unknown
+DEFAULT_UNKNOWN_JOB_GRACE_S = 300.0
 
 
 def _delegate(
@@ -84,6 +89,20 @@ class App:
             replicates (asynchronously).
         replica_timeout_s: how long an enqueue waits for the replicas, a finite
             number of seconds in (0, 20].
+        unknown_job_grace_s: a job whose name the worker's app does not register
+            (a rolling deploy's new job, met by a worker of the old code) goes back
+            to its queue with a growing delay, its attempts unchanged, for this
+            long (5 minutes by default; workers' ``--unknown-job-grace`` overrides
+            it), counted from when a worker first met it; then it is broken. 0:
+            broken at once.
+        call_timeout_s: how long a call of the app (an enqueue, an operator's call)
+            waits for Redis before it gives up with ``fastq.RedisUnavailable``
+            (5 s by default, at least 2; with ``min_replicas``, an enqueue waits
+            ``replica_timeout_s`` more). A stalled Redis (a big fork, a slow disk)
+            costs a call this long once, not once per retry. An enqueue that gives
+            up raises ``fastq.EnqueueInterrupted`` naming its ids: the job may have
+            gone in, and ``job_id=exc.ids[0]`` (``job_ids=exc.ids``) makes the
+            retry idempotent.
     """
 
     def __init__(
@@ -98,16 +117,25 @@ class App:
         cluster: bool = False,
         min_replicas: int = 0,
         replica_timeout_s: float = 1.0,
+        unknown_job_grace_s: float = DEFAULT_UNKNOWN_JOB_GRACE_S,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
     ) -> None:
         wait = durability(min_replicas, replica_timeout_s)
         self.min_replicas = min_replicas
         self.replica_timeout_s = replica_timeout_s
-        self.store = Store(redis_url, namespace, cluster)
+        ok = isinstance(call_timeout_s, (int, float)) and not isinstance(call_timeout_s, bool)
+        if not (ok and 2 <= call_timeout_s <= 3600):
+            # at least 2 s: a wait for a result blocks in Redis up to 1 s at a time
+            raise ValueError(f"call_timeout_s must be within [2, 3600] s, not {call_timeout_s!r}")
+        # a WAIT for the replicas is part of an enqueue's call
+        timeout_s = float(call_timeout_s) + (wait.timeout_s if wait is not None else 0.0)
+        self.store = Store(redis_url, namespace, cluster, timeout_s)
         self.dead_max_age_ms = int(dead_max_age_s * 1000)
         self.dead_max_len = int(dead_max_len)
         if max_stalls < 0:
             raise ValueError(f"max_stalls must be >= 0, not {max_stalls}")
         self.max_stalls = int(max_stalls)
+        self.unknown_job_grace_s = check_delay_s(unknown_job_grace_s, "unknown_job_grace_s")
         if isinstance(max_payload_bytes, bool) or not isinstance(max_payload_bytes, int):
             raise TypeError(f"max_payload_bytes must be an int, not {max_payload_bytes!r}")
         if max_payload_bytes < 1:

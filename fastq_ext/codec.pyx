@@ -480,6 +480,7 @@ cdef inline object _lookup(object registry, bint reg_is_dict, str name):
 cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     cdef list runnable = []
     cdef list broken = []
+    cdef list unknown = []
     cdef Py_ssize_t stop = PyList_GET_SIZE(reply) - 1
     cdef Py_ssize_t i = start
     cdef Py_ssize_t n
@@ -514,7 +515,8 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
                         last_raw, last_at, last_len = raw, rb + 2, name_end - 2
                 if last_len >= 0:
                     if last_target is None:
-                        broken.append((job_id, f"unknown job name {last_name!r}"))
+                        unknown.append((job_id, last_name,
+                                        {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}))
                     else:
                         runnable.append((job_id, last_target, args, {},  1,
                                          {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}))
@@ -558,7 +560,7 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
             )
             continue
         target = _lookup(registry, reg_is_dict, name) if PyUnicode_CheckExact(name) else None
-        if target is None:
+        if target is None and not PyUnicode_CheckExact(name):
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
         if not PyList_CheckExact(args):
@@ -572,6 +574,9 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
             if more is not None:
                 fields.update(<dict>more)
             env = fields
+        if target is None:
+            unknown.append((job_id, name, env))
+            continue
         found = PyDict_GetItem(env, _K_ATTEMPTS)
         if found is NULL:
             runnable.append((job_id, target, args, kwargs, 1, env))
@@ -580,7 +585,7 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
             if not PyLong_CheckExact(failed) or failed < 0:
                 failed = 0
             runnable.append((job_id, target, args, kwargs, failed + 1, env))
-    return runnable, broken
+    return runnable, broken, unknown
 
 
 def decode_claim(reply, start, registry):
@@ -589,10 +594,12 @@ def decode_claim(reply, start, registry):
     ``reply[start:]`` holds pairs ``id, envelope`` (bytes, bytes). The attempt
     number is one more than the failed attempts the envelope records.
 
-    Returns ``(runnable, broken)``: runnable is a list of
+    Returns ``(runnable, broken, unknown)``: runnable is a list of
     ``(id, registry[name], args, kwargs, attempt, envelope_dict)``; broken a list
-    of ``(id, reason)`` for payloads that are not JSON objects, name a job
-    missing from ``registry``, or carry args/kwargs of the wrong type.
+    of ``(id, reason)`` for payloads that are not JSON objects, whose name is not
+    a string, or that carry args/kwargs of the wrong type; unknown a list of
+    ``(id, name, envelope_dict)`` for well-formed envelopes whose name (a string)
+    ``registry`` lacks: a job of a newer deploy, perhaps (fastq.worker.unknown).
     """
     if not PyList_CheckExact(reply):
         reply = list(reply)

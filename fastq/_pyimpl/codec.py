@@ -135,21 +135,25 @@ def decode_claim(
 ) -> tuple[
     list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
     list[tuple[bytes, str]],
+    list[tuple[bytes, str, dict[str, Any]]],
 ]:
     """Decode the jobs of a claim reply.
 
     ``reply[start:]`` holds pairs ``id, envelope`` (bytes, bytes). The attempt
     number is one more than the failed attempts the envelope records.
 
-    Returns ``(runnable, broken)``: runnable is a list of
+    Returns ``(runnable, broken, unknown)``: runnable is a list of
     ``(id, registry[name], args, kwargs, attempt, envelope_dict)``; broken a list
-    of ``(id, reason)`` for payloads that are not JSON objects, name a job
-    missing from ``registry``, or carry args/kwargs of the wrong type.
+    of ``(id, reason)`` for payloads that are not JSON objects, whose name is not
+    a string, or that carry args/kwargs of the wrong type; unknown a list of
+    ``(id, name, envelope_dict)`` for well-formed envelopes whose name (a string)
+    ``registry`` lacks: a job of a newer deploy, perhaps (fastq.worker.unknown).
     """
     if start < 0:
         raise ValueError(f"start must be >= 0, not {start}")
     runnable = []
     broken = []
+    unknown = []
     for i in range(start, len(reply) - 1, 2):
         job_id = reply[i]
         try:
@@ -185,7 +189,7 @@ def decode_claim(
             )
             continue
         target = registry.get(name) if type(name) is str else None
-        if target is None:
+        if target is None and type(name) is not str:
             broken.append((job_id, f"unknown job name {name!r}"))
             continue
         if type(args) is not list:
@@ -199,11 +203,14 @@ def decode_claim(
             if more is not None:
                 fields.update(more)
             env = fields
+        if target is None:
+            unknown.append((job_id, name, env))
+            continue
         failed = env.get("attempts", 0)
         if type(failed) is not int or failed < 0:
             failed = 0
         runnable.append((job_id, target, args, kwargs, failed + 1, env))
-    return runnable, broken
+    return runnable, broken, unknown
 
 
 def update_envelope(env: dict[str, Any], fields: Mapping[str, Any]) -> bytes:

@@ -12,8 +12,9 @@ from fastq.protocol.contracts import REVIVE, REVIVE_BATCH_MAX, ReviveSection
 from fastq.protocol.keys import QueueKeys
 from fastq.ratelimit import SLOT_FIELD
 
-# what a failed run wrote into the envelope: a new run starts without it
-_RUN_FIELDS = ("attempts", "error", "traceback", "failed_at", SLOT_FIELD)
+# what a failed run wrote into the envelope: a new run starts without it (and with a
+# new grace period for a job name no worker knew: fastq.worker.unknown.UNKNOWN_SINCE)
+_RUN_FIELDS = ("attempts", "error", "traceback", "failed_at", SLOT_FIELD, "unknown_since")
 
 
 def fresh_envelope(raw: bytes) -> tuple[bytes, int]:

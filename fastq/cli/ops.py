@@ -34,6 +34,12 @@ from fastq.protocol.keys import validate_queue_name
 from fastq.validate import RateLimit, parse_rate_limit
 
 STATS_FIELDS = ("ready", "inflight", "scheduled", "dead", "broken", "processed", "failed")
+# what went wrong beside failures, on the plain line too: jobs retried, stalled (their
+# worker died or hung running them), orphaned (handed back from a dead worker), and
+# acks that came too late to count
+FAULT_FIELDS = ("retried", "stalled", "orphaned", "stale_acks")
+# what app.stats() says that a row shows another way (the rate limit, a pause, shards)
+_SETTINGS = ("rate", "rate_period_ms", "rate_burst", "paused", "shards")
 
 
 def _stats_queues(args: argparse.Namespace, app: App) -> list[str]:
@@ -57,6 +63,9 @@ def _valid(queue: str) -> bool:
 
 def _stats_row(counts: dict[str, int], rate: Optional[float]) -> dict[str, Any]:
     row: dict[str, Any] = {f: counts[f] for f in STATS_FIELDS}
+    row.update((f, counts[f]) for f in FAULT_FIELDS)
+    # and every other counter app.stats() has (--json shows them all)
+    row.update((f, n) for f, n in counts.items() if f not in row and f not in _SETTINGS)
     row["rate"] = None if rate is None else round(rate, 1)
     limit = counts["rate"]
     row["limit"] = (
@@ -75,7 +84,7 @@ def _print_stats(rows: dict[str, dict[str, Any]], as_json: bool) -> None:
         print(orjson.dumps(rows).decode(), flush=True)
         return
     for q, row in rows.items():
-        shown = " ".join(f"{f}={row[f]}" for f in STATS_FIELDS)
+        shown = " ".join(f"{f}={row[f]}" for f in (*STATS_FIELDS, *FAULT_FIELDS))
         rate = "-" if row["rate"] is None else f"{row['rate']:g}/s"
         flags = " paused" if row["paused"] else ""
         if "shards" in row:
@@ -84,8 +93,10 @@ def _print_stats(rows: dict[str, dict[str, Any]], as_json: bool) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Per queue: ready, inflight, scheduled, dead, broken, processed, failed, and
-    (with --watch) the rate: jobs processed per second over the last interval."""
+    """Per queue: ready, inflight, scheduled, dead, broken, processed, failed,
+    retried, stalled, orphaned, stale_acks (with --json every counter of
+    ``app.stats()``), and (with --watch) the rate: jobs processed per second over
+    the last interval."""
     if args.interval <= 0:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     app = operator_app(args)

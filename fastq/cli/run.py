@@ -14,6 +14,7 @@ from fastq.cli.common import (
     add_connection_options,
     configured_app,
     log,
+    parse_duration,
     parse_queues,
 )
 from fastq.errors import FastqError
@@ -101,12 +102,14 @@ def _served_queues(args: argparse.Namespace, app: App) -> list[str]:
 def worker_options(args: argparse.Namespace, **more: Any) -> WorkerOptions:
     """The options of ``fastq worker`` or of a ``fastq pool``'s children."""
     try:
+        grace = args.unknown_job_grace
         return WorkerOptions(
             batch_size=args.batch,
             lease_s=args.lease,
             async_jobs=args.async_jobs,
             threads=args.threads,
             hand_back_after_s=args.hand_back_after,
+            unknown_job_grace_s=None if grace is None else parse_duration(grace),
             **more,
         )
     except ValueError as exc:  # e.g. --lease 0
@@ -243,6 +246,16 @@ def _add_in_flight_options(p: argparse.ArgumentParser, *, pool: bool) -> None:
     )
 
 
+def _add_deploy_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--unknown-job-grace",
+        metavar="DURATION",
+        help="how long a job of a name the app does not register (a newer deploy's) goes "
+        "back to its queue, with a delay, before it is broken: e.g. 90s, 10m, 0 (default: "
+        "the app's unknown_job_grace_s, 5m)",
+    )
+
+
 def add_worker(sub: Any) -> None:
     w = sub.add_parser(
         "worker",
@@ -281,6 +294,7 @@ def add_worker(sub: Any) -> None:
         "--lease", type=float, default=DEFAULTS.lease_s, help="seconds a claimed job stays leased"
     )
     _add_in_flight_options(w, pool=False)
+    _add_deploy_options(w)
     w.add_argument(
         "--redis-patience",
         type=float,
@@ -302,6 +316,7 @@ def add_pool(sub: Any) -> None:
         "-c", "--children", type=int, default=os.cpu_count() or 1, help="worker children"
     )
     _add_in_flight_options(p, pool=True)
+    _add_deploy_options(p)
     p.add_argument(
         "--app", required=True, help="module (or module:attr) whose import registers the jobs"
     )

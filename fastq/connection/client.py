@@ -243,14 +243,21 @@ def new_client(
     retries: int = 2,
     socket_timeout_s: Optional[float] = 30.0,
     connect_timeout_s: float = 5.0,
+    retry_timeouts: bool = True,
 ) -> redis.Redis:
     """A fresh client of the Redis (or the Sentinel-managed master, or the cluster)
-    at ``url``; ``cluster``: a plain URL names one node of a cluster.
+    at ``url``; ``cluster``: a plain URL names one node of a cluster. ``retries``:
+    calls sent again after a lost connection (and, with ``retry_timeouts``, after a
+    timeout: without it a call waits ``socket_timeout_s`` once, not once per retry).
 
     Options given in the URL win over these, as with redis-py's ``from_url``.
     """
     retry = (
-        RedisRetry(ExponentialBackoff(cap=0.5, base=0.05), retries)
+        RedisRetry(
+            ExponentialBackoff(cap=0.5, base=0.05),
+            retries,
+            **({} if retry_timeouts else {"supported_errors": (rex.ConnectionError,)}),
+        )
         if retries
         else RedisRetry(NoBackoff(), 0)
     )

@@ -15,6 +15,7 @@ from fastq.errors import (
     EnqueueError,
     EnqueueInterrupted,
     FastqError,
+    RedisUnavailable,
     ShardCountMismatch,
     UnknownQueue,
 )
@@ -249,7 +250,10 @@ class Producer:
                 datetime included), or the job is larger than the app's
                 ``max_payload_bytes``; nothing is sent.
             TypeError: ``delay_s`` and ``at`` both given; nothing is sent.
-            fastq.RedisUnavailable: Redis could not be reached.
+            fastq.EnqueueInterrupted: Redis could not be reached, or did not answer
+                within the app's ``call_timeout_s`` (a stall): the job may have gone
+                in; retry with ``job_id=exc.ids[0]`` (idempotent). A
+                ``fastq.RedisUnavailable`` too.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
             fastq.NotReplicated: with ``App(min_replicas=n)``, fewer than n
                 replicas confirmed the job within ``replica_timeout_s``; it is on
@@ -281,17 +285,22 @@ class Producer:
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
-        with self.store.producer_call():
-            client, shards = self._connect(queue)
-            route = ukeys if unique is not None else None
-            if route is None and options.job_id is not None:
-                route = [job_id]
-            parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
-            replies, confirmed = self._send(
-                client, parts, priority, options, [job_id], [env], unique, ukeys
-            )
-            if isinstance(replies[0], Exception):
-                raise replies[0]
+        try:
+            with self.store.producer_call():
+                client, shards = self._connect(queue)
+                route = ukeys if unique is not None else None
+                if route is None and options.job_id is not None:
+                    route = [job_id]
+                parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
+                replies, confirmed = self._send(
+                    client, parts, priority, options, [job_id], [env], unique, ukeys
+                )
+                if isinstance(replies[0], Exception):
+                    raise replies[0]
+        except RedisUnavailable as exc:  # a stall, a lost link: it may have gone in
+            cause = exc.__cause__ or exc
+            again = "job_id=exc.ids[0]"  # its id makes the retry idempotent
+            raise self._blast_error([job_id], [], cause, sent=True, again=again) from cause
         durable.check_replicated(
             self._durability, [job_id], confirmed, "job_id=exc.ids[0]", self.store.redis_url
         )
@@ -445,22 +454,26 @@ class Producer:
         )
 
     def _blast_error(
-        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool
-    ) -> EnqueueError:
-        """The EnqueueError of a blast that Redis took only part of (or none)."""
+        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool,
+        again: str = "job_ids=exc.ids",
+    ) -> EnqueueError:  # fmt: skip
+        """The EnqueueError of a blast that Redis took only part of (or none);
+        ``again``: the retry's argument the message names."""
         done = set(written)
         not_written = [job_id for job_id in ids if job_id not in done]
         fault = classify(cause)
         if isinstance(cause, FastqError) and cause.__cause__ is not None:
             fault = classify(cause.__cause__) or fault
         how = fault.value if fault is not None else "error"
-        retry = "; retry with job_ids=exc.ids (idempotent)"
+        retry = f"; retry with {again} (idempotent)"
         url = mask_url(self.store.redis_url)
         if fault is Fault.UNAVAILABLE:
             maybe = "may or may not have gone in" if sent else "did not go in"
+            what = f"{len(written)} of {len(ids)} jobs are in, the other {len(not_written)}"
+            if len(ids) == 1 and not written:  # an enqueue's: the id to retry with
+                what = f"job {ids[0]}"
             return EnqueueInterrupted(
-                f"cannot reach Redis at {url} ({cause}): {len(written)} of "
-                f"{len(ids)} jobs are in, the other {len(not_written)} {maybe}{retry}",
+                f"cannot reach Redis at {url} ({cause}): {what} {maybe}{retry}",
                 ids=ids, written=written, not_written=not_written, fault=how,
             )  # fmt: skip
         return EnqueueError(

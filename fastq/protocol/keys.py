@@ -186,3 +186,8 @@ class QueueKeys:
     def held(self, worker_id: str) -> str:
         """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")
+
+    def taken_seq(self, worker_id: str) -> str:
+        """The highest number of one worker's at-most-once successes counted (so
+        that a resent request counts none twice); it lives an hour."""
+        return self.key(f"taken_seq:{worker_id}")

@@ -31,9 +31,10 @@ class Outcomes:
     # jobs that reported progress and ended: their report is deleted after the ack
     progress_ended: list[bytes] = field(default_factory=list)
     # at-most-once jobs taken out of the queue before they ran (fastq.worker.atmostonce),
-    # settled by ack_taken since no worker holds them: how many succeeded, and those
-    # buried (id, envelope with the error) or quarantined (id, reason, envelope)
-    taken_done: int = 0
+    # settled by ack_taken since no worker holds them: how many succeeded (seq, n:
+    # numbered parts, so that a part resent counts once), and those buried (id,
+    # envelope with the error) or quarantined (id, reason, envelope)
+    taken_done: list[tuple[int, int]] = field(default_factory=list)
     taken_dead: list[tuple[bytes, bytes]] = field(default_factory=list)
     taken_broken: list[tuple[bytes, str, bytes]] = field(default_factory=list)
     # taken jobs a stop left unstarted (id, envelope): handed back to the front by
@@ -76,7 +77,6 @@ class Outcomes:
                 else:
                     mine.extend(part)
         self.failed += other.failed
-        self.taken_done += other.taken_done
         self.stalled_cause = self.stalled_cause or other.stalled_cause
 
     def split_off(self) -> Outcomes:
@@ -131,7 +131,7 @@ class Outcomes:
         )
 
 
-# the lists of outcomes (the counts, failed and taken_done, are added apart)
+# the lists of outcomes (the count, failed, is added apart)
 _LISTS = tuple(f.name for f in dataclasses.fields(Outcomes) if str(f.type).startswith("list"))
 # what a request whose reply was lost is sent again with
 _RESENT = tuple(name for name in _LISTS if name != "give_back")

@@ -27,6 +27,9 @@ from fastq.protocol.shards import ShardCounts
 from fastq.validate import check_namespace
 
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
+# How long a producer's or an operator's call waits for Redis (a stall: a big fork, a
+# slow disk, a paused server) before it gives up, by default.
+DEFAULT_CALL_TIMEOUT_S = 5.0
 
 # Jobs in threads (--threads) may all reach for ``Store.redis`` first at once: one
 # client is made, or a second one, dropped, closes its pool under the first's calls.
@@ -49,18 +52,29 @@ class Store:
             :data:`DEFAULT_REDIS_URL`.
         namespace: the prefix of every key.
         cluster: ``redis_url`` is one node of a Redis Cluster.
+        call_timeout_s: how long a call of its client waits for a reply before it
+            gives up (redis-py's ``TimeoutError``, raised as ``RedisUnavailable``).
+            A timeout is not retried, so a stalled Redis costs a call this long once;
+            a lost connection is, twice, at once.
 
     Raises:
         ValueError: an invalid URL or namespace.
     """
 
-    def __init__(self, redis_url: Optional[str], namespace: str, cluster: bool) -> None:
+    def __init__(
+        self,
+        redis_url: Optional[str],
+        namespace: str,
+        cluster: bool,
+        call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+    ) -> None:
         self.cluster_flag = bool(cluster)
         self.redis_url = check_url(
             redis_url or os.environ.get("FASTQ_REDIS_URL") or DEFAULT_REDIS_URL,
             cluster=self.cluster_flag,
         )
         self.namespace = check_namespace(namespace)
+        self.call_timeout_s = call_timeout_s
         self.shard_counts = ShardCounts()  # sharded queues: declared by the app, or Redis'
         self._client: Optional[redis.Redis] = None
         self._client_pid = -1
@@ -87,6 +101,7 @@ class Store:
         retries: int = 2,
         socket_timeout_s: Optional[float] = 30.0,
         connect_timeout_s: float = 5.0,
+        retry_timeouts: bool = True,
     ) -> redis.Redis:
         return redis_client.new_client(
             self.redis_url,
@@ -94,6 +109,7 @@ class Store:
             retries=retries,
             socket_timeout_s=socket_timeout_s,
             connect_timeout_s=connect_timeout_s,
+            retry_timeouts=retry_timeouts,
         )
 
     @property
@@ -105,7 +121,12 @@ class Store:
         with _client_lock:
             if self._client is None or self._client_pid != os.getpid():
                 with self.producer_call():
-                    client = self.new_client()  # a cluster's connects here
+                    timeout_s = self.call_timeout_s
+                    client = self.new_client(  # a cluster's connects here
+                        socket_timeout_s=timeout_s,
+                        connect_timeout_s=min(timeout_s, 5.0),
+                        retry_timeouts=False,
+                    )
                     scripts.load_all(client)
                 self._client = client
                 self._client_pid = os.getpid()

@@ -13,6 +13,11 @@ only jobs still held. So:
 - a stop (graceful, or the operator's second signal) hands back, once, those it
   took and never started; the one in hand when a hard stop lands is not run again.
 
+Their counts are exact though a request is sent again after a lost reply: the
+successes of each batch go out as a numbered part (``seq``, growing), and
+``ack_taken`` counts a worker's part only if its number is above the highest it
+counted; a death or a quarantine counts as it is new in the dead or broken set.
+
 Only a worker whose app registers an at-most-once job looks at all, and only a
 batch holding one pays for the take.
 """
@@ -20,6 +25,7 @@ batch holding one pays for the take.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Optional
 
@@ -48,6 +54,9 @@ class AtMostOnce:
         self.rt = rt
         self.runner = runner
         self.who = who
+        # the number of the last part of successes: from the clock (µs), so that it
+        # grows past what a worker of a reused id counted before
+        self.seq = time.time_ns() // 1000
 
     def take(
         self, claim: Claim, runnable: list[Runnable]
@@ -101,11 +110,15 @@ class AtMostOnce:
         """Move a batch's outcomes into ``out``, those of taken jobs to its taken_*
         fields, and the taken jobs never started to its give_back."""
         taken, envelopes = taken_jobs.ids, taken_jobs.envelopes
+        done = 0
         for job_id in batch.done:
             if job_id in taken:
-                out.taken_done += 1
+                done += 1
             else:
                 out.done.append(job_id)
+        if done:
+            self.seq += 1
+            out.taken_done.append((self.seq, done))
         # settle_failure never retries an at-most-once job
         out.retry += batch.retry
         for job_id, env in batch.dead:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 import psutil
@@ -37,6 +37,7 @@ from fastq.worker.pump import Pump
 from fastq.worker.queues import QueueLayout
 from fastq.worker.roundtrip import Claim, RoundTrip
 from fastq.worker.sizer import QueueSizers
+from fastq.worker.unknown import DEFAULT_UNKNOWN_JOB_GRACE_S, UnknownJobs
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
@@ -89,6 +90,7 @@ class ClaimLoop:
         slot: Optional[HeartbeatSlot],
         wait_interruptibly: Callable[[Callable[[], object]], bool],
         wait_for_redis: Callable[[BaseException], None],
+        unknown: Optional[UnknownJobs] = None,
     ) -> None:
         self.flags = flags
         self.options = options
@@ -105,6 +107,7 @@ class ClaimLoop:
         self.slot = slot
         self.wait_interruptibly = wait_interruptibly
         self.wait_for_redis = wait_for_redis
+        self.unknown = unknown or UnknownJobs(DEFAULT_UNKNOWN_JOB_GRACE_S, worker_id)
         self.jobs_run = 0
         # which queue to claim from, after which empty claims
         self.empty = EmptyClaims(len(layout.logical))
@@ -391,11 +394,15 @@ class ClaimLoop:
         """Decode a claimed batch and take its at-most-once jobs out of the queue,
         before a claim is written ahead: the take's reply comes at once, not after
         Redis ran that claim."""
-        runnable, broken = claim.reply.decode(self.registry)
+        runnable, broken, unknown = claim.reply.decode(self.registry)
+        deferred: list[tuple[bytes, int, bytes]] = []
+        if unknown:  # a rolling deploy's new jobs, perhaps: back for a while
+            deferred, expired = self.unknown.sort(unknown, claim.queue, claim.reply.now_ms)
+            broken += expired
         taken = None
         if self.at_most_once is not None:
             runnable, taken = self.at_most_once.take(claim, runnable)
-        return _Batch(claim.queue, runnable, broken, taken)
+        return _Batch(claim.queue, runnable, broken, taken, deferred)
 
     def run_batch(self, batch: _Batch) -> None:
         pump = self.pump
@@ -406,6 +413,7 @@ class ClaimLoop:
                 "job %s of queue %s is broken, quarantined: %s", job_id.decode(), queue, reason
             )
         out.broken.extend(batch.broken)
+        out.retry.extend(batch.deferred)  # not an attempt: nothing counted failed
         taken = batch.taken
         if taken is not None:
             out.unstarted += taken.unstarted  # a take that failed: not run
@@ -445,3 +453,5 @@ class _Batch:
     runnable: list[Runnable]
     broken: list[tuple[bytes, str]]
     taken: Optional[Taken]
+    # jobs of names the app lacks, back to the queue with a delay (fastq.worker.unknown)
+    deferred: list[tuple[bytes, int, bytes]] = field(default_factory=list)

@@ -10,6 +10,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from fastq.validate import check_delay_s
+
 MAX_BATCH = 1000
 # hand_back_after_s's default: long next to a batch of the quick jobs batching is
 # for (a batch holds target_batch_s = 0.1 s of work), short next to what the jobs
@@ -54,6 +56,9 @@ class WorkerOptions:
             (:mod:`fastq.worker.mates`); 0: never.
         max_jobs: stop after about this many jobs (recycling).
         max_memory_bytes: stop when the process' RSS exceeds this (recycling).
+        unknown_job_grace_s: how long a job of a name the app does not register
+            goes back to its queue before it is broken (:mod:`fastq.worker.unknown`);
+            None: the app's ``unknown_job_grace_s``.
     """
 
     batch_size: int = 100
@@ -68,6 +73,7 @@ class WorkerOptions:
     hand_back_after_s: float = HAND_BACK_AFTER_S
     max_jobs: Optional[int] = None
     max_memory_bytes: Optional[int] = None
+    unknown_job_grace_s: Optional[float] = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH:
@@ -84,6 +90,8 @@ class WorkerOptions:
         after = self.hand_back_after_s
         if not (isinstance(after, (int, float)) and 0 <= after < float("inf")):
             raise ValueError(f"hand_back_after_s must be a finite number >= 0, not {after!r}")
+        if self.unknown_job_grace_s is not None:
+            check_delay_s(self.unknown_job_grace_s, "unknown_job_grace_s")
 
     @property
     def patience_s(self) -> Optional[float]:

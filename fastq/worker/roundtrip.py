@@ -196,7 +196,7 @@ class RoundTrip:
         self._ack_keys = {q: ACK.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
-        self._ack_taken_keys = {q: ACK_TAKEN.keys_for(k) for q, k in self.keys.items()}
+        self._ack_taken_keys = {q: ACK_TAKEN.keys_for(k, worker_id) for q, k in self.keys.items()}
         wake_keys = [k.wake for k in self.keys.values()]
         self.wire: Wire = wire_for(connect, wake_keys, cluster=cluster)
 

@@ -39,6 +39,7 @@ from fastq.worker.pump import Pump
 from fastq.worker.queues import QueueLayout
 from fastq.worker.roundtrip import RoundTrip
 from fastq.worker.sizer import QueueSizers
+from fastq.worker.unknown import UnknownJobs
 
 if TYPE_CHECKING:
     from fastq.app import App
@@ -294,6 +295,11 @@ class Worker:
         self.init_process()
         self.run_loop()
 
+    def _unknown_job_grace_s(self) -> float:
+        """The worker's ``unknown_job_grace_s``, else its app's."""
+        grace_s = self.options.unknown_job_grace_s
+        return self.app.unknown_job_grace_s if grace_s is None else grace_s
+
     def run_loop(self) -> None:
         """``run()`` after ``init_process()``: the master boots them apart to tell
         a boot error from a crash."""
@@ -324,6 +330,7 @@ class Worker:
             slot=self.slot,
             wait_interruptibly=self._wait_interruptibly,
             wait_for_redis=self._wait_for_redis,
+            unknown=UnknownJobs(self._unknown_job_grace_s(), str(self.worker_id)),
         )
         try:
             loop.run()

@@ -3,11 +3,15 @@ stop never run one twice; a kill loses at most what the killed child had taken."
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Callable
 
 import pytest
 
 import fastq
+from fastq.testing.redis_server import RedisServer
 from tests.support.pool import Pool, kill_children_while, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(180)]
@@ -76,3 +80,33 @@ def test_a_hard_stop_does_not_run_the_at_most_once_job_in_hand_again(
     assert noted_runs(second) == {0: 1, 1: 1, 2: 1, 3: 1}  # 0 was not run again
     stats = app.stats("q")
     assert (stats["processed"], stats["ready"], stats["inflight"]) == (3, 0, 0)
+
+
+def test_a_request_resent_after_a_redis_stall_counts_each_run_once(
+    app: fastq.App, pools: Callable[..., Pool], redis_server: RedisServer
+) -> None:
+    """Redis stalls (SIGSTOP) longer than the workers' read timeout (the lease, 2 s,
+    plus the idle timeout, 5 s): each child gives up on the request it had written,
+    which Redis runs once it wakes (it sat in its socket), and sends it again. The
+    at-most-once counters count each run once all the same."""
+    n = 3000
+    app.enqueue_many("note_once", [(i, 0.002) for i in range(n)], queue="q")
+    pool = pools("-c", "2", "--batch", "20", "--lease", "2")
+    pool.wait_children(2)
+    wait_until(lambda: sum(noted_runs(pool).values()) >= 300, 30, "some progress")
+    assert redis_server.process is not None
+    pid = redis_server.process.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(9)  # the stall itself: nothing to wait for
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    wait_until(lambda: settled(app), 90, "the drain after the stall")
+    assert pool.stop() == 0, pool.log()
+    ran = noted_runs(pool)
+    assert set(ran.values()) == {1}, "an at-most-once job ran twice"
+    stats = app.stats("q")
+    # the children gave up on a request (the resend this is about)
+    assert "Timeout reading" in pool.log() or "unavailable" in pool.log(), pool.log()
+    assert stats["processed"] == len(ran), (stats["processed"], len(ran))
+    assert (stats["dead"], stats["broken"], stats["failed"]) == (0, 0, 0)

@@ -103,7 +103,8 @@ def test_undecodable_payloads_are_quarantined_and_the_worker_goes_on(
     for job_id, payload in bad.items():
         _inject(r, app, "q", job_id, payload)
     good.enqueue(2)
-    drain(app, ["q"], batch_size=3)
+    # no grace for an unknown name (a rolling deploy's: tests/fault/test_rolling_deploy.py)
+    drain(app, ["q"], batch_size=3, unknown_job_grace_s=0)
 
     assert ran == [1, 2]
     stats = app.stats("q")

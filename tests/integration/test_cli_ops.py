@@ -89,8 +89,9 @@ def test_broken_jobs_go_back_once_the_app_knows_their_job(
     redis_server: RedisServer, app: fastq.App, r: redis.Redis
 ) -> None:
     ids = app.enqueue_many("flaky", [(i,) for i in range(4)], queue="mailer")
-    # a worker of an app that does not know `flaky` yet quarantines them
-    old = fastq.App(redis_server.url, namespace=app.namespace)
+    # a worker of an app that does not know `flaky` yet quarantines them (at once:
+    # no grace period)
+    old = fastq.App(redis_server.url, namespace=app.namespace, unknown_job_grace_s=0)
     old.job(queue="mailer", name="other")(lambda: None)
     drain(old, ["mailer"])
     old.close()
@@ -158,8 +159,34 @@ def test_queues_and_stats_list_an_invalid_name_without_crashing(
     assert list(rows) == ["mailer"]
     assert rows["mailer"] == {
         "ready": 3, "inflight": 0, "scheduled": 0, "dead": 0, "broken": 0, "processed": 0,
-        "failed": 0, "rate": None, "limit": None, "paused": False,
+        "failed": 0, "retried": 0, "stalled": 0, "orphaned": 0, "stale_acks": 0,
+        "enqueued": 3, "interrupted": 0, "purged": 0, "cancelled": 0, "revived": 0,
+        "total_dead": 0, "total_broken": 0, "rate": None, "limit": None, "paused": False,
     }  # fmt: skip
+
+
+def test_stats_shows_the_fault_counters_plain_and_json(
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis
+) -> None:
+    """What workers, the pool and the reaper count when things go wrong (stalls,
+    hand-backs from a dead worker, acks too late to count) is in both outputs, as
+    app.stats() says it."""
+    app.enqueue_many("flaky", [(i,) for i in range(2)], queue="mailer")
+    # as release.lua and ack.lua count them
+    r.hset(app.keys("mailer").stats, mapping={"stalled": 3, "orphaned": 2, "stale_acks": 5,
+                                                "retried": 7})  # fmt: skip
+    expected = app.stats("mailer")
+    base = ("-q", "mailer", "--namespace", app.namespace)
+    proc = run_cli(redis_server.url, "stats", *base, "--json")
+    assert proc.returncode == 0, proc.stderr
+    row = orjson.loads(proc.stdout)["mailer"]
+    assert (row["stalled"], row["orphaned"], row["stale_acks"], row["retried"]) == (3, 2, 5, 7)
+    counters = {k: v for k, v in expected.items() if not k.startswith("rate") and k != "paused"}
+    assert {k: row[k] for k in counters} == counters
+    proc = run_cli(redis_server.url, "stats", *base)
+    assert proc.returncode == 0, proc.stderr
+    assert "ready=2 " in proc.stdout
+    assert " retried=7 stalled=3 orphaned=2 stale_acks=5 " in proc.stdout, proc.stdout
 
 
 def test_wait_shows_progress_until_drained_and_times_out_otherwise(
@@ -253,6 +280,8 @@ def test_the_right_password_works(password_server: RedisServer) -> None:
         (["wait", "-q", "mailer", "--timeout", "later"], "invalid duration 'later'"),
         (["queues", "--redis-url", "nope://x"], "invalid Redis URL"),
         (["stats", "--namespace", "a b"], "namespace"),
+        (["worker", "--app", OPS_APP, "--unknown-job-grace", "later"], "invalid duration 'later'"),
+        (["pool", "--app", OPS_APP, "--unknown-job-grace=-5m"], "must be finite and >= 0"),
     ],
 )
 def test_bad_input_is_one_line_and_writes_nothing(

@@ -183,8 +183,10 @@ def test_a_connection_lost_mid_blast_may_have_written_anything(
     assert exc.written == [] and exc.not_written == ["a", "b", "c"]
     assert "may or may not have gone in" in str(exc) and "job_ids=exc.ids" in str(exc)
     assert isinstance(exc.__cause__, redis.ConnectionError)
-    with pytest.raises(fastq.RedisUnavailable):  # a single enqueue: plain RedisUnavailable
-        send.enqueue(1)
+    with pytest.raises(fastq.RedisUnavailable) as info:  # a single enqueue: the same,
+        send.enqueue_with(job_id="d")(1)  # naming the id to retry with
+    assert isinstance(info.value, fastq.EnqueueInterrupted) and info.value.ids == ["d"]
+    assert "job d may or may not have gone in" in str(info.value)
 
 
 @pytest.fixture

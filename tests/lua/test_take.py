@@ -17,9 +17,11 @@ def take(r: redis.Redis, k: QueueKeys, worker: str, ids: list[str]) -> list[str]
     return [i.decode() for i in taken]
 
 
-def ack_taken(r: redis.Redis, k: QueueKeys, n_done: int = 0, **sections: object) -> int:
-    argv = ACK_TAKEN.argv(10**9, 1000, n_done, **sections)  # type: ignore[arg-type]
-    return ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k), argv)
+def ack_taken(
+    r: redis.Redis, k: QueueKeys, done: object = (), worker: str = "w1", **sections: object
+) -> int:
+    argv = ACK_TAKEN.argv(10**9, 1000, done, **sections)  # type: ignore[arg-type]
+    return ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, worker), argv)
 
 
 def test_take_removes_only_what_the_worker_holds(r: redis.Redis, namespace: str) -> None:
@@ -79,7 +81,7 @@ def test_ack_taken_counts_buries_quarantines_and_hands_back(r: redis.Redis, name
     back = ack_taken(
         r,
         k,
-        2,
+        [(1, 2)],
         dead=[(b"bad", dead_env)],
         broken=[(b"odd", "arguments do not fit j", reply_envs["odd"])],
         back=[(b"left1", reply_envs["left1"]), (b"left2", reply_envs["left2"])],
@@ -111,7 +113,10 @@ def test_a_hand_back_skips_an_id_enqueued_anew_meanwhile(r: redis.Redis, namespa
     "argv",
     [
         ["x", 1000, 0, 0, 0, 0],  # a bad dead_max_age_ms
-        [10, 1000, -1, 0, 0, 0],  # a negative n_done
+        [10, 1000, 1, 5, -1, 0, 0, 0],  # a negative count of successes
+        [10, 1000, 1, 0, 2, 0, 0, 0],  # a part numbered 0
+        [10, 1000, 1, "x", 2, 0, 0, 0],  # a part not numbered
+        [10, 1000, 1, 5, 0, 0],  # a part cut short
         [10, 1000, 0, 1, "a", 0, 0],  # a dead record cut short
         [10, 1000, 0, 0, 0, 1, "a"],  # a hand-back cut short
         [10, 1000, 0, 0, 0, 0, "extra"],  # more than the sections hold
@@ -122,7 +127,7 @@ def test_ack_taken_refuses_bad_argv_before_any_write(
 ) -> None:
     k = QueueKeys(namespace, "q")
     with pytest.raises(redis.ResponseError, match="ack_taken"):
-        ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k), argv)
+        ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)
     assert list(r.scan_iter(match=f"{namespace}:*")) == []
 
 
@@ -130,3 +135,35 @@ def test_take_refuses_no_ids(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     with pytest.raises(redis.ResponseError, match="take: no ids"):
         TAKE.call(r, TAKE.keys_for(k, "w1"), [])
+
+
+def test_a_resent_ack_taken_counts_nothing_twice(r: redis.Redis, namespace: str) -> None:
+    """A request whose reply was lost is sent again with what came since (its parts
+    ahead): each part of successes counts once, by its number; a death or a
+    quarantine counts once, as it is new in its set."""
+    k = QueueKeys(namespace, "q")
+    ids = ["a", "b", "c", "d"]
+    enqueue(r, k, ids)
+    claim(r, k, "w1", 4)
+    envs = {i: r.hget(k.jobs, i) for i in ids}
+    take(r, k, "w1", ids)
+    dead = [(b"c", b'{"error":"no"}')]
+    broken = [(b"d", "arguments do not fit j", envs["d"])]
+
+    def counts() -> tuple[int, int, int]:
+        stats = r.hgetall(k.stats)
+        return tuple(int(stats.get(f, 0)) for f in (b"processed", b"dead", b"broken"))  # type: ignore[return-value]
+
+    ack_taken(r, k, [(10, 2)], dead=dead, broken=broken)
+    assert counts() == (2, 1, 1)
+    ack_taken(r, k, [(10, 2)], dead=dead, broken=broken)  # the same again: nothing
+    assert counts() == (2, 1, 1)
+    ack_taken(r, k, [(10, 2), (11, 3)], dead=dead)  # again, with what came since
+    assert counts() == (5, 1, 1)
+    ack_taken(r, k, [(10, 2)])  # the first, landing late
+    assert counts() == (5, 1, 1)
+    # another worker's numbers are its own
+    ack_taken(r, k, [(3, 1)], worker="w2")
+    assert counts() == (6, 1, 1)
+    assert 0 < r.pttl(k.taken_seq("w1")) <= 3_600_000
+    assert int(r.get(k.taken_seq("w1")) or 0) == 11

@@ -420,11 +420,14 @@ def test_decode_claim(drawn: tuple[list[Any], int, bool]) -> None:
     reply, start, aligned = drawn
     ref = assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, start, REGISTRY)
     if aligned and ref[0] == "ok":
-        runnable, broken = native_codec.decode_claim(reply, start, REGISTRY)
+        runnable, broken, unknown = native_codec.decode_claim(reply, start, REGISTRY)
         for job in runnable:
             assert type(job[0]) is bytes and type(job[4]) is int and job[4] >= 1
         for job_id, reason in broken:
             assert type(job_id) is bytes and type(reason) is str
+        for job_id, name, env in unknown:  # a name (a string) the registry lacks
+            assert type(job_id) is bytes and type(name) is str and REGISTRY.get(name) is None
+            assert env.get("n", env.get("name")) == name
     # any sequence, and mappings that are not dicts
     assert_same(ref_codec.decode_claim, native_codec.decode_claim, tuple(reply), start, REGISTRY)
     assert_same(
@@ -452,9 +455,9 @@ def test_decode_claim_good_batch_is_runnable() -> None:
         if i % 3 == 0:  # a retried job: its envelope records the failed attempts
             env = with_attempts(env, i)
         reply += [ids[i].encode(), env]
-    runnable, broken = native_codec.decode_claim(reply, 1, REGISTRY)
-    assert broken == []
-    assert (runnable, broken) == ref_codec.decode_claim(reply, 1, REGISTRY)
+    runnable, broken, unknown = native_codec.decode_claim(reply, 1, REGISTRY)
+    assert broken == [] and unknown == []
+    assert (runnable, broken, unknown) == ref_codec.decode_claim(reply, 1, REGISTRY)
     assert [job[4] for job in runnable] == [i + 1 if i % 3 == 0 else 1 for i in range(50)]
     assert all(job[1] is len for job in runnable)
     assert [(job[2], job[3]) for job in runnable] == [

@@ -73,7 +73,7 @@ APP_METHODS = {
 APP_PROPERTIES = {"cluster", "max_payload_bytes", "namespace", "redis", "redis_url", "shard_counts"}
 APP_ATTRIBUTES = {
     "admin", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin", "max_stalls", "min_replicas",
-    "producer", "registry", "replica_timeout_s", "schedules", "store",
+    "producer", "registry", "replica_timeout_s", "schedules", "store", "unknown_job_grace_s",
 }  # fmt: skip
 
 

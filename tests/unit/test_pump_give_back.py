@@ -54,7 +54,7 @@ def pending_with_a_give_back() -> Outcomes:
     return Outcomes(
         done=[b"d"],
         failed=1,
-        taken_done=2,
+        taken_done=[(7, 2)],
         taken_dead=[(b"x", b"{}")],
         give_back=[(b"g1", b'{"id":"g1"}'), (b"g2", b'{"id":"g2"}')],
     )
@@ -72,7 +72,7 @@ def test_a_lost_reply_resends_the_outcomes_but_never_the_give_back(
     assert len(rt.give_backs_sent[0]) == 2  # it went out with the first request
     again = pump.pending["q"]
     assert (again.done, again.failed, again.taken_done, again.taken_dead) == (
-        [b"d"], 1, 2, [(b"x", b"{}")],
+        [b"d"], 1, [(7, 2)], [(b"x", b"{}")],
     )  # fmt: skip
     assert again.give_back == []
     pump.settle()  # sent again: without it
@@ -86,4 +86,4 @@ def test_a_write_cut_short_drops_the_give_back_too() -> None:
     pump.pending["q"] = pending_with_a_give_back()
     rt.fail_write = True
     pump.settle()
-    assert pump.pending["q"].give_back == [] and pump.pending["q"].taken_done == 2
+    assert pump.pending["q"].give_back == [] and pump.pending["q"].taken_done == [(7, 2)]

@@ -92,8 +92,9 @@ class ClaimReply:
     ) -> tuple[
         list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
         list[tuple[bytes, str]],
+        list[tuple[bytes, str, dict[str, Any]]],
     ]:
-        """``codec.decode_claim`` of the jobs: ``(runnable, broken)``."""
+        """``codec.decode_claim`` of the jobs: ``(runnable, broken, unknown)``."""
         decoded: Any = codec.decode_claim(self.raw, _CLAIM_JOBS_AT, registry)
         return decoded  # type: ignore[no-any-return]
 
@@ -256,22 +257,27 @@ TAKE = _Take("take")
 
 
 class _AckTaken(Contract[int]):
-    keys = ("jobs", "dead", "broken", "stats", "poison", "ready", "wake")
-    argv_names = ("dead_max_age_ms", "dead_max_len", "n_done")
+    keys = ("jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq")
+    argv_names = ("dead_max_age_ms", "dead_max_len")
     argv_rest = "sections"
 
     def argv(
         self,
         dead_max_age_ms: int,
         dead_max_len: int,
-        n_done: int,
+        done: Sequence[tuple[int, int]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
         broken: Sequence[tuple[bytes, str, bytes]] = (),
         back: Sequence[tuple[bytes, bytes]] = (),
     ) -> list[Any]:
-        """Three sections, each a count then its records: dead (id, envelope);
-        broken (id, reason, envelope); back (id, envelope)."""
-        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_done, len(dead)]
+        """Four sections, each a count then its records: done (seq, n: a part of
+        the worker's successes, numbered as they were settled, so that a resent
+        part counts once); dead (id, envelope); broken (id, reason, envelope);
+        back (id, envelope)."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, len(done)]
+        for seq, n in done:
+            argv += (seq, n)
+        argv.append(len(dead))
         for job_id, env in dead:
             argv += (job_id, env)
         argv.append(len(broken))

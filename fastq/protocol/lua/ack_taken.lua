@@ -11,11 +11,14 @@
 -- KEYS[5] poison  hash   dead id -> why it died when no worker could say
 -- KEYS[6] ready   list   the right end is the front
 -- KEYS[7] wake    list   wake-up token for idle workers
+-- KEYS[8] taken_seq string the highest seq (below) of this worker's counted here; an hour
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
--- ARGV[3] n_done            taken jobs that succeeded: counted processed
--- ARGV[4..] sections        three sections, each a count followed by its records:
+-- ARGV[3..] sections        four sections, each a count followed by its records:
+--   done    seq, n                -> n taken jobs that succeeded, counted processed
+--                                    unless this worker's seq was counted already
+--                                    (a resent request): seqs only grow
 --   dead    id, envelope          -> dead set, the envelope (with its error) back in
 --                                    jobs for inspection; never run again on its own
 --   broken  id, reason, envelope  -> broken set with the reason, the envelope back
@@ -25,19 +28,25 @@
 --
 -- Nothing here checks a hold: a taken job is held by no one. A worker sends the
 -- back section once only, never again after a lost reply (that could run a job
--- twice); the others may be sent again, which counts them again.
+-- twice); the others may be sent again (with what came since), and count once:
+-- done by its seq, dead and broken as they are new in their set.
 -- Returns the number of jobs handed back.
 -- allow-oom: it mostly records what ended; it must go on while Redis is over maxmemory.
 
 local dead_max_age = arg_int('ack_taken', 1, 'dead_max_age_ms', 0)
 local dead_max_len = arg_int('ack_taken', 2, 'dead_max_len', 0)
-local n_done = arg_int('ack_taken', 3, 'n_done', 0)
 
-local at = 4
-for s, width in ipairs({2, 3, 2}) do
+local at = 3
+for s, width in ipairs({2, 2, 3, 2}) do
     local count = arg_int('ack_taken', at, 'the count of section ' .. s, 0)
     if at + count * width > #ARGV then
         error('ack_taken: section ' .. s .. ' holds ' .. count .. ' records, more than ARGV has')
+    end
+    if s == 1 then
+        for k = 0, count - 1 do
+            arg_int('ack_taken', at + 1 + k * 2, 'seq', 1)
+            arg_int('ack_taken', at + 2 + k * 2, 'n', 0)
+        end
     end
     at = at + 1 + count * width
 end
@@ -48,30 +57,48 @@ end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-if n_done > 0 then
-    redis.call('HINCRBY', KEYS[4], 'processed', n_done)
+local pos = 3
+local n_parts = tonumber(ARGV[pos])
+if n_parts > 0 then
+    local last = tonumber(redis.call('GET', KEYS[8]) or '0')
+    local top, n_done = last, 0
+    for k = 0, n_parts - 1 do
+        local seq = tonumber(ARGV[pos + 1 + k * 2])
+        if seq > last then
+            n_done = n_done + tonumber(ARGV[pos + 2 + k * 2])
+            top = math.max(top, seq)
+        end
+    end
+    if n_done > 0 then
+        redis.call('HINCRBY', KEYS[4], 'processed', n_done)
+    end
+    if top > last then
+        redis.call('SET', KEYS[8], string.format('%d', top), 'PX', 3600000)
+    end
 end
+pos = pos + 1 + n_parts * 2
 
-local pos = 4
 local n_dead = tonumber(ARGV[pos])
+local new_dead = 0
 for k = 0, n_dead - 1 do
     local p = pos + 1 + k * 2
     redis.call('HSET', KEYS[1], ARGV[p], ARGV[p + 1])
-    redis.call('ZADD', KEYS[2], now, ARGV[p])
+    new_dead = new_dead + redis.call('ZADD', KEYS[2], now, ARGV[p])
 end
-if n_dead > 0 then
-    redis.call('HINCRBY', KEYS[4], 'dead', n_dead)
+if new_dead > 0 then
+    redis.call('HINCRBY', KEYS[4], 'dead', new_dead)
 end
 pos = pos + 1 + n_dead * 2
 
 local n_broken = tonumber(ARGV[pos])
+local new_broken = 0
 for k = 0, n_broken - 1 do
     local p = pos + 1 + k * 3
     redis.call('HSET', KEYS[1], ARGV[p], ARGV[p + 2])
-    redis.call('HSET', KEYS[3], ARGV[p], ARGV[p + 1])
+    new_broken = new_broken + redis.call('HSET', KEYS[3], ARGV[p], ARGV[p + 1])
 end
-if n_broken > 0 then
-    redis.call('HINCRBY', KEYS[4], 'broken', n_broken)
+if new_broken > 0 then
+    redis.call('HINCRBY', KEYS[4], 'broken', new_broken)
 end
 pos = pos + 1 + n_broken * 3
 
