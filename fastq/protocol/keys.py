@@ -144,6 +144,23 @@ class QueueKeys:
         return self.key("unique_exp")
 
     @property
+    def records(self) -> str:
+        """Id -> the record of a job that ended (done, dead, cancelled): how and when,
+        kept a while (format in ``lua/lib/records.lua``)."""
+        return self.key("records")
+
+    @property
+    def ended(self) -> str:
+        """The ids with a record, in the order they ended, the newest at the left."""
+        return self.key("ended")
+
+    @property
+    def stale(self) -> str:
+        """``<worker>\n<id>`` of each stale outcome counted -> when (ms): a resent
+        late ack counts its jobs once. Kept an hour."""
+        return self.key("stale")
+
+    @property
     def wake(self) -> str:
         return self.key("wake")
 

@@ -104,6 +104,7 @@ class AtMostOnce:
         for job_id in batch.done:
             if job_id in taken:
                 out.taken_done += 1
+                out.taken_done_ids.append(job_id)
             else:
                 out.done.append(job_id)
         # settle_failure never retries an at-most-once job

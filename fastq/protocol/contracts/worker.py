@@ -134,8 +134,13 @@ class _Ack(Contract[int]):
         "tagged",
         "unique",
         "unique_exp",
+        # the records of jobs that ended (lib/records.lua), and stale outcomes counted
+        "settings",
+        "records",
+        "ended",
+        "stale",
     )
-    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id")
     argv_rest = "sections"
 
     def argv(
@@ -143,14 +148,17 @@ class _Ack(Contract[int]):
         dead_max_age_ms: int,
         dead_max_len: int,
         n_failed: int,
+        worker_id: str = "",
         done: Sequence[bytes] = (),
         retry: Sequence[tuple[bytes, int, bytes]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
         broken: Sequence[tuple[bytes, str]] = (),
     ) -> list[Any]:
         """Four sections, each a count then its records: done ids; retry (id,
-        delay_ms, envelope); dead (id, envelope); broken (id, reason)."""
-        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed]
+        delay_ms, envelope); dead (id, envelope); broken (id, reason).
+        ``worker_id``: the worker that ran them, named in their records ('': not
+        known); its stale outcomes are counted once per job."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id]
         argv.append(len(done))
         argv.extend(done)
         argv.append(len(retry))
@@ -192,7 +200,7 @@ class ReleaseReply:
 class _Release(Contract[ReleaseReply]):
     keys = (
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
-        "cancelled", "links", "tagged", "unique", "unique_exp",
+        "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records", "ended",
     )  # fmt: skip
     argv_names = ("worker_id", "mode", "max_stalls")
     argv_rest = "ids"
@@ -249,7 +257,10 @@ TAKE = _Take("take")
 
 
 class _AckTaken(Contract[int]):
-    keys = ("jobs", "dead", "broken", "stats", "poison", "ready", "wake")
+    keys = (
+        "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "settings", "records",
+        "ended",
+    )  # fmt: skip
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_done")
     argv_rest = "sections"
 
@@ -261,9 +272,10 @@ class _AckTaken(Contract[int]):
         dead: Sequence[tuple[bytes, bytes]] = (),
         broken: Sequence[tuple[bytes, str, bytes]] = (),
         back: Sequence[tuple[bytes, bytes]] = (),
+        done: Sequence[bytes] = (),
     ) -> list[Any]:
-        """Three sections, each a count then its records: dead (id, envelope);
-        broken (id, reason, envelope); back (id, envelope)."""
+        """Four sections, each a count then its records: dead (id, envelope);
+        broken (id, reason, envelope); back (id, envelope); done (id: recorded)."""
         argv: list[Any] = [dead_max_age_ms, dead_max_len, n_done, len(dead)]
         for job_id, env in dead:
             argv += (job_id, env)
@@ -273,6 +285,8 @@ class _AckTaken(Contract[int]):
         argv.append(len(back))
         for job_id, env in back:
             argv += (job_id, env)
+        argv.append(len(done))
+        argv.extend(done)
         return argv
 
     def parse(self, raw: Any) -> int:
