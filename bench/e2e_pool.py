@@ -369,6 +369,11 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "--metrics", action="store_true", help="pools serve Prometheus metrics (--metrics-port)"
     )
     p.add_argument(
+        "--no-records",
+        action="store_true",
+        help="the pools' queues keep no records of ended jobs (records_max_len 0)",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="small sizes: 20,000 jobs, 2,000 smtp, 100 kill, 50,000 memory jobs",
@@ -401,6 +406,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"unknown scenario(s) {unknown}: choose from {','.join(SCENARIOS)}")
     args.scenarios = [s for s in SCENARIOS if s in only]
     POOL_OPTIONS["metrics"] = args.metrics
+    POOL_OPTIONS["records"] = not args.no_records
     configure_progress(args.progress)
     return args
 

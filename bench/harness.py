@@ -211,7 +211,9 @@ def check_bare_drained(url: str, keys: BareKeys, what: str) -> None:
 
 # -- a pool under test -----------------------------------------------------------------
 
-POOL_OPTIONS = {"metrics": False}  # set from the command line (e2e_pool's --metrics)
+# set from the command line: e2e_pool's --metrics, and --no-records (the drained
+# queue keeps no records of its ended jobs: records_max_len 0 in its settings)
+POOL_OPTIONS = {"metrics": False, "records": True}
 
 
 def free_port() -> int:
@@ -502,6 +504,8 @@ def pool_drain(
     """
     queue = job.queue
     app = (stage_jobs if warm else queue_jobs)(client, url, namespace, job, n)
+    if not POOL_OPTIONS["records"]:
+        client.hset(app.keys(queue).settings, "records_max_len", 0)
     pool = Pool(url, namespace, queue, concurrency, batch)
     try:
         pool.start()

@@ -142,9 +142,13 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     pipe.zscore(keys.cancelled, job_id)
     pipe.hget(keys.links, job_id)
     pipe.hget(keys.records, job_id)
+    pipe.hget(keys.records_old, job_id)
     for holder, _ in leases:
         pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, poison, progress, cancelled, link, rec, *held = pipe.execute()
+    raw, due, died, broken, stalls, poison, progress, cancelled, link, rec, old, *held = (
+        pipe.execute()
+    )
+    rec = rec if rec is not None else old
     record = records.parse(rec) if rec is not None else None
     if raw is None:
         if record is not None:
@@ -232,14 +236,16 @@ def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str
     pipe.hmget(keys.broken, ids)
     pipe.zmscore(keys.cancelled, ids)
     pipe.hmget(keys.records, ids)
+    pipe.hmget(keys.records_old, ids)
     for holder, _ in leases:
         pipe.smismember(keys.held(holder), ids)
     replies = pipe.execute()
-    exists, (due, died, broken, cancelled, recs), held = (
+    exists, (due, died, broken, cancelled, new, old), held = (
         replies[: len(ids)],
-        replies[len(ids) : len(ids) + 5],
-        replies[len(ids) + 5 :],
+        replies[len(ids) : len(ids) + 6],
+        replies[len(ids) + 6 :],
     )
+    recs = [n if n is not None else o for n, o in zip(new, old)]
     states = []
     for i in range(len(ids)):
         if not exists[i]:

@@ -146,13 +146,14 @@ class QueueKeys:
     @property
     def records(self) -> str:
         """Id -> the record of a job that ended (done, dead, cancelled): how and when,
-        kept a while (format in ``lua/lib/records.lua``)."""
+        kept a while; the current generation (format in ``lua/lib/records.lua``)."""
         return self.key("records")
 
     @property
-    def ended(self) -> str:
-        """The ids with a record, in the order they ended, the newest at the left."""
-        return self.key("ended")
+    def records_old(self) -> str:
+        """The previous generation of records, dropped whole when the current one
+        is retired (full or old) or, on a quiet queue, by the reaper once it is old."""
+        return self.key("records_old")
 
     @property
     def stale(self) -> str:

@@ -4,9 +4,10 @@ queue keeps them.
 The scripts that end a job (``ack``, ``ack_taken``, ``release`` when it buries a
 poison job, ``cancel``) write its record in the same call (``lua/lib/records.lua``):
 ``records`` maps the id to ``outcome|ended_ms|attempts|run_ms|error|worker``, and
-``ended`` lists the ids, the newest at the left. Both are trimmed by age and count,
-per queue, as the queue's settings say (``records_max_age_ms``, ``records_max_len``;
-absent: the defaults below; a max length of 0 turns records off).
+``records_old`` is the previous generation. They are trimmed a generation at a
+time, by age and count, per queue, as the queue's settings say
+(``records_max_age_ms``, ``records_max_len``; absent: the defaults below; a max
+length of 0 turns records off).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from fastq.protocol.keys import QueueKeys
 DEFAULT_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 DEFAULT_MAX_LEN = 100_000
 OUTCOMES = ("done", "dead", "cancelled")
-# ids read per step when a listing looks for one outcome among the others, and the
-# most it reads in all (a listing stays a few round trips on any queue)
-_STEP = 1000
-_SCAN_MAX = 100_000
+# the field of a generation that says when it began (or was retired), never an id
+_SINCE = b""
+# fields read per HSCAN step of a listing
+_SCAN_COUNT = 1000
 
 
 @dataclass(frozen=True)
@@ -59,35 +60,40 @@ def parse(raw: bytes) -> Record:
 
 
 def read(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[Record]:
-    raw: Optional[bytes] = client.hget(keys.records, job_id)  # type: ignore[assignment]
+    raw = lookup(client, keys, job_id)
     return parse(raw) if raw is not None else None
+
+
+def lookup(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[bytes]:
+    """The raw record of ``job_id``, from the current generation, else the previous."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.records, job_id)
+    pipe.hget(keys.records_old, job_id)
+    new, old = pipe.execute()
+    return new if new is not None else old  # type: ignore[no-any-return]
 
 
 def recent(
     client: redis.Redis, keys: QueueKeys, outcome: Optional[str], limit: int
 ) -> list[tuple[str, Record]]:
     """Up to ``limit`` records of one queue, newest first, of one ``outcome`` (None:
-    any). Looks through the newest 100,000 at most."""
+    any). Reads the current generation whole (HSCAN), and the previous one only if
+    that is not enough: every record in it is older."""
     out: list[tuple[str, Record]] = []
     seen: set[bytes] = set()
-    start = 0
-    while len(out) < limit and start < _SCAN_MAX:
-        step = limit if outcome is None else _STEP
-        ids: list[bytes] = client.lrange(keys.ended, start, start + step - 1)  # type: ignore[assignment]
-        if not ids:
-            break
-        start += len(ids)
-        fresh = [i for i in ids if i not in seen]  # an id ended twice is listed once
-        seen.update(fresh)
-        raws: list[Optional[bytes]] = client.hmget(keys.records, fresh) if fresh else []  # type: ignore[assignment]
-        for job_id, raw in zip(fresh, raws):
-            if raw is None:
+    for key in (keys.records, keys.records_old):
+        found: list[tuple[str, Record]] = []
+        for job_id, raw in client.hscan_iter(key, count=_SCAN_COUNT):
+            if job_id == _SINCE or job_id in seen:
                 continue
+            seen.add(job_id)
             rec = parse(raw)
             if outcome is None or rec.outcome == outcome:
-                out.append((job_id.decode(), rec))
-                if len(out) == limit:
-                    break
+                found.append((job_id.decode(), rec))
+        found.sort(key=lambda pair: pair[1].ended_at, reverse=True)
+        out += found[: limit - len(out)]
+        if len(out) >= limit:
+            break
     return out
 
 

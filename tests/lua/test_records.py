@@ -26,8 +26,9 @@ def done(r: redis.Redis, k: QueueKeys, worker: str, ids: list[str]) -> int:
     return ack(r, k, worker, Outcomes(done=[i.encode() for i in ids]))
 
 
-def ended(r: redis.Redis, k: QueueKeys) -> list[str]:
-    return [i.decode() for i in r.lrange(k.ended, 0, -1)]
+def kept(r: redis.Redis, k: QueueKeys, key: str) -> list[str]:
+    """The ids with a record in one generation (``k.records`` or ``k.records_old``)."""
+    return sorted(i.decode() for i in r.hkeys(key) if i)
 
 
 def test_a_job_done_leaves_a_record_that_keeps_its_id_from_coming_back(
@@ -38,7 +39,7 @@ def test_a_job_done_leaves_a_record_that_keeps_its_id_from_coming_back(
     assert rec is not None and (rec.outcome, rec.worker, rec.error) == ("done", "w1", None)
     now_s = int(r.time()[0])
     assert now_s - 5 <= rec.ended_at <= now_s + 1  # Redis' clock
-    assert ended(r, k) == ["b", "a"]  # newest first
+    assert kept(r, k, k.records) == ["a", "b"]
     info = get_job(r, k, "a")
     assert info is not None and (info.state, info.worker) == ("done", "w1")
     # enqueued again (a producer's retry): nothing added while the record lasts
@@ -84,40 +85,40 @@ def test_at_most_once_jobs_are_recorded_done_and_dead(r: redis.Redis, k: QueueKe
     assert enqueue(r, k, ["x"]) == 0
 
 
-def test_records_are_trimmed_by_count_a_little_per_call(r: redis.Redis, k: QueueKeys) -> None:
+def test_records_go_a_generation_at_a_time_by_count(r: redis.Redis, k: QueueKeys) -> None:
     r.hset(k.settings, "records_max_len", 5)
-    assert done(r, k, "w1", [f"j{i}" for i in range(8)]) == 8
-    assert ended(r, k) == [f"j{i}" for i in range(7, 2, -1)]
-    assert sorted(r.hkeys(k.records)) == sorted(f"j{i}".encode() for i in range(3, 8))
-    # a limit lowered far below what is kept: each call trims its own count + 100
-    r.hset(k.settings, "records_max_len", 200)
-    done(r, k, "w1", [f"m{i}" for i in range(400)])
-    r.hset(k.settings, "records_max_len", 1)
-    done(r, k, "w1", ["n0"])
-    assert r.llen(k.ended) == 200 - 101 + 1 and r.hlen(k.records) == r.llen(k.ended)
-    done(r, k, "w1", ["n1"])
-    assert ended(r, k) == ["n1"] and r.hkeys(k.records) == [b"n1"]
+    for i in range(12):
+        done(r, k, "w1", [f"j{i}"])
+    # j0-j4 filled a generation, retired at j5; it went when j5-j9 were retired at j10
+    assert kept(r, k, k.records_old) == [f"j{i}" for i in range(5, 10)]
+    assert kept(r, k, k.records) == ["j10", "j11"]
+    assert records.read(r, k, "j4") is None and records.read(r, k, "j5") is not None
+    assert enqueue(r, k, ["j4", "j5"]) == 1  # the id whose record went may come back
 
 
-def test_records_are_trimmed_by_age_at_the_next_end_or_sweep(r: redis.Redis, k: QueueKeys) -> None:
-    # two records that ended long ago (Unix ms 1000 and 2000), then a fresh one
-    r.hset(k.records, mapping={"old1": "done|1000||||w", "old2": "done|2000||||w"})
-    r.lpush(k.ended, "old1", "old2")
+def test_records_go_a_generation_at_a_time_by_age(r: redis.Redis, k: QueueKeys) -> None:
     r.hset(k.settings, "records_max_age_ms", 3_600_000)
-    done(r, k, "w1", ["new"])
-    assert ended(r, k) == ["new"] and r.hkeys(k.records) == [b"new"]
-    # on a queue where nothing ends any more, the reaper's sweep trims them
-    r.hset(k.records, "old3", "done|3000||||w")
-    r.rpush(k.ended, "old3")
+    done(r, k, "w1", ["a"])
+    r.hset(k.records, "", 1000)  # as if its generation began long ago
+    done(r, k, "w1", ["b"])  # retires it: a is kept an age more, in the previous one
+    assert (kept(r, k, k.records_old), kept(r, k, k.records)) == (["a"], ["b"])
+    reap(r, k)  # retired just now: kept
+    assert kept(r, k, k.records_old) == ["a"]
+    # on a queue where nothing ends any more, the reaper's sweep lets them go
+    r.hset(k.records_old, "", 1000)
+    r.hset(k.records, "", 1000)
+    reap(r, k)  # the previous goes, the current is retired in its place
+    assert (kept(r, k, k.records_old), kept(r, k, k.records)) == (["b"], [])
+    r.hset(k.records_old, "", 1000)
     reap(r, k)
-    assert ended(r, k) == ["new"] and r.hkeys(k.records) == [b"new"]
+    assert not r.exists(k.records_old) and not r.exists(k.records)
 
 
 def test_records_off_keeps_none_and_lets_the_old_ones_go(r: redis.Redis, k: QueueKeys) -> None:
     done(r, k, "w1", ["a"])
     r.hset(k.settings, "records_max_len", 0)
     done(r, k, "w1", ["b"])
-    assert not r.exists(k.records) and not r.exists(k.ended)
+    assert not r.exists(k.records) and not r.exists(k.records_old)
     assert enqueue(r, k, ["a", "b"]) == 2  # with no record, an id can come back
 
 
@@ -141,11 +142,16 @@ def test_a_resent_stale_ack_counts_its_jobs_once(r: redis.Redis, k: QueueKeys) -
 
 
 def test_recent_lists_the_newest_first_by_outcome(r: redis.Redis, k: QueueKeys) -> None:
+    r.hset(k.settings, "records_max_len", 3)
     done(r, k, "w1", ["a", "b"])
     enqueue(r, k, ["d"])
     claim(r, k, "w1", 1)
     ack(r, k, "w1", Outcomes(dead=[(b"d", env("d"))]))
-    done(r, k, "w1", ["c"])
+    # when they ended, made apart (one ms may hold them all)
+    r.hset(k.records, mapping={"a": "done|1000||||w1", "b": "done|2000||||w1"})
+    r.hset(k.records, "d", "dead|3000|||boom|w1")
+    done(r, k, "w1", ["c"])  # the generation of a, b, d is retired: c begins one
+    assert kept(r, k, k.records_old) == ["a", "b", "d"] and kept(r, k, k.records) == ["c"]
     assert [i for i, _ in records.recent(r, k, None, 10)] == ["c", "d", "b", "a"]
     assert [i for i, _ in records.recent(r, k, "done", 2)] == ["c", "b"]
     assert [i for i, _ in records.recent(r, k, "dead", 10)] == ["d"]

@@ -62,7 +62,7 @@ class _Cancel(Contract[CancelReply]):
     keys = (
         "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
         "stats", "links", "tagged", "unique", "unique_exp", "leases", "settings", "records",
-        "ended",
+        "records_old",
     )  # fmt: skip
     keys_rest = "held"
     argv_names = ("tag", "limit", "workers")

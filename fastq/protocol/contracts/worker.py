@@ -137,7 +137,7 @@ class _Ack(Contract[int]):
         # the records of jobs that ended (lib/records.lua), and stale outcomes counted
         "settings",
         "records",
-        "ended",
+        "records_old",
         "stale",
     )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id")
@@ -200,7 +200,8 @@ class ReleaseReply:
 class _Release(Contract[ReleaseReply]):
     keys = (
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
-        "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records", "ended",
+        "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
+        "records_old",
     )  # fmt: skip
     argv_names = ("worker_id", "mode", "max_stalls")
     argv_rest = "ids"
@@ -259,7 +260,7 @@ TAKE = _Take("take")
 class _AckTaken(Contract[int]):
     keys = (
         "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "settings", "records",
-        "ended",
+        "records_old",
     )  # fmt: skip
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_done")
     argv_rest = "sections"

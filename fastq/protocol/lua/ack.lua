@@ -22,7 +22,7 @@
 -- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
 -- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
--- KEYS[17] ended      list   ids with a record, the newest at the left
+-- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
 -- KEYS[18] stale      zset   "<worker>\n<id>" of stale outcomes counted -> when (ms)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
@@ -229,8 +229,8 @@ if #cancelled_now > 0 then
 end
 
 -- Records: done, dead, cancelled (lib/records.lua).
-local lim = {records_limits(KEYS[15])}
-local rk = {records = KEYS[16], ended = KEYS[17]}
+local lim = records_limits(KEYS[15])
+local rk = {records = KEYS[16], old = KEYS[17]}
 keep_records(rk, lim, now, done, nil, record_text('done', now, '', '', '', worker))
 if #dead > 0 then
     local texts = {}

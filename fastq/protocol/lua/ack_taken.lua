@@ -14,7 +14,7 @@
 -- KEYS[7] wake    list   wake-up token for idle workers
 -- KEYS[8] settings hash  the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[9] records  hash  id -> the record of a job that ended (lib/records.lua)
--- KEYS[10] ended   list  ids with a record, the newest at the left
+-- KEYS[10] records_old hash the previous generation of records (lib/records.lua)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -101,8 +101,8 @@ pos = pos + 1 + n_back * 2
 -- Records: done and dead.
 local n_ended = tonumber(ARGV[pos])
 if n_dead + n_ended > 0 then
-    local lim = {records_limits(KEYS[8])}
-    local rk = {records = KEYS[9], ended = KEYS[10]}
+    local lim = records_limits(KEYS[8])
+    local rk = {records = KEYS[9], old = KEYS[10]}
     local ids, texts = {}, {}
     for k = 0, n_dead - 1 do
         ids[#ids + 1] = ARGV[5 + k * 2]

@@ -20,7 +20,7 @@
 -- KEYS[14] leases     zset   worker id -> lease deadline: every worker holding jobs
 -- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
--- KEYS[17] ended      list   ids with a record, the newest at the left
+-- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
 -- KEYS[18..] held     set    the held set of each worker in leases, in the order of
 --                            their ids in ARGV
 --
@@ -148,7 +148,7 @@ if #gone > 0 then
     end_links({links = KEYS[10], tagged = KEYS[11], unique = KEYS[12], unique_exp = KEYS[13]}, gone)
     if #stopped > 0 then
         redis.call('HINCRBY', KEYS[9], 'cancelled', #stopped)
-        keep_records({records = KEYS[16], ended = KEYS[17]}, {records_limits(KEYS[15])}, now,
+        keep_records({records = KEYS[16], old = KEYS[17]}, records_limits(KEYS[15]), now,
             stopped, nil, record_text('cancelled', now, '', '', '', ''))
     end
 end

@@ -19,6 +19,7 @@
 --                           with unique mode 'start' (the claim then releases locks)
 -- KEYS[14] records   hash   id -> the record of a job that ended (lib/records.lua):
 --                           such an id is never added again while its record lasts
+-- KEYS[15] records_old hash the previous generation of records, the same
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
 -- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
@@ -145,18 +146,20 @@ if redis.call('EXISTS', KEYS[8]) == 1 and #ARGV > 3 then
     end
     cancelled = redis.call('ZMSCORE', KEYS[8], unpack(ids))
 end
--- an id that ended stays ended while its record lasts: one EXISTS unless the queue
--- has records; a job ended is then as one cancelled
-if redis.call('EXISTS', KEYS[14]) == 1 and #ARGV > 3 then
+-- an id that ended stays ended while its record lasts (in either generation): one
+-- EXISTS unless the queue has records; a job ended is then as one cancelled
+if redis.call('EXISTS', KEYS[14], KEYS[15]) > 0 and #ARGV > 3 then
     local ids = {}
     for i = 4, #ARGV, stride do
         ids[#ids + 1] = ARGV[i]
     end
-    local recs = redis.call('HMGET', KEYS[14], unpack(ids))
     cancelled = cancelled or {}
-    for j = 1, #ids do
-        if recs[j] then
-            cancelled[j] = true
+    for g = 14, 15 do
+        local recs = redis.call('HMGET', KEYS[g], unpack(ids))
+        for j = 1, #ids do
+            if recs[j] then
+                cancelled[j] = true
+            end
         end
     end
 end

@@ -26,8 +26,8 @@
 -- KEYS[13] unique_exp zset   unique key -> when its lock's window ends (ms)
 -- KEYS[14] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[15] records    hash   id -> the record of a job that ended (lib/records.lua)
--- KEYS[16] ended      list   ids with a record, the newest at the left: the records of
---                            a queue where nothing ends any more age out here
+-- KEYS[16] records_old hash  the previous generation of records: the records of a
+--                            queue where nothing ends any more age out here
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
@@ -46,8 +46,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit)
 trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
-if redis.call('EXISTS', KEYS[16]) == 1 then
-    trim_records({records = KEYS[15], ended = KEYS[16]}, {records_limits(KEYS[14])}, now, limit)
+if redis.call('EXISTS', KEYS[15], KEYS[16]) > 0 then
+    age_records({records = KEYS[15], old = KEYS[16]}, records_limits(KEYS[14]), now, true)
 end
 -- at most `limit` of each per call: a sweep stays short however many there are
 local old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now - dead_max_age, 'LIMIT', 0, limit)

@@ -23,7 +23,7 @@
 -- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
 -- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
--- KEYS[17] ended      list   ids with a record, the newest at the left
+-- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -101,7 +101,7 @@ if #mine == 0 then
 end
 
 local out = {#mine}
-local rk = {records = KEYS[16], ended = KEYS[17]}
+local rk = {records = KEYS[16], old = KEYS[17]}
 if redis.call('EXISTS', KEYS[10]) == 1 then
     local marks = redis.call('ZMSCORE', KEYS[10], unpack(mine))
     local keep, dropped = {}, {}
@@ -115,7 +115,7 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
     if #dropped > 0 then
         redis.call('HDEL', KEYS[8], unpack(dropped))
         redis.call('HINCRBY', KEYS[4], 'cancelled', #dropped)
-        keep_records(rk, {records_limits(KEYS[15])}, now, dropped, nil,
+        keep_records(rk, records_limits(KEYS[15]), now, dropped, nil,
             record_text('cancelled', now, '', '', '', worker))
         mine = keep
         if #mine == 0 then
@@ -134,7 +134,7 @@ if mode == 'stalled' or mode == 'expired' then
             ids[#ids + 1] = out[i]
             texts[#texts + 1] = record_text('dead', now, '', '', out[i + 1], worker)
         end
-        keep_records(rk, {records_limits(KEYS[15])}, now, ids, texts)
+        keep_records(rk, records_limits(KEYS[15]), now, ids, texts)
     end
 else
     push_front(KEYS[1], mine)

@@ -1,12 +1,22 @@
 -- Records: what a job that ended (done, dead, cancelled) leaves behind for a while,
 -- written by the script that ends it, in the same call.
 --
--- records  hash  id -> 'outcome|ended_ms|attempts|run_ms|error|worker'; outcome is
---                'done', 'dead' or 'cancelled'; a field not known is empty; error
---                (a dead job's last one, at most 200 bytes) may hold '|', worker
---                (after the last '|') never does
--- ended    list  ids in the order they ended, the newest at the left end: what
---                lists them newest first and what the trim reads from the right
+-- records      hash  id -> 'outcome|ended_ms|attempts|run_ms|error|worker': the
+--                    current generation. outcome is 'done', 'dead' or 'cancelled';
+--                    a field not known is empty; error (a dead job's last one, at
+--                    most 200 bytes) may hold '|', worker (after the last '|')
+--                    never does. The field '' holds when the generation began (ms).
+-- records_old  hash  the previous generation, as records; its field '' holds when it
+--                    was retired: every record in it ended before then
+--
+-- Trimmed a generation at a time, never a record at a time: when the current one
+-- holds more than max_len records or began max_age_ms ago, it becomes the previous
+-- one and the previous one goes (UNLINK: freed off Redis' main thread). A write
+-- costs one HSET for the batch and two O(1) looks; nothing is kept in order. So a
+-- record lasts at least max_age_ms unless max_len newer ones push it out, and at
+-- most about twice either; a queue holds at most 2 * max_len records (plus a batch).
+-- The previous generation of a queue where nothing ends any more goes with the
+-- reaper's sweep once it is max_age_ms old.
 --
 -- The queue's settings hash may hold records_max_age_ms and records_max_len
 -- (absent: 7 days and 100,000; records_max_len 0: no records kept).
@@ -14,10 +24,10 @@
 local RECORDS_MAX_AGE_MS = 604800000
 local RECORDS_MAX_LEN = 100000
 
--- records_limits: (max_age_ms, max_len) of the queue; max_len 0: records are off.
+-- records_limits: {max_age_ms, max_len} of the queue; max_len 0: records are off.
 local function records_limits(settings)
     local s = redis.call('HMGET', settings, 'records_max_age_ms', 'records_max_len')
-    return tonumber(s[1]) or RECORDS_MAX_AGE_MS, tonumber(s[2]) or RECORDS_MAX_LEN
+    return {tonumber(s[1]) or RECORDS_MAX_AGE_MS, tonumber(s[2]) or RECORDS_MAX_LEN}
 end
 
 -- record_text: the record of one job (attempts, run_ms: '' when not known).
@@ -42,79 +52,51 @@ local function dead_text(envelope, now, worker)
     return record_text('dead', now, attempts, '', err, worker)
 end
 
--- record_ended: when a record's job ended (ms).
-local function record_ended(r)
-    return tonumber(string.match(r, '^[^|]*|(%d+)|')) or 0
-end
-
--- trim_records: delete the oldest records beyond max_len, then those older than
--- max_age_ms, at most `budget` of them. One look at the oldest when none is.
-local function trim_records(k, lim, now, budget)
+-- age_records: retire the current generation if it is full or old, and drop the
+-- previous one if it is old (only with `sweep`: the reaper's look, two calls more).
+-- k holds the key names (records, old); lim is {max_age_ms, max_len}. Returns when
+-- the current generation began, nil if there is none (now) or records are off.
+local function age_records(k, lim, now, sweep)
     local max_age, max_len = lim[1], lim[2]
-    if budget <= 0 then
-        return
+    if max_len <= 0 then
+        redis.call('UNLINK', k.records, k.old)
+        return nil
     end
-    -- by count: the oldest beyond max_len
-    local excess = redis.call('LLEN', k.ended) - max_len
-    if excess > 0 then
-        local gone = redis.call('RPOP', k.ended, math.min(excess, budget))
-        redis.call('HDEL', k.records, unpack(gone))
-        budget = budget - #gone
-    end
-    -- by age: one look at the oldest; more only when it ended before the cutoff
-    local cutoff = now - max_age
-    local last = redis.call('LINDEX', k.ended, -1)
-    if not last then
-        return
-    end
-    local r = redis.call('HGET', k.records, last)
-    if r and record_ended(r) > cutoff then
-        return
-    end
-    while budget > 0 do
-        local tail = redis.call('LRANGE', k.ended, -math.min(budget, 100), -1)
-        if #tail == 0 then
-            return
-        end
-        local recs = redis.call('HMGET', k.records, unpack(tail))
-        local old = 0
-        for i = #tail, 1, -1 do
-            -- an id whose record is gone (a revived job) goes too
-            if recs[i] and record_ended(recs[i]) > cutoff then
-                break
-            end
-            old = old + 1
-        end
-        if old == 0 then
-            return
-        end
-        redis.call('HDEL', k.records, unpack(redis.call('RPOP', k.ended, old)))
-        budget = budget - old
-        if old < #tail then
-            return
+    local since = redis.call('HGET', k.records, '')
+    if since and (now - tonumber(since) >= max_age or redis.call('HLEN', k.records) > max_len) then
+        redis.call('UNLINK', k.old)
+        redis.call('RENAME', k.records, k.old)
+        redis.call('HSET', k.old, '', now)
+        since = nil
+    elseif sweep then
+        local retired = redis.call('HGET', k.old, '')
+        if retired and now - tonumber(retired) >= max_age then
+            redis.call('UNLINK', k.old)
         end
     end
+    return since
 end
 
 -- keep_records: write the records of `ids` (texts[i], or the one text `same` for
--- all), then trim. Costs two calls for the batch, plus two to check the oldest.
--- The trim removes at most #ids + 100 per call, so a trim that falls behind (a
--- limit lowered) catches up over the next calls, and one call stays short.
--- k holds the key names (records, ended); lim is {max_age_ms, max_len}.
+-- all), after aging the generations.
 local function keep_records(k, lim, now, ids, texts, same)
     if #ids == 0 then
         return
     end
-    -- off (max_len 0): nothing written, and what was kept before goes by the trim
-    for lo = 1, lim[2] > 0 and #ids or 0, 2000 do
+    local since = age_records(k, lim, now, false)
+    if lim[2] <= 0 then
+        return
+    end
+    for lo = 1, #ids, 2000 do
         local hi = math.min(lo + 1999, #ids)
         local fields = {}
+        if lo == 1 and not since then
+            fields[1], fields[2] = '', now
+        end
         for i = lo, hi do
             fields[#fields + 1] = ids[i]
             fields[#fields + 1] = same or texts[i]
         end
         redis.call('HSET', k.records, unpack(fields))
-        redis.call('LPUSH', k.ended, unpack(ids, lo, hi))
     end
-    trim_records(k, lim, now, #ids + 100)
 end
