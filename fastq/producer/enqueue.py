@@ -320,7 +320,8 @@ class Producer:
         call, all in one round trip. When Redis takes only some chunks (it fills
         up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
         went in. Sending the same calls again with ``job_ids=exc.ids`` is
-        idempotent: ids already in Redis are left alone::
+        idempotent: ids already in Redis are left alone, and so are those whose
+        jobs ran meanwhile, while their records last (``App.keep_records``)::
 
             try:
                 ids = app.enqueue_many("send_email", calls)

@@ -8,8 +8,8 @@ import pytest
 import redis
 from test_scripts import ack, claim, enqueue, env, reap, release
 
-from fastq.protocol import records
-from fastq.protocol.contracts import ACK_TAKEN, TAKE, ReleaseMode
+from fastq.protocol import records, scripts
+from fastq.protocol.contracts import ACK_TAKEN, ENQUEUE, TAKE, ReleaseMode
 from fastq.protocol.introspect import get_job
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
@@ -156,3 +156,10 @@ def test_recent_lists_the_newest_first_by_outcome(r: redis.Redis, k: QueueKeys) 
     assert [i for i, _ in records.recent(r, k, "done", 2)] == ["c", "b"]
     assert [i for i, _ in records.recent(r, k, "dead", 10)] == ["d"]
     assert records.recent(r, k, "cancelled", 10) == []
+
+
+def test_a_producer_of_the_13_keys_protocol_still_enqueues(r: redis.Redis, k: QueueKeys) -> None:
+    done(r, k, "w1", ["a"])
+    argv = ENQUEUE.argv(0, 0, b"", ["b"], [env("b")])
+    assert scripts.call(r, ENQUEUE.script, ENQUEUE.keys_for(k)[:13], argv) == 1
+    assert r.lrange(k.ready, 0, -1) == [b"b"]

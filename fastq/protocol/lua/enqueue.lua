@@ -20,6 +20,8 @@
 -- KEYS[14] records   hash   id -> the record of a job that ended (lib/records.lua):
 --                           such an id is never added again while its record lasts
 -- KEYS[15] records_old hash the previous generation of records, the same
+--                           (a call of 13 KEYS, from a producer written before
+--                           records, is served as before: ids not checked there)
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
 -- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
@@ -148,7 +150,7 @@ if redis.call('EXISTS', KEYS[8]) == 1 and #ARGV > 3 then
 end
 -- an id that ended stays ended while its record lasts (in either generation): one
 -- EXISTS unless the queue has records; a job ended is then as one cancelled
-if redis.call('EXISTS', KEYS[14], KEYS[15]) > 0 and #ARGV > 3 then
+if #KEYS >= 15 and #ARGV > 3 and redis.call('EXISTS', KEYS[14], KEYS[15]) > 0 then
     local ids = {}
     for i = 4, #ARGV, stride do
         ids[#ids + 1] = ARGV[i]
