@@ -273,7 +273,8 @@ class JobAdmin:
         count: int = 100,
     ) -> TagPage:
         """A page of the live jobs tagged ``tag``, each with its queue and state
-        (``queued``, ``scheduled``, ``active``; ``gone`` if it ended meanwhile),
+        (``queued``, ``scheduled``, ``active``; if it ended meanwhile, ``done``,
+        ``dead`` or ``cancelled`` from its record, ``gone`` without one),
         in queue then id order. Jobs leave the tag when they end (done, dead,
         broken, cancelled, purged).
 
