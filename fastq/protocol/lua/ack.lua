@@ -229,17 +229,20 @@ if #cancelled_now > 0 then
 end
 
 -- Records: done, dead, cancelled (lib/records.lua).
-local lim = records_limits(KEYS[15])
-local rk = {records = KEYS[16], old = KEYS[17]}
-keep_records(rk, lim, now, done, nil, record_text('done', now, '', '', '', worker))
-if #dead > 0 then
-    local texts = {}
-    for k = 1, #dead do
-        texts[k] = dead_text(ARGV[dstart[k] + 1], now, worker)
+if #done + #dead + #cancelled_now > 0 then
+    local lim = records_limits(KEYS[15])
+    local rk = {records = KEYS[16], old = KEYS[17]}
+    keep_records(rk, lim, now, done, nil, record_text('done', now, '', '', '', worker))
+    if #dead > 0 then
+        local texts = {}
+        for k = 1, #dead do
+            texts[k] = dead_text(ARGV[dstart[k] + 1], now, worker)
+        end
+        keep_records(rk, lim, now, dead, texts)
     end
-    keep_records(rk, lim, now, dead, texts)
+    keep_records(rk, lim, now, cancelled_now, nil,
+        record_text('cancelled', now, '', '', '', worker))
 end
-keep_records(rk, lim, now, cancelled_now, nil, record_text('cancelled', now, '', '', '', worker))
 
 -- Stale outcomes: counted once per job and worker. Only a stale ack pays for this.
 if #stale_ids > 0 then
