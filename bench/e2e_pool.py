@@ -369,6 +369,18 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         "--metrics", action="store_true", help="pools serve Prometheus metrics (--metrics-port)"
     )
     p.add_argument(
+        "--no-records",
+        action="store_const",
+        const=0,
+        dest="records_max_len",
+        help="the pools' queues keep no records of ended jobs (records_max_len 0)",
+    )
+    p.add_argument(
+        "--records-max-len",
+        type=int,
+        help="the pools' queues' records_max_len (default: fastq's default)",
+    )
+    p.add_argument(
         "--quick",
         action="store_true",
         help="small sizes: 20,000 jobs, 2,000 smtp, 100 kill, 50,000 memory jobs",
@@ -401,6 +413,7 @@ def parse_args(argv: Optional[list[str]] = None) -> argparse.Namespace:
         p.error(f"unknown scenario(s) {unknown}: choose from {','.join(SCENARIOS)}")
     args.scenarios = [s for s in SCENARIOS if s in only]
     POOL_OPTIONS["metrics"] = args.metrics
+    POOL_OPTIONS["records_max_len"] = args.records_max_len
     configure_progress(args.progress)
     return args
 

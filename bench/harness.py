@@ -211,7 +211,9 @@ def check_bare_drained(url: str, keys: BareKeys, what: str) -> None:
 
 # -- a pool under test -----------------------------------------------------------------
 
-POOL_OPTIONS = {"metrics": False}  # set from the command line (e2e_pool's --metrics)
+# set from the command line: e2e_pool's --metrics, and --records-max-len (the drained
+# queue's records_max_len in its settings; 0: no records; None: the default)
+POOL_OPTIONS: dict[str, Any] = {"metrics": False, "records_max_len": None}
 
 
 def free_port() -> int:
@@ -502,6 +504,8 @@ def pool_drain(
     """
     queue = job.queue
     app = (stage_jobs if warm else queue_jobs)(client, url, namespace, job, n)
+    if POOL_OPTIONS["records_max_len"] is not None:
+        client.hset(app.keys(queue).settings, "records_max_len", POOL_OPTIONS["records_max_len"])
     pool = Pool(url, namespace, queue, concurrency, batch)
     try:
         pool.start()

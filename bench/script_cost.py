@@ -1,6 +1,7 @@
 """Redis-side cost of a claim + ack, per job: fastq's scripts beside the bare baseline.
 
-Server time only (``INFO commandstats``), so the client's speed drops out. The bare
+Server time only (``INFO commandstats``), so the client's speed drops out. fastq is
+measured with the records of ended jobs kept (the default) and switched off. The bare
 baseline is also run on a server with listpack encodings switched off, which
 shows what fastq's sentinel members save: without them, keys that empty after
 every ack are recreated as listpacks, where each batched insert is a linear scan.
@@ -51,11 +52,13 @@ def bare_cost(n: int, batch: int, extra_args: list[str]) -> float:
         return server_us(r) / n
 
 
-def fastq_cost(n: int, batch: int) -> float:
+def fastq_cost(n: int, batch: int, records: bool = True) -> float:
     with RedisServer() as srv:
         app = fastq.App(srv.url, namespace="cost")
         app.enqueue_many("noop", [(i,) for i in range(n)], queue="bench")
         keys = app.keys("bench")
+        if not records:
+            app.keep_records("bench", max_len=0)
         claim_keys, ack_keys = CLAIM.keys_for(keys, "w"), ACK.keys_for(keys, "w")
         client = app.redis
         client.config_resetstat()
@@ -64,7 +67,7 @@ def fastq_cost(n: int, batch: int) -> float:
             ids = reply.ids
             if not ids:
                 break
-            argv = Outcomes(done=ids).ack_argv(10**9, 1000)
+            argv = Outcomes(done=ids).ack_argv(10**9, 1000, "host:123:w0.1")
             ACK.call(client, ack_keys, argv)
         cost = server_us(client) / n
         app.close()
@@ -79,17 +82,19 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     print(f"Redis-side µs per job (claim + ack), {args.jobs:,} no-op jobs")
-    print(f"{'batch':>6} {'fastq':>8} {'bare':>8} {'bare, no listpack':>18}")
+    print(f"{'batch':>6} {'fastq':>8} {'no records':>11} {'bare':>8} {'bare, no listpack':>18}")
     for batch in (int(b) for b in args.batches.split(",")):
         row = {
             "batch": batch,
             "fastq_us": fastq_cost(args.jobs, batch),
+            "fastq_no_records_us": fastq_cost(args.jobs, batch, records=False),
             "bare_us": bare_cost(args.jobs, batch, []),
             "bare_no_listpack_us": bare_cost(args.jobs, batch, NO_LISTPACK),
         }
         rows.append(row)
         fastq_us, bare_us, no_lp_us = row["fastq_us"], row["bare_us"], row["bare_no_listpack_us"]
-        print(f"{batch:>6} {fastq_us:>8.2f} {bare_us:>8.2f} {no_lp_us:>18.2f}")
+        off_us = row["fastq_no_records_us"]
+        print(f"{batch:>6} {fastq_us:>8.2f} {off_us:>11.2f} {bare_us:>8.2f} {no_lp_us:>18.2f}")
     write_report(rows, "script_cost", args.json)
     return 0
 

@@ -11,6 +11,7 @@ losing a job.
 
 from fastq._accel import ACCELERATED
 from fastq._version import __version__
+from fastq.admin.cancel import Cancelled
 from fastq.app import App
 from fastq.context import JobContext, current_job
 from fastq.errors import (
@@ -39,6 +40,7 @@ __all__ = [
     "App",
     "Backoff",
     "BoundedDoubling",
+    "Cancelled",
     "Delays",
     "EnqueueError",
     "EnqueueInterrupted",

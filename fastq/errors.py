@@ -63,7 +63,8 @@ class EnqueueError(FastqError):
 
     A blast is sent in chunks, each one atomic script call: a chunk went in whole
     or not at all. Retrying with the same ids is idempotent (an id already in
-    Redis is left alone), so the way to finish the job is::
+    Redis is left alone, and so is one whose job ran meanwhile, while the queue
+    keeps its record: see ``App.keep_records``), so the way to finish the job is::
 
         try:
             ids = send_email.enqueue_many(calls)

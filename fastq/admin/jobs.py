@@ -7,10 +7,11 @@ import dataclasses
 import math
 from typing import Any, Optional
 
-from fastq.admin.cancel import cancel_by_tag, cancel_ids
+from fastq.admin.cancel import Cancelled, cancel_by_tag, cancel_ids
 from fastq.admin.operator import Admin
 from fastq.admin.revive import revive
 from fastq.admin.sharded import valid_name
+from fastq.protocol import records
 from fastq.protocol.contracts import ReviveSection
 from fastq.protocol.introspect import (
     Holder,
@@ -19,6 +20,7 @@ from fastq.protocol.introspect import (
     TagPage,
     broken_jobs,
     dead_jobs,
+    from_record,
     get_job,
     holders,
     job_states,
@@ -52,8 +54,12 @@ class JobAdmin:
     def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[JobInfo]:
         """What fastq knows of a job: state, attempts, last error, timestamps.
 
-        Returns None for an unknown id, and for a job that completed (completed
-        jobs are deleted). Without ``queue``, every known queue is searched.
+        A job that ended (done, dead, cancelled) is answered from its record while
+        the queue keeps it (:meth:`fastq.App.keep_records`): ``state`` ``done``,
+        ``dead`` or ``cancelled``, ``ended_at``, the ``worker`` that ran it, a
+        dead job's ``attempts`` and ``last_error``. Returns None for an unknown id,
+        and for a job whose record is gone. Without ``queue``, every known queue
+        is searched.
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
@@ -88,6 +94,31 @@ class JobAdmin:
                             dataclasses.replace(h, queue=q) for h in holders(self.store.redis, keys)
                         ]
             return out
+
+    def recent_jobs(
+        self, queue: str, state: Optional[str] = None, limit: int = 50
+    ) -> list[JobInfo]:
+        """The jobs of ``queue`` that ended most recently, newest first, from their
+        records: ``state`` ``done``, ``dead`` or ``cancelled`` (None: any). Each
+        has its ``state``, ``ended_at``, ``worker``, and for a dead one its
+        ``attempts`` and ``last_error``; no arguments (a dead job's are in
+        :meth:`dead_jobs`). Looks through the newest 100,000 records of each shard.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, state or limit.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        _check_limit(limit, "recent_jobs")
+        if state is not None and state not in records.OUTCOMES:
+            raise ValueError(f"recent_jobs: state must be one of {records.OUTCOMES} or None")
+        with self.store.producer_call():
+            found = [
+                from_record(job_id, queue, rec)
+                for keys in self.admin.known_queue(queue)
+                for job_id, rec in records.recent(self.store.redis, keys, state, limit)
+            ]
+        found.sort(key=lambda info: info.ended_at or 0.0, reverse=True)  # every shard's
+        return found[:limit]
 
     # -- dead and broken jobs ---------------------------------------------------------
 
@@ -178,19 +209,21 @@ class JobAdmin:
 
     # -- cancel and tags ------------------------------------------------------------
 
-    def cancel(self, job_id: str, queue: Optional[str] = None) -> bool:
-        """Cancel a job: a ready or scheduled job never runs. A job a worker
-        already holds (running, or claimed with its batch) still runs, but is not
-        retried, recorded dead or handed back when its run ends; if it completes,
-        it counts as processed and is no longer cancelled. ``get_job`` says
-        ``cancelled``; the queue's stats count it as ``cancelled``.
+    def cancel(self, job_id: str, queue: Optional[str] = None) -> Cancelled:
+        """Cancel a job: a ready or scheduled job is stopped: it never runs, the
+        queue's stats count it ``cancelled`` and ``get_job`` says ``cancelled``. A
+        job a worker already holds (running, or claimed with its batch) may still
+        run: it is not retried, recorded dead or handed back when its run ends
+        (then it counts as cancelled); if it completes, it counts as processed.
 
         Without ``queue``, every known queue is searched. Re-enqueueing a
-        cancelled id does nothing (while its marker lasts: the dead jobs' max age).
+        cancelled id does nothing (while its marker or its record lasts).
 
         Returns:
-            True if it was cancelled; False for an unknown id, a job that
-            completed, is dead or broken, or was cancelled before.
+            A :class:`fastq.admin.cancel.Cancelled`: ``stopped`` 1 (it will not
+            run) or ``held`` 1 (a worker held it: it may still run); false (both
+            0) for an unknown id, a job that completed, is dead or broken, or was
+            cancelled before.
 
         Raises:
             TypeError, ValueError: an invalid job id or queue name.
@@ -203,17 +236,20 @@ class JobAdmin:
                 if not valid_name(q):
                     continue
                 for keys in self.sharded.for_id(q, job_id):
-                    if cancel_ids(self.store.redis, keys, [job_id]):
-                        return True
-        return False
+                    done = cancel_ids(self.store.redis, keys, [job_id])
+                    if done:
+                        return done
+        return Cancelled()
 
-    def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> int:
+    def cancel_by_tag(self, tag: str, queue: Optional[str] = None) -> Cancelled:
         """Cancel every live job tagged ``tag`` (in ``queue``, or in every known
         queue), as :meth:`cancel` does, in calls of at most 250 jobs so that
         cancelling a blast of any size never blocks Redis for long.
 
         Returns:
-            How many jobs were cancelled.
+            A :class:`fastq.admin.cancel.Cancelled`: ``stopped``, the jobs that
+            will never run (what the queue's ``cancelled`` stat counts), and
+            ``held``, those a worker already held, which may still run.
 
         Raises:
             TypeError, ValueError: an invalid tag or queue name.
@@ -222,12 +258,12 @@ class JobAdmin:
         check_tag(tag)
         with self.store.producer_call():
             names = [validate_queue_name(queue)] if queue else self.admin.queues()
-            return sum(
-                cancel_by_tag(self.store.redis, keys, tag)
-                for q in names
-                if valid_name(q)
-                for keys in self.sharded.of(q)
-            )
+            total = Cancelled()
+            for q in names:
+                if valid_name(q):
+                    for keys in self.sharded.of(q):
+                        total += cancel_by_tag(self.store.redis, keys, tag)
+            return total
 
     def jobs_by_tag(
         self,
@@ -237,7 +273,8 @@ class JobAdmin:
         count: int = 100,
     ) -> TagPage:
         """A page of the live jobs tagged ``tag``, each with its queue and state
-        (``queued``, ``scheduled``, ``active``; ``gone`` if it ended meanwhile),
+        (``queued``, ``scheduled``, ``active``; if it ended meanwhile, ``done``,
+        ``dead`` or ``cancelled`` from its record, ``gone`` without one),
         in queue then id order. Jobs leave the tag when they end (done, dead,
         broken, cancelled, purged).
 

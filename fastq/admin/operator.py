@@ -9,7 +9,7 @@ from redis import Redis
 
 from fastq.admin.sharded import Sharded
 from fastq.job import JobDef
-from fastq.protocol import control
+from fastq.protocol import control, records
 from fastq.protocol.introspect import (
     queue_stats,
 )
@@ -175,6 +175,27 @@ class Admin:
             shards = self.known_queue(queue)
             for keys in shards:
                 control.set_rate_limit(self.store.redis, keys, limit, len(shards))
+
+    def keep_records(
+        self, queue: str, *, max_age_s: Optional[float] = None, max_len: Optional[int] = None
+    ) -> None:
+        """How long and how many of the records of ended jobs (done, dead, cancelled)
+        ``queue`` keeps: what ``get_job``, ``fastq inspect`` and ``fastq jobs
+        --state`` answer from, and what keeps an id idempotent after its job ended.
+        None: the default (7 days, 100,000 per queue, or per shard); ``max_len=0``
+        turns records off (those kept go as jobs end). Lives in the queue's settings.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, a limit below 0.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        age_ms = None if max_age_s is None else int(max_age_s * 1000)
+        for what, value in (("max_age_s", age_ms), ("max_len", max_len)):
+            if value is not None and (isinstance(value, bool) or value < 0):
+                raise ValueError(f"keep_records: {what} must be >= 0 or None, not {value!r}")
+        with self.store.producer_call():
+            for keys in self.known_queue(queue):
+                records.configure(self.store.redis, keys, age_ms, max_len)
 
     def rate_limit(self, queue: str) -> Optional[RateLimit]:
         """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),

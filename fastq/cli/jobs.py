@@ -27,7 +27,7 @@ from fastq.cli.common import (
 )
 from fastq.protocol.introspect import JobInfo
 
-_TIMES = ("enqueued_at", "due_at", "lease_until", "failed_at")
+_TIMES = ("enqueued_at", "due_at", "lease_until", "failed_at", "cancelled_at", "ended_at")
 
 
 def _job_info_dict(info: JobInfo) -> dict[str, Any]:
@@ -82,8 +82,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if info is None:
         where = f"queue {queue}" if queue else "any known queue"
         raise CliError(
-            f"no job {args.job_id!r} in {where}: never enqueued, or completed "
-            "(a completed job is deleted)",
+            f"no job {args.job_id!r} in {where}: never enqueued, or it ended before "
+            "what its queue keeps of ended jobs (7 days, 100,000 records by default)",
             1,
         )
     if args.json:
@@ -101,10 +101,17 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     try:
         if args.tag is not None:
             n = app.cancel_by_tag(args.tag, queue=queue)
-            print(f"cancelled {n} jobs tagged {args.tag!r}")
+            print(
+                f"cancelled {n.total} jobs tagged {args.tag!r}: {n.stopped} stopped (never to"
+                f" run), {n.held} held by a worker (may still run)"
+            )
             return 0
-        if app.cancel(args.job_id, queue=queue):
-            print(f"cancelled {args.job_id}")
+        one = app.cancel(args.job_id, queue=queue)
+        if one:
+            how = (
+                "stopped: it will not run" if one.stopped else "a worker holds it: it may still run"
+            )
+            print(f"cancelled {args.job_id} ({how})")
             return 0
     except (TypeError, ValueError) as exc:
         raise CliError(str(exc)) from None
@@ -113,9 +120,16 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    """One line per live job tagged ``--tag``: id, queue, state."""
+    """One line per live job tagged ``--tag``: id, queue, state; or per job that
+    ended (``--state``), newest first: id, queue, state, when, worker, error."""
+    if (args.tag is None) == (args.state is None):
+        raise CliError("give --tag TAG or --state STATE (one of them)")
     app = operator_app(args)
     queue = one_or_all_queues(args)
+    if args.state is not None:
+        return _recent(app, args.state, queue, args.limit)
+    if args.limit is not None:
+        raise CliError("--limit goes with --state")
     cursor: Optional[str] = None
     while True:
         try:
@@ -127,6 +141,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if page.cursor is None:
             return 0
         cursor = page.cursor
+
+
+def _recent(app: Any, state: str, queue: Optional[str], limit: Optional[int]) -> int:
+    limit = 50 if limit is None else limit
+    found = []
+    for q in [queue] if queue else app.queues():
+        found += call(app.recent_jobs, q, state, limit)
+    found.sort(key=lambda info: info.ended_at or 0.0, reverse=True)
+    for job in found[:limit]:
+        error = (job.last_error or "-").replace("\n", " ")
+        print(job.id, job.queue, job.state, _when(job.ended_at), job.worker or "-", error)
+    return 0
 
 
 def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> None:
@@ -307,11 +333,19 @@ def add_cancel(sub: Any) -> None:
 def add_jobs(sub: Any) -> None:
     jo = sub.add_parser(
         "jobs",
-        help="list the live jobs with a tag: id, queue, state",
+        help="list the live jobs with a tag, or the jobs that ended (--state)",
         epilog="examples:\n  fastq jobs --tag campaign-42\n"
-        "  fastq jobs --tag campaign-42 -q mailer | wc -l",
+        "  fastq jobs --tag campaign-42 -q mailer | wc -l\n"
+        "  fastq jobs --state done -q mailer --limit 20",
     )
-    jo.add_argument("--tag", required=True, help="the tag")
+    jo.add_argument("--tag", help="the tag: its live jobs' id, queue, state")
+    jo.add_argument(
+        "--state",
+        choices=("done", "dead", "cancelled"),
+        help="the jobs that ended so, newest first, from their records: id, queue, state, "
+        "when it ended (UTC), worker, error",
+    )
+    jo.add_argument("--limit", type=int, help="with --state: jobs to list (default 50)")
     jo.set_defaults(func=cmd_jobs)
     _add_tag_options(jo)
 

@@ -251,7 +251,9 @@ class HandBacks(threading.Thread):
                 holds = client.smismember(keys.held(item.worker_id), ids)
                 held = [job_id for job_id, h in zip(ids, holds) if h]
                 if held:
-                    argv = ACK.argv(app.dead_max_age_ms, app.dead_max_len, 0, done=held)
+                    argv = ACK.argv(
+                        app.dead_max_age_ms, app.dead_max_len, 0, item.worker_id, done=held
+                    )
                     acked += ACK.call(client, ACK.keys_for(keys, item.worker_id), argv)
             if acked:
                 log.info(

@@ -26,7 +26,7 @@ from fastq.producer import durable
 from fastq.producer.durable import Confirmation, Durability
 from fastq.producer.ids import IdGenerator
 from fastq.producer.routing import Part, chunk_size, pick, plan_calls
-from fastq.producer.unique import UniquePlan, default_unique_key, unique_plan
+from fastq.producer.unique import UniquePlan, call_unique_key, default_unique_key, unique_plan
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
 from fastq.protocol.keys import validate_queue_name
@@ -43,17 +43,10 @@ if TYPE_CHECKING:
 # default: Redis holds every job whole in memory and a worker reads a batch of them
 # in one reply; big data belongs in a store, with its key in the job.
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
-# What the first connection of an enqueue_many may raise: mapped already, or raw.
 log = logging.getLogger("fastq.enqueue")
 
+# What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
-
-
-def _call_unique_key(name: str, call: Any) -> str:
-    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
-    if isinstance(call, dict):
-        return default_unique_key(name, (), call)
-    return default_unique_key(name, call, None)
 
 
 class Producer:
@@ -329,7 +322,8 @@ class Producer:
         call, all in one round trip. When Redis takes only some chunks (it fills
         up), or the connection is lost, :class:`fastq.EnqueueError` says which ids
         went in. Sending the same calls again with ``job_ids=exc.ids`` is
-        idempotent: ids already in Redis are left alone::
+        idempotent: ids already in Redis are left alone, and so are those whose
+        jobs ran meanwhile, while their records last (``App.keep_records``)::
 
             try:
                 ids = app.enqueue_many("send_email", calls)
@@ -399,7 +393,7 @@ class Producer:
             return ids
         ukeys: list[str] = []
         if unique is not None:
-            ukeys = [unique.key or _call_unique_key(name, call) for call in calls]
+            ukeys = [unique.key or call_unique_key(name, call) for call in calls]
         try:
             client, shards = self._connect(queue)
         except (UnknownQueue, ShardCountMismatch):

@@ -56,3 +56,10 @@ def default_unique_key(name: str, args: Sequence[Any], kwargs: Optional[dict[str
     of ``[name, args, kwargs]``; the same call gives the same key on any host."""
     canonical = orjson.dumps([name, list(args), kwargs or {}], option=orjson.OPT_SORT_KEYS)
     return hashlib.sha1(canonical).hexdigest()
+
+
+def call_unique_key(name: str, call: Any) -> str:
+    """The default unique key of one call of ``enqueue_many`` (args or kwargs)."""
+    if isinstance(call, dict):
+        return default_unique_key(name, (), call)
+    return default_unique_key(name, call, None)

@@ -9,6 +9,7 @@ from typing import Any, Optional
 import orjson
 import redis
 
+from fastq.protocol import records
 from fastq.protocol.keys import QueueKeys
 
 COUNTERS = (
@@ -34,7 +35,8 @@ class JobInfo:
 
     id: str
     queue: str
-    state: str  # "queued", "scheduled", "active", "dead", "broken" or "cancelled"
+    # "queued", "scheduled", "active", "dead", "broken", "cancelled" or "done"
+    state: str
     name: Optional[str]
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
@@ -53,7 +55,30 @@ class JobInfo:
     progress: Optional[float] = None
     progress_meta: Any = None
     tags: list[str] = field(default_factory=list)
-    cancelled_at: Optional[float] = None  # a cancelled job's only other field is its id
+    cancelled_at: Optional[float] = None
+    # the record of a job that ended (done, dead, cancelled), while it lasts: when it
+    # ended, how long its last run took (if known); worker and attempts come from it
+    # too when nothing else says
+    ended_at: Optional[float] = None
+    run_ms: Optional[int] = None
+
+
+def from_record(job_id: str, queue: str, rec: records.Record) -> JobInfo:
+    """A job known only by its record: it completed, or was cancelled (or died,
+    and its envelope was trimmed from the dead set before its record)."""
+    return JobInfo(
+        id=job_id,
+        queue=queue,
+        state=rec.outcome,
+        name=None,
+        attempts=rec.attempts or 0,
+        worker=rec.worker,
+        failed_at=rec.ended_at if rec.outcome == "dead" else None,
+        last_error=rec.error,
+        cancelled_at=rec.ended_at if rec.outcome == "cancelled" else None,
+        ended_at=rec.ended_at,
+        run_ms=rec.run_ms,
+    )
 
 
 def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:
@@ -116,10 +141,18 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     pipe.hget(keys.progress, job_id)
     pipe.zscore(keys.cancelled, job_id)
     pipe.hget(keys.links, job_id)
+    pipe.hget(keys.records, job_id)
+    pipe.hget(keys.records_old, job_id)
     for holder, _ in leases:
         pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, poison, progress, cancelled, link, *held = pipe.execute()
+    raw, due, died, broken, stalls, poison, progress, cancelled, link, rec, old, *held = (
+        pipe.execute()
+    )
+    rec = rec if rec is not None else old
+    record = records.parse(rec) if rec is not None else None
     if raw is None:
+        if record is not None:
+            return from_record(job_id, keys.queue, record)
         if cancelled is not None:
             return JobInfo(
                 id=job_id, queue=keys.queue, state="cancelled", name=None,
@@ -149,6 +182,8 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     else:
         state = "queued"
     fraction, meta = _progress(progress)
+    if state == "dead" and record is not None and record.outcome == "dead":
+        worker = record.worker  # the worker that ran it last
     name = env.get("name")
     args = env.get("args")
     failed = env.get("attempts")
@@ -175,6 +210,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         progress=fraction,
         progress_meta=meta,
         tags=_link_tags(link),
+        ended_at=record.ended_at if record is not None and state == "dead" else None,
     )
 
 
@@ -196,7 +232,8 @@ def _link_tags(link: Optional[bytes]) -> list[str]:
 
 def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str]:
     """The state of each of ``ids`` (as :class:`JobInfo` has it), in a few pipelined
-    commands; ``gone`` for an id fastq no longer knows (it completed)."""
+    commands: as its record says for a job that ended (``done``, ``dead``,
+    ``cancelled``); ``gone`` for an id fastq no longer knows."""
     if not ids:
         return []
     leases = _leases(client, keys)
@@ -207,18 +244,24 @@ def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str
     pipe.zmscore(keys.dead, ids)
     pipe.hmget(keys.broken, ids)
     pipe.zmscore(keys.cancelled, ids)
+    pipe.hmget(keys.records, ids)
+    pipe.hmget(keys.records_old, ids)
     for holder, _ in leases:
         pipe.smismember(keys.held(holder), ids)
     replies = pipe.execute()
-    exists, (due, died, broken, cancelled), held = (
+    exists, (due, died, broken, cancelled, new, old), held = (
         replies[: len(ids)],
-        replies[len(ids) : len(ids) + 4],
-        replies[len(ids) + 4 :],
+        replies[len(ids) : len(ids) + 6],
+        replies[len(ids) + 6 :],
     )
+    recs = [n if n is not None else o for n, o in zip(new, old)]
     states = []
     for i in range(len(ids)):
         if not exists[i]:
-            state = "cancelled" if cancelled[i] is not None else "gone"
+            if recs[i] is not None:
+                state = records.parse(recs[i]).outcome
+            else:
+                state = "cancelled" if cancelled[i] is not None else "gone"
         elif broken[i] is not None:
             state = "broken"
         elif died[i] is not None:

@@ -151,6 +151,24 @@ class QueueKeys:
         return self.key("marker")
 
     @property
+    def records(self) -> str:
+        """Id -> the record of a job that ended (done, dead, cancelled): how and when,
+        kept a while; the current generation (format in ``lua/lib/records.lua``)."""
+        return self.key("records")
+
+    @property
+    def records_old(self) -> str:
+        """The previous generation of records, dropped whole when the current one
+        is retired (full or old) or, on a quiet queue, by the reaper once it is old."""
+        return self.key("records_old")
+
+    @property
+    def stale(self) -> str:
+        """``<worker>\n<id>`` of each stale outcome counted -> when (ms): a resent
+        late ack counts its jobs once. Kept an hour."""
+        return self.key("stale")
+
+    @property
     def wake(self) -> str:
         return self.key("wake")
 

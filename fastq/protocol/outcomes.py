@@ -35,6 +35,7 @@ class Outcomes:
     # numbered parts, so that a part resent counts once), and those buried (id,
     # envelope with the error) or quarantined (id, reason, envelope)
     taken_done: list[tuple[int, int]] = field(default_factory=list)
+    taken_done_ids: list[bytes] = field(default_factory=list)  # for their records
     taken_dead: list[tuple[bytes, bytes]] = field(default_factory=list)
     taken_broken: list[tuple[bytes, str, bytes]] = field(default_factory=list)
     # taken jobs a stop left unstarted (id, envelope): handed back to the front by
@@ -96,12 +97,13 @@ class Outcomes:
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
-    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        """The ARGV of an ack of these outcomes."""
+    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int, worker_id: str = "") -> list[Any]:
+        """The ARGV of an ack of these outcomes, by ``worker_id``."""
         return ACK.argv(
             dead_max_age_ms,
             dead_max_len,
             self.failed,
+            worker_id,
             self.done,
             self.retry,
             self.dead,
@@ -120,6 +122,7 @@ class Outcomes:
             self.taken_dead,
             self.taken_broken,
             self.give_back,
+            self.taken_done_ids,
         )
 
     def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:

@@ -83,7 +83,7 @@ def wait_for_result(
             raw = client.get(keys.result(job_id))
             if raw is not None:
                 return json.loads(raw)
-            if info is None or info.state == "cancelled":
+            if info is None or info.state in ("cancelled", "done"):
                 continue
             if info.state in ("dead", "broken"):
                 error = info.last_error if info.state == "dead" else info.broken_reason

@@ -114,6 +114,7 @@ class AtMostOnce:
         for job_id in batch.done:
             if job_id in taken:
                 done += 1
+                out.taken_done_ids.append(job_id)
             else:
                 out.done.append(job_id)
         if done:

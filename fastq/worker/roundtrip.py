@@ -270,7 +270,7 @@ class RoundTrip:
                 for cmd in store_commands(self.keys[queue], job_id, encoded, ttl_ms):
                     commands.append((scripts.PLAIN, (), cmd))
             if out.count() or out.failed:
-                argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len)
+                argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len, wid)
                 commands.append(ACK.command(self._ack_keys[queue], argv))
             for mode, ids in out.releases():
                 if ids:

@@ -65,7 +65,9 @@ def test_a_stuck_thread_recycles_its_child_and_the_job_goes_dead_by_its_policy(
     info = app.get_job(stuck, queue="q")
     assert info is not None and info.state == "dead" and info.attempts == 2
     assert "timeout_s=0.5" in (info.last_error or "")
-    assert app.get_job(retried, queue="q") is None  # done at its second attempt
+    assert (
+        getattr(app.get_job(retried, queue="q"), "state", None) == "done"
+    )  # done at its second attempt
     ran = runs(r, app.namespace)
     assert (ran[999], ran[998]) == (2, 2)
     assert set(ran) == set(range(400)) | {998, 999}

@@ -86,17 +86,19 @@ def test_cancel_a_ready_and_a_scheduled_job_and_they_never_run(app: fastq.App) -
     ready = work.enqueue(1)
     scheduled = work.enqueue_in(0.2, 2)
     kept = work.enqueue(3)
-    assert app.cancel(ready) is True
-    assert app.cancel(scheduled, queue="q") is True
-    assert app.cancel(ready) is False  # once
-    assert app.cancel("no-such-job") is False
+    assert app.cancel(ready) == fastq.Cancelled(stopped=1)
+    assert app.cancel(scheduled, queue="q") == fastq.Cancelled(stopped=1)
+    assert app.cancel(ready) == fastq.Cancelled()  # once
+    assert app.cancel("no-such-job") == fastq.Cancelled()
     info = app.get_job(ready)
     assert info is not None and info.state == "cancelled" and info.cancelled_at is not None
     assert app.stats("q")["cancelled"] == 2
     time.sleep(0.3)  # the scheduled one would be due now
     drain(app, ["q"])
     assert runs.count == {3: 1}
-    assert app.get_job(kept) is None and app.cancel(kept) is False  # completed
+    info = app.get_job(kept)
+    assert info is not None and info.state == "done" and info.ended_at is not None
+    assert not app.cancel(kept)  # completed
     # a cancelled id stays cancelled: enqueueing it again adds nothing
     assert work.enqueue_with(job_id=ready)(1) == ready
     drain(app, ["q"])
@@ -121,7 +123,9 @@ def test_a_job_cancelled_while_it_runs_is_not_retried(app: fastq.App) -> None:
     worker, thread = drain_in_thread(app, ["q"])
     assert started.wait(10)
     assert [(j.id, j.state) for j in app.jobs_by_tag("nightly").jobs] == [(job_id, "active")]
-    assert app.cancel(job_id) is True
+    # running: reported held (it may still run), not counted cancelled yet
+    assert app.cancel(job_id) == fastq.Cancelled(held=1)
+    assert app.stats("q")["cancelled"] == 0
     assert app.jobs_by_tag("nightly").jobs == []
     go_on.set()
     thread.join(20)
@@ -159,9 +163,10 @@ def test_cancel_by_tag_in_the_middle_of_a_drain_stops_the_rest(app: fastq.App) -
     assert set(runs.count.values()) == {1}  # none twice
     assert {i for i in runs.count if i >= n} == set(range(n, n + 100))  # the other tag ran
     stats = app.stats("blast")
-    # jobs the workers held at the cancel ran after all and left the cancelled count
-    assert len(ran) + stats["cancelled"] == n
-    assert 500 <= len(ran) < n and cancelled >= stats["cancelled"] > 0
+    # the counts add up: every job was stopped, or ran (those held at the cancel
+    # too, reported apart), and the cancelled stat counts exactly those stopped
+    assert len(ran) + cancelled.stopped == n
+    assert stats["cancelled"] == cancelled.stopped > 0 and 500 <= len(ran) < n
     assert (stats["processed"], stats["ready"], stats["inflight"]) == (len(ran) + 100, 0, 0)
     assert app.jobs_by_tag("campaign:7").jobs == []
 
@@ -253,7 +258,7 @@ def test_unique_until_window_keeps_the_lock_after_the_job_ends(app: fastq.App) -
 
     first = ping.enqueue()
     drain(app, ["q"])
-    assert app.get_job(first) is None  # done
+    assert getattr(app.get_job(first), "state", None) == "done"  # done
     assert ping.enqueue() == first  # still within the window
     time.sleep(0.6)
     assert ping.enqueue() != first
@@ -403,12 +408,25 @@ def test_cli_cancel_by_id_and_tag_and_list_jobs(redis_server: RedisServer, app: 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [f"{i} count queued" for i in sorted(ids)]
     proc = cli("cancel", ids[0], "-q", "count")
-    assert (proc.returncode, proc.stdout.strip()) == (0, f"cancelled {ids[0]}")
+    assert (proc.returncode, proc.stdout.strip()) == (
+        0,
+        f"cancelled {ids[0]} (stopped: it will not run)",
+    )
     proc = cli("cancel", ids[0])
     assert proc.returncode == 1 and "nothing to cancel" in proc.stdout
     proc = cli("cancel", "--tag", "batch:1")
-    assert (proc.returncode, proc.stdout.strip()) == (0, "cancelled 4 jobs tagged 'batch:1'")
+    assert (proc.returncode, proc.stdout.strip()) == (
+        0, "cancelled 4 jobs tagged 'batch:1': 4 stopped (never to run), 0 held by a worker "
+        "(may still run)",
+    )  # fmt: skip
     assert cli("jobs", "--tag", "batch:1").stdout == ""
+    # their records, newest first: the four of the tag, then the first one
+    proc = cli("jobs", "--state", "cancelled", "-q", "count")
+    lines = [line.split() for line in proc.stdout.splitlines()]
+    assert sorted(line[0] for line in lines) == sorted(ids) and lines[-1][0] == ids[0]
+    assert all(line[1:3] == ["count", "cancelled"] for line in lines)
+    assert len(cli("jobs", "--state", "cancelled", "--limit", "2").stdout.splitlines()) == 2
+    assert cli("jobs", "--state", "done", "-q", "count").stdout == ""
     proc = cli("cancel")
     assert proc.returncode == 2 and "give a JOB_ID or --tag TAG" in proc.stderr
     assert app.stats("count")["cancelled"] == 5

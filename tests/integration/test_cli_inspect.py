@@ -32,7 +32,8 @@ def test_inspect_a_dead_job_for_a_person_and_as_json(
     lines = dict(line.split(None, 1) for line in fields.splitlines())
     assert lines["id"] == job_id and lines["queue"] == "count" and lines["state"] == "dead"
     assert (lines["name"], lines["args"], lines["kwargs"]) == ("explode", "[7]", '{"why":"test"}')
-    assert (lines["attempts"], lines["stalls"], lines["worker"]) == ("1", "0", "-")
+    assert (lines["attempts"], lines["stalls"]) == ("1", "0")
+    assert lines["worker"] != "-" and lines["ended_at"].endswith("+00:00")  # its record
     assert lines["last_error"] == "ValueError: boom 7"
     assert lines["enqueued_at"].endswith("+00:00") and lines["failed_at"].endswith("+00:00")
     assert tb.startswith("  Traceback (most recent call last):") and "raise ValueError" in tb
@@ -68,8 +69,8 @@ def test_inspect_an_unknown_id_says_so_and_exits_1(
     code, out, err = inspect_cli(redis_server.url, app.namespace, "nope", "-q", "count")
     assert (code, out) == (1, "")
     assert err.strip().splitlines() == [
-        "fastq: error: no job 'nope' in queue count: never enqueued, or completed "
-        "(a completed job is deleted)"
+        "fastq: error: no job 'nope' in queue count: never enqueued, or it ended before "
+        "what its queue keeps of ended jobs (7 days, 100,000 records by default)"
     ]
     code, _, err = inspect_cli(redis_server.url, app.namespace, "nope", "-q", "a:b")
     assert code == 2 and "queue name" in err

@@ -422,7 +422,7 @@ def test_flow_inspect_and_tag_commands_need_no_app(
     assert ok("limit", "mailer").startswith("mailer: 14/s")
     assert '"args": [\n    1\n  ]' in ok("inspect", first, "--json")
     assert ok("jobs", "--tag", "blast-7").split() == [tagged, "mailer", "queued"]
-    assert ok("cancel", second).strip() == f"cancelled {second}"
+    assert ok("cancel", second).strip() == f"cancelled {second} (stopped: it will not run)"
     purged = ok("purge", "-q", "mailer", "--yes").strip()
     # 2: the cancelled id's entry, still in the ready list, is dropped but not counted
     assert purged == "purged 2 jobs (ready, scheduled) from mailer"

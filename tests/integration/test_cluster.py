@@ -105,7 +105,7 @@ def test_scripts_are_on_every_master_and_a_flushed_one_is_reloaded(
     assert len(ids) == 1500 and capp.stats(owners[port])["ready"] == 1500
     assert nodes[port].script_exists(*shas) == [True] * len(shas)
     nodes[port].script_flush()  # a single call reloads too
-    assert capp.cancel(ids[0], queue=owners[port]) is True
+    assert capp.cancel(ids[0], queue=owners[port]) == fastq.Cancelled(stopped=1)
 
 
 def test_get_job_cancel_and_tags_search_queues_on_every_master(
@@ -129,9 +129,9 @@ def test_get_job_cancel_and_tags_search_queues_on_every_master(
     ]
     rest = capp.jobs_by_tag("batch7", cursor=page.cursor, count=100)
     assert len(rest.jobs) == 5 and rest.cursor is None
-    assert capp.cancel(ids[owners[2]][0]) is True
-    assert capp.cancel(ids[owners[2]][0]) is False
-    assert capp.cancel_by_tag("batch7") == 8
+    assert capp.cancel(ids[owners[2]][0]) == fastq.Cancelled(stopped=1)
+    assert capp.cancel(ids[owners[2]][0]) == fastq.Cancelled()
+    assert capp.cancel_by_tag("batch7") == fastq.Cancelled(stopped=8)
     assert [capp.stats(q)["cancelled"] for q in owners] == [3, 3, 3]
     assert capp.get_job(ids[owners[0]][1]).state == "cancelled"  # type: ignore[union-attr]
     assert capp.jobs_by_tag("batch7").jobs == []

@@ -18,7 +18,7 @@ from tests.support.processes import ROOT, fastq_cmd, subprocess_env
 
 KEY_SUFFIXES = (
     "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
-    "links", "tagged", "unique", "unique_exp", "settings",
+    "links", "tagged", "unique", "unique_exp", "settings", "records", "records_old",
 )  # fmt: skip
 
 
@@ -58,11 +58,11 @@ def test_a_job_enqueued_with_redis_cli_alone_is_run(
         set -e
         cli="redis-cli -p {redis_server.port}"
         $cli SADD {namespace}:queues count
-        $cli EVAL "$({fastq} lua enqueue)" 13 {keys} 0 0 '' cli-7 '["count",[7],{now_ms}]'
-        $cli EVAL "$({fastq} lua enqueue)" 13 {keys} 0 0 '' cli-8 \
+        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 0 0 '' cli-7 '["count",[7],{now_ms}]'
+        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 0 0 '' cli-8 \
             '["count",[],{now_ms},{{"k":{{"i":8}}}}]' cli-7 '["count",[7],{now_ms}]'
-        $cli EVAL "$({fastq} lua enqueue)" 13 {keys} 5 0 '' cli-9 '["count",[9],{now_ms}]'
-        $cli EVAL "$({fastq} lua enqueue)" 13 {keys} 2000000 0 '' bad '["count",[1],{now_ms}]' \
+        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 5 0 '' cli-9 '["count",[9],{now_ms}]'
+        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 2000000 0 '' bad '["count",[1],{now_ms}]' \
             || true
     """
     proc = subprocess.run(
@@ -136,7 +136,8 @@ const call = (...args) => new Promise((ok) => { waiting.push(ok); sock.write(enc
 (async () => {
   const sha = await call("SCRIPT", "LOAD", source);
   const keys = ["jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio",
-    "cancelled", "links", "tagged", "unique", "unique_exp", "settings"]
+    "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
+    "records_old"]
     .map((s) => `${ns}:{${queue}}:${s}`);
   await call("SADD", `${ns}:queues`, queue);
   const argv = [0, 0, ""];
@@ -146,10 +147,10 @@ const call = (...args) => new Promise((ok) => { waiting.push(ok); sock.write(enc
   const replies = [];
   for (let lo = 3; lo < argv.length; lo += 2000) {  // 1,000 jobs a call at most
     const chunk = [0, 0, "", ...argv.slice(lo, lo + 2000)];
-    let reply = await call("EVALSHA", sha, 13, ...keys, ...chunk);
+    let reply = await call("EVALSHA", sha, 15, ...keys, ...chunk);
     if (reply instanceof Error && reply.message.startsWith("NOSCRIPT")) {
       await call("SCRIPT", "LOAD", source);
-      reply = await call("EVALSHA", sha, 13, ...keys, ...chunk);
+      reply = await call("EVALSHA", sha, 15, ...keys, ...chunk);
     }
     if (reply instanceof Error) throw reply;
     replies.push(reply);
@@ -157,7 +158,7 @@ const call = (...args) => new Promise((ok) => { waiting.push(ok); sock.write(enc
   // a unique job: the reply names the one refused and the id holding its lock
   const unique = JSON.stringify({ unique: "e", unique_for_ms: 60000 });
   const env = JSON.stringify(["count", [], Date.now(), { k: { i: 5000 } }]);
-  replies.push(await call("EVALSHA", sha, 13, ...keys, 0, 0, unique,
+  replies.push(await call("EVALSHA", sha, 15, ...keys, 0, 0, unique,
     "node-u1", env, "k-5000", "node-u2", env, "k-5000"));
   console.log(JSON.stringify(replies));
   sock.end();

@@ -212,7 +212,7 @@ def test_get_job_cancel_and_tags_look_in_every_shard(app: fastq.App) -> None:
         seen += [job.id for job in page.jobs]
     assert sorted(seen) == sorted(ids + more[1:])
     assert all(job.queue == "mailer" for job in page.jobs)
-    assert app.cancel_by_tag("blast", queue="mailer") == 47
+    assert app.cancel_by_tag("blast", queue="mailer") == fastq.Cancelled(stopped=47)
     assert app.stats("mailer")["cancelled"] == 48
 
 

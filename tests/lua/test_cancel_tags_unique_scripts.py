@@ -11,6 +11,7 @@ import pytest
 import redis
 from test_scripts import ack, claim, claimed_ids, env, release
 
+from fastq.admin.cancel import cancel_call
 from fastq.protocol import scripts
 from fastq.protocol.contracts import (
     CANCEL,
@@ -51,11 +52,11 @@ def put(
 
 
 def cancel(r: redis.Redis, k: QueueKeys, ids: list[str]) -> CancelReply:
-    return CANCEL.call(r, CANCEL.keys_for(k), CANCEL.argv("", max(len(ids), 1), ids))
+    return cancel_call(r, k, "", max(len(ids), 1), ids)
 
 
 def cancel_tag(r: redis.Redis, k: QueueKeys, tag: str, limit: int) -> CancelReply:
-    return CANCEL.call(r, CANCEL.keys_for(k), CANCEL.argv(tag, limit))
+    return cancel_call(r, k, tag, limit, ())
 
 
 def tagged(r: redis.Redis, k: QueueKeys) -> list[bytes]:
@@ -146,7 +147,7 @@ def test_cancel_takes_ready_scheduled_and_priority_jobs_out_for_good(
     put(r, k, ["r1", "r2"], tags=["t"])
     put(r, k, ["s1"], delay_ms=60_000, priority=3)
     put(r, k, ["p1"], priority=5)
-    assert cancel(r, k, ["r1", "s1", "p1", "unknown", "r1"]) == CancelReply(3, 4)
+    assert cancel(r, k, ["r1", "s1", "p1", "unknown", "r1"]) == CancelReply(3, 0, 4)
     assert r.zcard(k.scheduled) == 0 and not r.exists(k.sched_prio) and r.zcard(k.prio) == 0
     assert r.llen(k.ready) == 2  # r1 stays in the list: the claim drops it
     assert sorted(r.zrange(k.cancelled, 0, -1)) == [b"p1", b"r1", b"s1"]
@@ -157,14 +158,14 @@ def test_cancel_takes_ready_scheduled_and_priority_jobs_out_for_good(
     # a cancelled id stays cancelled: enqueueing it again adds nothing
     assert put(r, k, ["r1", "new"]).added == 1
     assert not r.hexists(k.jobs, "r1") and claimed_ids(claim(r, k, "w", 10)) == ["new"]
-    assert cancel(r, k, ["r1"]) == CancelReply(0, 1)  # once is enough
+    assert cancel(r, k, ["r1"]) == CancelReply(0, 0, 1)  # once is enough
 
 
 def test_dead_and_broken_jobs_are_not_cancelled(r: redis.Redis, k: QueueKeys) -> None:
     put(r, k, ["d", "b"])
     claim(r, k, "w", 2)
     ack(r, k, "w", Outcomes(dead=[(b"d", env("d"))], broken=[(b"b", "bad")]))
-    assert cancel(r, k, ["d", "b"]) == CancelReply(0, 2)
+    assert cancel(r, k, ["d", "b"]) == CancelReply(0, 0, 2)
     assert r.zscore(k.dead, "d") is not None and r.hexists(k.broken, "b")
     assert not r.exists(k.cancelled)
 
@@ -173,7 +174,9 @@ def test_a_job_cancelled_while_it_runs_is_not_brought_back(r: redis.Redis, k: Qu
     put(r, k, ["retry", "dead", "broken", "stall", "done"])
     assert len(claim(r, k, "w", 5)) == 5
     r.hset(k.stalls, "retry", 1)
-    assert cancel(r, k, ["retry", "dead", "broken", "stall", "done"]).cancelled == 5
+    # all five held by a worker: reported apart, not counted cancelled yet
+    assert cancel(r, k, ["retry", "dead", "broken", "stall", "done"]) == CancelReply(0, 5, 5)
+    assert r.hget(k.stats, "cancelled") is None
     out = Outcomes(
         done=[b"done"], retry=[(b"retry", 0, env("retry"))], dead=[(b"dead", env("dead"))],
         broken=[(b"broken", "bad")],
@@ -184,9 +187,14 @@ def test_a_job_cancelled_while_it_runs_is_not_brought_back(r: redis.Redis, k: Qu
         assert not r.exists(key), key
     stats = r.hgetall(k.stats)
     assert stats[b"cancelled"] == b"4" and b"retried" not in stats and b"dead" not in stats
-    # the one that completed after all is no longer counted as cancelled
+    # counted cancelled as their end was dropped; the one that completed never was
     assert stats[b"processed"] == b"1" and r.zscore(k.cancelled, "done") is None
-    assert get_job(r, k, "done") is None
+    done = get_job(r, k, "done")
+    assert done is not None and (done.state, done.worker) == ("done", "w")
+    # the others were stopped when their run ended: recorded cancelled
+    for job_id in ("retry", "dead", "broken", "stall"):
+        info = get_job(r, k, job_id)
+        assert info is not None and info.state == "cancelled", job_id
     assert r.zcard(k.cancelled) == 4 and r.scard(k.held("w")) == 1  # the sentinel only
 
 
@@ -194,10 +202,10 @@ def test_cancel_by_tag_takes_at_most_limit_entries_per_call(r: redis.Redis, k: Q
     put(r, k, [f"j{i}" for i in range(7)], tags=["blast", "other"])
     put(r, k, ["x"], tags=["blastoff"])  # a tag that starts like it is another tag
     claim(r, k, "w", 1)  # j0... in flight: cancelled too (its envelope goes)
-    assert cancel_tag(r, k, "blast", 3) == CancelReply(3, 3)
-    assert cancel_tag(r, k, "blast", 3) == CancelReply(3, 3)
-    assert cancel_tag(r, k, "blast", 3) == CancelReply(1, 1)
-    assert cancel_tag(r, k, "blast", 3) == CancelReply(0, 0)
+    assert cancel_tag(r, k, "blast", 3) == CancelReply(2, 1, 3)  # j0 is held
+    assert cancel_tag(r, k, "blast", 3) == CancelReply(3, 0, 3)
+    assert cancel_tag(r, k, "blast", 3) == CancelReply(1, 0, 1)
+    assert cancel_tag(r, k, "blast", 3) == CancelReply(0, 0, 0)
     assert tagged(r, k) == [b"blastoff\nx"]  # "other" went with the cancelled jobs
     assert r.zcard(k.cancelled) == 7 and r.hkeys(k.jobs) == [b"x"]
 
@@ -205,10 +213,11 @@ def test_cancel_by_tag_takes_at_most_limit_entries_per_call(r: redis.Redis, k: Q
 def test_cancel_refuses_bad_calls(r: redis.Redis, k: QueueKeys) -> None:
     ks = CANCEL.keys_for(k)
     for argv, message in [
-        (["", 1001, "a"], "limit .ARGV.2.. must be <= 1000"),
-        (["", 0], "limit .ARGV.2.. must be an integer >= 1"),
-        (["", 1, "a", "b"], "2 ids, more than limit"),
-        (["t", 5, "a"], "give a tag or ids, not both"),
+        (["", 1001, 0, "a"], "limit .ARGV.2.. must be <= 1000"),
+        (["", 0, 0], "limit .ARGV.2.. must be an integer >= 1"),
+        (["", 1, 0, "a", "b"], "2 ids, more than limit"),
+        (["t", 5, 0, "a"], "give a tag or ids, not both"),
+        (["", 5, 1, "w", "a"], "1 workers need as many held sets"),
     ]:
         with pytest.raises(redis.ResponseError, match=f"cancel: {message}"):
             scripts.call(r, CANCEL.script, ks, argv)
@@ -288,6 +297,6 @@ def test_cancel_releases_an_end_lock_and_a_waiting_start_lock(r: redis.Redis, k:
     put(r, k, ["e"], until="end", ukeys=["E"], tags=["t"])
     put(r, k, ["s"], until="start", ukeys=["S"], delay_ms=60_000)
     assert r.hget(k.links, "e") == b"eE\nt"
-    assert cancel(r, k, ["e", "s"]).cancelled == 2
+    assert cancel(r, k, ["e", "s"]).stopped == 2
     assert not r.exists(k.unique) and not r.exists(k.unique_exp) and not r.exists(k.links)
     assert put(r, k, ["e2"], until="end", ukeys=["E"]).added == 1

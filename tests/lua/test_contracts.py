@@ -21,6 +21,7 @@ from fastq.protocol.contracts.base import Contract
 from fastq.protocol.keys import QueueKeys
 
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)(\s|$)")
+_KEYS_REST = re.compile(r"^-- KEYS\[(\d+)\.\.\]\s+(\w+)(\s|$)")
 _ARGV = re.compile(r"^-- ARGV\[(\d+)(\.\.)?\]\s+(\w+)(\s|$)")
 _MENTION = re.compile(r"^--\s*(KEYS|ARGV)\[")
 
@@ -28,6 +29,7 @@ _MENTION = re.compile(r"^--\s*(KEYS|ARGV)\[")
 @dataclass
 class Header:
     keys: list[str]
+    keys_rest: Optional[str]
     argv: list[str]
     argv_rest: Optional[str]
     problems: list[str]
@@ -35,12 +37,18 @@ class Header:
 
 def read_header(source: str) -> Header:
     """Parse the KEYS and ARGV lines of a script's leading comment block."""
-    header = Header([], [], None, [])
+    header = Header([], None, [], None, [])
     for n, line in enumerate(source.splitlines(), 1):
         if not (line.startswith("--") or (n == 1 and line.startswith("#!"))):
             break
-        keys, argv = _KEYS.match(line), _ARGV.match(line)
-        if keys:
+        keys, argv, rest = _KEYS.match(line), _ARGV.match(line), _KEYS_REST.match(line)
+        if rest:
+            if int(rest[1]) != len(header.keys) + 1:
+                header.problems.append(f"line {n}: KEYS[{rest[1]}..] out of order")
+            header.keys_rest = rest[2]
+        elif keys:
+            if header.keys_rest is not None:
+                header.problems.append(f"line {n}: KEYS[{keys[1]}] after the variadic tail")
             if int(keys[1]) != len(header.keys) + 1:
                 header.problems.append(f"line {n}: KEYS[{keys[1]}] out of order")
             header.keys.append(keys[2])
@@ -62,6 +70,8 @@ def check(contract: contracts.Contract[Any], source: str) -> list[str]:
     problems = list(header.problems)
     if header.keys != list(contract.keys):
         problems.append(f"KEYS: header {header.keys} != declared {list(contract.keys)}")
+    if header.keys_rest != contract.keys_rest:
+        problems.append(f"KEYS tail: header {header.keys_rest} != declared {contract.keys_rest}")
     declared_argv = (list(contract.argv_names), contract.argv_rest)
     if (header.argv, header.argv_rest) != declared_argv:
         problems.append(

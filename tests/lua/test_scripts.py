@@ -56,7 +56,7 @@ def ack(
     max_age_ms: int = 10**9,
     max_len: int = 1000,
 ) -> int:
-    return ACK.call(r, ACK.keys_for(k, worker), out.ack_argv(max_age_ms, max_len))
+    return ACK.call(r, ACK.keys_for(k, worker), out.ack_argv(max_age_ms, max_len, worker))
 
 
 def release_reply(
@@ -395,10 +395,10 @@ def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> 
         (EXTEND, ["w1", "soon"], "lease_ms"),
         (REAP, [0, 10**9, 1000], "limit"),
         (RELEASE, ["w1", "stalled", -1, "a"], "max_stalls"),
-        (ACK, [10**9, 1000, 0, 1, "a", 0, 0], "section 4"),  # a section missing
-        (ACK, [10**9, 1000, 0, 9, "a", 0, 0, 0], "section 1"),  # a count too large
-        (ACK, [10**9, 1000, 0, 1, "a", 0, 0, 0, "extra"], "sections hold"),
-        (ACK, [10**9, 1000, 0, 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
+        (ACK, [10**9, 1000, 0, "w1", 1, "a", 0, 0], "section 4"),  # a section missing
+        (ACK, [10**9, 1000, 0, "w1", 9, "a", 0, 0, 0], "section 1"),  # a count too large
+        (ACK, [10**9, 1000, 0, "w1", 1, "a", 0, 0, 0, "extra"], "sections hold"),
+        (ACK, [10**9, 1000, 0, "w1", 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
     ],
 )
 def test_bad_argv_is_refused_before_any_write(

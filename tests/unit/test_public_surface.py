@@ -20,7 +20,7 @@ from fastq.options import (
 )
 
 EXPORTS = {
-    "ACCELERATED", "App", "Backoff", "BoundedDoubling", "Delays", "EnqueueError",
+    "ACCELERATED", "App", "Backoff", "BoundedDoubling", "Cancelled", "Delays", "EnqueueError",
     "EnqueueInterrupted", "Exponential", "Fail", "FastqError", "Geometric", "JobContext",
     "JobDef", "JobFailed", "JobInfo", "JobPolicy", "NoResult", "NotReplicated", "Polynomial",
     "RedisRefused", "RedisUnavailable", "ResultNotSerializable", "ResultTimeout", "Retry",
@@ -46,6 +46,7 @@ APP_METHODS = {
     "job": ["fn", "options"],
     "job_queues": [],
     "jobs_by_tag": ["tag", "queue", "cursor", "count"],
+    "keep_records": ["queue", "max_age_s", "max_len"],
     "keys": ["queue"],
     "new_client": ["retries", "socket_timeout_s", "connect_timeout_s"],
     "on_failure": ["fn"],
@@ -58,6 +59,7 @@ APP_METHODS = {
     "purge": ["queue", "ready", "scheduled", "dead", "broken"],
     "queues": [],
     "queues_on": ["client"],
+    "recent_jobs": ["queue", "state", "limit"],
     "rate_limit": ["queue"],
     "result": ["job_id", "timeout_s", "queue"],
     "resume": ["queue"],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from fastq.protocol.contracts.base import Contract
 
@@ -44,27 +44,39 @@ CANCEL_BATCH_MAX = 1000  # cancel.lua refuses more: one call stays short
 
 @dataclass(frozen=True)
 class CancelReply:
-    """``cancelled``: jobs cancelled; ``handled``: ids looked at (by tag: fewer than
-    the limit means no entry of the tag is left)."""
+    """``stopped``: jobs cancelled that will never run; ``held``: jobs cancelled that
+    a worker already held (they may still run); ``handled``: ids looked at (by tag:
+    fewer than the limit means no entry of the tag is left). ``stale``: the workers
+    given were not those holding leases; nothing was done, read them again."""
 
-    cancelled: int
+    stopped: int
+    held: int
     handled: int
+
+    @property
+    def stale(self) -> bool:
+        return self.stopped < 0
 
 
 class _Cancel(Contract[CancelReply]):
     keys = (
         "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
-        "stats", "links", "tagged", "unique", "unique_exp",
+        "stats", "links", "tagged", "unique", "unique_exp", "leases", "settings", "records",
+        "records_old",
     )  # fmt: skip
-    argv_names = ("tag", "limit")
-    argv_rest = "ids"
+    keys_rest = "held"
+    argv_names = ("tag", "limit", "workers")
+    argv_rest = "rest"
 
-    def argv(self, tag: str, limit: int, ids: Iterable[Any] = ()) -> list[Any]:
-        """A tag (and no ids), or ``tag=""`` and at most ``limit`` ids."""
-        return [tag, limit, *ids]
+    def argv(
+        self, tag: str, limit: int, workers: Sequence[str] = (), ids: Iterable[Any] = ()
+    ) -> list[Any]:
+        """A tag (and no ids), or ``tag=""`` and at most ``limit`` ids. ``workers``:
+        every worker in the queue's leases, whose held sets follow the KEYS."""
+        return [tag, limit, len(workers), *workers, *ids]
 
     def parse(self, raw: Any) -> CancelReply:
-        return CancelReply(int(raw[0]), int(raw[1]))
+        return CancelReply(int(raw[0]), int(raw[1]), int(raw[2]))
 
 
 CANCEL = _Cancel("cancel")

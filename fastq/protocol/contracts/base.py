@@ -28,11 +28,14 @@ class Contract(Generic[R]):
 
     Attributes:
         script: the loaded script.
-        keys: its KEYS, in order, as ``QueueKeys`` attribute names.
+        keys: its KEYS, in order, as ``QueueKeys`` attribute names; ``keys_rest``
+            names a variadic tail (the caller appends it to ``keys_for``).
         argv_names: its fixed ARGV, in order; ``argv_rest`` names the variadic tail.
     """
 
     keys: tuple[str, ...] = ()
+    # a variadic tail of KEYS (the held sets of several workers), named as ``keys``
+    keys_rest: Optional[str] = None
     argv_names: tuple[str, ...] = ()
     argv_rest: Optional[str] = None
 

@@ -37,7 +37,7 @@ def enqueue_extras(
 class _Enqueue(Contract[EnqueueReply]):
     keys = (
         "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
-        "links", "tagged", "unique", "unique_exp", "settings",
+        "links", "tagged", "unique", "unique_exp", "settings", "records", "records_old",
     )  # fmt: skip
     argv_names = ("priority", "due", "extras")
     argv_rest = "jobs"

@@ -26,7 +26,7 @@ class ReapReply:
 class _Reap(Contract[ReapReply]):
     keys = (
         "ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison",
-        "sched_prio", "cancelled", "unique", "unique_exp",
+        "sched_prio", "cancelled", "unique", "unique_exp", "settings", "records", "records_old",
     )  # fmt: skip
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 

@@ -135,8 +135,13 @@ class _Ack(Contract[int]):
         "tagged",
         "unique",
         "unique_exp",
+        # the records of jobs that ended (lib/records.lua), and stale outcomes counted
+        "settings",
+        "records",
+        "records_old",
+        "stale",
     )
-    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id")
     argv_rest = "sections"
 
     def argv(
@@ -144,14 +149,17 @@ class _Ack(Contract[int]):
         dead_max_age_ms: int,
         dead_max_len: int,
         n_failed: int,
+        worker_id: str = "",
         done: Sequence[bytes] = (),
         retry: Sequence[tuple[bytes, int, bytes]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
         broken: Sequence[tuple[bytes, str]] = (),
     ) -> list[Any]:
         """Four sections, each a count then its records: done ids; retry (id,
-        delay_ms, envelope); dead (id, envelope); broken (id, reason)."""
-        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed]
+        delay_ms, envelope); dead (id, envelope); broken (id, reason).
+        ``worker_id``: the worker that ran them, named in their records ('': not
+        known); its stale outcomes are counted once per job."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id]
         argv.append(len(done))
         argv.extend(done)
         argv.append(len(retry))
@@ -193,7 +201,8 @@ class ReleaseReply:
 class _Release(Contract[ReleaseReply]):
     keys = (
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
-        "cancelled", "links", "tagged", "unique", "unique_exp",
+        "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
+        "records_old",
     )  # fmt: skip
     argv_names = ("worker_id", "mode", "max_stalls", "cause")
     argv_rest = "ids"
@@ -257,7 +266,10 @@ TAKE = _Take("take")
 
 
 class _AckTaken(Contract[int]):
-    keys = ("jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq")
+    keys = (
+        "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq", "settings",
+        "records", "records_old",
+    )  # fmt: skip
     argv_names = ("dead_max_age_ms", "dead_max_len")
     argv_rest = "sections"
 
@@ -269,11 +281,12 @@ class _AckTaken(Contract[int]):
         dead: Sequence[tuple[bytes, bytes]] = (),
         broken: Sequence[tuple[bytes, str, bytes]] = (),
         back: Sequence[tuple[bytes, bytes]] = (),
+        done_ids: Sequence[bytes] = (),
     ) -> list[Any]:
-        """Four sections, each a count then its records: done (seq, n: a part of
+        """Five sections, each a count then its records: done (seq, n: a part of
         the worker's successes, numbered as they were settled, so that a resent
         part counts once); dead (id, envelope); broken (id, reason, envelope);
-        back (id, envelope)."""
+        back (id, envelope); done_ids (id: each success, recorded)."""
         argv: list[Any] = [dead_max_age_ms, dead_max_len, len(done)]
         for seq, n in done:
             argv += (seq, n)
@@ -286,6 +299,8 @@ class _AckTaken(Contract[int]):
         argv.append(len(back))
         for job_id, env in back:
             argv += (job_id, env)
+        argv.append(len(done_ids))
+        argv.extend(done_ids)
         return argv
 
     def parse(self, raw: Any) -> int:

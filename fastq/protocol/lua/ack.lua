@@ -2,6 +2,7 @@
 --! include args
 --! include trim
 --! include links
+--! include records
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -19,11 +20,16 @@
 -- KEYS[12] tagged     zset   "<tag>\n<id>" of live tagged jobs
 -- KEYS[13] unique     hash   unique key -> the id holding its lock
 -- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
+-- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
+-- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
+-- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
+-- KEYS[18] stale      zset   "<worker>\n<id>" of stale outcomes counted -> when (ms)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
 -- ARGV[3] n_failed          attempts in this batch that raised or failed
--- ARGV[4..] sections        four sections, each a count followed by its records:
+-- ARGV[4] worker_id         the worker that ran them, for their records ('' unknown)
+-- ARGV[5..] sections        four sections, each a count followed by its records:
 --   done    id                      -> deleted
 --   retry   id, delay_ms, envelope  -> scheduled at now + delay (a whole ms: slot 0),
 --                                      envelope updated, marked 'r' in sched_prio
@@ -32,20 +38,27 @@
 --
 -- An outcome counts only while the job is in this worker's held set: a late ack
 -- from a worker whose lease was taken back must not touch the job again.
--- Those are counted as stale_acks. Returns the number of outcomes applied.
+-- Those are counted as stale_acks, once per job and worker: an ack sent again
+-- (its reply was lost) counts none again (the stale zset remembers them for an
+-- hour), nor does one whose job this worker already ended (its record names it).
+-- Returns the number of outcomes applied.
 -- A job cancelled while a worker held it (its envelope deleted, a marker in
 -- cancelled) is not brought back by a retry, nor recorded dead or broken: those
--- records are dropped. One that completed after all is no longer cancelled: its
--- marker goes and it leaves the cancelled count (it counts as processed).
+-- records are dropped, and it is recorded and counted cancelled then. One that
+-- completed after all is not cancelled: its marker goes (cancel counted only the
+-- jobs it stopped, never those held), and it counts as processed.
+-- A job that ends done or dead leaves a record (lib/records.lua): done ones with
+-- the worker, dead ones with their attempts and error too (from the envelope).
 -- A job that ends (done, dead, broken) loses its tag entries and unique lock.
 -- allow-oom: an ack mostly frees memory; it must go on while Redis is over maxmemory.
 
 local dead_max_age = arg_int('ack', 1, 'dead_max_age_ms', 0)
 local dead_max_len = arg_int('ack', 2, 'dead_max_len', 0)
 local failed = arg_int('ack', 3, 'n_failed', 0)
+local worker = ARGV[4] or ''
 
 -- the four sections, read through before the first write
-local at = 4
+local at = 5
 for s, width in ipairs({1, 3, 2, 2}) do
     local count = arg_int('ack', at, 'the count of section ' .. s, 0)
     if at + count * width > #ARGV then
@@ -66,7 +79,8 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local applied, stale = 0, 0
-local pos = 4
+local stale_ids = {}
+local pos = 5
 
 -- Reads one section of `width` fields per record; returns the records this
 -- worker holds, and drops them from its held set.
@@ -89,7 +103,13 @@ local function section(width)
         end
     end
     pos = pos + count * width
-    stale = stale + count - #mine
+    if #mine < count then
+        for k = 1, count do
+            if held[k] ~= 1 then
+                stale_ids[#stale_ids + 1] = ids[k]
+            end
+        end
+    end
     if #mine > 0 then
         redis.call('SREM', KEYS[3], unpack(mine))
         applied = applied + #mine
@@ -110,7 +130,8 @@ local function cancel_marks(ids)
     return has_cancelled and redis.call('ZMSCORE', KEYS[10], unpack(ids))
 end
 
--- The records of jobs not cancelled while they ran.
+-- The records of jobs not cancelled while they ran; the others are cancelled now.
+local cancelled_now = {}
 local function not_cancelled(ids, starts)
     if #ids == 0 then
         return ids, starts
@@ -130,6 +151,9 @@ local function not_cancelled(ids, starts)
     end
     if #dropped > 0 and has_stalls then
         redis.call('HDEL', KEYS[2], unpack(dropped))
+    end
+    for i = 1, #dropped do
+        cancelled_now[#cancelled_now + 1] = dropped[i]
     end
     return keep, kstarts
 end
@@ -152,7 +176,6 @@ if #done > 0 then
         end
         if #ran > 0 then
             redis.call('ZREM', KEYS[10], unpack(ran))
-            redis.call('HINCRBY', KEYS[7], 'cancelled', -#ran)
         end
     end
 end
@@ -201,8 +224,46 @@ end
 if failed > 0 then
     redis.call('HINCRBY', KEYS[7], 'failed', failed)
 end
-if stale > 0 then
-    redis.call('HINCRBY', KEYS[7], 'stale_acks', stale)
+if #cancelled_now > 0 then
+    redis.call('HINCRBY', KEYS[7], 'cancelled', #cancelled_now)
+end
+
+-- Records: done, dead, cancelled (lib/records.lua).
+if #done + #dead + #cancelled_now > 0 then
+    local lim = records_limits(KEYS[15])
+    local rk = {records = KEYS[16], old = KEYS[17]}
+    keep_records(rk, lim, now, done, nil, record_text('done', now, '', '', '', worker))
+    if #dead > 0 then
+        local texts = {}
+        for k = 1, #dead do
+            texts[k] = dead_text(ARGV[dstart[k] + 1], now, worker)
+        end
+        keep_records(rk, lim, now, dead, texts)
+    end
+    keep_records(rk, lim, now, cancelled_now, nil,
+        record_text('cancelled', now, '', '', '', worker))
+end
+
+-- Stale outcomes: counted once per job and worker. Only a stale ack pays for this.
+if #stale_ids > 0 then
+    local recs = redis.call('HMGET', KEYS[16], unpack(stale_ids))
+    local members = {}
+    for i = 1, #stale_ids do
+        local r = recs[i]
+        -- a record that names this worker: its ack went through, this is it again
+        if not (r and worker ~= '' and string.sub(r, -#worker - 1) == '|' .. worker) then
+            members[#members + 1] = now
+            members[#members + 1] = worker .. '\n' .. stale_ids[i]
+        end
+    end
+    if #members > 0 then
+        stale = redis.call('ZADD', KEYS[18], 'NX', unpack(members))
+        if stale > 0 then
+            redis.call('HINCRBY', KEYS[7], 'stale_acks', stale)
+        end
+        redis.call('ZREMRANGEBYSCORE', KEYS[18], '-inf', now - 3600000)
+        redis.call('ZREMRANGEBYRANK', KEYS[18], 0, -100001)
+    end
 end
 
 if #dead > 0 then

@@ -2,6 +2,7 @@
 --! include args
 --! include front
 --! include trim
+--! include records
 -- ack_taken: settle the at-most-once jobs a worker took (take.lua) before it ran them.
 --
 -- KEYS[1] jobs    hash   id -> envelope
@@ -12,10 +13,13 @@
 -- KEYS[6] ready   list   the right end is the front
 -- KEYS[7] wake    list   wake-up token for idle workers
 -- KEYS[8] taken_seq string the highest seq (below) of this worker's counted here; an hour
+-- KEYS[9] settings hash  the queue's settings: records_max_age_ms, records_max_len
+-- KEYS[10] records  hash  id -> the record of a job that ended (lib/records.lua)
+-- KEYS[11] records_old hash the previous generation of records (lib/records.lua)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
--- ARGV[3..] sections        four sections, each a count followed by its records:
+-- ARGV[3..] sections        five sections, each a count followed by its records:
 --   done    seq, n                -> n taken jobs that succeeded, counted processed
 --                                    unless this worker's seq was counted already
 --                                    (a resent request): seqs only grow
@@ -25,6 +29,8 @@
 --   back    id, envelope          -> taken but never started (a stop came first):
 --                                    to the very front, unless the id has an
 --                                    envelope again (enqueued anew meanwhile)
+--   done    id                    -> a 'done' record (lib/records.lua), as the
+--                                    dead ones get a 'dead' one
 --
 -- Nothing here checks a hold: a taken job is held by no one. A worker sends the
 -- back section once only, never again after a lost reply (that could run a job
@@ -37,7 +43,7 @@ local dead_max_age = arg_int('ack_taken', 1, 'dead_max_age_ms', 0)
 local dead_max_len = arg_int('ack_taken', 2, 'dead_max_len', 0)
 
 local at = 3
-for s, width in ipairs({2, 2, 3, 2}) do
+for s, width in ipairs({2, 2, 3, 2, 1}) do
     local count = arg_int('ack_taken', at, 'the count of section ' .. s, 0)
     if at + count * width > #ARGV then
         error('ack_taken: section ' .. s .. ' holds ' .. count .. ' records, more than ARGV has')
@@ -79,6 +85,7 @@ end
 pos = pos + 1 + n_parts * 2
 
 local n_dead = tonumber(ARGV[pos])
+local dead_at = pos + 1
 local new_dead = 0
 for k = 0, n_dead - 1 do
     local p = pos + 1 + k * 2
@@ -115,6 +122,22 @@ if #back > 0 then
     if redis.call('LLEN', KEYS[7]) == 0 then
         redis.call('RPUSH', KEYS[7], 1)
     end
+end
+pos = pos + 1 + n_back * 2
+
+-- Records: done and dead.
+local n_ended = tonumber(ARGV[pos])
+if n_dead + n_ended > 0 then
+    local lim = records_limits(KEYS[9])
+    local rk = {records = KEYS[10], old = KEYS[11]}
+    local ids, texts = {}, {}
+    for k = 0, n_dead - 1 do
+        ids[#ids + 1] = ARGV[dead_at + k * 2]
+        texts[#texts + 1] = dead_text(ARGV[dead_at + 1 + k * 2], now, '')
+    end
+    keep_records(rk, lim, now, ids, texts)
+    keep_records(rk, lim, now, {unpack(ARGV, pos + 1, pos + n_ended)}, nil,
+        record_text('done', now, '', '', '', ''))
 end
 
 if n_dead > 0 then

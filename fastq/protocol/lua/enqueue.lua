@@ -17,6 +17,11 @@
 -- KEYS[12] unique_exp zset  unique key -> when its lock's window ends (ms)
 -- KEYS[13] settings  hash   the queue's settings: ustart = 1 once it has had a job
 --                           with unique mode 'start' (the claim then releases locks)
+-- KEYS[14] records   hash   id -> the record of a job that ended (lib/records.lua):
+--                           such an id is never added again while its record lasts
+-- KEYS[15] records_old hash the previous generation of records, the same
+--                           (a call of 13 KEYS, from a producer written before
+--                           records, is served as before: ids not checked there)
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
 -- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
@@ -30,7 +35,8 @@
 --                    extras name a unique mode
 --
 -- An id that already exists is left alone (custom ids make enqueue idempotent), and
--- so is an id that was cancelled (while its marker lasts).
+-- so is an id that ended (done, dead, cancelled) while its record lasts, and one
+-- that was cancelled (while its marker lasts).
 -- A unique job whose key is locked (by a job enqueued less than unique_for_ms ago,
 -- whose lock its end, its start or nothing released yet) is not added; else it
 -- takes the lock.
@@ -141,6 +147,23 @@ if redis.call('EXISTS', KEYS[8]) == 1 and #ARGV > 3 then
         ids[#ids + 1] = ARGV[i]
     end
     cancelled = redis.call('ZMSCORE', KEYS[8], unpack(ids))
+end
+-- an id that ended stays ended while its record lasts (in either generation): one
+-- EXISTS unless the queue has records; a job ended is then as one cancelled
+if #KEYS >= 15 and #ARGV > 3 and redis.call('EXISTS', KEYS[14], KEYS[15]) > 0 then
+    local ids = {}
+    for i = 4, #ARGV, stride do
+        ids[#ids + 1] = ARGV[i]
+    end
+    cancelled = cancelled or {}
+    for g = 14, 15 do
+        local recs = redis.call('HMGET', KEYS[g], unpack(ids))
+        for j = 1, #ids do
+            if recs[j] then
+                cancelled[j] = true
+            end
+        end
+    end
 end
 
 -- the locks of the batch's unique keys, read in two calls: holder and window end

@@ -2,9 +2,10 @@
 --! include args
 --! include promote
 --! include trim
+--! include records
 -- reap: the reaper's periodic sweep of one queue: promote due jobs, trim the dead
--- set, the cancel markers and the unique locks whose window has ended, and name
--- the workers whose lease has expired. Their jobs are taken back by
+-- set, the records, the cancel markers and the unique locks whose window has
+-- ended, and name the workers whose lease has expired. Their jobs are taken back by
 -- a 'release' call in mode 'expired' each, which checks the deadline again, so any
 -- number of reapers may run at once and each job moves once.
 --
@@ -23,6 +24,10 @@
 --                            in ready is then popped as a job without a payload)
 -- KEYS[12] unique     hash   unique key -> the id holding its lock
 -- KEYS[13] unique_exp zset   unique key -> when its lock's window ends (ms)
+-- KEYS[14] settings   hash   the queue's settings: records_max_age_ms, records_max_len
+-- KEYS[15] records    hash   id -> the record of a job that ended (lib/records.lua)
+-- KEYS[16] records_old hash  the previous generation of records: the records of a
+--                            queue where nothing ends any more age out here
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
@@ -41,6 +46,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit)
 trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
+if redis.call('EXISTS', KEYS[15], KEYS[16]) > 0 then
+    age_records({records = KEYS[15], old = KEYS[16]}, records_limits(KEYS[14]), now, true)
+end
 -- at most `limit` of each per call: a sweep stays short however many there are
 local old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now - dead_max_age, 'LIMIT', 0, limit)
 if #old > 0 then

@@ -3,6 +3,7 @@
 --! include front
 --! include requeue
 --! include sentinel
+--! include records
 -- release: hand a worker's leased jobs back to the front of the queue.
 --
 -- KEYS[1] ready      list   the right end is the front
@@ -20,6 +21,9 @@
 -- KEYS[12] tagged     zset   "<tag>\n<id>" of live tagged jobs
 -- KEYS[13] unique     hash   unique key -> the id holding its lock
 -- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
+-- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
+-- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
+-- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -45,7 +49,9 @@
 -- Only ids this worker still holds move. A job cancelled while held (no envelope,
 -- a marker in cancelled) is dropped here rather than handed back: it leaves the
 -- worker's hold (counted in moved) and goes nowhere, and no stall counts against
--- it. Returns {moved, buried_id1, reason1, ...}: the poison jobs this call sent to
+-- it; it is counted cancelled then, and leaves a 'cancelled' record. A poison job
+-- buried here leaves a 'dead' record with the reason (lib/records.lua).
+-- Returns {moved, buried_id1, reason1, ...}: the poison jobs this call sent to
 -- the dead set, each with why.
 -- allow-oom: handing jobs back frees a worker's hold; it must work over maxmemory.
 
@@ -99,6 +105,7 @@ if #mine == 0 then
 end
 
 local out = {#mine}
+local rk = {records = KEYS[16], old = KEYS[17]}
 if redis.call('EXISTS', KEYS[10]) == 1 then
     local marks = redis.call('ZMSCORE', KEYS[10], unpack(mine))
     local keep, dropped = {}, {}
@@ -111,6 +118,9 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
     end
     if #dropped > 0 then
         redis.call('HDEL', KEYS[8], unpack(dropped))
+        redis.call('HINCRBY', KEYS[4], 'cancelled', #dropped)
+        keep_records(rk, records_limits(KEYS[15]), now, dropped, nil,
+            record_text('cancelled', now, '', '', '', worker))
         mine = keep
         if #mine == 0 then
             return out
@@ -122,6 +132,14 @@ if mode == 'stalled' or mode == 'expired' then
         poison = KEYS[9], links = KEYS[11], tagged = KEYS[12], unique = KEYS[13],
         unique_exp = KEYS[14]}
     requeue_stalled(mine, now, max_stalls, k, out, cause)
+    if #out > 1 then
+        local ids, texts = {}, {}
+        for i = 2, #out, 2 do
+            ids[#ids + 1] = out[i]
+            texts[#texts + 1] = record_text('dead', now, '', '', out[i + 1], worker)
+        end
+        keep_records(rk, records_limits(KEYS[15]), now, ids, texts)
+    end
 else
     push_front(KEYS[1], mine)
     if mode == 'orphaned' or mode == 'interrupted' then
