@@ -179,3 +179,9 @@ class QueueKeys:
     def held(self, worker_id: str) -> str:
         """The set of ids that one worker holds leases on (plus a sentinel)."""
         return self.key(f"held:{worker_id}")
+
+    def epoch(self, worker_id: str) -> str:
+        """One worker's epoch (an integer), once it gave up on a request: its calls
+        carrying an older one are refused (``lua/lib/epoch.lua``). Expires a day
+        after it was last raised."""
+        return self.key(f"epoch:{worker_id}")

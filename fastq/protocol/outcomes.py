@@ -78,12 +78,13 @@ class Outcomes:
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
-    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:
-        """The ARGV of an ack of these outcomes."""
+    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int, epoch: int = 0) -> list[Any]:
+        """The ARGV of an ack of these outcomes, by a worker of ``epoch``."""
         return ACK.argv(
             dead_max_age_ms,
             dead_max_len,
             self.failed,
+            epoch,
             self.done,
             self.retry,
             self.dead,

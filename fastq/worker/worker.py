@@ -245,6 +245,7 @@ class Worker:
             list(rt.keys.values()),
             self.lease_ms,
             self.progress,
+            epoch=lambda: rt.epoch,
         )
         self._leases.start()
 

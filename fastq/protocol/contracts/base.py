@@ -17,6 +17,9 @@ from fastq.protocol.keys import QueueKeys
 
 R = TypeVar("R")
 
+# the keys of one worker, not of the whole queue: ``QueueKeys`` methods of a worker id
+_PER_WORKER = frozenset({"held", "epoch"})
+
 # every contract declared, by its script's name, in the order declared
 _DECLARED: dict[str, Contract[Any]] = {}
 
@@ -49,10 +52,10 @@ class Contract(Generic[R]):
         Precompute them where a call is repeated: this is not free."""
         out = []
         for attr in self.keys:
-            if attr == "held":
+            if attr in _PER_WORKER:
                 if worker_id is None:
                     raise TypeError(f"{self.name}: its KEYS need a worker id")
-                out.append(k.held(worker_id))
+                out.append(getattr(k, attr)(worker_id))
             else:
                 out.append(getattr(k, attr))
         return out

@@ -14,6 +14,8 @@ learns which it runs on:
   the order its commands were given; a command's error reply is returned in its
   place, a lost connection raised (the replies are lost with it);
 - ``replied()``: has the reply of the oldest request begun to arrive (no read);
+- ``wait_replied(timeout_s)``: wait that long at most for it to (True: it did, or
+  the connection failed: the read that follows says how);
 - ``load_scripts()``: load the Lua scripts where the wire's requests go;
 - ``wait_for_work(timeout_s)``: block until a wake-up token comes on one of the
   queues' wake lists, or the timeout passes (both wires by :func:`wait_until`,
@@ -55,6 +57,8 @@ class Wire(Protocol):
     def read(self, n: int) -> list[Any]: ...
 
     def replied(self) -> bool: ...
+
+    def wait_replied(self, timeout_s: float) -> bool: ...
 
     def load_scripts(self) -> None: ...
 

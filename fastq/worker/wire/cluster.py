@@ -265,6 +265,21 @@ class NodeWire:
         except (OSError, redis.RedisError):
             return False
 
+    def wait_replied(self, timeout_s: float) -> bool:
+        """Wait for every node of the oldest request to begin to answer."""
+        if not self._sent:
+            return True  # the read raises
+        deadline = time.monotonic() + timeout_s
+        try:
+            for conn, _ in self._sent[0][1]:
+                if conn._sock is None:
+                    return True
+                if not conn._parser.can_read(max(deadline - time.monotonic(), 0)):
+                    return False
+        except (OSError, redis.RedisError):
+            return True  # the read raises
+        return True
+
     def load_scripts(self) -> None:
         """Load the scripts on every master this wire talks to, ASKs' targets too
         (after a NOSCRIPT: a promoted replica, a flushed node)."""

@@ -78,6 +78,15 @@ class OneWire:
         except (OSError, redis.RedisError):
             return False
 
+    def wait_replied(self, timeout_s: float) -> bool:
+        conn = self._conn
+        if conn._sock is None:
+            return True  # the read raises
+        try:
+            return bool(conn._parser.can_read(timeout_s))
+        except (OSError, redis.RedisError):
+            return True  # the read raises
+
     def load_scripts(self) -> None:
         every = scripts.loaded()
         for script in every:
