@@ -1,0 +1,150 @@
+"""A worker host cut off from Redis for longer than its lease (issue 23, item 10):
+nothing is lost, the duplicates are only jobs it held when the cut began, and the
+requests its workers gave up on, landing at Redis after they reconnected, change
+nothing: no job ends up held by a worker that never received it. Each worker says
+once that Redis went away, and once that it came back.
+
+The cut is a proxy (``tests/support/cutoff.py``) that holds every byte while cut
+and delivers what a closed connection had sent when the test says, after the
+workers' new connections have gone through: a late request, every time.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+
+import fastq
+from fastq.protocol.contracts import ACK, CLAIM
+from fastq.testing.redis_server import RedisServer
+from tests.support.cutoff import CutProxy
+from tests.support.pool import Pool, noted_runs, wait_until
+from tests.support.processes import fastq_cmd, subprocess_env
+
+pytestmark = [pytest.mark.fault, pytest.mark.slow, pytest.mark.timeout(240)]
+
+SENTINEL = b"fastq:sentinel:keeps-this-key-out-of-listpack-encoding:never-a-job-id"
+LEASE_S = 2  # a worker gives up on a reply after a lease and its idle timeout (5 s)
+
+
+@pytest.fixture
+def proxy(redis_server: RedisServer) -> Iterator[CutProxy]:
+    p = CutProxy(redis_server.port)
+    yield p
+    p.stop()
+
+
+@pytest.fixture
+def reaper(redis_server: RedisServer, namespace: str) -> Iterator[subprocess.Popen[bytes]]:
+    """A reaper on Redis' side of the cut: it takes back the cut-off workers' leases."""
+    proc = subprocess.Popen(
+        fastq_cmd(
+            "reaper", "--app", "tests.apps.pool_jobs", "--namespace", namespace,
+            "--interval", "0.2",
+        ),
+        env=subprocess_env(redis_server.url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    yield proc
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+def held(r: redis.Redis, namespace: str) -> dict[bytes, set[bytes]]:
+    """The jobs each worker holds: its held set less the sentinel."""
+    out = {}
+    for key in r.scan_iter(match=f"{namespace}:{{q}}:held:*", count=1000):
+        out[key] = r.smembers(key) - {SENTINEL}
+    return out
+
+
+def held_args(r: redis.Redis, namespace: str) -> set[int]:
+    """The ``i`` of each job some worker holds (read from its envelope)."""
+    ids = [i for held_ids in held(r, namespace).values() for i in held_ids]
+    envelopes = r.hmget(f"{namespace}:{{q}}:jobs", ids) if ids else []
+    return {orjson.loads(env)[1][0] for env in envelopes if env is not None}  # [name, args, t]
+
+
+def loop_lines(log: str, what: str) -> dict[str, int]:
+    """How many lines of each worker's claim loop (not its lease keeper's) say ``what``."""
+    counts: dict[str, int] = {}
+    for worker in re.findall(rf"worker (\S+): Redis {what}", log):
+        counts[worker] = counts.get(worker, 0) + 1
+    return counts
+
+
+def test_requests_given_up_on_that_land_late_strand_nothing(
+    app: fastq.App,
+    r: redis.Redis,
+    redis_server: RedisServer,
+    namespace: str,
+    proxy: CutProxy,
+    reaper: subprocess.Popen[bytes],
+    tmp_path: Path,
+) -> None:
+    n = 3000
+    app.enqueue_many("note", [(i, 0.004) for i in range(n)], queue="q")
+    pool = Pool(
+        proxy.url, namespace, tmp_path / "pool.log",
+        "-c", "2", "--batch", "20", "--lease", str(LEASE_S), "--no-reaper",
+    )  # fmt: skip
+    try:
+        pool.wait_children(2)
+        wait_until(lambda: sum(noted_runs(pool).values()) >= 300, 60, "some progress")
+
+        proxy.cut()
+        time.sleep(0.3)  # what went through before the cut has run
+        at_cut = held_args(r, namespace)
+        assert at_cut, "the workers held nothing when the cut began"
+        # their leases lapse and the reaper takes the jobs back
+        wait_until(lambda: app.stats("q")["inflight"] == 0, 30, "the leases taken back")
+        # each worker gives up on its round trip (a claim in it) and closes that connection
+        wait_until(
+            lambda: not any(CLAIM.script.sha.encode() in b for b in proxy.held_by_open()),
+            30,
+            "the workers to give up on their requests",
+        )
+        proxy.restore()
+        # each worker's new connection goes through: its loop says Redis is back
+        wait_until(lambda: len(loop_lines(pool.log(), "back after")) == 2, 30, "both workers back")
+
+        late = proxy.deliver_late()
+        assert any(CLAIM.script.sha.encode() in b for b in late), "no late claim to refuse"
+        assert any(ACK.script.sha.encode() in b for b in late), "no late ack to refuse"
+
+        def drained() -> bool:
+            return sum(noted_runs(pool).values()) >= n and app.stats("q")["processed"] == n
+
+        try:
+            wait_until(drained, 90, "the drain")
+        except AssertionError:
+            raise AssertionError(
+                f"not drained: {app.stats('q')}; held {held(r, namespace)}"
+            ) from None
+        # held by nobody, the late claims' jobs least of all
+        assert all(not ids for ids in held(r, namespace).values()), held(r, namespace)
+        stats = app.stats("q")
+        assert (stats["ready"], stats["inflight"], stats["scheduled"]) == (0, 0, 0), stats
+        ran = noted_runs(pool)
+        assert set(ran) == set(range(n)), "a job was lost"
+        twice = {i for i, times in ran.items() if times > 1}
+        assert twice <= at_cut, f"ran twice, not held at the cut: {sorted(twice - at_cut)}"
+        assert max(ran.values()) <= 2
+
+        log = pool.log()
+        assert pool.stop() == 0, log
+        # one line each way from each worker's loop, said at once (a reply 2 s late)
+        assert loop_lines(log, "unavailable") == dict.fromkeys(loop_lines(log, "back after"), 1)
+        assert loop_lines(log, "back after") == dict.fromkeys(loop_lines(log, "unavailable"), 1)
+        assert "no reply for 2 s" in log, log
+        assert "Traceback" not in log, log
+    finally:
+        pool.kill()
