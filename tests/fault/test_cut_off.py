@@ -11,7 +11,10 @@ workers' new connections have gone through: a late request, every time.
 
 from __future__ import annotations
 
+import os
 import re
+import secrets
+import shutil
 import subprocess
 import time
 from collections.abc import Iterator
@@ -81,6 +84,39 @@ def loop_lines(log: str, what: str) -> dict[str, int]:
     return counts
 
 
+def assert_recovered(
+    app: fastq.App, r: redis.Redis, pool: Pool, namespace: str, n: int, at_cut: set[int]
+) -> None:
+    """The cut-off pool drains the ``n`` jobs: none lost, only jobs held at the cut
+    run twice, no worker holds anything after, and each worker's claim loop said
+    once that Redis went away (at once: a reply 2 s late) and once that it came back.
+    Stops the pool."""
+
+    def drained() -> bool:
+        return sum(noted_runs(pool).values()) >= n and app.stats("q")["processed"] == n
+
+    try:
+        wait_until(drained, 90, "the drain")
+    except AssertionError:
+        raise AssertionError(f"not drained: {app.stats('q')}; held {held(r, namespace)}") from None
+    # held by nobody, the late claims' jobs least of all
+    assert all(not ids for ids in held(r, namespace).values()), held(r, namespace)
+    stats = app.stats("q")
+    assert (stats["ready"], stats["inflight"], stats["scheduled"]) == (0, 0, 0), stats
+    ran = noted_runs(pool)
+    assert set(ran) == set(range(n)), "a job was lost"
+    twice = {i for i, times in ran.items() if times > 1}
+    assert twice <= at_cut, f"ran twice, not held at the cut: {sorted(twice - at_cut)}"
+    assert max(ran.values()) <= 2
+
+    log = pool.log()
+    assert pool.stop() == 0, log
+    lost, back = loop_lines(log, "unavailable"), loop_lines(log, "back after")
+    assert len(back) == 2 and lost == back == dict.fromkeys(back, 1), log
+    assert "no reply for 2 s" in log, log
+    assert "Traceback" not in log, log
+
+
 def test_requests_given_up_on_that_land_late_strand_nothing(
     app: fastq.App,
     r: redis.Redis,
@@ -120,31 +156,111 @@ def test_requests_given_up_on_that_land_late_strand_nothing(
         assert any(CLAIM.script.sha.encode() in b for b in late), "no late claim to refuse"
         assert any(ACK.script.sha.encode() in b for b in late), "no late ack to refuse"
 
-        def drained() -> bool:
-            return sum(noted_runs(pool).values()) >= n and app.stats("q")["processed"] == n
-
-        try:
-            wait_until(drained, 90, "the drain")
-        except AssertionError:
-            raise AssertionError(
-                f"not drained: {app.stats('q')}; held {held(r, namespace)}"
-            ) from None
-        # held by nobody, the late claims' jobs least of all
-        assert all(not ids for ids in held(r, namespace).values()), held(r, namespace)
-        stats = app.stats("q")
-        assert (stats["ready"], stats["inflight"], stats["scheduled"]) == (0, 0, 0), stats
-        ran = noted_runs(pool)
-        assert set(ran) == set(range(n)), "a job was lost"
-        twice = {i for i, times in ran.items() if times > 1}
-        assert twice <= at_cut, f"ran twice, not held at the cut: {sorted(twice - at_cut)}"
-        assert max(ran.values()) <= 2
-
-        log = pool.log()
-        assert pool.stop() == 0, log
-        # one line each way from each worker's loop, said at once (a reply 2 s late)
-        assert loop_lines(log, "unavailable") == dict.fromkeys(loop_lines(log, "back after"), 1)
-        assert loop_lines(log, "back after") == dict.fromkeys(loop_lines(log, "unavailable"), 1)
-        assert "no reply for 2 s" in log, log
-        assert "Traceback" not in log, log
+        assert_recovered(app, r, pool, namespace, n, at_cut)
     finally:
         pool.kill()
+
+
+class Netns:
+    """A network namespace (the worker host) joined to this one by a veth pair: this
+    side is ``host_ip``, the namespace's side ``worker_ip`` (the first /30 of a /24
+    of 10.0.0.0/8 picked at random). Traffic stays on this machine."""
+
+    def __init__(self) -> None:
+        tag = secrets.token_hex(3)
+        self.name = f"fastq-{tag}"
+        self.host_dev, self.worker_dev = f"fqh{tag}", f"fqw{tag}"
+        subnet = f"10.{secrets.randbelow(256)}.{secrets.randbelow(256)}"
+        self.host_ip, self.worker_ip = f"{subnet}.1", f"{subnet}.2"
+
+    def ip(self, *args: str, inside: bool = False) -> None:
+        cmd = ["ip", *(("netns", "exec", self.name, "ip") if inside else ()), *args]
+        subprocess.run(cmd, check=True, capture_output=True, timeout=10)
+
+    def create(self) -> None:
+        self.ip("netns", "add", self.name)
+        self.ip("link", "add", self.host_dev, "type", "veth", "peer", "name", self.worker_dev)
+        self.ip("link", "set", self.worker_dev, "netns", self.name)
+        self.ip("addr", "add", f"{self.host_ip}/30", "dev", self.host_dev)
+        self.ip("link", "set", self.host_dev, "up")
+        self.ip("addr", "add", f"{self.worker_ip}/30", "dev", self.worker_dev, inside=True)
+        self.ip("link", "set", self.worker_dev, "up", inside=True)
+        self.ip("link", "set", "lo", "up", inside=True)
+
+    def link(self, state: str) -> None:
+        """The worker host's link ``down`` or ``up``."""
+        self.ip("link", "set", self.worker_dev, state, inside=True)
+
+    @property
+    def wrap(self) -> list[str]:
+        return ["ip", "netns", "exec", self.name]
+
+    def delete(self) -> None:
+        subprocess.run(["ip", "link", "del", self.host_dev], capture_output=True, timeout=10)
+        subprocess.run(["ip", "netns", "del", self.name], capture_output=True, timeout=10)
+
+
+@pytest.fixture
+def netns() -> Iterator[Netns]:
+    if shutil.which("ip") is None or os.geteuid() != 0:
+        pytest.skip("a network namespace needs root and iproute2")
+    ns = Netns()
+    try:
+        ns.create()
+    except subprocess.CalledProcessError as exc:
+        ns.delete()
+        pytest.skip(f"cannot make a network namespace here: {exc.stderr!r}")
+    yield ns
+    ns.delete()
+
+
+def test_a_worker_host_whose_link_goes_down_then_up_strands_nothing(
+    netns: Netns, namespace: str, tmp_path: Path
+) -> None:
+    """The same, with the worker host in a network namespace whose link goes down
+    for longer than the workers wait for a reply, then up: whether a request given
+    up on lands before or after the workers' new ones is the kernel's choice here."""
+    server = RedisServer(
+        appendonly=True,
+        extra_args=["--bind", "127.0.0.1", netns.host_ip, "--protected-mode", "no"],
+    ).start()
+    app = fastq.App(server.url, namespace=namespace)
+    r = redis.Redis.from_url(server.url)
+    url = f"redis://{netns.host_ip}:{server.port}/0"
+    reaper = subprocess.Popen(
+        fastq_cmd(
+            "reaper", "--app", "tests.apps.pool_jobs", "--namespace", namespace,
+            "--interval", "0.2",
+        ),
+        env=subprocess_env(server.url),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    n = 3000
+    app.enqueue_many("note", [(i, 0.004) for i in range(n)], queue="q")
+    pool = Pool(
+        url, namespace, tmp_path / "pool.log",
+        "-c", "2", "--batch", "20", "--lease", str(LEASE_S), "--no-reaper",
+        wrap=netns.wrap,
+    )  # fmt: skip
+    try:
+        pool.wait_children(2)
+        wait_until(lambda: sum(noted_runs(pool).values()) >= 300, 60, "some progress")
+
+        netns.link("down")
+        time.sleep(0.3)  # what went through before the cut has run
+        at_cut = held_args(r, namespace)
+        assert at_cut, "the workers held nothing when the cut began"
+        wait_until(lambda: app.stats("q")["inflight"] == 0, 30, "the leases taken back")
+        # both workers gave up on their round trip (a lease and an idle timeout)
+        time.sleep(LEASE_S + 5 + 1)
+        netns.link("up")
+
+        assert_recovered(app, r, pool, namespace, n, at_cut)
+    finally:
+        pool.kill()
+        reaper.terminate()
+        reaper.wait(timeout=10)
+        r.close()
+        app.close()
+        server.cleanup()
