@@ -218,8 +218,8 @@ class Worker:
         for name in layout.physical:
             self.sizers.alias(name, layout.logical[layout.index_of[name]])
         # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
-        # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
-        # socket could still be run by Redis after the worker has moved on.
+        # fork, a slow disk) answers in the end. A request given up on may still be
+        # run by Redis later: the round trip's epoch makes its calls refused then.
         socket_timeout_s = self.lease_ms / 1000 + self.options.idle_timeout_s
         self._rt = rt = RoundTrip(
             lambda: self.app.new_client(retries=0, socket_timeout_s=socket_timeout_s),
