@@ -1,16 +1,22 @@
-"""Worker epochs on a Redis Cluster: a request a worker gave up on, landing on each
-master after the worker's next request, leases nothing there; each queue keeps its
-worker's epoch in its own slot."""
+"""Worker epochs with real round trips: on a Redis Cluster, a request a worker gave
+up on, landing on each master after the worker's next request, leases nothing there
+(each queue keeps its worker's epoch in its own slot); on one Redis, a worker whose
+id left a newer epoch behind moves past it."""
 
 from __future__ import annotations
 
+import logging
+from collections import Counter
+
 import pytest
+import redis
 
 import fastq
 from fastq.protocol.contracts import CLAIM, is_stale
 from fastq.testing.cluster_server import ClusterServer
 from fastq.worker.roundtrip import RoundTrip, StaleEpoch
 from tests.support.cluster import port_of, queues_on_each_master
+from tests.support.workers import drain
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -56,3 +62,27 @@ def test_a_request_given_up_on_leases_nothing_on_any_master(
         assert all(len(c) == 1 for c in rt.request({}, queues, 1).result())
     finally:
         rt.close()
+
+
+def test_a_worker_whose_id_had_a_newer_epoch_moves_past_it(
+    app: fastq.App, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A worker id used again (a pool's master restarted as the same pid in a
+    container names its children as before) finds the epoch its previous life left:
+    its first round trip is refused, changes nothing, and the next carries a newer
+    epoch; every job runs once."""
+    k = app.keys("q")
+    r.set(k.epoch("w-again"), 5, px=60_000)
+    runs: Counter[int] = Counter()
+
+    @app.job(queue="q")
+    def count(i: int) -> None:
+        runs[i] += 1
+
+    count.enqueue_many([(i,) for i in range(50)])
+    with caplog.at_level(logging.WARNING, logger="fastq.worker"):
+        drain(app, ["q"], worker_id="w-again", batch_size=10)
+    assert runs == {i: 1 for i in range(50)}
+    assert int(r.get(k.epoch("w-again")) or 0) == 6
+    said = [m for m in caplog.messages if "w-again" in m]
+    assert len(said) == 2 and "STALE epoch 0 < 5" in said[0] and "Redis back" in said[1], said
