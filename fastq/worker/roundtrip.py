@@ -134,7 +134,11 @@ class Request:
         for reply in replies:
             if isinstance(reply, Exception):
                 if is_stale(reply):
-                    raise StaleEpoch(str(reply), recorded_epoch(reply)) from reply
+                    raise StaleEpoch(
+                        f"a call refused ({reply}): this worker id sent a newer epoch "
+                        "before (another process of the same id?); moving past it",
+                        recorded_epoch(reply),
+                    ) from reply
                 raise reply
         for (script, keys, _), reply in zip(self.commands, replies):
             if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
