@@ -112,10 +112,16 @@ class CutProxy:
                             done.put((False, exc))
                 elif kind == "listen":
                     self._accept()
-                elif kind == "client":
-                    self._from_client(pair)
+                elif key.fileobj not in (pair.client, pair.upstream):
+                    continue  # closed by an earlier event of this round
                 else:
-                    self._from_upstream(pair)
+                    try:
+                        if kind == "client":
+                            self._from_client(pair)
+                        else:
+                            self._from_upstream(pair)
+                    except OSError:  # a peer gone mid-write: the pair is done
+                        self._close(pair)
 
     def _listen(self) -> None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -129,7 +135,12 @@ class CutProxy:
     def _accept(self) -> None:
         assert self._listener is not None
         client, _ = self._listener.accept()
-        upstream = socket.create_connection(self.upstream_addr)
+        try:
+            upstream = socket.create_connection(self.upstream_addr, timeout=5)
+        except OSError:  # Redis is away: so is this connection
+            client.close()
+            return
+        upstream.settimeout(None)
         pair = _Pair(client, upstream)
         self.pairs.append(pair)
         self._sel.register(client, selectors.EVENT_READ, ("client", pair))
@@ -173,6 +184,13 @@ class CutProxy:
         else:
             pair.client.sendall(data)
 
+    def _close(self, pair: _Pair) -> None:
+        if pair.client is not None:
+            self._sel.unregister(pair.client)
+            pair.client.close()
+            pair.client = None
+        self._close_upstream(pair)
+
     def _close_upstream(self, pair: _Pair) -> None:
         if pair.upstream is not None:
             self._sel.unregister(pair.upstream)
@@ -191,10 +209,13 @@ class CutProxy:
         self._listen()
         for pair in self.pairs:
             if pair.client is not None and pair.upstream is not None:
-                if pair.to_upstream:
-                    pair.upstream.sendall(pair.to_upstream)
-                if pair.to_client:
-                    pair.client.sendall(pair.to_client)
+                try:
+                    if pair.to_upstream:
+                        pair.upstream.sendall(pair.to_upstream)
+                    if pair.to_client:
+                        pair.client.sendall(pair.to_client)
+                except OSError:
+                    self._close(pair)
                 pair.to_upstream, pair.to_client = bytearray(), bytearray()
 
     def _deliver_late(self) -> list[bytes]:
@@ -205,15 +226,13 @@ class CutProxy:
                 pair.upstream.sendall(pair.to_upstream)
                 sent.append(bytes(pair.to_upstream))
                 pair.to_upstream = bytearray()
+        self.pairs = [p for p in self.pairs if p.upstream is not None]
         return sent
 
     def _stop(self) -> None:
         self._stopped = True
         for pair in self.pairs:
-            for sock in (pair.client, pair.upstream):
-                if sock is not None:
-                    self._sel.unregister(sock)
-                    sock.close()
+            self._close(pair)
         if self._listener is not None:
             self._sel.unregister(self._listener)
             self._listener.close()
