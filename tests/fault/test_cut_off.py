@@ -11,11 +11,14 @@ workers' new connections have gone through: a late request, every time.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import secrets
 import shutil
+import signal
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +30,7 @@ import redis
 import fastq
 from fastq.protocol.contracts import ACK, CLAIM
 from fastq.testing.redis_server import RedisServer
+from fastq.worker.worker import Worker
 from tests.support.cutoff import CutProxy
 from tests.support.pool import Pool, noted_runs, wait_until
 from tests.support.processes import fastq_cmd, subprocess_env
@@ -275,3 +279,41 @@ def test_a_worker_host_whose_link_goes_down_then_up_strands_nothing(
         r.close()
         app.close()
         server.cleanup()
+
+
+def test_an_idle_worker_says_at_once_that_redis_stopped_answering(
+    redis_server: RedisServer, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Idle, a worker blocks on its queues' wake-up list: a Redis that stops
+    answering (here SIGSTOPped) is said a couple of seconds past that wait's
+    timeout, not when its socket gives up (a 60 s lease and its idle timeout later),
+    and its return once."""
+    app = fastq.App(redis_server.url, namespace=namespace)
+    app.declare_queue("q")
+    worker = Worker(app, ["q"], handle_signals=False, lease_s=60, idle_timeout_s=1)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    assert redis_server.process is not None
+    pid = redis_server.process.pid
+
+    def said(what: str) -> list[str]:
+        return [m for m in caplog.messages if f"worker {worker.worker_id}: Redis {what}" in m]
+
+    with caplog.at_level(logging.WARNING, logger="fastq.worker"):
+        thread.start()
+        client = redis.Redis.from_url(redis_server.url)
+        blocked = lambda: client.info("clients")["blocked_clients"] > 0  # noqa: E731
+        wait_until(blocked, 20, "the worker blocked on its wake-up list")
+        client.close()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            stopped = time.monotonic()
+            wait_until(lambda: bool(said("unavailable")), 30, "the worker to say so")
+            assert time.monotonic() - stopped < 30  # its socket's timeout: 65 s
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_until(lambda: bool(said("back after")), 30, "the worker to say Redis is back")
+        worker.stop()
+        thread.join(30)
+    assert not thread.is_alive()
+    assert len(said("unavailable")) == 1 and len(said("back after")) == 1, caplog.messages
+    app.close()

@@ -42,6 +42,15 @@ from fastq.protocol.contracts import CLAIM
 # rest itself, looking for a wake-up token every WAKE_POLL_S.
 BLPOP_OVERSHOOT_S = 0.15
 WAKE_POLL_S = 0.005
+# An idle wait's command whose reply is this late (past the BLPOP's own timeout)
+# means Redis is out of reach or stalled: the wait raises, so that the worker says so
+# at once, not when its socket times out (a lease later).
+NO_REPLY_S = 2.0
+
+
+def no_reply(waited_s: float) -> redis.TimeoutError:
+    """The error of an idle wait's command that got no reply in ``waited_s``."""
+    return redis.TimeoutError(f"no reply for {waited_s:.3g} s")
 
 
 class Wire(Protocol):

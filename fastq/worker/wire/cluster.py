@@ -49,7 +49,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from fastq.protocol import scripts
-from fastq.worker.wire.base import has_claim, wait_until
+from fastq.worker.wire.base import NO_REPLY_S, has_claim, no_reply, wait_until
 
 # Error replies after which the slot map may have changed (a failover, a resharding).
 _MOVES = (rex.AskError, rex.ClusterDownError, rex.TryAgainError, rex.ReadOnlyError)
@@ -370,6 +370,8 @@ class NodeWire:
             conn.send_packed_command([pack_command(tuple(lmpop))])
         got = False
         for conn, _ in waits:
+            if not conn.can_read(NO_REPLY_S):
+                raise no_reply(NO_REPLY_S)  # the wait's caller disconnects them
             if conn.read_response():
                 got = True
         return got
