@@ -209,3 +209,9 @@ class QueueKeys:
         """The highest number of one worker's at-most-once successes counted (so
         that a resent request counts none twice); it lives an hour."""
         return self.key(f"taken_seq:{worker_id}")
+
+    def epoch(self, worker_id: str) -> str:
+        """One worker's epoch (an integer), once it gave up on a request: its calls
+        carrying an older one are refused (``lua/lib/epoch.lua``). Expires a day
+        after it was last raised."""
+        return self.key(f"epoch:{worker_id}")

@@ -97,13 +97,16 @@ class Outcomes:
     def count(self) -> int:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
-    def ack_argv(self, dead_max_age_ms: int, dead_max_len: int, worker_id: str = "") -> list[Any]:
-        """The ARGV of an ack of these outcomes, by ``worker_id``."""
+    def ack_argv(
+        self, dead_max_age_ms: int, dead_max_len: int, worker_id: str = "", epoch: int = 0
+    ) -> list[Any]:
+        """The ARGV of an ack of these outcomes, by ``worker_id`` of ``epoch``."""
         return ACK.argv(
             dead_max_age_ms,
             dead_max_len,
             self.failed,
             worker_id,
+            epoch,
             self.done,
             self.retry,
             self.dead,

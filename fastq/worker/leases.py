@@ -14,7 +14,7 @@ import redis
 from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
-from fastq.protocol.contracts import EXTEND
+from fastq.protocol.contracts import EXTEND, is_stale
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.markers import LossWatch
 
@@ -43,6 +43,9 @@ class LeaseKeeper(threading.Thread):
     lost the queues' data (``watch``, every ``watch.check_s``); and calls
     ``long_jobs`` every ``long_jobs_s`` (the watch of a long job's batch-mates,
     :mod:`fastq.worker.mates`).
+
+    Its extensions carry the worker's epoch (``epoch()``, the round trip's): one
+    sent before the worker gave up on a request and landing after is refused.
     """
 
     def __init__(
@@ -55,6 +58,7 @@ class LeaseKeeper(threading.Thread):
         watch: Optional[LossWatch] = None,
         long_jobs: Optional[Callable[[], None]] = None,
         long_jobs_s: float = 0.0,
+        epoch: Callable[[], int] = lambda: 0,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
         # made at the first extension or look at the markers (``watch``, 2 s in), not at
@@ -68,6 +72,7 @@ class LeaseKeeper(threading.Thread):
         self.extend_s = lease_ms / 4000
         self.progress = progress
         self.watch = watch
+        self.epoch = epoch
         self.progress_ttl_ms = max(PROGRESS_TTL_LEASES * lease_ms, 60_000)
         self._keys_by_queue = {k.queue: k for k in keys}
         self._extend_keys = {k.queue: EXTEND.keys_for(k, worker_id) for k in keys}
@@ -144,7 +149,7 @@ class LeaseKeeper(threading.Thread):
             by_node = self._by_node(client, self.keys)
         except REDIS_ERRORS as exc:
             return self._extension_failed(exc)
-        argv = EXTEND.argv(self.worker_id, self.lease_ms)
+        argv = EXTEND.argv(self.worker_id, self.lease_ms, self.epoch())
         fault: Optional[BaseException] = None
         retry_s: Optional[float] = None
         silent: set[str] = set()
@@ -153,6 +158,11 @@ class LeaseKeeper(threading.Thread):
                 try:
                     EXTEND.call(client, self._extend_keys[k.queue], argv)
                 except REDIS_ERRORS as exc:
+                    if is_stale(exc):
+                        # this worker's id had a newer epoch before (a process of the
+                        # same id): its loop moves past it at its next round trip
+                        retry_s = RETRY_MAX_S
+                        continue
                     if classify(exc) is None:
                         retry_s = self._extension_failed(exc)
                         continue

@@ -33,10 +33,12 @@ from collections import deque
 from collections.abc import Sequence
 from typing import Optional
 
+import redis
+
 from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.protocol.outcomes import Outcomes
 from fastq.shm.heartbeat import HeartbeatSlot
-from fastq.worker.roundtrip import Claim, Request, RoundTrip
+from fastq.worker.roundtrip import Claim, Request, RoundTrip, StaleEpoch
 
 log = logging.getLogger("fastq.worker")
 
@@ -45,7 +47,8 @@ log = logging.getLogger("fastq.worker")
 # their acks not seen answered): what a crash between a job's end and its ack does.
 _KILL_AT_WRITE = float(os.environ.get("FASTQ_TEST_KILL_AT_WRITE") or 0)
 
-# A reply this late means Redis stalled (a big fork, a slow disk): said in the log.
+# A reply this late means Redis stalled (a big fork, a slow disk) or is out of reach:
+# said in the log then (one line: the outage's), and again when Redis answers.
 SLOW_REPLY_S = 2.0
 # The weight of the latest round trip in the moving estimate.
 RTT_WEIGHT = 0.3
@@ -146,7 +149,7 @@ class Pump:
             try:
                 request = self.rt.request({q: out for q, out in now.items() if out})
             except REDIS_ERRORS:
-                self._release_all = True  # part of it may have gone out
+                self._gave_up()  # part of it may have gone out
                 for queue, out in now.items():
                     self._unsent_outcomes.setdefault(queue, Outcomes()).extend(out)
                 return back
@@ -203,7 +206,7 @@ class Pump:
             if _KILL_AT_WRITE:
                 _maybe_killed(before=False)
         except BaseException:
-            self._release_all = True  # part of it may have gone out
+            self._gave_up()  # part of it may have gone out
             for out in self.pending.values():  # and is never sent twice
                 self._lose_give_backs(out)
             raise
@@ -212,15 +215,17 @@ class Pump:
         return request
 
     def _read(self, request: Request) -> list[Claim]:
-        asked = time.monotonic()
         came_first = request.replied()  # the reply was there before it was wanted
         try:
+            if not came_first and not request.wait_replied(SLOW_REPLY_S):
+                # said now, once, not when the read gives up (a lease later)
+                self.outage.failed(redis.TimeoutError(f"no reply for {SLOW_REPLY_S:g} s"))
             claims = request.result()
-        except BaseException:
+        except BaseException as exc:
             for queue, earlier in request.outcomes.items():
                 self.pending[queue].take_back(earlier)
                 self._lose_give_backs(earlier)
-            self._release_all = True
+            self._gave_up(exc.recorded if isinstance(exc, StaleEpoch) else 0)
             raise
         self.last_claims = claims
         if request.refused:
@@ -230,12 +235,17 @@ class Pump:
         if self.slot is not None:  # requests are read in the order written
             self.slot.acked(request.finished)
         done = time.monotonic()
-        waited_s = done - asked
-        if waited_s > SLOW_REPLY_S:
-            log.warning("%s: Redis took %.1f s to answer", self.outage.who, waited_s)
         self._timed(done - request.written_at, came_first)
         self.outage.recovered()
         return claims
+
+    def _gave_up(self, recorded: int = 0) -> None:
+        """A request's reply is lost: it may have run, or run later. The next one
+        hands back every lease this worker still holds (a claim it never saw may
+        have taken some), and carries a newer epoch, so that Redis refuses what of
+        this one it has not run yet (``RoundTrip.give_up``)."""
+        self._release_all = True
+        self.rt.give_up(recorded)
 
     def _timed(self, took_s: float, came_first: bool) -> None:
         """Fold a round trip into ``rtt_s``. A reply that came before it was

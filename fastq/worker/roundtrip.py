@@ -17,7 +17,17 @@ from typing import Any, Callable, Optional
 import redis
 
 from fastq.protocol import scripts
-from fastq.protocol.contracts import ACK, ACK_TAKEN, CLAIM, RELEASE, TAKE, ClaimReply, ReleaseMode
+from fastq.protocol.contracts import (
+    ACK,
+    ACK_TAKEN,
+    CLAIM,
+    RELEASE,
+    TAKE,
+    ClaimReply,
+    ReleaseMode,
+    is_stale,
+    recorded_epoch,
+)
 from fastq.protocol.keys import QueueKeys, queue_of_key
 from fastq.protocol.outcomes import Outcomes
 from fastq.protocol.results import store_commands
@@ -64,6 +74,18 @@ class Claim:
 PEEK_COMMANDS = 3
 
 
+class StaleEpoch(redis.ConnectionError):
+    """Redis refused a call of this worker as one of a request it had given up on:
+    its epoch is older than the one Redis recorded for the worker's id (a process
+    that had the same id before, whose last requests landed after it). Nothing was
+    changed; the worker moves past ``recorded`` and sends again, as after a lost
+    reply."""
+
+    def __init__(self, message: str, recorded: int) -> None:
+        super().__init__(message)
+        self.recorded = recorded
+
+
 class Request:
     """A round trip written to Redis whose replies are not read yet.
 
@@ -100,6 +122,11 @@ class Request:
         """Has (part of) the reply already arrived? Never blocks, never reads."""
         return self.round_trip.replied()
 
+    def wait_replied(self, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for the reply to begin to arrive: False if it
+        did not (the read that follows still waits, to the socket's timeout)."""
+        return self.round_trip.wire.wait_replied(timeout_s)
+
     def result(self) -> list[Claim]:
         """Read the replies: the claims, in the order asked. Raises on a script
         error, and on a lost connection (redis.ConnectionError/TimeoutError), after
@@ -112,6 +139,12 @@ class Request:
         )
         for reply in replies:
             if isinstance(reply, Exception):
+                if is_stale(reply):
+                    raise StaleEpoch(
+                        f"a call refused ({reply}): this worker id sent a newer epoch "
+                        "before (another process of the same id?); moving past it",
+                        recorded_epoch(reply),
+                    ) from reply
                 raise reply
         for (script, keys, _), reply in zip(self.commands, replies):
             if script is RELEASE.script and len(reply) > 1:  # a hand-back buried a job
@@ -170,7 +203,13 @@ def _first_with_work(
 class RoundTrip:
     """Builds a worker's pipelined script calls and sends them on its wire (one
     connection of the worker's own, or one per node of a cluster), so that a
-    request can be written now and its replies read later."""
+    request can be written now and its replies read later.
+
+    Its ``epoch`` goes out with every claim and ack (and the lease keeper's
+    extensions): once it gives up on a request (``give_up``), the next carries a
+    newer one, and Redis refuses the calls of the older request if they land after
+    that (``lua/lib/epoch.lua``), so no claim leases jobs the worker never received.
+    """
 
     def __init__(
         self,
@@ -193,6 +232,7 @@ class RoundTrip:
         self.dead_max_len = dead_max_len
         self.max_stalls = max_stalls
         self.promote_max = promote_max
+        self.epoch = 0
         self._ack_keys = {q: ACK.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
@@ -217,6 +257,12 @@ class RoundTrip:
 
     def close(self) -> None:
         self.wire.close()
+
+    def give_up(self, recorded: int = 0) -> None:
+        """A request's reply is lost (or it was refused as stale, Redis having
+        ``recorded`` a newer epoch): what follows carries a newer epoch, so whatever
+        of that request Redis has not run yet it never will."""
+        self.epoch = max(self.epoch, recorded) + 1
 
     # -- the wire ----------------------------------------------------------------------
 
@@ -270,7 +316,7 @@ class RoundTrip:
                 for cmd in store_commands(self.keys[queue], job_id, encoded, ttl_ms):
                     commands.append((scripts.PLAIN, (), cmd))
             if out.count() or out.failed:
-                argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len, wid)
+                argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len, wid, self.epoch)
                 commands.append(ACK.command(self._ack_keys[queue], argv))
             for mode, ids in out.releases():
                 if ids:
@@ -299,7 +345,7 @@ class RoundTrip:
                 commands.append((scripts.PLAIN, (), ("ZRANGE", k.scheduled, 0, 0, "WITHSCORES")))
                 commands.append((scripts.PLAIN, (), ("HGET", k.settings, "paused")))
         if claims:
-            argv = CLAIM.argv(wid, n, self.lease_ms, self.promote_max)
+            argv = CLAIM.argv(wid, n, self.lease_ms, self.promote_max, self.epoch)
             for queue in claims:
                 commands.append(CLAIM.command(self._claim_keys[queue], argv))
         if commands:

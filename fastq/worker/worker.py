@@ -221,8 +221,8 @@ class Worker:
         for name in layout.physical:
             self.sizers.alias(name, layout.logical[layout.index_of[name]])
         # A reply is waited for as long as a lease lasts: a Redis that stalls (a big
-        # fork, a slow disk) answers in the end, and a request abandoned on a timed-out
-        # socket could still be run by Redis after the worker has moved on.
+        # fork, a slow disk) answers in the end. A request given up on may still be
+        # run by Redis later: the round trip's epoch makes its calls refused then.
         socket_timeout_s = self.lease_ms / 1000 + self.options.idle_timeout_s
         self._rt = rt = RoundTrip(
             lambda: self.app.new_client(retries=0, socket_timeout_s=socket_timeout_s),
@@ -256,6 +256,7 @@ class Worker:
             watch,
             long_jobs=long_jobs.tick if after_s else None,
             long_jobs_s=long_jobs.tick_s,
+            epoch=lambda: rt.epoch,
         )
         self._leases.start()
 

@@ -389,16 +389,20 @@ def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> 
 @pytest.mark.parametrize(
     ("contract", "argv", "message"),
     [
-        (CLAIM, ["w1", "x", 60_000, 100], "n"),
-        (CLAIM, ["w1", 2, 0, 100], "lease_ms"),
-        (CLAIM, ["", 2, 60_000, 100], "worker_id"),
-        (EXTEND, ["w1", "soon"], "lease_ms"),
+        (CLAIM, ["w1", "x", 60_000, 100, 0], "n"),
+        (CLAIM, ["w1", 2, 0, 100, 0], "lease_ms"),
+        (CLAIM, ["", 2, 60_000, 100, 0], "worker_id"),
+        (CLAIM, ["w1", 2, 60_000, 100], "epoch"),
+        (CLAIM, ["w1", 2, 60_000, 100, -1], "epoch"),
+        (EXTEND, ["w1", "soon", 0], "lease_ms"),
+        (EXTEND, ["w1", 60_000, "x"], "epoch"),
         (REAP, [0, 10**9, 1000], "limit"),
         (RELEASE, ["w1", "stalled", -1, "a"], "max_stalls"),
-        (ACK, [10**9, 1000, 0, "w1", 1, "a", 0, 0], "section 4"),  # a section missing
-        (ACK, [10**9, 1000, 0, "w1", 9, "a", 0, 0, 0], "section 1"),  # a count too large
-        (ACK, [10**9, 1000, 0, "w1", 1, "a", 0, 0, 0, "extra"], "sections hold"),
-        (ACK, [10**9, 1000, 0, "w1", 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
+        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0], "section 4"),  # a section missing
+        (ACK, [10**9, 1000, 0, "w1", 0, 9, "a", 0, 0, 0], "section 1"),  # a count too large
+        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0, 0, "extra"], "sections hold"),
+        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
+        (ACK, [10**9, 1000, 0, "w1", "new", 1, "a", 0, 0, 0], "epoch"),
     ],
 )
 def test_bad_argv_is_refused_before_any_write(

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -22,13 +23,18 @@ from tests.support.processes import fastq_cmd, subprocess_env
 class Pool:
     """A ``fastq pool`` subprocess on the test app ``tests.apps.pool_jobs``."""
 
-    def __init__(self, url: str, namespace: str, log_path: Path, *args: str) -> None:
+    def __init__(
+        self, url: str, namespace: str, log_path: Path, *args: str, wrap: Sequence[str] = ()
+    ) -> None:
+        """``wrap``: a command that runs the pool's (``ip netns exec NAME``): it must
+        exec it, so that the pool is the process started."""
         self.log_path = log_path
         # where the ``note`` job records its runs
         self.runs_file = log_path.with_name("runs.txt")
         with open(log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                fastq_cmd(
+                [*wrap]
+                + fastq_cmd(
                     "pool",
                     "--app",
                     "tests.apps.pool_jobs",

@@ -95,3 +95,26 @@ def test_a_redis_that_does_not_answer_is_called_once_a_round() -> None:
         retry_s = leases.extend_leases()
         assert retry_s is not None and retry_s <= 5.0
     assert client.called == ["a", "a"]
+
+
+def test_an_extension_refused_as_stale_is_tried_again_quietly_with_the_workers_epoch(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A process that had this worker's id before left a newer epoch in Redis: the
+    worker's loop moves past it at its next round trip, and the keeper sends the
+    epoch the loop holds then."""
+    client = FlakyClient(rex.ResponseError("STALE epoch 0 < 3: a request its worker gave up on"))
+    epoch = [0]
+    leases = LeaseKeeper(
+        lambda: client,  # type: ignore[arg-type,return-value]
+        "w1", [QueueKeys("t", "q")], 60_000, epoch=lambda: epoch[0],
+    )  # fmt: skip
+    sent: list[Any] = []
+    real = client.execute_command
+    client.execute_command = lambda *args: (sent.append(args[-1]), real(*args))[1]  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="fastq.worker"):
+        assert leases.extend_leases() == RETRY_MAX_S
+        epoch[0] = 4
+        assert leases.extend_leases() is None
+    assert caplog.records == []
+    assert sent == [0, 4]  # the epoch is the last ARGV

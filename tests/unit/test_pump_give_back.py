@@ -25,6 +25,9 @@ class LostReply:
     def replied(self) -> bool:
         return False
 
+    def wait_replied(self, timeout_s: float) -> bool:
+        return True  # the read raises
+
     def result(self) -> None:
         raise redis.ConnectionError("the connection dropped")
 
@@ -34,6 +37,10 @@ class FakeRoundTrip:
         self.give_backs_sent: list[list[tuple[bytes, bytes]]] = []
         self.may_hold_leases = False
         self.fail_write = False
+        self.epoch = 0
+
+    def give_up(self, recorded: int = 0) -> None:
+        self.epoch = max(self.epoch, recorded) + 1
 
     def request(
         self,

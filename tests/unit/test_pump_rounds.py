@@ -14,7 +14,7 @@ import redis
 
 from fastq.connection.faults import Outage
 from fastq.protocol.outcomes import Outcomes
-from fastq.worker.pump import RTT_WEIGHT, Pump
+from fastq.worker.pump import RTT_WEIGHT, SLOW_REPLY_S, Pump
 
 
 @dataclass
@@ -43,10 +43,14 @@ class FakeRequest:
     rt: FakeRoundTrip
     peeked: Optional[str] = None
     written_at: float = 0.0
+    epoch: int = 0
     refused: list[tuple[str, Outcomes]] = field(default_factory=list)
 
     def replied(self) -> bool:
         return self.rt.now >= self.written_at + self.rt.latency_s
+
+    def wait_replied(self, timeout_s: float) -> bool:
+        return self.rt.now + timeout_s >= self.written_at + self.rt.latency_s
 
     def result(self) -> list[FakeClaim]:
         self.rt.now = max(self.rt.now, self.written_at + self.rt.latency_s)  # waits for it
@@ -64,6 +68,10 @@ class FakeRoundTrip:
     may_hold_leases: bool = False
     now: float = 0.0  # the pump's clock (see the clock fixture)
     latency_s: float = 0.0  # from a request written to its reply there to read
+    epoch: int = 0  # what the requests carry: raised as a request is given up on
+
+    def give_up(self, recorded: int = 0) -> None:
+        self.epoch = max(self.epoch, recorded) + 1
 
     def request(
         self,
@@ -74,7 +82,9 @@ class FakeRoundTrip:
         release_all: bool = False,
         peek: Sequence[str] = (),
     ) -> FakeRequest:
-        self.requests.append(FakeRequest(outcomes, claims, peek, release_all, self, None, self.now))
+        self.requests.append(
+            FakeRequest(outcomes, claims, peek, release_all, self, None, self.now, self.epoch)
+        )
         return self.requests[-1]
 
 
@@ -108,10 +118,13 @@ def test_a_lost_reply_takes_back_the_outcomes_and_hands_back_every_lease_next() 
     assert not pump.has_ahead and pump.pending["a"].done == [b"ran"]
     rt.fail_reads = False
     pump.claim(["a"], 10)
-    # the lost round's claims may have run: the next request hands back every lease
+    # the lost round's claims may have run: the next request hands back every lease,
+    # and carries a newer epoch, so that Redis refuses the lost one if it lands later
     assert rt.requests[-1].release_all and rt.requests[-1].outcomes["a"].done == [b"ran"]
+    assert [r.epoch for r in rt.requests] == [0, 1]
     pump.claim(["a"], 10)
     assert not rt.requests[-1].release_all  # once
+    assert rt.requests[-1].epoch == 1  # raised once per request given up on
 
 
 def test_a_stopping_worker_hands_back_every_claim_in_flight_or_in_hand() -> None:
@@ -202,3 +215,18 @@ def test_what_the_worker_holds_is_its_claims_its_unsent_outcomes_and_its_refused
     assert len(pump.claim(["a"], 10)) == 0
     assert pump.held() == {"a": [b"a1", b"a2"]}  # a refused ack is said once
     assert pump.held() == {}
+
+
+def test_a_reply_late_by_more_than_a_moment_is_said_at_once_and_its_end_once(
+    rt: FakeRoundTrip, caplog: pytest.LogCaptureFixture
+) -> None:
+    pump = make_pump(rt)
+    rt.latency_s = SLOW_REPLY_S / 2  # slow, not late: nothing said
+    with caplog.at_level(logging.WARNING, logger="test"):
+        pump.claim(["a"], 1)
+        assert caplog.messages == []
+        rt.latency_s = SLOW_REPLY_S * 10  # a reply this late: said before it comes
+        pump.claim(["a"], 1)
+    assert len(caplog.messages) == 2, caplog.messages
+    assert "Redis unavailable: no reply for 2 s" in caplog.messages[0]
+    assert "Redis back after" in caplog.messages[1]

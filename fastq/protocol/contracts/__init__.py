@@ -49,6 +49,8 @@ from fastq.protocol.contracts.worker import (
     ClaimReply,
     ReleaseMode,
     ReleaseReply,
+    is_stale,
+    recorded_epoch,
 )
 
 # Every contract, so every script fastq loads, by name: built once, here, where
@@ -63,4 +65,5 @@ __all__ = [
     "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
     "CancelReply", "ClaimReply", "Contract", "EnqueueReply", "FireOutcome", "FireReply",
     "ReapReply", "ReleaseMode", "ReleaseReply", "ReviveSection", "due_at", "enqueue_extras",
+    "is_stale", "recorded_epoch",
 ]  # fmt: skip

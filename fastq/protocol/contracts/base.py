@@ -17,8 +17,9 @@ from fastq.protocol.keys import QueueKeys
 
 R = TypeVar("R")
 
-# the keys of one worker's (QueueKeys methods of a worker id)
-_PER_WORKER = ("held", "taken_seq")
+# the keys of one worker, not of the whole queue: ``QueueKeys`` methods of a worker id
+_PER_WORKER = frozenset({"held", "taken_seq", "epoch"})
+
 # every contract declared, by its script's name, in the order declared
 _DECLARED: dict[str, Contract[Any]] = {}
 

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
+import redis
+
 from fastq._accel import codec
 from fastq.protocol.contracts.base import Contract
 from fastq.protocol.keys import QueueKeys
@@ -22,6 +24,24 @@ class ReleaseMode(str, Enum):
     STALLED = "stalled"  # the job its worker died or hung running: counts a stall
     EXPIRED = "expired"  # a reaper's take-back of a lapsed lease; counts a stall
     INTERRUPTED = "interrupted"  # the job in hand at an operator's hard stop; no stall
+
+
+# -- epochs ----------------------------------------------------------------------------
+
+# How claim, ack and extend refuse a call carrying an older epoch than its worker's
+# recorded one (``lua/lib/epoch.lua``): an error reply "STALE epoch <sent> < <recorded>: ...".
+STALE = "STALE"
+
+
+def is_stale(exc: BaseException) -> bool:
+    """Was a call refused as one of a request its worker had given up on (its epoch
+    older than recorded)? Such a call changed nothing."""
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(STALE)
+
+
+def recorded_epoch(exc: BaseException) -> int:
+    """The epoch recorded in Redis that a refused call (``is_stale``) was older than."""
+    return int(str(exc).split(":", 1)[0].rsplit(" ", 1)[-1])
 
 
 # -- claim -----------------------------------------------------------------------------
@@ -102,12 +122,15 @@ class ClaimReply:
 class _Claim(Contract[ClaimReply]):
     keys = (
         "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
-        "settings", "broken", "cancelled", "links", "unique", "unique_exp",
+        "settings", "broken", "cancelled", "links", "unique", "unique_exp", "epoch",
     )  # fmt: skip
-    argv_names = ("worker_id", "n", "lease_ms", "promote_max")
+    argv_names = ("worker_id", "n", "lease_ms", "promote_max", "epoch")
 
-    def argv(self, worker_id: str, n: int, lease_ms: int, promote_max: int) -> list[Any]:
-        return [worker_id, n, lease_ms, promote_max]
+    def argv(
+        self, worker_id: str, n: int, lease_ms: int, promote_max: int, epoch: int = 0
+    ) -> list[Any]:
+        """``epoch``: the worker's (see ``is_stale``)."""
+        return [worker_id, n, lease_ms, promote_max, epoch]
 
     def parse(self, raw: Any) -> ClaimReply:
         return ClaimReply(raw)
@@ -140,8 +163,9 @@ class _Ack(Contract[int]):
         "records",
         "records_old",
         "stale",
+        "epoch",
     )
-    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id", "epoch")
     argv_rest = "sections"
 
     def argv(
@@ -150,6 +174,7 @@ class _Ack(Contract[int]):
         dead_max_len: int,
         n_failed: int,
         worker_id: str = "",
+        epoch: int = 0,
         done: Sequence[bytes] = (),
         retry: Sequence[tuple[bytes, int, bytes]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
@@ -158,8 +183,9 @@ class _Ack(Contract[int]):
         """Four sections, each a count then its records: done ids; retry (id,
         delay_ms, envelope); dead (id, envelope); broken (id, reason).
         ``worker_id``: the worker that ran them, named in their records ('': not
-        known); its stale outcomes are counted once per job."""
-        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id]
+        known); its stale outcomes are counted once per job. ``epoch``: the
+        worker's (see ``is_stale``)."""
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id, epoch]
         argv.append(len(done))
         argv.extend(done)
         argv.append(len(retry))
@@ -233,11 +259,12 @@ RELEASE = _Release("release")
 
 
 class _Extend(Contract[int]):
-    keys = ("leases", "held")
-    argv_names = ("worker_id", "lease_ms")
+    keys = ("leases", "held", "epoch")
+    argv_names = ("worker_id", "lease_ms", "epoch")
 
-    def argv(self, worker_id: str, lease_ms: int) -> list[Any]:
-        return [worker_id, lease_ms]
+    def argv(self, worker_id: str, lease_ms: int, epoch: int = 0) -> list[Any]:
+        """``epoch``: the worker's (see ``is_stale``)."""
+        return [worker_id, lease_ms, epoch]
 
     def parse(self, raw: Any) -> int:
         """How many jobs the extended lease covers."""

@@ -1,5 +1,6 @@
 #!lua flags=allow-oom
 --! include args
+--! include epoch
 --! include trim
 --! include links
 --! include records
@@ -24,12 +25,16 @@
 -- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
 -- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
 -- KEYS[18] stale      zset   "<worker>\n<id>" of stale outcomes counted -> when (ms)
+-- KEYS[19] epoch      string the worker's epoch on this queue (lib/epoch.lua)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
 -- ARGV[3] n_failed          attempts in this batch that raised or failed
 -- ARGV[4] worker_id         the worker that ran them, for their records ('' unknown)
--- ARGV[5..] sections        four sections, each a count followed by its records:
+-- ARGV[5] epoch             the worker's epoch: an ack carrying an older one than
+--                           recorded (a request it gave up on, landing late) is
+--                           refused with a STALE error and settles nothing
+-- ARGV[6..] sections        four sections, each a count followed by its records:
 --   done    id                      -> deleted
 --   retry   id, delay_ms, envelope  -> scheduled at now + delay (a whole ms: slot 0),
 --                                      envelope updated, marked 'r' in sched_prio
@@ -56,9 +61,12 @@ local dead_max_age = arg_int('ack', 1, 'dead_max_age_ms', 0)
 local dead_max_len = arg_int('ack', 2, 'dead_max_len', 0)
 local failed = arg_int('ack', 3, 'n_failed', 0)
 local worker = ARGV[4] or ''
+local epoch = arg_int('ack', 5, 'epoch', 0)
+-- where the sections start
+local SECTIONS_AT = 6
 
 -- the four sections, read through before the first write
-local at = 5
+local at = SECTIONS_AT
 for s, width in ipairs({1, 3, 2, 2}) do
     local count = arg_int('ack', at, 'the count of section ' .. s, 0)
     if at + count * width > #ARGV then
@@ -75,12 +83,18 @@ if at ~= #ARGV + 1 then
     error('ack: the sections hold ' .. (at - 1) .. ' arguments, not ' .. #ARGV)
 end
 
+-- A request its worker gave up on settles nothing (lib/epoch.lua).
+local refused = epoch_refused(KEYS[19], epoch)
+if refused then
+    return refused
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local applied, stale = 0, 0
 local stale_ids = {}
-local pos = 5
+local pos = SECTIONS_AT
 
 -- Reads one section of `width` fields per record; returns the records this
 -- worker holds, and drops them from its held set.

@@ -1,5 +1,6 @@
 #!lua flags=allow-oom
 --! include args
+--! include epoch
 --! include gcra
 --! include promote
 --! include sentinel
@@ -29,6 +30,7 @@
 -- KEYS[13] links      hash   id -> its tags and unique lock (lib/unique.lua)
 -- KEYS[14] unique     hash   unique key -> the id holding its lock
 -- KEYS[15] unique_exp zset   unique key -> when its lock's window ends (ms)
+-- KEYS[16] epoch      string the worker's epoch on this queue (lib/epoch.lua)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -36,6 +38,9 @@
 -- ARGV[4] promote_max   due scheduled jobs to promote at most in this call; when
 --                       that many were promoted, more may be due and the call claims
 --                       nothing (see step 1)
+-- ARGV[5] epoch         the worker's epoch: a claim carrying an older one than
+--                       recorded (a request it gave up on, landing late) is
+--                       refused with a STALE error and leases nothing
 --
 -- Returns {now_ms, next_due_ms or -1 (-2: the queue is paused), now_us, throttle,
 -- id1, envelope1, id2, envelope2, ...};
@@ -71,6 +76,13 @@ local worker = arg_worker('claim', 1)
 local n = arg_int('claim', 2, 'n', 1)
 local lease_ms = arg_int('claim', 3, 'lease_ms', 1)
 local promote_max = arg_int('claim', 4, 'promote_max', 0)
+local epoch = arg_int('claim', 5, 'epoch', 0)
+
+-- 0. A request its worker gave up on leases nothing (lib/epoch.lua).
+local refused = epoch_refused(KEYS[16], epoch)
+if refused then
+    return refused
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

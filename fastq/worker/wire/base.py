@@ -14,6 +14,8 @@ learns which it runs on:
   the order its commands were given; a command's error reply is returned in its
   place, a lost connection raised (the replies are lost with it);
 - ``replied()``: has the reply of the oldest request begun to arrive (no read);
+- ``wait_replied(timeout_s)``: wait that long at most for it to (True: it did, or
+  the connection failed: the read that follows says how);
 - ``load_scripts()``: load the Lua scripts where the wire's requests go;
 - ``wait_for_work(timeout_s)``: block until a wake-up token comes on one of the
   queues' wake lists, or the timeout passes (both wires by :func:`wait_until`,
@@ -40,6 +42,15 @@ from fastq.protocol.contracts import CLAIM
 # rest itself, looking for a wake-up token every WAKE_POLL_S.
 BLPOP_OVERSHOOT_S = 0.15
 WAKE_POLL_S = 0.005
+# An idle wait's command whose reply is this late (past the BLPOP's own timeout)
+# means Redis is out of reach or stalled: the wait raises, so that the worker says so
+# at once, not when its socket times out (a lease later).
+NO_REPLY_S = 2.0
+
+
+def no_reply(waited_s: float) -> redis.TimeoutError:
+    """The error of an idle wait's command that got no reply in ``waited_s``."""
+    return redis.TimeoutError(f"no reply for {waited_s:.3g} s")
 
 
 class Wire(Protocol):
@@ -55,6 +66,8 @@ class Wire(Protocol):
     def read(self, n: int) -> list[Any]: ...
 
     def replied(self) -> bool: ...
+
+    def wait_replied(self, timeout_s: float) -> bool: ...
 
     def load_scripts(self) -> None: ...
 

@@ -49,7 +49,7 @@ from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
 from fastq.protocol import scripts
-from fastq.worker.wire.base import has_claim, wait_until
+from fastq.worker.wire.base import NO_REPLY_S, has_claim, no_reply, wait_until
 
 # Error replies after which the slot map may have changed (a failover, a resharding).
 _MOVES = (rex.AskError, rex.ClusterDownError, rex.TryAgainError, rex.ReadOnlyError)
@@ -265,6 +265,21 @@ class NodeWire:
         except (OSError, redis.RedisError):
             return False
 
+    def wait_replied(self, timeout_s: float) -> bool:
+        """Wait for every node of the oldest request to begin to answer."""
+        if not self._sent:
+            return True  # the read raises
+        deadline = time.monotonic() + timeout_s
+        try:
+            for conn, _ in self._sent[0][1]:
+                if conn._sock is None:
+                    return True
+                if not conn._parser.can_read(max(deadline - time.monotonic(), 0)):
+                    return False
+        except (OSError, redis.RedisError):
+            return True  # the read raises
+        return True
+
     def load_scripts(self) -> None:
         """Load the scripts on every master this wire talks to, ASKs' targets too
         (after a NOSCRIPT: a promoted replica, a flushed node)."""
@@ -355,6 +370,8 @@ class NodeWire:
             conn.send_packed_command([pack_command(tuple(lmpop))])
         got = False
         for conn, _ in waits:
+            if not conn.can_read(NO_REPLY_S):
+                raise no_reply(NO_REPLY_S)  # the wait's caller disconnects them
             if conn.read_response():
                 got = True
         return got

@@ -12,7 +12,7 @@ import redis
 from hiredis import pack_command
 
 from fastq.protocol import scripts
-from fastq.worker.wire.base import has_claim, wait_until
+from fastq.worker.wire.base import NO_REPLY_S, has_claim, no_reply, wait_until
 
 
 class OneWire:
@@ -78,6 +78,15 @@ class OneWire:
         except (OSError, redis.RedisError):
             return False
 
+    def wait_replied(self, timeout_s: float) -> bool:
+        conn = self._conn
+        if conn._sock is None:
+            return True  # the read raises
+        try:
+            return bool(conn._parser.can_read(timeout_s))
+        except (OSError, redis.RedisError):
+            return True  # the read raises
+
     def load_scripts(self) -> None:
         every = scripts.loaded()
         for script in every:
@@ -86,18 +95,36 @@ class OneWire:
 
     def wait_for_work(self, timeout_s: float) -> bool:
         """One BLPOP over every wake list, on the client's pool, then LMPOPs to the
-        deadline (see BLPOP_OVERSHOOT_S)."""
+        deadline (see BLPOP_OVERSHOOT_S); a reply NO_REPLY_S late raises."""
         deadline = time.monotonic() + timeout_s
         wake_keys = self.wake_keys
-        client = self.client
         try:
             return wait_until(
                 deadline,
-                lambda blocking_s: client.blpop(wake_keys, timeout=blocking_s) is not None,
-                lambda: bool(client.execute_command("LMPOP", len(wake_keys), *wake_keys, "LEFT")),  # type: ignore[no-untyped-call]
+                lambda blocking_s: (
+                    # "0" would block forever
+                    self._wait_call(
+                        ("BLPOP", *wake_keys, f"{max(blocking_s, 0.001):.3f}"), blocking_s
+                    )
+                    is not None
+                ),
+                lambda: bool(self._wait_call(("LMPOP", len(wake_keys), *wake_keys, "LEFT"))),
             )
         except BaseException:
             # a stop signal mid-BLPOP: its reply may still come, and would be read
             # as the next command's: no pooled connection is used again
-            client.connection_pool.disconnect()
+            self._client.connection_pool.disconnect()
             raise
+
+    def _wait_call(self, command: tuple[Any, ...], blocks_s: float = 0.0) -> Any:
+        """``command`` on a pooled connection; its reply waited for ``blocks_s`` (a
+        BLPOP's timeout) and NO_REPLY_S more at most."""
+        pool = self._client.connection_pool
+        conn: Any = pool.get_connection()  # typed Any: redis-py's methods carry no annotations
+        try:
+            conn.send_command(*command)
+            if not conn.can_read(blocks_s + NO_REPLY_S):
+                raise no_reply(blocks_s + NO_REPLY_S)
+            return conn.read_response()
+        finally:
+            pool.release(conn)
