@@ -77,7 +77,7 @@ class SyncRunner:
         self._plain: dict[JobDef[Any], bool] = {}
         self._in_job = False
         self._timeout_s = 0.0
-        # the batch running now, for the lease keeper's thread to hand back the
+        # the batch running now, for the long-job watch's thread to hand back the
         # jobs waiting behind a long one (hand_back_rest)
         self.cursor: Optional[context.BatchCursor] = None
 

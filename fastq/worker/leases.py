@@ -39,10 +39,8 @@ class LeaseKeeper(threading.Thread):
     starts). Nothing Redis answers stops the thread; an outage is logged once.
 
     It also sends the running jobs' progress reports (``progress``), at most once
-    every ``PROGRESS_FLUSH_S`` and only when there are any; looks whether Redis
-    lost the queues' data (``watch``, every ``watch.check_s``); and calls
-    ``long_jobs`` every ``long_jobs_s`` (the watch of a long job's batch-mates,
-    :mod:`fastq.worker.mates`).
+    every ``PROGRESS_FLUSH_S`` and only when there are any, and looks whether Redis
+    lost the queues' data (``watch``, every ``watch.check_s``).
 
     Its extensions carry the worker's epoch (``epoch()``, the round trip's): one
     sent before the worker gave up on a request and landing after is refused.
@@ -56,8 +54,6 @@ class LeaseKeeper(threading.Thread):
         lease_ms: int,
         progress: Optional[ProgressBuffer] = None,
         watch: Optional[LossWatch] = None,
-        long_jobs: Optional[Callable[[], None]] = None,
-        long_jobs_s: float = 0.0,
         epoch: Callable[[], int] = lambda: 0,
     ) -> None:
         super().__init__(name="fastq-leases", daemon=True)
@@ -79,9 +75,6 @@ class LeaseKeeper(threading.Thread):
         self._silent_nodes: set[str] = set()  # the nodes that did not answer the last round
         self.outage = Outage(f"worker {worker_id} (leases)", log)
         self._stop_event = threading.Event()
-        # called every ``long_jobs_s`` (the long-job watch, fastq.worker.mates)
-        self.long_jobs = long_jobs
-        self.long_jobs_s = long_jobs_s
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -90,11 +83,7 @@ class LeaseKeeper(threading.Thread):
         wait_s = self.extend_s
         next_extend = time.monotonic() + wait_s
         tick_s = wait_s if self.progress is None else min(wait_s, PROGRESS_FLUSH_S)
-        if self.long_jobs is not None:
-            tick_s = min(tick_s, self.long_jobs_s)
         while not self._stop_event.wait(min(tick_s, max(next_extend - time.monotonic(), 0))):
-            if self.long_jobs is not None:
-                self.long_jobs()
             if self.progress:
                 self.send_progress()
             if self.watch is not None:

@@ -3,8 +3,8 @@
 A worker claims jobs in batches and runs a batch's sync jobs one after another, so
 the jobs behind one that runs long (a socket read with no timeout, a sleep: calls
 that release the GIL, which ``--child-timeout`` does not see) wait for it, claimed
-and leased, while other workers sit idle. The lease keeper's thread, which ticks
-whatever the worker's thread does, asks :class:`LongJobWatch` at each tick: once
+and leased, while other workers sit idle. :class:`LongJobWatch`, a thread of the
+worker's that looks whatever the worker's thread does: once
 the job in hand has run ``after_s``, the jobs cut from behind it in its batch, and
 those of a claim written ahead, go back to the front of their queue, unstarted
 (nothing counted), for other workers. The job itself runs on.
@@ -12,10 +12,13 @@ those of a claim written ahead, go back to the front of their queue, unstarted
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from typing import Optional
 
+from fastq.connection.faults import REDIS_ERRORS
 from fastq.context import BatchCursor
 from fastq.runners.inflight import JobSlots
 from fastq.runners.sync import SyncRunner
@@ -24,12 +27,15 @@ from fastq.worker.pump import Pump
 log = logging.getLogger("fastq.worker")
 
 
-class LongJobWatch:
-    """Hands back the jobs waiting behind a job in hand that ran ``after_s``."""
+class LongJobWatch(threading.Thread):
+    """Hands back the jobs waiting behind a job in hand that ran ``after_s``. A
+    thread of its own: a hand-back waits on Redis, and the lease keeper must not."""
 
     def __init__(
         self, runner: SyncRunner, slots: JobSlots, pump: Pump, worker_id: str, after_s: float
     ) -> None:
+        super().__init__(name="fastq-long-jobs", daemon=True)
+        self._stop_event = threading.Event()
         self.runner = runner
         self.slots = slots
         self.pump = pump
@@ -44,8 +50,17 @@ class LongJobWatch:
         """How often to look: a job is caught within a quarter of ``after_s`` late."""
         return self.after_s / 4
 
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.wait(self.tick_s):
+            # what was not sent goes with the loop's next request
+            with contextlib.suppress(*REDIS_ERRORS):
+                self.tick()
+
     def tick(self) -> None:
-        """Called from the lease keeper's thread."""
+        """One look (the thread's, every ``tick_s``)."""
         waiting = self.slots.take_waiting(self.after_s)  # for a free thread, that long
         if waiting:
             moved = self.pump.hand_back_waiting(waiting)

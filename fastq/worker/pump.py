@@ -76,7 +76,7 @@ class Pump:
         self._peeked: Optional[str] = None  # what the last peek found, not taken yet
         self._release_all = False  # a reply was lost: hand back leases never seen
         self.rtt_s = 0.0  # a moving estimate of the round trip; 0: not measured
-        # taken for every round trip: the lease keeper's thread hands back the jobs
+        # taken for every round trip: the long-job watch's thread hands back the jobs
         # waiting behind a long one (hand_back_waiting) while the loop runs it
         self.lock = threading.Lock()
         # what a hand-back from that thread could not send: it goes with the next request
@@ -124,11 +124,11 @@ class Pump:
             self._ahead = self._write(queues, n, peek)
 
     def hand_back_waiting(self, rest: dict[str, list[bytes]]) -> int:
-        """From the lease keeper's thread, while the loop runs a long job: hand
-        back ``rest`` (the jobs cut from its batch, by queue) and the jobs of a
-        claim written ahead (its reply read here), unstarted, and settle what
-        finished before the long job, at once. What Redis does not take goes with
-        the loop's next request. Returns how many jobs went back."""
+        """From the long-job watch's thread (fastq.worker.mates), while the loop
+        runs a long job: hand back ``rest`` (the jobs cut from its batch, by queue)
+        and the jobs of a claim written ahead (its reply read here), unstarted, and
+        settle what finished before the long job, at once. What Redis does not take
+        goes with the loop's next request. Returns how many jobs went back."""
         with self.lock:
             if self._ahead is not None:
                 request, self._ahead = self._ahead, None
@@ -146,6 +146,8 @@ class Pump:
                 claim = self._claims.popleft()
                 now[claim.queue].unstarted.extend(claim.reply.ids)
                 back += len(claim)
+            if not any(now.values()):
+                return 0
             try:
                 request = self.rt.request({q: out for q, out in now.items() if out})
             except REDIS_ERRORS:
@@ -193,7 +195,7 @@ class Pump:
     def _write(self, queues: Sequence[str] = (), n: int = 0, peek: Sequence[str] = ()) -> Request:
         # every job noted finished so far is in the pending outcomes this carries
         finished = 0 if self.slot is None else self.slot.finished_count
-        if self._unsent_outcomes:  # what the lease keeper's thread could not send
+        if self._unsent_outcomes:  # what the long-job watch's thread could not send
             for queue, out in self._unsent_outcomes.items():
                 self.pending[queue].take_back(out)
             self._unsent_outcomes = {}

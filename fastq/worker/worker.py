@@ -137,6 +137,7 @@ class Worker:
         self._at_most_once: Optional[AtMostOnce] = None  # set if the app has such jobs
         self._heartbeat: Optional[Heartbeat] = None
         self._leases: Optional[LeaseKeeper] = None
+        self._long_jobs: Optional[LongJobWatch] = None
         self._loop: Optional[ClaimLoop] = None  # while it runs
         self._waiting = False
 
@@ -244,7 +245,6 @@ class Worker:
         watch.check_now(lambda: rt.client, lambda _: layout.physical)
         call_timeout_s = min(LEASE_CALL_TIMEOUT_S, self.lease_ms / 10_000)
         after_s = self.options.hand_back_after_s
-        long_jobs = LongJobWatch(self.runner, self.slots, self._pump, str(self.worker_id), after_s)
         self._leases = LeaseKeeper(
             lambda: self.app.new_client(
                 retries=0, socket_timeout_s=call_timeout_s, connect_timeout_s=call_timeout_s
@@ -254,11 +254,14 @@ class Worker:
             self.lease_ms,
             self.progress,
             watch,
-            long_jobs=long_jobs.tick if after_s else None,
-            long_jobs_s=long_jobs.tick_s,
             epoch=lambda: rt.epoch,
         )
         self._leases.start()
+        if after_s:
+            self._long_jobs = LongJobWatch(
+                self.runner, self.slots, self._pump, str(self.worker_id), after_s
+            )
+            self._long_jobs.start()
 
     def _held(self) -> Held:
         """What it holds (read from the lease keeper's thread): see ``Pump.held``."""
@@ -342,6 +345,8 @@ class Worker:
         finally:
             loop.finish()
             self._leases.stop()
+            if self._long_jobs is not None:
+                self._long_jobs.stop()
             self._heartbeat.stop()
             self._rt.close()
             self.governor.close()
