@@ -1,5 +1,6 @@
 """A TCP proxy in front of a Redis that a test cuts, as a network does: while cut, it
-refuses new connections and holds every byte each way; restored, it delivers what
+holds every byte each way (a connection made meanwhile is accepted, its bytes held
+too: the partition lets a connect through, not a request); restored, it delivers what
 it held on the connections still open (TCP's retransmissions after a link comes
 back), and keeps what a client sent on a connection it closed meanwhile (a request
 its worker gave up on) until the test delivers it, late, to Redis
@@ -60,11 +61,11 @@ class CutProxy:
     # -- what a test calls (run in the proxy's thread) ---------------------------
 
     def cut(self) -> None:
-        """From now: new connections refused, every byte held."""
+        """From now: every byte held, on new connections too."""
         self._call(self._cut)
 
     def restore(self) -> None:
-        """Connections accepted again; what was held for open connections delivered."""
+        """What was held for open connections delivered."""
         self._call(self._restore)
 
     def held_by_closed(self) -> list[bytes]:
@@ -198,15 +199,13 @@ class CutProxy:
             pair.upstream = None
 
     def _cut(self) -> None:
+        # a worker that gave up on a request connects again and sends its next one,
+        # held as well: each worker's given-up requests hold a claim, whichever of
+        # its requests had gone through before the cut
         self.is_cut = True
-        assert self._listener is not None
-        self._sel.unregister(self._listener)
-        self._listener.close()  # a connect is refused
-        self._listener = None
 
     def _restore(self) -> None:
         self.is_cut = False
-        self._listen()
         for pair in self.pairs:
             if pair.client is not None and pair.upstream is not None:
                 try:
