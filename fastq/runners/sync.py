@@ -93,11 +93,20 @@ class SyncRunner:
             raise JobTimeout(f"the job ran past its timeout_s={self._timeout_s:g}")
 
     def run(
-        self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str = ""
+        self,
+        runnable: list[Runnable],
+        out: Outcomes,
+        queue_index: int,
+        queue: str = "",
+        *,
+        cuttable: bool = True,
     ) -> int:
         """Run the jobs, recording their outcomes in ``out``; returns how many
         started (or were rescheduled to the token of their rate key). Jobs not
-        started when a stop comes are handed back unstarted.
+        started when a stop comes are handed back unstarted. ``cuttable``: the
+        jobs behind a long one may be handed back from another thread
+        (:meth:`hand_back_rest`); not a batch with taken at-most-once jobs, which
+        only its own settling can give back.
 
         Raises:
             HardStop (or any BaseException a job let through): the job in hand is
@@ -108,7 +117,7 @@ class SyncRunner:
         # (run_jobs leaves it on the job in hand, which is how a stop is placed)
         cursor = context.BatchCursor(queue, runnable, self.progress)
         token = context.enter_batch(cursor)
-        self.cursor = cursor
+        self.cursor = cursor if cuttable else None
         i = 0
         job_at_fault = False
         metrics = self.metrics

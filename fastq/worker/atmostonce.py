@@ -102,7 +102,8 @@ class AtMostOnce:
         """
         batch = Outcomes()
         try:
-            return self.runner.run(runnable, batch, index, queue)
+            # not cut from another thread: a taken job cut would never be given back
+            return self.runner.run(runnable, batch, index, queue, cuttable=False)
         finally:
             self._settle(batch, taken, out, queue)
 

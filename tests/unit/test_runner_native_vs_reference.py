@@ -211,3 +211,20 @@ def test_the_rest_is_cut_only_behind_the_job_still_in_hand(name: str) -> None:
     assert loop.hand_back_rest(cursor, 1) == [b"c", b"d"]
     assert cursor.runnable == [b"a", b"b"]
     assert loop.hand_back_rest(cursor, 1) == []  # nothing left behind it
+
+
+def test_a_batch_run_uncuttable_is_never_offered_to_the_long_job_watch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch of taken at-most-once jobs (fastq.worker.atmostonce) runs with
+    cuttable=False: the long-job watch's thread never sees its cursor, so no taken
+    job is cut (it would never be given back)."""
+    owner.stopping = False
+    sync = SyncRunner(owner, None)  # type: ignore[arg-type]
+    seen: list[Any] = []
+    monkeypatch.setattr(ok, "fn", lambda i: seen.append(sync.cursor))
+    sync.run([(b"a", ok, [1], {}, 1, {}), (b"b", ok, [2], {}, 1, {})], Outcomes(), 0, "q")
+    assert seen[0] is not None and seen[0].runnable[1][0] == b"b"
+    seen.clear()
+    sync.run([(b"c", ok, [3], {}, 1, {})], Outcomes(), 0, "q", cuttable=False)
+    assert seen == [None]
