@@ -224,11 +224,9 @@ class FlightRunner:
             if slot is not None and out.done:
                 # noted as they join the pending outcomes, in the order a round trip
                 # carries them (a kill before re-runs them: they count as in flight)
-                index = self._queue_index[queue]
                 kept = {job_id for job_id, _, _ in out.results} if out.results else ()
-                for job_id in out.done:
-                    if job_id not in kept:
-                        slot.finished(index, job_id)
+                done = [j for j in out.done if j not in kept] if kept else out.done
+                slot.finished_many(self._queue_index[queue], done)
             pending[queue].extend(out)
         return n
 

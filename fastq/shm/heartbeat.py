@@ -31,7 +31,7 @@ import os
 import struct
 import threading
 import time
-from typing import Callable, Optional
+from typing import Callable, Iterable, Optional
 
 log = logging.getLogger("fastq.worker")
 
@@ -91,16 +91,26 @@ class HeartbeatSlot:
     def finished(self, queue_index: int, job_id: bytes) -> None:
         """Note that job ``job_id`` succeeded (its ack is not sent yet). An id too
         long for an entry is not noted: after a kill it runs again, as before."""
+        self.finished_many(queue_index, (job_id,))
+
+    def finished_many(self, queue_index: int, job_ids: Iterable[bytes]) -> None:
+        """``finished`` of each of ``job_ids``, the count written once at the end."""
         size = self.ring_size
-        n = len(job_id)
-        if not size or n > MAX_ENTRY_ID_BYTES:
+        if not size:
             return
         buf, ring = self._buf, self.ring_at
-        noted = struct.unpack_from("Q", buf, ring)[0]
-        at = ring + _RING_HEADER.size + (noted % size) * ENTRY_SIZE
-        _ENTRY.pack_into(buf, at, queue_index, n)
-        buf[at + _ENTRY.size : at + _ENTRY.size + n] = job_id
-        struct.pack_into("Q", buf, ring, noted + 1)  # after the entry: a kill never tears one
+        noted = start = struct.unpack_from("Q", buf, ring)[0]
+        entries = ring + _RING_HEADER.size
+        for job_id in job_ids:
+            n = len(job_id)
+            if n > MAX_ENTRY_ID_BYTES:
+                continue
+            at = entries + (noted % size) * ENTRY_SIZE
+            _ENTRY.pack_into(buf, at, queue_index, n)
+            buf[at + _ENTRY.size : at + _ENTRY.size + n] = job_id
+            noted += 1
+        if noted != start:  # after the entries: a kill never tears one
+            struct.pack_into("Q", buf, ring, noted)
 
     @property
     def finished_count(self) -> int:

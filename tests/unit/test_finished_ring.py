@@ -54,3 +54,16 @@ def test_a_board_without_a_ring_notes_nothing() -> None:
         assert slot.finished_count == 0 and slot.finished_unacked() == []
     finally:
         board.close()
+
+
+def test_many_noted_at_once_read_back_as_noted_one_by_one() -> None:
+    board = HeartbeatBoard(1, ring_size=8)
+    try:
+        slot = board.slot(0)
+        slot.reset()
+        slot.finished_many(2, [b"a", b"x" * (MAX_ENTRY_ID_BYTES + 1), b"b"])
+        slot.finished(1, b"c")
+        assert slot.finished_count == 3
+        assert slot.finished_unacked() == [(2, b"a"), (2, b"b"), (1, b"c")]
+    finally:
+        board.close()
