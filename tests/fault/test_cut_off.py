@@ -153,20 +153,23 @@ def test_requests_given_up_on_that_land_late_strand_nothing(
         assert at_cut, "the workers held nothing when the cut began"
         # their leases lapse and the reaper takes the jobs back
         wait_until(lambda: app.stats("q")["inflight"] == 0, 30, "the leases taken back")
-        # each worker gives up on a round trip (a claim in it) and closes that connection
-        # (if the one it had in flight at the cut had gone through, on the next)
+        # a worker gives up on a round trip (a claim in it) and closes that connection;
+        # not always both: a worker whose request had gone through before the cut
+        # waits for a reply the proxy holds, and its next connection's handshake is
+        # held too, so it never sends another request before the restore
         claim = CLAIM.script.sha.encode()
         wait_until(
-            lambda: len(givers_up(proxy.held_by_closed(), claim)) == 2,
+            lambda: len(givers_up(proxy.held_by_closed(), claim)) >= 1,
             30,
-            "both workers to give up on a request with a claim",
+            "a worker to give up on a request with a claim",
         )
+        time.sleep(LEASE_S + 5 + 1)  # the other gives up on its own too, if it is to
         proxy.restore()
         # each worker's new connection goes through: its loop says Redis is back
         wait_until(lambda: len(loop_lines(pool.log(), "back after")) == 2, 30, "both workers back")
 
         late = proxy.deliver_late()
-        assert sum(claim in b for b in late) >= 2, "no late claims to refuse"
+        assert sum(claim in b for b in late) >= 1, "no late claims to refuse"
         assert any(ACK.script.sha.encode() in b for b in late), "no late ack to refuse"
 
         assert_recovered(app, r, pool, namespace, n, at_cut)
