@@ -97,8 +97,9 @@ class Admin:
         known = self.queues()
         if queue not in known:
             raise ValueError(
-                f"unknown queue {queue!r}: no job was ever enqueued on it and no job of "
-                f"this app is registered on it (known: {', '.join(known) or 'none'})"
+                f"unknown queue {queue!r} on {self.store.where}: no job was ever enqueued "
+                "on it and no job of this app is registered on it (known: "
+                f"{', '.join(known) or 'none'})"
             )
         return self.sharded.of(queue)
 

@@ -8,6 +8,7 @@ demo), :mod:`fastq.cli.ops` (queues), :mod:`fastq.cli.jobs` (jobs); what they sh
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Callable, Optional, Sequence
 
@@ -57,7 +58,7 @@ examples:
   fastq dead list -q mailer                 jobs that failed for good
   fastq dead retry -q mailer                put them back, attempts reset
   fastq workers -v                          who holds which job now
-  fastq enqueue send_email --args '["a@example.com"]' -q mailer
+  fastq enqueue send_email --app myapp --args '["a@example.com", "hi"]'
   fastq demo                                a 30,000-email blast on a throwaway Redis
 
 Every command takes --redis-url (default: $FASTQ_REDIS_URL) and --namespace;
@@ -83,6 +84,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`fastq jobs ... | head -1`): stop quietly, as a command
+        # that SIGPIPE ends would, and let the exit's flush write to nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

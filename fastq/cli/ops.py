@@ -22,8 +22,10 @@ from fastq.cli.common import (
     OPTIONAL_APP,
     CliError,
     add_connection_options,
+    app_hint,
     call,
     configured_app,
+    known_queue,
     one_queue,
     operator_app,
     parse_duration,
@@ -49,7 +51,10 @@ def _stats_queues(args: argparse.Namespace, app: App) -> list[str]:
     queues = parse_queues(args.queues)
     unknown = [q for q in queues if q not in known]
     if unknown:
-        raise CliError(f"unknown queue {unknown[0]!r} (known: {', '.join(known) or 'none'})")
+        raise CliError(
+            f"unknown queue {unknown[0]!r} on {app.store.where} (known: "
+            f"{', '.join(known) or 'none'}){app_hint(args)}"
+        )
     return queues
 
 
@@ -177,7 +182,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     timeout_s = parse_duration(args.timeout) if args.timeout is not None else None
     app = operator_app(args)
-    call(app.admin.known_queue, queue)
+    known_queue(args, app, queue)
     final = watch_drain(
         lambda: app.stats(queue),
         make_view(queue, plain_every_s=max(args.interval, 1.0)),
@@ -185,7 +190,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
         timeout_s=timeout_s,
     )
     if final is None:
-        print(f"fastq: {queue} not drained within {args.timeout}", file=sys.stderr)
+        print(f"fastq: {queue} not drained within {timeout_s:g}s (--timeout)", file=sys.stderr)
         return 1
     print(f"{queue} drained: {final.done} done, {final.failures} failed, {final.dead} dead")
     return 0

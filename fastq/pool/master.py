@@ -271,6 +271,9 @@ class Master:
             self.children.signal(child, signal.SIGUSR1)
 
     def stop_gracefully(self) -> None:
+        log.info("master %d: stopping: each child finishes its job in hand (%gs at most); "
+                 "a second Ctrl-C or SIGTERM stops them at once", self.pid,
+                 self.config.graceful_timeout_s)  # fmt: skip
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.config.graceful_timeout_s
         for child in self.children.values():
