@@ -35,7 +35,10 @@ from fastq.cli.progress import make_view, watch_drain
 from fastq.protocol.keys import validate_queue_name
 from fastq.validate import RateLimit, parse_rate_limit
 
-STATS_FIELDS = ("ready", "inflight", "scheduled", "dead", "broken", "processed", "failed")
+STATS_FIELDS = (
+    "ready", "inflight", "scheduled", "dead", "broken",
+    "enqueued", "processed", "failed", "cancelled",
+)  # fmt: skip
 # what went wrong beside failures, on the plain line too: jobs retried, stalled (their
 # worker died or hung running them), orphaned (handed back from a dead worker), and
 # acks that came too late to count
@@ -98,8 +101,8 @@ def _print_stats(rows: dict[str, dict[str, Any]], as_json: bool) -> None:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Per queue: ready, inflight, scheduled, dead, broken, processed, failed,
-    retried, stalled, orphaned, stale_acks (with --json every counter of
+    """Per queue: ready, inflight, scheduled, dead, broken, enqueued, processed, failed,
+    cancelled, retried, stalled, orphaned, stale_acks (with --json every counter of
     ``app.stats()``), and (with --watch) the rate: jobs processed per second over
     the last interval."""
     if args.interval <= 0:

@@ -338,7 +338,7 @@ def test_worker_banner_and_failure_logs(
     assert f"namespace {namespace}, queues mailer,slow, jobs flaky,hold" in banner
     assert PASSWORD not in proc.stderr
     # a death: one ERROR line, then its traceback (as Celery and RQ log it)
-    assert "is dead: failed after 1 attempts: RuntimeError: smtp down for 1" in proc.stderr
+    assert "is dead: failed after 1 attempt: RuntimeError: smtp down for 1" in proc.stderr
     assert 'ops_jobs.py", line' in proc.stderr
     assert "ran (attempt" not in proc.stderr  # per-job lines only at DEBUG
     producer.enqueue("flaky", [2], queue="mailer")
