@@ -2,7 +2,8 @@
 
 The commands live by what they act on: :mod:`fastq.cli.run` (worker, pool, reaper,
 demo), :mod:`fastq.cli.ops` (queues), :mod:`fastq.cli.jobs` (jobs); what they share is
-:mod:`fastq.cli.common`. This module assembles their parsers and runs one.
+:mod:`fastq.cli.common`; who serves them, :mod:`fastq.cli.workers`. This module
+assembles their parsers and runs one.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from fastq._version import __version__
-from fastq.cli import jobs, ops, run
+from fastq.cli import jobs, ops, run, workers
 from fastq.cli.common import CliError, Parser
 from fastq.errors import FastqError
 from fastq.logs import FORMATS, configure_logging
@@ -37,7 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", default="text", choices=FORMATS, help="text, or json: one object a line"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    commands: dict[str, Callable[[Any], None]] = {**run.COMMANDS, **ops.COMMANDS, **jobs.COMMANDS}
+    commands: dict[str, Callable[[Any], None]] = {
+        **run.COMMANDS,
+        **ops.COMMANDS,
+        **jobs.COMMANDS,
+        **workers.COMMANDS,
+    }
     assert sorted(commands) == sorted(ORDER), "a new command goes in ORDER"
     for name in ORDER:
         commands[name](sub)

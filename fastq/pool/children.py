@@ -82,6 +82,15 @@ class Children:
                 continue
         return {}
 
+    def kinds_and_slots(self) -> list[tuple[str, int, int]]:
+        """``(kind, pid, slot)`` of each child (read by the registry's thread)."""
+        for _ in range(5):  # the loop's thread may change the dict meanwhile
+            try:
+                return [(c.kind, c.pid, c.slot) for c in list(self._by_pid.values())]
+            except RuntimeError:
+                continue
+        return []
+
     def signal(self, child: Child, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, sig)

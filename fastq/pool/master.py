@@ -26,7 +26,7 @@ import psutil
 
 from fastq.app import App
 from fastq.connection.checks import check_redis
-from fastq.connection.faults import REDIS_ERRORS
+from fastq.pool.announce import pool_snapshot
 from fastq.pool.children import (
     EXIT_BOOT,
     Child,
@@ -40,6 +40,7 @@ from fastq.pool.lost import watch_for_loss
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.protocol import scripts
+from fastq.protocol.registry import Announcer, process_fields
 from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
 from fastq.shm.heartbeat import HeartbeatBoard
@@ -137,11 +138,13 @@ class Master:
             self.pid, self.num_workers, ",".join(self.config.queues),
             " and a reaper" if self.config.reaper else "",
         )  # fmt: skip
-        self.load_scripts()
+        scripts.preload(self.app.new_client, CALL_TIMEOUT_S, f"master {self.pid}")
         watch = watch_for_loss(
             lambda: self.app, lambda: self.config.queues, self.pid, self.hand_backs
         )
         self.hand_backs.start()
+        announcer = self.announcer()
+        announcer.start()
         if self.exporter is not None:
             self.exporter.start()
             log.info("master %d: metrics on %s", self.pid, self.exporter.url)
@@ -163,27 +166,21 @@ class Master:
             for fd in self._pipe:
                 os.close(fd)
             self.hand_backs.close()
+            announcer.stop()
             watch.stop()
             if self.exporter is not None:
                 self.exporter.stop()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
 
-    def load_scripts(self) -> None:
-        """Load the Lua scripts before forking, so that N children do not each meet
-        NOSCRIPT and load them at once. Best effort: a child reloads them if needed."""
-        client = None
-        try:
-            # a cluster's client connects as it is made: inside the try
-            client = self.app.new_client(
-                retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
-            )
-            scripts.load_all(client)
-        except REDIS_ERRORS as exc:
-            log.warning("master %d: Redis unavailable (%s); children will retry", self.pid, exc)
-        finally:
-            if client is not None:  # no socket of the master's is inherited by its children
-                client.close()
+    def announcer(self) -> Announcer:
+        """The pool's entry in the worker registry, kept by a thread of its own."""
+        app = self.app
+        base = process_fields("pool", self.pid, [], app.redis_url, app.namespace)
+        base["id"] = f"{base['host']}:{self.pid}"
+        snapshot = pool_snapshot(base, self.board, self.children.kinds_and_slots,
+                                 lambda: self.config.queues, lambda: self.num_workers)  # fmt: skip
+        return Announcer(app.new_client, app.namespace, base["id"], snapshot, f"master {self.pid}")
 
     # -- signals -------------------------------------------------------------------
 
