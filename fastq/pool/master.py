@@ -180,7 +180,8 @@ class Master:
         base["id"] = f"{base['host']}:{self.pid}"
         snapshot = pool_snapshot(base, self.board, self.children.kinds_and_slots,
                                  lambda: self.config.queues, lambda: self.num_workers)  # fmt: skip
-        return Announcer(app.new_client, app.namespace, base["id"], snapshot, f"master {self.pid}")
+        return Announcer(self.hand_backs.connect, app.namespace, base["id"], snapshot,
+                         f"master {self.pid}", gate=self.hand_backs.fork_gate)  # fmt: skip
 
     # -- signals -------------------------------------------------------------------
 

@@ -42,11 +42,10 @@ def live_entries(client: Any, namespace: str) -> list[dict[str, Any]]:
     """The entries that have not lapsed, oldest pool first; lapsed ones are dropped
     from Redis as a side effect (best effort: another reader may drop them too)."""
     key = registry_key(namespace)
-    pipe = client.pipeline(transaction=False)
-    pipe.time()
-    pipe.hgetall(key)
-    (seconds, micros), raw = pipe.execute()
-    now_ms = seconds * 1000 + micros // 1000
+    clock = RedisClock("worker registry", log)
+    clock.read(client, key)  # the clock its writers read: on a cluster, its master's
+    raw = client.hgetall(key)
+    now_ms = clock.now_ms()
     live: list[dict[str, Any]] = []
     lapsed: list[Any] = []
     for field, value in raw.items():
@@ -104,8 +103,9 @@ class Announcer(threading.Thread):
 
     Args:
         new_client: makes the thread's own client (short timeouts: it must never
-            hold a stop for long).
+            hold a stop, or a pool's fork, for long).
         snapshot: the entry's fields now (called from this thread).
+        gate: a pool's fork gate (:class:`fastq.pool.handback.HandBacks`).
     """
 
     def __init__(
@@ -116,6 +116,7 @@ class Announcer(threading.Thread):
         snapshot: Callable[[], dict[str, Any]],
         who: str,
         every_s: float = ANNOUNCE_EVERY_S,
+        gate: Optional[threading.Lock] = None,
     ) -> None:
         super().__init__(name="fastq-registry", daemon=True)
         self.new_client = new_client
@@ -127,6 +128,9 @@ class Announcer(threading.Thread):
         self._outage = Outage(f"{who} (worker registry)", log)
         self._stopped = threading.Event()
         self._client: Optional[Any] = None
+        # a pool's fork gate: held through each announcement's I/O (Redis, logging,
+        # psutil), so that no child is forked while this thread holds a lock
+        self._gate = gate or threading.Lock()
 
     def run(self) -> None:
         while True:
@@ -141,9 +145,13 @@ class Announcer(threading.Thread):
             self.join(timeout_s)
 
     def announce(self) -> None:
+        with self._gate:
+            self._announce()
+
+    def _announce(self) -> None:
         try:
             client = self._client = self._client or self.new_client()
-            now_ms = self._clock.now_ms(client)
+            now_ms = self._clock.now_ms(client, self.key)
             entry = self.snapshot()
             entry.update(seen_at=now_ms, expires_at=now_ms + int(TTL_S * 1000))
             client.hset(self.key, self.entry_id, orjson.dumps(entry))
@@ -154,6 +162,10 @@ class Announcer(threading.Thread):
             self._outage.recovered()
 
     def _withdraw(self) -> None:
+        with self._gate:
+            self._withdraw_entry()
+
+    def _withdraw_entry(self) -> None:
         if self._client is None:
             return
         try:

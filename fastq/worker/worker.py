@@ -301,8 +301,9 @@ class Worker:
         # alone, it announces itself in the worker registry (a pool's master does it
         # for its children)
         announcer = Announcer(
-            self.app.new_client, self.app.namespace, str(self.worker_id), self._announced, "worker"
-        )
+            lambda: self.app.new_client(retries=0, socket_timeout_s=2.0, connect_timeout_s=2.0),
+            self.app.namespace, str(self.worker_id), self._announced, "worker",
+        )  # fmt: skip
         announcer.start()
         try:
             self.run_loop()

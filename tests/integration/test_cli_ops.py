@@ -162,6 +162,7 @@ def test_queues_and_stats_list_an_invalid_name_without_crashing(
         "failed": 0, "retried": 0, "stalled": 0, "orphaned": 0, "stale_acks": 0,
         "enqueued": 3, "interrupted": 0, "purged": 0, "cancelled": 0, "revived": 0,
         "total_dead": 0, "total_broken": 0, "rate": None, "limit": None, "paused": False,
+        "workers": 0,
     }  # fmt: skip
 
 

@@ -60,6 +60,7 @@ APP_METHODS = {
     "queues": [],
     "queues_on": ["client"],
     "recent_jobs": ["queue", "state", "limit"],
+    "workers": ["queue"],
     "rate_limit": ["queue"],
     "result": ["job_id", "timeout_s", "queue"],
     "resume": ["queue"],
