@@ -7,11 +7,16 @@ thread: nothing here talks to Redis or to the children."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
+from fastq.protocol.registry import Announcer, process_fields
 from fastq.shm.heartbeat import HeartbeatBoard, HeartbeatSlot
+
+if TYPE_CHECKING:
+    from fastq.app import App
+    from fastq.pool.handback import HandBacks
 
 
 def child_fields(
@@ -80,3 +85,23 @@ def pool_snapshot(
         return entry
 
     return snapshot
+
+
+def pool_announcer(
+    app: App,
+    pid: int,
+    board: HeartbeatBoard,
+    children: Callable[[], list[tuple[str, int, int]]],
+    queues: Callable[[], list[str]],
+    wanted: Callable[[], int],
+    hand_backs: HandBacks,
+) -> Announcer:
+    """The pool's entry in the worker registry, kept by a thread of its own (started
+    here) with the hand-backs' client settings, under their fork gate."""
+    base = process_fields("pool", pid, [], app.redis_url, app.namespace)
+    base["id"] = f"{base['host']}:{pid}"
+    snapshot = pool_snapshot(base, board, children, queues, wanted)
+    announcer = Announcer(hand_backs.connect, app.namespace, base["id"], snapshot,
+                          f"master {pid}", gate=hand_backs.fork_gate)  # fmt: skip
+    announcer.start()
+    return announcer

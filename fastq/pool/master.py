@@ -26,7 +26,7 @@ import psutil
 
 from fastq.app import App
 from fastq.connection.checks import check_redis
-from fastq.pool.announce import pool_snapshot
+from fastq.pool.announce import pool_announcer
 from fastq.pool.children import (
     EXIT_BOOT,
     Child,
@@ -39,8 +39,8 @@ from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks, death_cause
 from fastq.pool.lost import watch_for_loss
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
+from fastq.pool.reload import watch_for_changes
 from fastq.protocol import scripts
-from fastq.protocol.registry import Announcer, process_fields
 from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
 from fastq.shm.heartbeat import HeartbeatBoard
@@ -74,6 +74,7 @@ class PoolConfig:
     first_wave: int = 0  # workers forked first at start-up (fastq.pool.ramp); 0: one per CPU
     metrics_port: Optional[int] = None  # serve Prometheus metrics (fastq.shm.metrics) on it
     metrics_host: str = "127.0.0.1"
+    reload_paths: list[str] = field(default_factory=list)  # --reload: a HUP when a .py changes
 
 
 class Master:
@@ -143,8 +144,10 @@ class Master:
             lambda: self.app, lambda: self.config.queues, self.pid, self.hand_backs
         )
         self.hand_backs.start()
-        announcer = self.announcer()
-        announcer.start()
+        announcer = pool_announcer(self.app, self.pid, self.board, self.children.kinds_and_slots,
+                                   lambda: self.config.queues, lambda: self.num_workers,
+                                   self.hand_backs)  # fmt: skip
+        reload_watch = watch_for_changes(self.config.reload_paths, self.pid, self.hand_backs)
         if self.exporter is not None:
             self.exporter.start()
             log.info("master %d: metrics on %s", self.pid, self.exporter.url)
@@ -167,21 +170,13 @@ class Master:
                 os.close(fd)
             self.hand_backs.close()
             announcer.stop()
+            if reload_watch is not None:
+                reload_watch.stop()
             watch.stop()
             if self.exporter is not None:
                 self.exporter.stop()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
-
-    def announcer(self) -> Announcer:
-        """The pool's entry in the worker registry, kept by a thread of its own."""
-        app = self.app
-        base = process_fields("pool", self.pid, [], app.redis_url, app.namespace)
-        base["id"] = f"{base['host']}:{self.pid}"
-        snapshot = pool_snapshot(base, self.board, self.children.kinds_and_slots,
-                                 lambda: self.config.queues, lambda: self.num_workers)  # fmt: skip
-        return Announcer(self.hand_backs.connect, app.namespace, base["id"], snapshot,
-                         f"master {self.pid}", gate=self.hand_backs.fork_gate)  # fmt: skip
 
     # -- signals -------------------------------------------------------------------
 

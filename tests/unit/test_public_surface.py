@@ -61,6 +61,8 @@ APP_METHODS = {
     "queues_on": ["client"],
     "recent_jobs": ["queue", "state", "limit"],
     "workers": ["queue"],
+    "stub": [],
+    "eager": [],
     "rate_limit": ["queue"],
     "result": ["job_id", "timeout_s", "queue"],
     "resume": ["queue"],
