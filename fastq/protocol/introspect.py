@@ -123,7 +123,11 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
 
 
 def _seconds(ms: Any) -> Optional[float]:
-    return None if ms is None else float(ms) / 1000.0
+    """Milliseconds as seconds; None for anything but a number (a hand-written
+    envelope's ``"yesterday"`` says no time)."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        return None
+    return float(ms) / 1000.0
 
 
 def _fields(env: Any) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from fastq.protocol.contracts import (
     ReleaseMode,
     enqueue_extras,
 )
-from fastq.protocol.introspect import get_job, read_job
+from fastq.protocol.introspect import broken_jobs, dead_jobs, get_job, read_job
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
 from tests.support.keys import namespace_keys
@@ -287,3 +287,21 @@ def test_a_malformed_call_is_refused(
     keys = JOB_INFO.keys_for(k, job_id="j") + [k.held(f"w{i}") for i in range(keys_extra)]
     with pytest.raises(redis.ResponseError, match=re.escape(message)):
         scripts.call(r, JOB_INFO.script, keys, argv)
+
+
+def test_dead_and_broken_listings_take_a_hand_written_bad_envelope(
+    r: redis.Redis, k: QueueKeys
+) -> None:
+    bad = b'["send",[1],"yesterday",{"attempts":"3","failed_at":"now","error":"E"}]'
+    r.hset(k.jobs, mapping={"d": bad, "b": bad})
+    r.zadd(k.dead, {"d": T0})
+    r.hset(k.broken, "b", "hand-written")
+    [dead] = dead_jobs(r, k, 10)
+    assert (dead.id, dead.enqueued_at, dead.failed_at, dead.last_error) == (
+        "d",
+        None,
+        T0 / 1000,
+        "E",
+    )
+    [broken] = broken_jobs(r, k, 10)
+    assert (broken.id, broken.enqueued_at, broken.broken_reason) == ("b", None, "hand-written")
