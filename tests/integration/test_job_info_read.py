@@ -81,6 +81,14 @@ def test_inspect_json_and_get_job_agree_in_every_state(
     done = app.get_job(ids["done"])
     assert done is not None and (done.result, done.has_result) == (5, True)
     assert done.worker is not None and done.ended_at is not None  # its record
+    # for a person: the kept result on its own line, and no line for a job without one
+    for job_id, line in ((ids["done"], ["result", "5"]), (ids["queued"], None)):
+        proc = run_cli(redis_server.url, "inspect", job_id, "--namespace", app.namespace)
+        assert proc.returncode == 0, proc.stderr
+        lines = [row.split(None, 1) for row in proc.stdout.splitlines()]
+        assert [row for row in lines if row[0] in ("result", "has_result")] == (
+            [line] if line else []
+        )
     dead = app.get_job(ids["dead"])
     assert dead is not None and dead.last_error == "ValueError: boom: disk full"
     active = app.get_job(ids["active"])
