@@ -48,11 +48,10 @@ class _JobInfo(Contract[JobInfoReply]):
     argv_names = ("workers",)
     argv_rest = "rest"
 
-    def keys_for(
-        self, k: QueueKeys, worker_id: Optional[str] = None, *, job_id: Optional[str] = None
-    ) -> list[str]:
-        """The fixed KEYS of a call for ``job_id`` (``result`` is the job's own key);
-        the held sets of the workers follow them."""
+    def keys_for(self, k: QueueKeys, job_id: Optional[str] = None) -> list[str]:
+        """The fixed KEYS of a call for ``job_id`` (the second argument: a job's, not
+        a worker's, as its own key ``result:<id>`` is among them); the held sets of
+        the workers follow them."""
         if job_id is None:
             raise TypeError("job_info: its KEYS need a job id")
         return [k.result(job_id) if attr == "result" else getattr(k, attr) for attr in self.keys]
