@@ -184,7 +184,7 @@ def job_info(job_id: str, queue: str, reply: JobInfoReply) -> Optional[JobInfo]:
         env = {}
     args, kwargs = env.get("args"), env.get("kwargs")
     fraction, meta = _progress(f.get("progress"))
-    result: Optional[bytes] = f.get("result")
+    result, has_result = _result(f.get("result"))
     return JobInfo(
         id=job_id,
         queue=queue,
@@ -209,9 +209,20 @@ def job_info(job_id: str, queue: str, reply: JobInfoReply) -> Optional[JobInfo]:
         cancelled_at=_seconds(f.get("cancelled_ms")),
         ended_at=_seconds(f.get("ended_ms")),
         run_ms=f.get("run_ms"),
-        result=json.loads(result) if result is not None else None,
-        has_result=result is not None,
+        result=result,
+        has_result=has_result,
     )
+
+
+def _result(raw: Optional[bytes]) -> tuple[Any, bool]:
+    """``(value, kept)`` of a kept return value (``fastq.protocol.results``: JSON);
+    one that is not JSON (written by hand) is none."""
+    if raw is None:
+        return None, False
+    try:
+        return json.loads(raw), True
+    except ValueError:
+        return None, False
 
 
 def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str]:

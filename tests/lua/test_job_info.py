@@ -305,3 +305,11 @@ def test_dead_and_broken_listings_take_a_hand_written_bad_envelope(
     )
     [broken] = broken_jobs(r, k, 10)
     assert (broken.id, broken.enqueued_at, broken.broken_reason) == ("b", None, "hand-written")
+
+
+def test_a_result_that_is_not_json_is_none(r: redis.Redis, k: QueueKeys) -> None:
+    put(r, k, "x", env())
+    r.set(k.result("x"), b"not json")
+    assert read(r, k, "x").fields["result"] == b"not json"  # as Redis holds it
+    info = get_job(r, k, "x")
+    assert info is not None and (info.result, info.has_result) == (None, False)
