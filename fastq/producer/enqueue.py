@@ -237,8 +237,9 @@ class Producer:
         the next shard in turn.
 
         Raises:
-            TypeError: args do not fit the registered function, or are not
-                JSON-serializable (NaN and infinities included); nothing is sent.
+            TypeError: args do not fit the registered function,, or hold what
+                JSON cannot carry as it is (a datetime, a UUID, a Decimal, a set, NaN:
+                see docs/enqueueing.md; the message says where); nothing is sent.
             ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
                 datetime included), or the job is larger than the app's
                 ``max_payload_bytes``; nothing is sent.
@@ -337,8 +338,9 @@ class Producer:
         retry finds them; all to ``shard_key``'s shard when it is given.
 
         Raises:
-            TypeError: a call does not fit the function or is not JSON-serializable
-                (NaN and infinities included; the message names its index);
+            TypeError: a call does not fit the function or holds what JSON cannot
+                carry as it is (a datetime, a UUID, NaN...; the message names the
+                call's index and where in it);
                 nothing is sent.
             ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
                 invalid one; a bad queue name, priority, delay or ``at``; a call

@@ -1,8 +1,11 @@
-"""Read-only views of a queue and its jobs, with plain Redis commands."""
+"""Read-only views of a queue and its jobs: one job by the ``job_info`` script (what
+other languages read a job with, docs/protocol.md), lists and counts with plain
+Redis commands."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -10,6 +13,7 @@ import orjson
 import redis
 
 from fastq.protocol import records
+from fastq.protocol.contracts.reader import JOB_INFO, JobInfoReply
 from fastq.protocol.keys import QueueKeys
 
 COUNTERS = (
@@ -61,6 +65,10 @@ class JobInfo:
     # too when nothing else says
     ended_at: Optional[float] = None
     run_ms: Optional[int] = None
+    # the job's kept return value (``@app.job(result_ttl_s=...)``), while it lasts;
+    # ``has_result`` tells a kept None from none kept
+    result: Any = None
+    has_result: bool = False
 
 
 def from_record(job_id: str, queue: str, rec: records.Record) -> JobInfo:
@@ -115,7 +123,11 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
 
 
 def _seconds(ms: Any) -> Optional[float]:
-    return None if ms is None else float(ms) / 1000.0
+    """Milliseconds as seconds; None for anything but a number (a hand-written
+    envelope's ``"yesterday"`` says no time)."""
+    if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+        return None
+    return float(ms) / 1000.0
 
 
 def _fields(env: Any) -> dict[str, Any]:
@@ -129,105 +141,88 @@ def _fields(env: Any) -> dict[str, Any]:
     return {**more, "name": env[0], "args": env[1], "kwargs": more.get("k"), "enqueued_at": env[2]}
 
 
+# job_info calls before giving up on a queue whose workers keep changing (each call
+# that finds other workers than it was given replies with those it found)
+_READ_ATTEMPTS = 5
+
+
+def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> JobInfoReply:
+    """``job_info``'s reply for ``job_id`` in one queue: one call on a queue where no
+    worker holds a lease, two where some do (the first replies with them).
+
+    Raises:
+        RuntimeError: the workers of the queue changed under every call.
+    """
+    fixed = JOB_INFO.keys_for(keys, job_id=job_id)
+    workers: list[str] = []
+    for _ in range(_READ_ATTEMPTS):
+        held = [keys.held(worker) for worker in workers]
+        reply = JOB_INFO.call(client, fixed + held, JOB_INFO.argv(workers, job_id))
+        if not reply.stale:
+            return reply
+        workers = reply.workers
+    raise RuntimeError(f"job_info: the workers of queue {keys.queue} kept changing; try again")
+
+
 def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
-    leases = _leases(client, keys)
-    pipe = client.pipeline(transaction=False)
-    pipe.hget(keys.jobs, job_id)
-    pipe.zscore(keys.scheduled, job_id)
-    pipe.zscore(keys.dead, job_id)
-    pipe.hget(keys.broken, job_id)
-    pipe.hget(keys.stalls, job_id)
-    pipe.hget(keys.poison, job_id)
-    pipe.hget(keys.progress, job_id)
-    pipe.zscore(keys.cancelled, job_id)
-    pipe.hget(keys.links, job_id)
-    pipe.hget(keys.records, job_id)
-    pipe.hget(keys.records_old, job_id)
-    for holder, _ in leases:
-        pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, poison, progress, cancelled, link, rec, old, *held = (
-        pipe.execute()
-    )
-    rec = rec if rec is not None else old
-    record = records.parse(rec) if rec is not None else None
-    if raw is None:
-        if record is not None:
-            return from_record(job_id, keys.queue, record)
-        if cancelled is not None:
-            return JobInfo(
-                id=job_id, queue=keys.queue, state="cancelled", name=None,
-                cancelled_at=_seconds(cancelled),
-            )  # fmt: skip
-        if broken is None:
-            return None
-        # quarantined without a payload (a claim popped it with no envelope)
-        reason = broken.decode("utf-8", "replace")
-        return JobInfo(id=job_id, queue=keys.queue, state="broken", name=None, broken_reason=reason)
-    worker, lease_until = next(
-        ((holder, deadline) for (holder, deadline), h in zip(leases, held) if h), (None, None)
-    )
+    """What Redis holds of ``job_id`` in one queue (None: nothing), read by the
+    ``job_info`` script: the one read path of a job, fastq's and other languages'."""
+    return job_info(job_id, keys.queue, read_job(client, keys, job_id))
+
+
+def job_info(job_id: str, queue: str, reply: JobInfoReply) -> Optional[JobInfo]:
+    """A :class:`JobInfo` of ``job_info``'s reply (None for an unknown job). The
+    script reads and decides; here the envelope's args and kwargs are decoded (a
+    hand-written envelope that is not JSON has none) and times made seconds."""
+    if reply.state == "unknown":
+        return None
+    f = reply.fields
+    raw: Optional[bytes] = f.get("envelope")
     try:
-        env = orjson.loads(raw)
+        env = _fields(orjson.loads(raw)) if raw is not None else {}
     except orjson.JSONDecodeError:
-        env = None
-    env = _fields(env)
-    if broken is not None:
-        state = "broken"
-    elif died is not None:
-        state = "dead"
-    elif lease_until is not None:
-        state = "active"
-    elif due is not None:
-        state = "scheduled"
-    else:
-        state = "queued"
-    fraction, meta = _progress(progress)
-    if state == "dead" and record is not None and record.outcome == "dead":
-        worker = record.worker  # the worker that ran it last
-    name = env.get("name")
-    args = env.get("args")
-    failed = env.get("attempts")
-    kwargs = env.get("kwargs")
+        env = {}
+    args, kwargs = env.get("args"), env.get("kwargs")
+    fraction, meta = _progress(f.get("progress"))
+    result, has_result = _result(f.get("result"))
     return JobInfo(
         id=job_id,
-        queue=keys.queue,
-        state=state,
-        name=name if isinstance(name, str) else None,
+        queue=queue,
+        state=reply.state,
+        name=f.get("name"),
         args=args if isinstance(args, list) else [],
         kwargs=kwargs if isinstance(kwargs, dict) else {},  # "k" is absent when empty
-        attempts=failed if isinstance(failed, int) else 0,
-        stalls=int(stalls) if stalls is not None else _poison_stalls(poison),
-        enqueued_at=_seconds(env.get("enqueued_at")),
-        due_at=_seconds(due),
-        lease_until=_seconds(lease_until),
-        worker=worker,
-        # a poison job died when its last stall was counted, whatever failed before
-        failed_at=_seconds(died if poison is not None else env.get("failed_at") or died),
-        last_error=poison.decode("utf-8", "replace") if poison is not None else env.get("error"),
-        traceback=env.get("traceback"),
-        broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
-        raw=raw,
+        attempts=f.get("attempts", 0),
+        stalls=f.get("stalls", 0),
+        enqueued_at=_seconds(f.get("enqueued_ms")),
+        due_at=_seconds(f.get("due_ms")),
+        lease_until=_seconds(f.get("lease_until_ms")),
+        worker=f.get("worker"),
+        failed_at=_seconds(f.get("failed_ms")),
+        last_error=f.get("error"),
+        traceback=f.get("traceback"),
+        broken_reason=f.get("broken"),
+        raw=raw or b"",
         progress=fraction,
         progress_meta=meta,
-        tags=_link_tags(link),
-        ended_at=record.ended_at if record is not None and state == "dead" else None,
+        tags=f.get("tags", []),
+        cancelled_at=_seconds(f.get("cancelled_ms")),
+        ended_at=_seconds(f.get("ended_ms")),
+        run_ms=f.get("run_ms"),
+        result=result,
+        has_result=has_result,
     )
 
 
-def _poison_stalls(poison: Optional[bytes]) -> int:
-    """The stalls that buried a poison job (its count goes as it dies; its
-    reason, ``lua/lib/requeue.lua``'s, starts "stalled N times")."""
-    if poison is None or not poison.startswith(b"stalled "):
-        return 0
-    count = poison[8:].split(b" ", 1)[0]
-    return int(count) if count.isdigit() else 0
-
-
-def _link_tags(link: Optional[bytes]) -> list[str]:
-    """The tags in a links record (format in ``lua/lib/unique.lua``)."""
-    if link is None:
-        return []
-    return link.decode("utf-8", "replace").split("\n")[1:]
+def _result(raw: Optional[bytes]) -> tuple[Any, bool]:
+    """``(value, kept)`` of a kept return value (``fastq.protocol.results``: JSON);
+    one that is not JSON (written by hand) is none."""
+    if raw is None:
+        return None, False
+    try:
+        return json.loads(raw), True
+    except ValueError:
+        return None, False
 
 
 def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str]:
