@@ -65,6 +65,8 @@ def settle_failure(
     """
     policy = target.policy
     retries = env.get("retries", policy.retries)  # an envelope may override the policy
+    if isinstance(retries, float) and retries.is_integer():
+        retries = int(retries)  # 3.0 from a producer of another language: enqueue took it
     if not isinstance(retries, int):
         retries = policy.retries
     if target.at_most_once:  # taken out of the queue before it ran: never run again
