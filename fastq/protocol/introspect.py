@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -61,6 +62,9 @@ class JobInfo:
     # too when nothing else says
     ended_at: Optional[float] = None
     run_ms: Optional[int] = None
+    # what of its envelope could not be read (written by hand, not by fastq's
+    # producer: a string for a time, not JSON at all), None when all of it could
+    unreadable: Optional[str] = None
 
 
 def from_record(job_id: str, queue: str, rec: records.Record) -> JobInfo:
@@ -115,7 +119,19 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
 
 
 def _seconds(ms: Any) -> Optional[float]:
-    return None if ms is None else float(ms) / 1000.0
+    """Unix ms as seconds; None when absent or not a time (an envelope written by
+    hand may hold a string, or a number far out of range)."""
+    if isinstance(ms, bool):
+        return None
+    try:
+        seconds = float(ms) / 1000.0
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and 0 <= seconds < 1e11 else None
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) or value is None else repr(value)
 
 
 def _fields(env: Any) -> dict[str, Any]:
@@ -127,6 +143,34 @@ def _fields(env: Any) -> dict[str, Any]:
         return {}
     more = env[3] if len(env) == 4 and isinstance(env[3], dict) else {}
     return {**more, "name": env[0], "args": env[1], "kwargs": more.get("k"), "enqueued_at": env[2]}
+
+
+# the fields a listing reads, and the type each must have to be read
+_TYPED = (("name", str), ("args", list), ("kwargs", dict), ("attempts", int))
+
+
+def _read(raw: Optional[bytes]) -> tuple[dict[str, Any], Optional[str]]:
+    """An envelope's fields (:func:`_fields`), and what of it could not be read
+    (None: all of it). A bad one never stops a listing of its queue."""
+    if raw is None:
+        return {}, None
+    try:
+        env = _fields(orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        return {}, f"not JSON ({exc})"
+    if not env:
+        return {}, f"not an envelope: {raw[:60]!r}"
+    bad = [
+        f"{name} {env[name]!r}"
+        for name, kind in _TYPED
+        if env.get(name) is not None and not isinstance(env[name], kind)
+    ]
+    bad += [
+        f"{name} {env[name]!r} (not a time in ms)"
+        for name in ("enqueued_at", "failed_at")
+        if env.get(name) is not None and _seconds(env[name]) is None
+    ]
+    return env, ", ".join(bad) or None
 
 
 def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
@@ -166,11 +210,7 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
     worker, lease_until = next(
         ((holder, deadline) for (holder, deadline), h in zip(leases, held) if h), (None, None)
     )
-    try:
-        env = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        env = None
-    env = _fields(env)
+    env, unreadable = _read(raw)
     if broken is not None:
         state = "broken"
     elif died is not None:
@@ -203,14 +243,17 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         worker=worker,
         # a poison job died when its last stall was counted, whatever failed before
         failed_at=_seconds(died if poison is not None else env.get("failed_at") or died),
-        last_error=poison.decode("utf-8", "replace") if poison is not None else env.get("error"),
-        traceback=env.get("traceback"),
+        last_error=poison.decode("utf-8", "replace")
+        if poison is not None
+        else _text(env.get("error")),
+        traceback=_text(env.get("traceback")),
         broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
         raw=raw,
         progress=fraction,
         progress_meta=meta,
         tags=_link_tags(link),
         ended_at=record.ended_at if record is not None and state == "dead" else None,
+        unreadable=unreadable,
     )
 
 
@@ -318,10 +361,7 @@ def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:
 
 def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> JobInfo:
     """A dead or broken job as a listing shows it, from its envelope alone."""
-    try:
-        env = _fields(orjson.loads(raw)) if raw is not None else {}
-    except orjson.JSONDecodeError:
-        env = {}
+    env, unreadable = _read(raw)
     name, args, kwargs, failed = (env.get(f) for f in ("name", "args", "kwargs", "attempts"))
     return JobInfo(
         id=job_id,
@@ -333,9 +373,10 @@ def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> J
         attempts=failed if isinstance(failed, int) else 0,
         enqueued_at=_seconds(env.get("enqueued_at")),
         failed_at=_seconds(env.get("failed_at")),
-        last_error=env.get("error"),
-        traceback=env.get("traceback"),
+        last_error=_text(env.get("error")),
+        traceback=_text(env.get("traceback")),
         raw=raw or b"",
+        unreadable=unreadable,
     )
 
 
