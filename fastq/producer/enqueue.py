@@ -116,7 +116,9 @@ class Producer:
         """Let this app enqueue on ``queues`` although no job of it is registered
         there and Redis does not know them yet: a new queue, on purpose. With
         ``shards``, each is a sharded queue of that many shards (as ``@app.job(...,
-        shards=K)`` says).
+        shards=K)`` says), and the count is written to Redis at once, before any
+        job of it can be routed: a producer of another language reads it there
+        (docs/protocol.md), and every process routes an id to the same shard.
 
         Without it an enqueue on such a queue raises ``UnknownQueue`` in an app that
         registers jobs (a typo in a queue name would otherwise hold jobs that no
@@ -130,6 +132,11 @@ class Producer:
         Raises:
             TypeError, ValueError: an invalid queue name, a bad ``shards``, or
                 another count than the queue was declared with.
+            fastq.ShardCountMismatch: Redis holds another count for a queue (it
+                stays declared here: its enqueues raise the same).
+            fastq.RedisUnavailable, fastq.RedisRefused: with ``shards``, the count
+                could not be written (the declaration holds: the first enqueue
+                or worker writes it).
         """
         for queue in queues:
             validate_queue_name(queue)
@@ -137,6 +144,9 @@ class Producer:
         for queue in queues:
             self.store.shard_counts.declare(queue, shards)
             self._declared_queues.add(queue)
+        if shards is not None and queues:
+            with self.store.producer_call():
+                self.store.shard_counts.resolve(self.store.redis, self.store.namespace, queues)
 
     def _connect(self, queue: str) -> tuple[Redis, int]:
         """The client, with ``queue`` known to the namespace before it holds a job,
