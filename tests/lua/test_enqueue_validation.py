@@ -18,6 +18,7 @@ import orjson
 import pytest
 import redis
 
+import fastq
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
 from fastq.protocol.keys import QueueKeys
@@ -213,3 +214,63 @@ def test_what_the_script_takes(server: RedisServer) -> None:
     assert send(r, unique, keys) == [1]
     assert r.hlen(k.jobs) == 11 + 2 + 1000 + 1 + 250 + 1
     r.close()
+
+
+# One rule, refused from both sides: the Python producer (ValueError, before
+# anything is sent) and the script (a hand-written call). (kind, value, script's error)
+BOTH_SIDES = [
+    ("id", "has space", "job id #1 must be printable ASCII without whitespace"),
+    ("id", "a\nb", "job id #1 must be printable ASCII without whitespace"),
+    ("id", "x" * 201, "job id #1 must be 1 to 200 bytes"),
+    ("id", "fastq:mine", "job id #1 starts with the reserved prefix"),
+    ("tag", "x" * 101, "extras: tag #1 must be a string of 1 to 100 characters"),
+    ("tag", "a\nb", "extras: tag #1 must be a string"),
+    ("tag", "", "extras: tag #1 must be a string"),
+    ("unique key", "é" * 201, "unique key #1 must be 1 to 200 characters"),
+    ("unique key", "a\tb", "unique key #1 must be 1 to 200 characters"),
+]
+
+
+@pytest.mark.parametrize("kind, value, message", BOTH_SIDES)
+def test_one_rule_refused_by_the_python_producer_and_by_the_script(
+    server: RedisServer, seeded: redis.Redis, kind: str, value: str, message: str
+) -> None:
+    app = fastq.App(server.url, namespace="ns")
+    app.declare_queue("q")
+    before = keyspace(seeded)
+    options: dict[str, Any] = {"queue": "q"}
+    argv: list[Any] = [0, 0, "", "b", env()]
+    if kind == "id":
+        options["job_id"] = value
+        argv = [0, 0, "", value, env()]
+    elif kind == "tag":
+        options["tags"] = [value]
+        argv = [0, 0, enqueue_extras([value]), "b", env()]
+    else:
+        options["unique_key"] = value
+        argv = [0, 0, UNIQUE, "b", env(), value]
+    python = {
+        "id": "invalid job_id",
+        "tag": r"invalid tags\[0\]",
+        "unique key": "invalid unique_key",
+    }
+    with pytest.raises(ValueError, match=python[kind]):
+        app.enqueue("j", **options)
+    with pytest.raises(redis.ResponseError, match=f"^fastq enqueue: {message}"):
+        send(seeded, argv)
+    assert keyspace(seeded) == before
+    app.close()
+
+
+def test_an_integer_json_cannot_carry_is_refused_by_the_python_producer(
+    server: RedisServer,
+) -> None:
+    # beyond 64 bits a worker would read a float: refused, never sent
+    app = fastq.App(server.url, namespace="ns")
+    app.declare_queue("q")
+    with pytest.raises(TypeError, match="64-bit"):
+        app.enqueue("j", [2**64], queue="q")
+    with pytest.raises(TypeError, match="64-bit"):
+        app.enqueue("j", [-(2**63) - 1], queue="q")
+    assert orjson.loads(orjson.dumps([2**64 - 1, -(2**63)])) == [2**64 - 1, -(2**63)]
+    app.close()
