@@ -137,6 +137,11 @@ REFUSED = [
     ("error", KEYS, bad_env(env(error="x")), E2 + "field error is written by workers"),
     ("failed_at", KEYS, bad_env(env(failed_at=NOW_MS)), E2 + "field failed_at is written by"),
     ("unknown field", KEYS, bad_env(env(kw={"a": 1})), E2 + "field kw is not a field a producer"),
+    ("k, attempts", KEYS, bad_env(env(k={"a": 1}, attempts=3)), E2 + "field attempts is written"),
+    ("k, retries -1", KEYS, bad_env(env(k={"a": 1}, retries=-1)), E2 + "field retries must be"),
+    ("k nested, error", KEYS, bad_env(env(k={"a": {"b": 1}}, error="x")), E2 + "field error is"),
+    ("k '}{', failed_at", KEYS, bad_env(env(k={"a": "}{"}, failed_at=1)), E2 + "field failed_at"),
+    ("k, t a string", KEYS, bad_env(env(t="yesterday", k={"a": 1})), T),
     ("retries many", KEYS, bad_env(env(retries="many")), E2 + r'field retries .* not "many"'),
     ("retries -1", KEYS, bad_env(env(retries=-1)), E2 + r"field retries must be an integer"),
     ("retries 1.5", KEYS, bad_env(env(retries=1.5)), E2 + "field retries must be an integer"),
@@ -200,8 +205,10 @@ def test_what_the_script_takes(server: RedisServer) -> None:
     argv += ["fields", env(k={"to": "a"}, retries=0, age_limit_ms=1, backoff=["exp", 1, 2, 0.5])]
     argv += ["integral", b'["j",[],' + str(NOW_MS).encode() + b'.0,{"retries":3.0}]']
     argv += ["empty", b'["j",[],' + str(NOW_MS).encode() + b",{}]"]
+    argv += ["k-braces", env(k={"a": "}{", "b": {"c": [1]}}, retries=2)]
+    argv += ["k-fields", env(k={"a": 1}, retries=2, backoff=["poly", 1000])]
     argv += ["ahead", env(t=NOW_MS + 3_600_000), "y2k", env(t=946_684_800_000)]
-    assert send(r, argv, keys) == 11
+    assert send(r, argv, keys) == 13
     assert send(r, [2**20, 0, "", "top", env(p=2**20)], keys) == 1
     assert send(r, [-(2**20), 315_360_000_000, "", "low", env()], keys) == 1
     assert send(r, [0, 0, ""], keys) == 0
@@ -212,7 +219,7 @@ def test_what_the_script_takes(server: RedisServer) -> None:
     assert send(r, [0, 0, tags, *jobs(250, "tagged")], keys) == 250
     unique = [0, 0, UNIQUE, "u", env(), "ü" * 200]
     assert send(r, unique, keys) == [1]
-    assert r.hlen(k.jobs) == 11 + 2 + 1000 + 1 + 250 + 1
+    assert r.hlen(k.jobs) == 13 + 2 + 1000 + 1 + 250 + 1
     r.close()
 
 

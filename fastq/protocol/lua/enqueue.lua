@@ -253,24 +253,8 @@ local function check_t(value, nth)
             .. 'milliseconds within [' .. min_t .. ', ' .. max_t .. '], not ' .. shown(value))
     end
 end
-local function check_decoded(env, nth)
-    local ok, e = pcall(cjson.decode, env)
-    if not ok or type(e) ~= 'table' or (#e ~= 3 and #e ~= 4) or next(e, #e) ~= nil then
-        refuse('envelope #' .. nth .. ' must be a JSON array [name, args, enqueued_at_ms] '
-            .. 'or [name, args, enqueued_at_ms, {fields}], not ' .. shown(env))
-    end
-    if type(e[1]) ~= 'string' or e[1] == '' then
-        refuse('envelope #' .. nth .. ': the name (item 1) must be a non-empty string, not '
-            .. shown(e[1]))
-    end
-    if not is_array(e[2]) then
-        refuse('envelope #' .. nth .. ': args (item 2) must be an array, not ' .. shown(e[2]))
-    end
-    check_t(e[3], nth)
-    local fields = e[4]
-    if fields == nil then
-        return
-    end
+-- the fields of an envelope's object (decoded): each known to this version and typed
+local function check_fields(fields, nth)
     if not is_object(fields) then
         refuse('envelope #' .. nth .. ': item 4 must be an object, not ' .. shown(fields))
     end
@@ -301,6 +285,25 @@ local function check_decoded(env, nth)
     end
 end
 
+local function check_decoded(env, nth)
+    local ok, e = pcall(cjson.decode, env)
+    if not ok or type(e) ~= 'table' or (#e ~= 3 and #e ~= 4) or next(e, #e) ~= nil then
+        refuse('envelope #' .. nth .. ' must be a JSON array [name, args, enqueued_at_ms] '
+            .. 'or [name, args, enqueued_at_ms, {fields}], not ' .. shown(env))
+    end
+    if type(e[1]) ~= 'string' or e[1] == '' then
+        refuse('envelope #' .. nth .. ': the name (item 1) must be a non-empty string, not '
+            .. shown(e[1]))
+    end
+    if not is_array(e[2]) then
+        refuse('envelope #' .. nth .. ': args (item 2) must be an array, not ' .. shown(e[2]))
+    end
+    check_t(e[3], nth)
+    if e[4] ~= nil then
+        check_fields(e[4], nth)
+    end
+end
+
 -- the checks of each job, inlined: a function call per job would cost as much as a
 -- check; the position of a job refused (nth) is worked out only then
 for i = 4, #ARGV, stride do
@@ -318,14 +321,44 @@ for i = 4, #ARGV, stride do
     if byte(id, 1) == 102 and sub(id, 1, 6) == RESERVED_PREFIX then
         refuse('job id #' .. (i - 4) / stride + 1 .. " starts with the reserved prefix 'fastq:'")
     end
-    -- compact and without its object: '["name",[' ... '],<digits>]'
+    -- compact: '["name",[' ... '],<digits>]' without its object; with it, when the
+    -- object is plain: '["name",[],<digits>,{"k":{...}' and plain fields, as fastq's
+    -- producer writes keyword arguments, or '...],<digits>,{...}]' without them
+    -- ("plain": no brace inside); only its plain fields are then decoded
     local env = ARGV[i + 1]
     local n = #env
-    local t = find(env, '^%["[^"\\]+",%[')
-        and match(env, '%],(%d+)%]$', n > 24 and n - 24 or 1)
+    local t, more = nil, nil
+    if find(env, '^%["[^"\\]+",%[') then
+        t = match(env, '%],(%d+)%]$', n > 24 and n - 24 or 1)
+        if not t and byte(env, n - 1) == 125 and byte(env, n) == 93 then  -- '}]'
+            local at
+            t, at = match(env, '^%["[^"\\]+",%[%],(%d+),{"k":{[^{}]*}()')
+            if t then
+                if at == n - 1 then
+                    more = ''
+                elseif byte(env, at) == 44 then
+                    more = sub(env, at + 1, n - 2)
+                    if find(more, '[{}]') then
+                        t = nil
+                    end
+                else
+                    t = nil
+                end
+            else
+                t, more = match(env, '%],(%d+),{([^{}]*)}%]$', n > 300 and n - 300 or 1)
+            end
+        end
+    end
     t = t and tonumber(t)
     if not t or t < min_t or t > max_t then
         check_decoded(env, (i - 4) / stride + 1)  -- any other form; refuses a bad one
+    elseif more and more ~= '' then
+        local ok, fields = pcall(cjson.decode, '{' .. more .. '}')
+        if ok then
+            check_fields(fields, (i - 4) / stride + 1)
+        else
+            check_decoded(env, (i - 4) / stride + 1)
+        end
     end
     if umode then
         local ukey = ARGV[i + 2]
