@@ -179,7 +179,8 @@ def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> No
         return
     for job in jobs:
         why = job.broken_reason if what == "broken" else job.last_error
-        print(f"{job.id} {job.name or '-'} attempts={job.attempts} {why or '-'}")
+        note = f" [unreadable envelope: {job.unreadable}]" if job.unreadable else ""
+        print(f"{job.id} {job.name or '-'} attempts={job.attempts} {why or '-'}{note}")
 
 
 def _section_command(args: argparse.Namespace, what: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -69,6 +70,9 @@ class JobInfo:
     # ``has_result`` tells a kept None from none kept
     result: Any = None
     has_result: bool = False
+    # what of its envelope could not be read (written by hand, not by fastq's
+    # producer: a string for a time, not JSON at all), None when all of it could
+    unreadable: Optional[str] = None
 
 
 def from_record(job_id: str, queue: str, rec: records.Record) -> JobInfo:
@@ -123,11 +127,19 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
 
 
 def _seconds(ms: Any) -> Optional[float]:
-    """Milliseconds as seconds; None for anything but a number (a hand-written
-    envelope's ``"yesterday"`` says no time)."""
-    if isinstance(ms, bool) or not isinstance(ms, (int, float)):
+    """Unix ms as seconds; None when absent or not a time (an envelope written by
+    hand may hold a string, or a number far out of range)."""
+    if isinstance(ms, bool):
         return None
-    return float(ms) / 1000.0
+    try:
+        seconds = float(ms) / 1000.0
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and 0 <= seconds < 1e11 else None
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) or value is None else repr(value)
 
 
 def _fields(env: Any) -> dict[str, Any]:
@@ -139,6 +151,34 @@ def _fields(env: Any) -> dict[str, Any]:
         return {}
     more = env[3] if len(env) == 4 and isinstance(env[3], dict) else {}
     return {**more, "name": env[0], "args": env[1], "kwargs": more.get("k"), "enqueued_at": env[2]}
+
+
+# the fields a listing reads, and the type each must have to be read
+_TYPED = (("name", str), ("args", list), ("kwargs", dict), ("attempts", int))
+
+
+def _read(raw: Optional[bytes]) -> tuple[dict[str, Any], Optional[str]]:
+    """An envelope's fields (:func:`_fields`), and what of it could not be read
+    (None: all of it). A bad one never stops a listing of its queue."""
+    if raw is None:
+        return {}, None
+    try:
+        env = _fields(orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        return {}, f"not JSON ({exc})"
+    if not env:
+        return {}, f"not an envelope: {raw[:60]!r}"
+    bad = [
+        f"{name} {env[name]!r}"
+        for name, kind in _TYPED
+        if env.get(name) is not None and not isinstance(env[name], kind)
+    ]
+    bad += [
+        f"{name} {env[name]!r} (not a time in ms)"
+        for name in ("enqueued_at", "failed_at")
+        if env.get(name) is not None and _seconds(env[name]) is None
+    ]
+    return env, ", ".join(bad) or None
 
 
 # job_info calls before giving up on a queue whose workers keep changing (each call
@@ -178,10 +218,7 @@ def job_info(job_id: str, queue: str, reply: JobInfoReply) -> Optional[JobInfo]:
         return None
     f = reply.fields
     raw: Optional[bytes] = f.get("envelope")
-    try:
-        env = _fields(orjson.loads(raw)) if raw is not None else {}
-    except orjson.JSONDecodeError:
-        env = {}
+    env, unreadable = _read(raw)
     args, kwargs = env.get("args"), env.get("kwargs")
     fraction, meta = _progress(f.get("progress"))
     result, has_result = _result(f.get("result"))
@@ -211,6 +248,7 @@ def job_info(job_id: str, queue: str, reply: JobInfoReply) -> Optional[JobInfo]:
         run_ms=f.get("run_ms"),
         result=result,
         has_result=has_result,
+        unreadable=unreadable,
     )
 
 
@@ -313,10 +351,7 @@ def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:
 
 def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> JobInfo:
     """A dead or broken job as a listing shows it, from its envelope alone."""
-    try:
-        env = _fields(orjson.loads(raw)) if raw is not None else {}
-    except orjson.JSONDecodeError:
-        env = {}
+    env, unreadable = _read(raw)
     name, args, kwargs, failed = (env.get(f) for f in ("name", "args", "kwargs", "attempts"))
     return JobInfo(
         id=job_id,
@@ -328,9 +363,10 @@ def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> J
         attempts=failed if isinstance(failed, int) else 0,
         enqueued_at=_seconds(env.get("enqueued_at")),
         failed_at=_seconds(env.get("failed_at")),
-        last_error=env.get("error"),
-        traceback=env.get("traceback"),
+        last_error=_text(env.get("error")),
+        traceback=_text(env.get("traceback")),
         raw=raw or b"",
+        unreadable=unreadable,
     )
 
 
