@@ -12,7 +12,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from fastq._version import __version__
-from fastq.cli import jobs, ops, run
+from fastq.cli import jobs, ops, run, serve
 from fastq.cli.common import CliError, Parser
 from fastq.errors import FastqError
 from fastq.logs import FORMATS, configure_logging
@@ -22,7 +22,7 @@ ORDER = (
     "stats", "queues", "dead", "broken", "enqueue", "wait", "workers",
     "worker", "pool", "reaper",
     "pause", "resume", "purge", "inspect", "limit", "cancel", "jobs", "periodic",
-    "demo", "lua",
+    "demo", "lua", "serve",
 )  # fmt: skip
 
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     commands: dict[str, Callable[[Any], None]] = {**run.COMMANDS, **ops.COMMANDS, **jobs.COMMANDS}
+    commands.update(serve.COMMANDS)
     assert sorted(commands) == sorted(ORDER), "a new command goes in ORDER"
     for name in ORDER:
         commands[name](sub)
