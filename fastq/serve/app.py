@@ -83,6 +83,7 @@ def create_app(
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
     app.state.fastq = fastq_app
+    app.state.openapi = document
     return app
 
 

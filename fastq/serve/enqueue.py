@@ -125,8 +125,8 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
     sending (options, the registered function's parameters, JSON, size).
 
     Raises:
-        HTTPError: 400 (not a job or a list), 422 (a job at fault, named), 413
-            (too many jobs).
+        HTTPError: 400 (not a job or a list), 422 (a job at fault, named, or too
+            many jobs).
     """
     try:
         check_queue_name(queue)
@@ -146,7 +146,7 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
         raise HTTPError(422, "an empty array: no job to enqueue")
     if len(items) > MAX_JOBS_PER_REQUEST:
         raise HTTPError(
-            413, f"{len(items):,} jobs in one request, more than {MAX_JOBS_PER_REQUEST:,}: "
+            422, f"{len(items):,} jobs in one request, more than {MAX_JOBS_PER_REQUEST:,}: "
             "send them in several requests",
         )  # fmt: skip
     jobs = []
