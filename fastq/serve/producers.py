@@ -8,7 +8,8 @@ import contextlib
 from typing import Any, Optional
 
 from starlette.requests import Request
-from starlette.routing import Route
+from starlette.routing import Match, Route
+from starlette.types import Scope
 
 from fastq.admin.sharded import valid_name
 from fastq.app import App
@@ -112,6 +113,15 @@ def cancel_job(app: App, request: Request, body: Any) -> Any:
                     state=info.state)  # fmt: skip
 
 
+def job(app: App, request: Request, body: Any) -> Any:
+    """GET or DELETE /api/v1/jobs/{id}."""
+    return (
+        cancel_job(app, request, body)
+        if request.method == "DELETE"
+        else read_job(app, request, body)
+    )
+
+
 # -- queues -----------------------------------------------------------------------
 
 
@@ -165,6 +175,19 @@ def set_rate_limit(app: App, request: Request, body: Any) -> Any:
     return {"name": queue, "rate_limit": shown}
 
 
+class JobRoute(Route):
+    """``/api/v1/jobs/{job_id:path}``: an id may hold a ``/`` (sent as ``%2F`` or
+    not). A request of another method whose id holds one is no request of this
+    route (a 404, not a 405): ``POST /api/v1/jobs/a/b/done`` is a worker route's
+    path with an id ``a/b``, or nothing."""
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        match, child = super().matches(scope)
+        if match is Match.PARTIAL and "/" in child["path_params"].get("job_id", ""):
+            return Match.NONE, {}
+        return match, child
+
+
 ROUTES = [
     Route("/api/v1/queues", endpoint(list_queues), methods=["GET"]),
     Route("/api/v1/queues/{queue}", endpoint(queue_stats), methods=["GET"]),
@@ -172,6 +195,6 @@ ROUTES = [
     Route("/api/v1/queues/{queue}/pause", endpoint(pause), methods=["POST"]),
     Route("/api/v1/queues/{queue}/resume", endpoint(resume), methods=["POST"]),
     Route("/api/v1/queues/{queue}/rate_limit", endpoint(set_rate_limit), methods=["PUT"]),
-    Route("/api/v1/jobs/{job_id:path}", endpoint(read_job), methods=["GET"]),
-    Route("/api/v1/jobs/{job_id:path}", endpoint(cancel_job), methods=["DELETE"]),
+    # one route of both methods: a 405's Allow names both
+    JobRoute("/api/v1/jobs/{job_id:path}", endpoint(job), methods=["GET", "DELETE"]),
 ]

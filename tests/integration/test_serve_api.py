@@ -405,3 +405,21 @@ def test_two_servers_on_one_redis_answer_as_one(start: Callable[..., Server]) ->
         a.post("/api/v1/queues/web/pause")
         assert b.get("/api/v1/queues/web").json()["stats"]["paused"] == 1
         assert a.get("/api/v1/queues/web").json() == b.get("/api/v1/queues/web").json()
+
+
+def test_a_job_id_with_a_slash_is_read_and_cancelled_over_http(
+    start: Callable[..., Server],
+) -> None:
+    server = start("--app", HTTP_APP)
+    with server.client() as client:
+        job = {**ADD, "id": "user/42/welcome", "delay_s": 60}
+        assert client.post("/api/v1/queues/web/jobs", json=job).json() == {"ids": [job["id"]]}
+        for path in ("/api/v1/jobs/user/42/welcome", "/api/v1/jobs/user%2F42%2Fwelcome"):
+            assert client.get(path).json()["state"] == "scheduled"
+        assert client.delete("/api/v1/jobs/user%2F42%2Fwelcome").json()["stopped"] is True
+        assert client.get("/api/v1/jobs/user/42/welcome").json()["state"] == "cancelled"
+        # another method on such a path is no request of this route: not found
+        assert client.post("/api/v1/jobs/user/42/welcome").status_code == 404
+        reply = client.patch("/api/v1/jobs/welcome")
+        assert reply.status_code == 405
+        assert sorted(reply.headers["allow"].split(", ")) == ["DELETE", "GET", "HEAD"]
