@@ -5,6 +5,7 @@ jobs read back over HTTP while a pool runs them."""
 from __future__ import annotations
 
 import socket
+import ssl
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -154,6 +155,28 @@ def test_serve_help_lists_its_options(redis_server: RedisServer) -> None:
     assert done.returncode == 0
     for option in ("--host", "--port", "--token-file", "--max-body", "--ssl-certfile"):
         assert option in done.stdout
+
+
+def test_it_serves_https_itself_with_uvicorns_certificate_options(
+    start: Callable[..., Server], tmp_path: Path
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    server = start("--ssl-certfile", str(cert), wait=False, token=TOKEN)
+    assert server.wait() == 2
+    assert "give --ssl-certfile and --ssl-keyfile together" in server.log()
+    server = start("--ssl-certfile", str(cert), "--ssl-keyfile", str(key))
+    assert f"listening on https://127.0.0.1:{server.port} " in server.log()
+    url = f"https://localhost:{server.port}/api/v1/queues"
+    trusted = ssl.create_default_context(cafile=str(cert))
+    reply = httpx.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, verify=trusted)
+    assert reply.json() == {"queues": []}
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.get(url.replace("https:", "http:"))
 
 
 # -- the body's bound --------------------------------------------------------------
