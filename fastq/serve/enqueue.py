@@ -18,7 +18,7 @@ from typing import Any, Optional
 
 from fastq._accel import codec
 from fastq.app import App
-from fastq.errors import EnqueueError
+from fastq.errors import EnqueueError, EnqueueInterrupted
 from fastq.options import EnqueueOptions
 from fastq.producer.unique import unique_plan
 from fastq.serve.reply import NO_BODY, HTTPError, json_type, refusal
@@ -226,10 +226,7 @@ def send(app: App, jobs: list[JobCall]) -> list[str]:
                 given = [job.job_id for job in run] if first.job_id is not None else None
                 ids += app.submit_many(first.name, calls, first.options, given)  # type: ignore[arg-type]
         except EnqueueError as exc:
-            raise HTTPError(
-                503, f"{exc} ({len(ids)} jobs of this request went in before)",
-                written=ids + list(exc.written),
-            ) from exc  # fmt: skip
+            raise _unsent(exc, ids + list(exc.written), len(jobs)) from exc
         except Exception as exc:
             mapped = refusal(exc)
             if mapped is None:
@@ -238,3 +235,20 @@ def send(app: App, jobs: list[JobCall]) -> list[str]:
                 mapped.more["written"] = list(ids)
             raise mapped from exc
     return ids
+
+
+def _unsent(exc: EnqueueError, written: list[str], total: int) -> HTTPError:
+    """The 503 of a request Redis took only part of: which ids are in, and how to
+    finish (the Python advice of ``exc``'s message, ``job_ids=``, is not HTTP's)."""
+    cause = exc.__cause__ or exc
+    if isinstance(exc, EnqueueInterrupted):
+        what = f"Redis could not be reached ({cause}): {len(written)} of the {total} jobs "
+        what += "are in (written), the others may or may not be"
+    else:
+        what = f"Redis refused the jobs ({exc.fault}: {cause}): {len(written)} of the "
+        what += f"{total} jobs are in (written), the others are not"
+    return HTTPError(
+        503, f"{what}; send the request again with an id for each job: an id that is in "
+        "already adds nothing",
+        written=written,
+    )  # fmt: skip

@@ -446,3 +446,39 @@ def test_a_job_id_with_a_slash_is_read_and_cancelled_over_http(
         reply = client.patch("/api/v1/jobs/welcome")
         assert reply.status_code == 405
         assert sorted(reply.headers["allow"].split(", ")) == ["DELETE", "GET", "HEAD"]
+
+
+def test_a_request_that_redis_takes_in_part_says_which_ids_went_in(
+    namespace: str, tmp_path: Path
+) -> None:
+    # a Redis of its own that fills up partway through the second request
+    with RedisServer(
+        extra_args=["--maxmemory", "12mb", "--maxmemory-policy", "noeviction"]
+    ) as small:
+        server = Server(small.url, tmp_path / "serve.log", "--namespace", namespace).started()
+        r = redis.Redis.from_url(small.url)
+        jobs = [
+            [{"name": "mail", "args": ["x" * 700], "id": f"{part}-{i}"} for i in range(8000)]
+            for part in ("a", "b")
+        ]
+        try:
+            with server.client() as client:
+                first = client.post("/api/v1/queues/mail/jobs", json=jobs[0])
+                assert first.status_code == 200 and len(first.json()["ids"]) == 8000
+                second = client.post("/api/v1/queues/mail/jobs", json=jobs[1])
+                assert second.status_code == 503, second.text
+                refused = second.json()
+                assert refused["error"].startswith("Redis refused the jobs (out of memory: ")
+                written = refused["written"]
+                assert 0 < len(written) < 8000
+                in_redis = {k.decode() for k in r.hkeys(f"{namespace}:{{mail}}:jobs")}
+                assert in_redis == {f"a-{i}" for i in range(8000)} | set(written)
+                # room again: the same request, sent again, adds what was missing, once
+                r.config_set("maxmemory", 0)
+                again = client.post("/api/v1/queues/mail/jobs", json=jobs[1])
+                assert again.json()["ids"] == [f"b-{i}" for i in range(8000)]
+                assert r.hlen(f"{namespace}:{{mail}}:jobs") == 16_000
+                assert r.llen(f"{namespace}:{{mail}}:ready") == 16_000
+        finally:
+            server.stop()
+            r.close()
