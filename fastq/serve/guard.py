@@ -102,7 +102,7 @@ class Guard:
     def _too_large(self) -> str:
         return (
             f"the request body is larger than {self.max_body_bytes:,} bytes "
-            "(fastq serve --max-body-bytes): send the jobs in several requests"
+            "(fastq serve --max-body): send the jobs in several requests"
         )
 
 
