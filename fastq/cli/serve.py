@@ -58,6 +58,13 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def port_number(text: str) -> int:
+    """The type of --port: 0 (a free one) to 65535."""
+    if not text.isdigit() or not 0 <= int(text) <= 65535:
+        raise CliError(f"--port must be a whole number within 0..65535, not {text!r}")
+    return int(text)
+
+
 def bind(host: str, port: int) -> socket.socket:
     """A listening socket on ``host``:``port`` (port 0: a free one, said in the
     start-up line)."""
@@ -126,7 +133,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def add_serve(sub: Any) -> None:
     p = sub.add_parser(
         "serve",
-        help="the HTTP API: enqueue, read and run jobs from any language",
+        help="the HTTP API: jobs over HTTP and JSON, for any language",
         epilog="examples:\n"
         "  FASTQ_TOKEN=$(cat /etc/fastq/token) fastq serve --app myapp\n"
         "  fastq serve --app myapp --host 0.0.0.0 --port 8000 --token-file /etc/fastq/token\n"
@@ -135,7 +142,7 @@ def add_serve(sub: Any) -> None:
     p.add_argument("--app", help="module (or module:attr) of the app (optional: Redis alone "
                    "is enough; an app's registered jobs have their arguments checked)")  # fmt: skip
     p.add_argument("--host", default="127.0.0.1", help="address to bind")
-    p.add_argument("--port", type=int, default=8000, help="port to bind (0: a free one)")
+    p.add_argument("--port", type=port_number, default=8000, help="port to bind (0: a free one)")
     p.add_argument(
         "--token-file",
         help=f"a file holding the bearer token every request must carry (default: "

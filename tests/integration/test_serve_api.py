@@ -147,6 +147,25 @@ def test_without_the_web_extra_serve_says_what_to_install(redis_server: RedisSer
     )
 
 
+def test_bad_options_are_one_line_errors(redis_server: RedisServer) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, said in (
+            (["--port", "70000"], "--port must be a whole number within 0..65535, not '70000'"),
+            (["--max-body", "lots"], "invalid size 'lots': use e.g. 512M or 2G"),
+            (["--port", str(port)], f"cannot listen on 127.0.0.1:{port}: [Errno 98]"),
+        ):
+            done = subprocess.run(
+                fastq_cmd("serve", *args), env=subprocess_env(redis_server.url, FASTQ_TOKEN=TOKEN),
+                capture_output=True, text=True, timeout=60,
+            )  # fmt: skip
+            assert done.returncode == 2, done.stderr
+            assert done.stderr.startswith(f"fastq: error: {said}"), done.stderr
+            assert len(done.stderr.splitlines()) == 1
+
+
 def test_serve_help_lists_its_options(redis_server: RedisServer) -> None:
     done = subprocess.run(
         fastq_cmd("serve", "--help"), env=subprocess_env(redis_server.url),
