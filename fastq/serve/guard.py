@@ -16,6 +16,7 @@ which this server never grants).
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import ipaddress
 from typing import Any, Awaitable, Callable, MutableMapping, Optional
@@ -45,7 +46,8 @@ class Guard:
 
     def __init__(self, app: ASGIApp, token: Optional[str], max_body_bytes: int) -> None:
         self.app = app
-        self.token = token.encode() if token is not None else None
+        # kept as its digest: a token of another length then takes as long to refuse
+        self.token = _digest(token.encode()) if token is not None else None
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -73,7 +75,7 @@ class Guard:
                 send, 415, "a request body must be JSON: send Content-Type: application/json"
             )
             return
-        await self.app(scope, _replay(bytes(body), receive), send)
+        await self.app(scope, _replay(bytes(body), receive), _hardened(send))
 
     def check_headers(self, headers: dict[bytes, bytes]) -> Optional[tuple[int, str]]:
         """The refusal of a request by its headers alone (status, message), or None."""
@@ -89,7 +91,9 @@ class Guard:
                 return 401, "no token: send the header Authorization: Bearer <token>"
             scheme, _, value = given.partition(b" ")
             # compare_digest: the time taken says nothing of how much of it matched
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(value.strip(), self.token):
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(
+                _digest(value.strip()), self.token
+            ):
                 return 401, "wrong token: send the header Authorization: Bearer <token>"
         length = headers.get(b"content-length")
         if length is not None:
@@ -104,6 +108,24 @@ class Guard:
             f"the request body is larger than {self.max_body_bytes:,} bytes "
             "(fastq serve --max-body): send the jobs in several requests"
         )
+
+
+def _digest(token: bytes) -> bytes:
+    return hashlib.sha256(token).digest()
+
+
+# on every reply of the API: what it answers is data, not a page (a browser must not
+# guess another type), and never a proxy's or a browser's to keep
+_HARDENING = [(b"x-content-type-options", b"nosniff"), (b"cache-control", b"no-store")]
+
+
+def _hardened(send: Send) -> Send:
+    async def hardened(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", ()), *_HARDENING]}
+        await send(message)
+
+    return hardened
 
 
 def _headers(scope: Scope) -> dict[bytes, bytes]:
@@ -138,7 +160,7 @@ def _is_loopback_host(host: bytes) -> bool:
 
 
 async def _refuse(send: Send, status: int, message: str) -> None:
-    headers = [(b"content-type", b"application/json")]
+    headers = [(b"content-type", b"application/json"), *_HARDENING]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
     if status == 413:

@@ -77,7 +77,10 @@ def test_every_api_route_needs_the_token_and_it_is_never_logged(
         assert client.get("/api/v1/queues").status_code == 401
     assert keys_of(r, namespace) == []  # nothing was enqueued, paused or limited
     with server.client() as client:
-        assert client.get("/api/v1/queues").json() == {"queues": []}
+        reply = client.get("/api/v1/queues")
+        assert reply.json() == {"queues": []}
+        assert reply.headers["x-content-type-options"] == "nosniff"
+        assert reply.headers["cache-control"] == "no-store"
         assert client.post("/api/v1/queues/web/jobs", json={"name": "add"}).status_code == 200
     log = server.log()
     assert 'GET /api/v1/queues HTTP/1.1" 401' in log  # the access log is on

@@ -57,6 +57,10 @@ def run(
     asyncio.run(guard(scope, receive, send))
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     status = sent[0]["status"]
+    if path.startswith("/api/"):  # every reply of the API, a refusal or the app's
+        headers = dict(sent[0]["headers"])
+        assert headers[b"x-content-type-options"] == b"nosniff"
+        assert headers[b"cache-control"] == b"no-store"
     return status, json.loads(body) if status != 200 else body, calls
 
 
