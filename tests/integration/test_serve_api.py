@@ -504,3 +504,39 @@ def test_a_request_that_redis_takes_in_part_says_which_ids_went_in(
         finally:
             server.stop()
             r.close()
+
+
+def test_each_job_of_a_mixed_request_keeps_its_own_options(
+    start: Callable[..., Server], r: redis.Redis, namespace: str
+) -> None:
+    server = start("--app", HTTP_APP)
+    jobs = [
+        {**ADD, "id": "plain"},
+        {**ADD, "id": "x1", "tags": ["x"]},
+        {"name": "add", "kwargs": {"a": 1, "b": 2}, "id": "x2", "tags": ["x"]},
+        {**ADD, "id": "later", "delay_s": 60, "tags": ["x"]},
+        {**ADD, "id": "y", "tags": ["y"], "priority": 5},
+        {
+            "name": "add",
+            "args": [1],
+            "kwargs": {"b": 2},
+            "id": "both",
+            "tags": ["y"],
+            "priority": 5,
+        },
+        {**ADD, "id": "plain2"},
+    ]
+    with server.client() as client:
+        ids = client.post("/api/v1/queues/web/jobs", json=jobs).json()["ids"]
+        assert ids == [job["id"] for job in jobs]
+        seen = {i: client.get(f"/api/v1/jobs/{i}").json() for i in ids}
+    assert {i: (v["state"], v["tags"]) for i, v in seen.items()} == {
+        "plain": ("queued", []), "x1": ("queued", ["x"]), "x2": ("queued", ["x"]),
+        "later": ("scheduled", ["x"]), "y": ("queued", ["y"]), "both": ("queued", ["y"]),
+        "plain2": ("queued", []),
+    }  # fmt: skip
+    assert (seen["x2"]["kwargs"], seen["both"]["args"], seen["both"]["kwargs"]) == (
+        {"a": 1, "b": 2}, [1], {"b": 2},
+    )  # fmt: skip
+    prio = f"{namespace}:{{web}}:prio"
+    assert sorted(m.decode() for m in r.zrange(prio, 0, -1)) == ["both", "y"]
