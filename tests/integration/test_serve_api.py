@@ -282,6 +282,8 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     # orjson would read it as a float, in silence
     ({"name": "add", "args": [1, 18446744073709551616]}, 422, "Integer exceeds 64-bit range"),
     (b'{"name": "add", "args": [1, NaN]}', 400, "the body is not valid JSON: NaN is not JSON"),
+    (b"[" * 100_000, 400, "the body's JSON is nested too deeply"),
+    (b'{"name": "add", "args": [1, ' + b"[" * 300 + b"]" * 300 + b"]}", 422, "Recursion limit"),
     ([{"name": "x"}] * 10_001, 422, "10,001 jobs in one request, more than 10,000"),
 ]  # fmt: skip
 
