@@ -1,0 +1,1 @@
+"""The HTTP API, ``fastq serve``: for producers and workers of any language."""
