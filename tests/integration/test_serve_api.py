@@ -64,7 +64,7 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     ({**ADD, "retries": -1}, 422, "retries must be within 0.."),
     ({**ADD, "unique_key": "k"}, 422, "unique_key and unique_until need unique_for_s"),
     # orjson would read it as a float, in silence
-    ({"name": "add", "args": [1, 18446744073709551616]}, 422, "Integer exceeds 64-bit range"),
+    ({"name": "add", "args": [1, 18446744073709551616]}, 422, "args[1] is an int beyond 64 bits"),
     (b'{"name": "add", "args": [1, NaN]}', 400, "the body is not valid JSON: NaN is not JSON"),
     (b"[" * 100_000, 400, "the body's JSON is nested too deeply"),
     (b'{"name": "add", "args": [1, ' + b"[" * 300 + b"]" * 300 + b"]}", 422, "Recursion limit"),
