@@ -25,10 +25,13 @@ import psutil
 
 from fastq._version import __version__
 from fastq.connection.clock import RedisClock
-from fastq.connection.faults import REDIS_ERRORS, Outage
+from fastq.connection.faults import REDIS_ERRORS, unanswered
 from fastq.connection.url import mask_url
 
 log = logging.getLogger("fastq.registry")
+# the registry's reading of Redis' clock: a skew is the reaper's to tell, once
+_clock_log = logging.getLogger("fastq.registry.clock")
+_clock_log.setLevel(logging.ERROR)
 
 ANNOUNCE_EVERY_S = 2.0
 TTL_S = 10.0  # five announcements missed: the process is gone (or cut off)
@@ -43,7 +46,7 @@ def live_entries(client: Any, namespace: str) -> list[dict[str, Any]]:
     """The entries that have not lapsed, oldest pool first; lapsed ones are dropped
     from Redis as a side effect (best effort: another reader may drop them too)."""
     key = registry_key(namespace)
-    clock = RedisClock("worker registry", log)
+    clock = RedisClock("worker registry", _clock_log)
     clock.read(client, key)  # the clock its writers read: on a cluster, its master's
     raw = client.hgetall(key)
     now_ms = clock.now_ms()
@@ -99,8 +102,9 @@ def workers_per_queue(entries: list[dict[str, Any]]) -> dict[str, int]:
 
 class Announcer(threading.Thread):
     """Announces ``snapshot()`` as entry ``entry_id`` every ``every_s`` until
-    ``stop()``, which withdraws it. Redis trouble is logged once per outage and
-    never reaches the process it announces: the next announcement tries again.
+    ``stop()``, which withdraws it. Redis trouble never reaches the process it
+    announces, nor its log (at DEBUG only: the process' own connections report an
+    outage): the next announcement tries again.
 
     Args:
         new_client: makes the thread's own client (short timeouts: it must never
@@ -129,8 +133,7 @@ class Announcer(threading.Thread):
         self.snapshot = snapshot
         self.every_s = every_s
         self.changes = changes
-        self._clock = RedisClock(who, log)
-        self._outage = Outage(f"{who} (worker registry)", log)
+        self._clock = RedisClock(who, _clock_log)
         self._stopped = threading.Event()
         self._client: Optional[Any] = None
         # a pool's fork gate: held through each announcement's I/O (Redis, logging,
@@ -166,13 +169,16 @@ class Announcer(threading.Thread):
             entry.update(seen_at=now_ms, expires_at=now_ms + int(TTL_S * 1000))
             client.hset(self.key, self.entry_id, orjson.dumps(entry))
         except REDIS_ERRORS as exc:
-            self._outage.failed(exc)
+            # the process' own connections say it once per outage; this one keeps
+            # quiet (an entry that lapses meanwhile comes back with Redis)
+            log.debug("worker registry: could not announce %s: %s", self.entry_id, exc)
+            if self._client is not None and unanswered(exc):
+                self._client.close()
+                self._client = None  # a fresh client next time
             return
         except Exception:  # a bug here must not end the announcements, nor go unseen
             log.exception("worker registry: could not announce %s", self.entry_id)
             return
-        if self._outage.ongoing:
-            self._outage.recovered()
 
     def _withdraw(self) -> None:
         with self._gate:
