@@ -30,6 +30,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# the tests' workers and producers of another language (tests/integration/test_http_workers_node.py)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
 # the clock tests run pools under a moved wall clock (tests/fault/test_clock_skew.py)
 if command -v dpkg >/dev/null 2>&1 && ! dpkg -s libfaketime >/dev/null 2>&1; then missing+=(libfaketime); fi
 command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)
@@ -52,6 +54,6 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # editable: the Cython extension is compiled in place, so tests import what they test
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron,progress,docs]'
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron,progress,docs,web]'
 "$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'
 want_stamp >"$STAMP"

@@ -1,0 +1,1 @@
+"""The HTTP API (an optional extra: ``pip install fastq[web]``)."""

@@ -1,0 +1,381 @@
+"""The routes of workers in any language: claim jobs of a queue, heartbeat, and
+report each job done or failed (Ocypod's job server, over fastq's own leases).
+
+What each call does in Redis is :mod:`fastq.serve.leases`'; here only the HTTP: read
+the body, map input errors to 400 and a lost lease to 409. The app that mounts these
+routes (``fastq serve``) checks the bearer token and bounds the body; its fastq App is
+``request.app.state.fastq``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+import redis
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from fastq.serve.leases import HttpWorkers
+from fastq.serve.tokens import (
+    DEFAULT_LEASE_S,
+    MAX_CLAIM,
+    MAX_LEASE_S,
+    MIN_LEASE_S,
+    BadRequest,
+    LeaseGone,
+)
+
+
+def _error(message: str, status_code: int) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status_code)
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    """The request's JSON object.
+
+    Raises:
+        BadRequest: the body is not a JSON object.
+    """
+    raw = await request.body()
+    try:
+        body = orjson.loads(raw) if raw.strip() else {}
+    except orjson.JSONDecodeError as exc:
+        raise BadRequest(f"the body is not JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise BadRequest("the body must be a JSON object")
+    return body
+
+
+def _workers(request: Request) -> HttpWorkers:
+    return HttpWorkers(request.app.state.fastq)
+
+
+async def _answer(call: Callable[[], Any]) -> Response:
+    """Run ``call`` (blocking redis-py calls) in Starlette's thread pool, so the event
+    loop serves other requests meanwhile, and map what it raises to a status."""
+    try:
+        return JSONResponse(await run_in_threadpool(call))
+    except BadRequest as exc:
+        return _error(str(exc), 400)
+    except LeaseGone as exc:
+        return _error(str(exc), 409)
+    except redis.RedisError as exc:
+        return _error(f"Redis did not answer as it should: {type(exc).__name__}: {exc}", 503)
+
+
+# The handlers are async only to read the body; every Redis call runs in the thread
+# pool (``_answer``): redis-py blocks.
+
+
+async def claim(request: Request) -> Response:
+    try:
+        body = await _body(request)
+    except BadRequest as exc:
+        return _error(str(exc), 400)
+    queue = request.path_params["queue"]
+    workers = _workers(request)
+
+    def call() -> dict[str, Any]:
+        jobs = workers.claim(queue, body.get("max"), body.get("lease_s"), body.get("worker"))
+        return {"jobs": [job.to_json() for job in jobs]}
+
+    return await _answer(call)
+
+
+async def heartbeat(request: Request) -> Response:
+    try:
+        body = await _body(request)
+    except BadRequest as exc:
+        return _error(str(exc), 400)
+    job_id = request.path_params["id"]
+    workers = _workers(request)
+
+    def call() -> dict[str, Any]:
+        held = workers.heartbeat(job_id, body.get("token"), body.get("progress"))
+        return {"ok": True, "held": held}
+
+    return await _answer(call)
+
+
+async def done(request: Request) -> Response:
+    try:
+        body = await _body(request)
+    except BadRequest as exc:
+        return _error(str(exc), 400)
+    job_id = request.path_params["id"]
+    workers = _workers(request)
+
+    def call() -> dict[str, Any]:
+        workers.done(
+            job_id,
+            body.get("token"),
+            body.get("result"),
+            "result" in body,
+            body.get("result_ttl_s"),
+        )
+        return {"ok": True}
+
+    return await _answer(call)
+
+
+async def fail(request: Request) -> Response:
+    try:
+        body = await _body(request)
+    except BadRequest as exc:
+        return _error(str(exc), 400)
+    job_id = request.path_params["id"]
+    workers = _workers(request)
+
+    def call() -> dict[str, Any]:
+        outcome = workers.fail(
+            job_id,
+            body.get("token"),
+            body.get("error"),
+            body.get("retry", True),
+            body.get("traceback"),
+        )
+        return {"ok": True, "outcome": outcome}
+
+    return await _answer(call)
+
+
+ROUTES: list[Route] = [
+    Route("/api/v1/queues/{queue}/claim", claim, methods=["POST"]),
+    Route("/api/v1/jobs/{id}/heartbeat", heartbeat, methods=["POST"]),
+    Route("/api/v1/jobs/{id}/done", done, methods=["POST"]),
+    Route("/api/v1/jobs/{id}/fail", fail, methods=["POST"]),
+]
+
+
+# -- OpenAPI -------------------------------------------------------------------------
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _responses(ok: dict[str, Any], ok_text: str, gone: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "200": {"description": ok_text, **_json(ok)},
+        "400": {"description": "a field is wrong; the error names it", **_json(_ERROR)},
+        "503": {"description": "Redis did not answer", **_json(_ERROR)},
+    }
+    if gone:
+        out["409"] = {
+            "description": "the claim holds the job no longer: its lease lapsed and the "
+            "job went back to its queue (a late done is counted, never applied), or it "
+            "was settled already",
+            **_json(_ERROR),
+        }
+    return out
+
+
+_JOB_ID = {
+    "name": "id",
+    "in": "path",
+    "required": True,
+    "description": "the job's id",
+    "schema": {"type": "string"},
+}
+_TOKEN = {"type": "string", "description": "the token its claim returned with the job"}
+
+OPENAPI_SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "properties": {"error": {"type": "string"}},
+        "required": ["error"],
+    },
+    "ClaimedJob": {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "name": {"type": "string"},
+            "args": {"type": "array", "items": {}},
+            "kwargs": {"type": "object"},
+            "attempt": {"type": "integer", "minimum": 1},
+            "token": _TOKEN,
+        },
+        "required": ["id", "name", "args", "kwargs", "attempt", "token"],
+    },
+}
+
+OPENAPI_PATHS: dict[str, Any] = {
+    "/api/v1/queues/{queue}/claim": {
+        "post": {
+            "summary": "Claim ready jobs of a queue, each leased to this claim",
+            "description": "Leases up to `max` ready jobs for `lease_s` seconds. A lease "
+            "not extended by a heartbeat lapses, and the job goes back to its queue (a "
+            "stall is counted), exactly as for a Python worker. An empty list: nothing "
+            "is ready (or the queue is paused, or its rate limit says wait).",
+            "tags": ["workers"],
+            "parameters": [
+                {
+                    "name": "queue",
+                    "in": "path",
+                    "required": True,
+                    "schema": {"type": "string"},
+                }
+            ],
+            "requestBody": {
+                "required": False,
+                **_json(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "max": {
+                                "type": "integer",
+                                "minimum": 1,
+                                "maximum": MAX_CLAIM,
+                                "default": 1,
+                            },
+                            "lease_s": {
+                                "type": "number",
+                                "minimum": MIN_LEASE_S,
+                                "maximum": MAX_LEASE_S,
+                                "default": DEFAULT_LEASE_S,
+                            },
+                            "worker": {
+                                "type": "string",
+                                "pattern": "^[A-Za-z0-9_.-]{1,64}$",
+                                "description": "a name for operators (in the jobs' records)",
+                            },
+                        },
+                    }
+                ),
+            },
+            "responses": _responses(
+                {
+                    "type": "object",
+                    "properties": {
+                        "jobs": {
+                            "type": "array",
+                            "items": {"$ref": "#/components/schemas/ClaimedJob"},
+                        }
+                    },
+                    "required": ["jobs"],
+                },
+                "the jobs claimed, perhaps none",
+                gone=False,
+            ),
+        }
+    },
+    "/api/v1/jobs/{id}/heartbeat": {
+        "post": {
+            "summary": "Extend the lease of a claimed job (and report its progress)",
+            "description": "Extends the lease of the job's claim by its `lease_s` (every "
+            "job of one claim shares its lease). `progress`: a fraction in [0, 1], or "
+            '`{"fraction": f, "meta": m}`, shown as the job\'s progress until it ends.',
+            "tags": ["workers"],
+            "parameters": [_JOB_ID],
+            "requestBody": {
+                "required": True,
+                **_json(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "token": _TOKEN,
+                            "progress": {
+                                "oneOf": [
+                                    {"type": "number", "minimum": 0, "maximum": 1},
+                                    {
+                                        "type": "object",
+                                        "properties": {
+                                            "fraction": {
+                                                "type": "number",
+                                                "minimum": 0,
+                                                "maximum": 1,
+                                            },
+                                            "meta": {},
+                                        },
+                                        "required": ["fraction"],
+                                    },
+                                ]
+                            },
+                        },
+                        "required": ["token"],
+                    }
+                ),
+            },
+            "responses": _responses(
+                {
+                    "type": "object",
+                    "properties": {
+                        "ok": {"type": "boolean"},
+                        "held": {"type": "integer", "description": "jobs the lease covers"},
+                    },
+                    "required": ["ok", "held"],
+                },
+                "the lease is extended",
+            ),
+        }
+    },
+    "/api/v1/jobs/{id}/done": {
+        "post": {
+            "summary": "Report a claimed job done (with its result)",
+            "description": "Acknowledges the job: it is done and never runs again. "
+            "`result` (any JSON) is kept for `result_ttl_s` (a day by default) and read "
+            "back with the job. Sent again after it went through, it succeeds again.",
+            "tags": ["workers"],
+            "parameters": [_JOB_ID],
+            "requestBody": {
+                "required": True,
+                **_json(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "token": _TOKEN,
+                            "result": {},
+                            "result_ttl_s": {"type": "number", "exclusiveMinimum": 0},
+                        },
+                        "required": ["token"],
+                    }
+                ),
+            },
+            "responses": _responses(
+                {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                "the job is done",
+            ),
+        }
+    },
+    "/api/v1/jobs/{id}/fail": {
+        "post": {
+            "summary": "Report a claimed job failed",
+            "description": "Retried after its backoff while its retry policy allows (the "
+            "enqueue's `retries`, else the job's own, else 5), else dead with `error`; "
+            '`"retry": false` sends it to the dead set at once.',
+            "tags": ["workers"],
+            "parameters": [_JOB_ID],
+            "requestBody": {
+                "required": True,
+                **_json(
+                    {
+                        "type": "object",
+                        "properties": {
+                            "token": _TOKEN,
+                            "error": {"type": "string", "minLength": 1},
+                            "retry": {"type": "boolean", "default": True},
+                            "traceback": {"type": "string"},
+                        },
+                        "required": ["token", "error"],
+                    }
+                ),
+            },
+            "responses": _responses(
+                {
+                    "type": "object",
+                    "properties": {
+                        "ok": {"type": "boolean"},
+                        "outcome": {"type": "string", "enum": ["retry", "dead"]},
+                    },
+                    "required": ["ok", "outcome"],
+                },
+                "the failure is settled: retried later, or dead",
+            ),
+        }
+    },
+}
