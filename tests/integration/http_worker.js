@@ -41,16 +41,18 @@ async function work(n) {
       const beat = await post(`${path}/heartbeat`,
         { token: job.token, progress: { fraction: 0.5, meta: "half" } });
       statuses.push(beat.status);
-      let reply;
+      let result;
       try {
-        const result = run(job);
-        reply = await post(`${path}/done`, { token: job.token, result });
-        done.push(job.id);
+        result = run(job);
       } catch (e) {
-        reply = await post(`${path}/fail`, { token: job.token, error: String(e), retry: false });
+        const reply = await post(`${path}/fail`, { token: job.token, error: String(e), retry: false });
+        statuses.push(reply.status);
         failed.push(job.id);
+        continue;
       }
+      const reply = await post(`${path}/done`, { token: job.token, result }); // 409: lease lapsed
       statuses.push(reply.status);
+      done.push(job.id);
     }
   }
   return { done, failed, statuses };
