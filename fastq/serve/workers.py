@@ -41,7 +41,7 @@ async def _body(request: Request) -> dict[str, Any]:
     """
     raw = await request.body()
     try:
-        body = orjson.loads(raw) if raw.strip() else {}
+        body = orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError as exc:
         raise BadRequest(f"the body is not JSON: {exc}") from None
     if not isinstance(body, dict):
@@ -144,15 +144,26 @@ async def fail(request: Request) -> Response:
 
 ROUTES: list[Route] = [
     Route("/api/v1/queues/{queue}/claim", claim, methods=["POST"]),
-    Route("/api/v1/jobs/{id}/heartbeat", heartbeat, methods=["POST"]),
-    Route("/api/v1/jobs/{id}/done", done, methods=["POST"]),
-    Route("/api/v1/jobs/{id}/fail", fail, methods=["POST"]),
+    # a job id may hold '/' (any printable ASCII): matched up to the last segment
+    Route("/api/v1/jobs/{id:path}/heartbeat", heartbeat, methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/done", done, methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/fail", fail, methods=["POST"]),
 ]
 
 
 # -- OpenAPI -------------------------------------------------------------------------
 
+# ``Error`` ({"error": "..."}) is the serving app's schema: every route's error reply
 _ERROR = {"$ref": "#/components/schemas/Error"}
+# what the app in front (fastq.serve.app) may answer to any request before it gets here
+_GUARD = {
+    "401": "no bearer token, or a wrong one",
+    "403": "a server without a token answers only requests to localhost",
+    "404": "no such route: a queue name or job id that cannot be one ('/' in a queue "
+    "name, a line break in an id)",
+    "413": "the body is larger than the server takes",
+    "415": "a body that is not Content-Type: application/json",
+}
 
 
 def _json(schema: dict[str, Any]) -> dict[str, Any]:
@@ -165,6 +176,8 @@ def _responses(ok: dict[str, Any], ok_text: str, gone: bool = True) -> dict[str,
         "400": {"description": "a field is wrong; the error names it", **_json(_ERROR)},
         "503": {"description": "Redis did not answer", **_json(_ERROR)},
     }
+    for code, text in _GUARD.items():
+        out[code] = {"description": text, **_json(_ERROR)}
     if gone:
         out["409"] = {
             "description": "the claim holds the job no longer: its lease lapsed and the "
@@ -172,24 +185,19 @@ def _responses(ok: dict[str, Any], ok_text: str, gone: bool = True) -> dict[str,
             "was settled already",
             **_json(_ERROR),
         }
-    return out
+    return dict(sorted(out.items()))
 
 
 _JOB_ID = {
     "name": "id",
     "in": "path",
     "required": True,
-    "description": "the job's id",
-    "schema": {"type": "string"},
+    "description": "the job's id: printable ASCII without whitespace",
+    "schema": {"type": "string", "pattern": "^(?!fastq:)[!-~]{1,200}$"},
 }
 _TOKEN = {"type": "string", "description": "the token its claim returned with the job"}
 
 OPENAPI_SCHEMAS: dict[str, Any] = {
-    "Error": {
-        "type": "object",
-        "properties": {"error": {"type": "string"}},
-        "required": ["error"],
-    },
     "ClaimedJob": {
         "type": "object",
         "properties": {
@@ -218,7 +226,7 @@ OPENAPI_PATHS: dict[str, Any] = {
                     "name": "queue",
                     "in": "path",
                     "required": True,
-                    "schema": {"type": "string"},
+                    "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.\\-]{1,100}$"},
                 }
             ],
             "requestBody": {

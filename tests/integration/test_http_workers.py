@@ -285,8 +285,14 @@ def test_bad_input_is_a_400_naming_the_field(
 
 
 def test_bad_bodies_and_values_are_a_400(app: fastq.App, http: httpx.Client) -> None:
-    response = http.post(f"/api/v1/queues/{Q}/claim", content=b"{nope")
+    response = http.post(
+        f"/api/v1/queues/{Q}/claim", content=b"{nope", headers={"content-type": "application/json"}
+    )
     assert response.status_code == 400 and "the body is not JSON" in response.json()["error"]
+    response = http.post(
+        f"/api/v1/queues/{Q}/claim", content=b" ", headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400  # blank is not JSON; no body at all is {}
     app.enqueue("p", [], queue=Q, job_id="p1")
     (job,) = claim(http)
     token = job["token"]
