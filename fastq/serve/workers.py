@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from fastq.errors import RedisRefused, RedisUnavailable
 from fastq.serve.leases import HttpWorkers
 from fastq.serve.tokens import (
     DEFAULT_LEASE_S,
@@ -62,8 +63,10 @@ async def _answer(call: Callable[[], Any]) -> Response:
         return _error(str(exc), 400)
     except LeaseGone as exc:
         return _error(str(exc), 409)
-    except redis.RedisError as exc:
-        return _error(f"Redis did not answer as it should: {type(exc).__name__}: {exc}", 503)
+    except (redis.RedisError, RedisUnavailable, RedisRefused) as exc:
+        # retried by the client: a claim lost on the way costs one lease of delay, a
+        # done sent again is harmless
+        return _error(f"Redis could not serve the call: {type(exc).__name__}: {exc}", 503)
 
 
 # The handlers are async only to read the body; every Redis call runs in the thread
@@ -174,7 +177,7 @@ def _responses(ok: dict[str, Any], ok_text: str, gone: bool = True) -> dict[str,
     out: dict[str, Any] = {
         "200": {"description": ok_text, **_json(ok)},
         "400": {"description": "a field is wrong; the error names it", **_json(_ERROR)},
-        "503": {"description": "Redis did not answer", **_json(_ERROR)},
+        "503": {"description": "Redis could not serve the call: try it again", **_json(_ERROR)},
     }
     for code, text in _GUARD.items():
         out[code] = {"description": text, **_json(_ERROR)}

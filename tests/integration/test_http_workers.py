@@ -15,6 +15,7 @@ import redis
 
 import fastq
 from fastq.reaper.reaper import Reaper
+from fastq.testing.redis_server import RedisServer
 from tests.support.http import ServedWorkers, post
 
 Q = "hq"
@@ -313,3 +314,27 @@ def test_bad_bodies_and_values_are_a_400(app: fastq.App, http: httpx.Client) -> 
     forged = token[:-1] + ("0" if token[-1] != "0" else "1")
     assert post(http, "/api/v1/jobs/p1/done", {"token": forged})[0] == 409
     assert done(http, job) == (200, {"ok": True})
+
+
+def test_a_redis_that_is_gone_is_a_503_not_a_500(namespace: str) -> None:
+    server = RedisServer().start()
+    app = fastq.App(server.url, namespace=namespace)
+    app.declare_queue(Q)
+    app.enqueue("x", [], queue=Q, job_id="x1")
+    served = ServedWorkers(app).start()
+    try:
+        with served.client() as http:
+            (job,) = claim(http)
+            server.kill()
+            for path, body in [
+                (f"/api/v1/queues/{Q}/claim", {}),
+                ("/api/v1/jobs/x1/heartbeat", {"token": job["token"]}),
+                ("/api/v1/jobs/x1/done", {"token": job["token"]}),
+                ("/api/v1/jobs/x1/fail", {"token": job["token"], "error": "e"}),
+            ]:
+                status, reply = post(http, path, body)
+                assert status == 503 and "Redis could not serve the call" in reply["error"]
+    finally:
+        served.stop()
+        app.close()
+        server.cleanup()
