@@ -82,6 +82,9 @@ def test_claim_heartbeat_done_round_trip(
     (worker_id,) = [w.decode() for w in r.zrange(keys.leases, 0, -1)]
     assert worker_id.startswith("http:node-1:")
     assert jobs[0]["token"].split(":")[-1] not in worker_id  # the secret is not in Redis
+    # `fastq workers` shows the claim as a worker holding its two jobs
+    (holder,) = app.holders(Q)
+    assert holder.worker == worker_id and sorted(holder.jobs) == ["j1", "j2"]
 
     beat = {"token": jobs[0]["token"], "progress": {"fraction": 0.5, "meta": "half"}}
     status, body = post(http, "/api/v1/jobs/j1/heartbeat", beat)
