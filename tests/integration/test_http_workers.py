@@ -348,3 +348,31 @@ def test_a_redis_that_is_gone_is_a_503_not_a_500(namespace: str) -> None:
         served.stop()
         app.close()
         server.cleanup()
+
+
+def test_a_failure_past_the_age_limit_is_dead_saying_so(app: fastq.App, http: httpx.Client) -> None:
+    app.enqueue("old", [], queue=Q, job_id="a1", age_limit_s=0.01)  # its retry would start later
+    (job,) = claim(http)
+    status, body = post(http, "/api/v1/jobs/a1/fail", {"token": job["token"], "error": "slow"})
+    assert (status, body) == (200, {"ok": True, "outcome": "dead"})
+    info = app.get_job("a1")
+    assert info is not None and info.state == "dead" and info.last_error is not None
+    assert info.last_error.startswith("age limit: first enqueued")
+    assert info.last_error.endswith("not retried; last error: slow")
+
+
+def test_a_failure_follows_the_servers_registered_job_policy(
+    app: fastq.App, http: httpx.Client
+) -> None:
+    @app.job(queue=Q, retries=0)
+    def strict() -> None:
+        """Run by HTTP workers; the server's app only says its policy."""
+
+    app.enqueue("strict", [], queue=Q, job_id="s1")
+    (job,) = claim(http)
+    status, body = post(http, "/api/v1/jobs/s1/fail", {"token": job["token"], "error": "no"})
+    assert (status, body) == (200, {"ok": True, "outcome": "dead"})  # no retry left
+    app.enqueue("strict", [], queue=Q, job_id="s2", retries=1)  # the enqueue's own wins
+    (job,) = claim(http)
+    status, body = post(http, "/api/v1/jobs/s2/fail", {"token": job["token"], "error": "no"})
+    assert (status, body) == (200, {"ok": True, "outcome": "retry"})
