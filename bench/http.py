@@ -2,13 +2,15 @@
 then claimed and completed by N concurrent HTTP workers, beside the Python producer
 and a warm ``fastq pool -c 2`` on the same queue, in the same run.
 
-The server is uvicorn (one process, or ``--servers N``) serving
-``fastq.serve.app.create_app`` over ``bench.jobs.pool``'s app, its token required
-as deployed. Each HTTP worker is a process of its own with one keep-alive
-connection: it claims ``--claim`` jobs (one lease), reports each done (one request a
-job: the API has no batched done), and stops at the first empty claim. No-op jobs:
-what HTTP costs per job. Ocypod (the original design's HTTP job server) says it is
-not built for high throughput: its figures are a floor, not the aim.
+The server is uvicorn serving ``fastq.serve.app.create_app`` over
+``bench.jobs.pool``'s app, its token required as deployed: one process, or
+``--servers N`` of them on N ports sharing the Redis (as several ``fastq serve``
+processes behind a balancer), the HTTP workers spread over them. Each HTTP worker
+is a process of its own with one keep-alive connection: it claims ``--claim`` jobs
+(one lease), reports each done (one request a job: the API has no batched done), and
+stops at the first empty claim. No-op jobs: what HTTP costs per job. Ocypod (the
+original design's HTTP job server) says it is not built for high throughput: its
+figures are a floor, not the aim.
 
     python -m bench.http [--jobs 20000] [--singles 2000] [--clients 4] [--claim 100]
                          [--servers 1] [--json PATH]
@@ -97,20 +99,22 @@ class Client:
 
 
 class Server:
-    """uvicorn serving :func:`server_app`, as a subprocess."""
+    """One uvicorn process serving :func:`server_app`."""
 
-    def __init__(self, url: str, processes: int) -> None:
+    def __init__(self, url: str, token: str) -> None:
         self.port = free_port()
-        self.token = secrets.token_urlsafe(32)
-        env = {**child_env(url), "BENCH_HTTP_NAMESPACE": NAMESPACE, "FASTQ_TOKEN": self.token}
+        self.token = token
+        env = {**child_env(url), "BENCH_HTTP_NAMESPACE": NAMESPACE, "FASTQ_TOKEN": token}
+        # one process each, not uvicorn's --workers: its supervisor kills a worker that
+        # answers no health check within 5 s, which a saturated 2-core box makes happen
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "--factory", "bench.http:server_app",
-             "--host", "127.0.0.1", "--port", str(self.port), "--workers", str(processes),
+             "--host", "127.0.0.1", "--port", str(self.port),
              "--log-level", "warning", "--no-access-log"],
             cwd=ROOT, env=env, stderr=subprocess.PIPE,
         )  # fmt: skip
         deadline = time.monotonic() + 60
-        while True:  # up once a claim is answered (by every process: each answers some)
+        while True:  # up once a claim is answered
             if self.proc.poll() is not None:
                 raise BenchFailure(f"the server exited at start: {self.stderr()}")
             try:
@@ -126,16 +130,9 @@ class Server:
                 time.sleep(0.1)
 
     def cpu_s(self) -> float:
-        """CPU seconds of the server's processes so far."""
-        total = 0.0
-        root = psutil.Process(self.proc.pid)
-        for proc in [root, *root.children(recursive=True)]:
-            try:
-                times = proc.cpu_times()
-                total += times.user + times.system
-            except psutil.NoSuchProcess:
-                pass
-        return total
+        """CPU seconds of the server so far."""
+        times = psutil.Process(self.proc.pid).cpu_times()
+        return float(times.user + times.system)
 
     def stderr(self) -> str:
         if self.proc.stderr is None:
@@ -170,31 +167,37 @@ def python_enqueue(app: fastq.App, jobs: int, singles: int) -> dict[str, float]:
     return {"batched_jobs_s": jobs / many_s, "single_jobs_s": singles / single_s}
 
 
-def http_enqueue(app: fastq.App, server: Server, jobs: int, singles: int) -> dict[str, float]:
+def cpu_s(servers: list[Server]) -> float:
+    return sum(server.cpu_s() for server in servers)
+
+
+def http_enqueue(
+    app: fastq.App, servers: list[Server], jobs: int, singles: int
+) -> dict[str, float]:
     """One HTTP producer: ``jobs`` in requests of ENQUEUE_BATCH, then ``singles``
     requests of one job."""
-    client = Client(server.port, server.token)
+    client = Client(servers[0].port, servers[0].token)
     path = f"/api/v1/queues/{QUEUE}/jobs"
     batches = [
         [{"name": "noop", "args": [i]} for i in range(lo, min(lo + ENQUEUE_BATCH, jobs))]
         for lo in range(0, jobs, ENQUEUE_BATCH)
     ]
-    cpu0 = server.cpu_s()
+    cpu0 = cpu_s(servers)
     t0 = time.perf_counter()
     for batch in batches:
         status, body = client.post(path, batch)
         if status != 200 or len(body["ids"]) != len(batch):
             raise BenchFailure(f"an HTTP enqueue of {len(batch)} jobs answered {status}: {body}")
     many_s = time.perf_counter() - t0
-    many_cpu = server.cpu_s() - cpu0
-    cpu0 = server.cpu_s()
+    many_cpu = cpu_s(servers) - cpu0
+    cpu0 = cpu_s(servers)
     t0 = time.perf_counter()
     for i in range(singles):
         status, body = client.post(path, {"name": "noop", "args": [i]})
         if status != 200:
             raise BenchFailure(f"an HTTP enqueue of one job answered {status}: {body}")
     single_s = time.perf_counter() - t0
-    single_cpu = server.cpu_s() - cpu0
+    single_cpu = cpu_s(servers) - cpu0
     client.close()
     if app.stats(QUEUE)["ready"] != jobs + singles:
         raise BenchFailure("the HTTP producer did not queue every job")
@@ -227,19 +230,25 @@ def http_worker(port: int, token: str, claim_n: int) -> None:
 
 
 def http_drain(
-    client: redis.Redis, app: fastq.App, server: Server, n: int, clients: int, claim_n: int
+    client: redis.Redis,
+    app: fastq.App,
+    servers: list[Server],
+    n: int,
+    clients: int,
+    claim_n: int,
 ) -> dict[str, float]:
-    """``clients`` HTTP workers drain the ``n`` jobs queued."""
+    """``clients`` HTTP workers drain the ``n`` jobs queued, spread over ``servers``."""
     probe = Probe(client)
-    cpu0 = server.cpu_s()
+    cpu0 = cpu_s(servers)
     t0 = time.perf_counter()
-    pids = [
-        run_child(lambda: http_worker(server.port, server.token, claim_n)) for _ in range(clients)
-    ]
+    pids = []
+    for i in range(clients):
+        server = servers[i % len(servers)]
+        pids.append(run_child(lambda s=server: http_worker(s.port, s.token, claim_n)))
     for pid in pids:
         wait_child(pid, "an HTTP worker", timeout_s=120 + n / 200)
     wall = time.perf_counter() - t0
-    server_cpu = server.cpu_s() - cpu0
+    server_cpu = cpu_s(servers) - cpu0
     redis_cpu, evalsha = probe.delta()
     check_queue(app, QUEUE, n, "the HTTP workers' drain")
     if client.zcard(app.keys(QUEUE).leases):
@@ -261,29 +270,34 @@ def http_drain(
 
 
 def measure(
-    url: str, jobs: int, singles: int, clients: int, claim_n: int, servers: int
+    url: str, jobs: int, singles: int, clients: int, claim_n: int, n_servers: int
 ) -> dict[str, Any]:
     client = redis.Redis.from_url(url)
-    server = Server(url, servers)
+    token = secrets.token_urlsafe(32)
+    servers: list[Server] = []
     out: dict[str, Any] = {
         "jobs": jobs,
         "singles": singles,
-        "servers": servers,
+        "servers": n_servers,
         "producer_routes": HAS_PRODUCER_ROUTES,
     }
     try:
+        for _ in range(n_servers):
+            servers.append(Server(url, token))
         app = fresh_app(client, url, NAMESPACE)
         out["python_enqueue"] = python_enqueue(app, jobs, singles)
         if HAS_PRODUCER_ROUTES:
             app = fresh_app(client, url, NAMESPACE)
-            out["http_enqueue"] = http_enqueue(app, server, jobs, singles)
+            out["http_enqueue"] = http_enqueue(app, servers, jobs, singles)
         # the HTTP workers drain what the last producer queued
-        out["http_workers"] = http_drain(client, app, server, jobs + singles, clients, claim_n)
+        out["http_workers"] = http_drain(client, app, servers, jobs + singles, clients, claim_n)
     except BaseException:
-        server.stop()
-        print(server.stderr(), file=sys.stderr)
+        for server in servers:
+            server.stop()
+            print(server.stderr(), file=sys.stderr)
         raise
-    server.stop()
+    for server in servers:
+        server.stop()
     out["pool"] = pool_drain(client, url, NAMESPACE, pool_jobs.noop, jobs + singles, 2, None, True)
     client.close()
     ratios = {
@@ -334,7 +348,9 @@ def main() -> None:
     parser.add_argument("--singles", type=int, default=2_000, help="jobs enqueued one a call")
     parser.add_argument("--clients", type=int, default=4, help="HTTP worker processes")
     parser.add_argument("--claim", type=int, default=100, help="jobs an HTTP worker claims at once")
-    parser.add_argument("--servers", type=int, default=1, help="uvicorn processes")
+    parser.add_argument(
+        "--servers", type=int, default=1, help="uvicorn processes, each on its own port"
+    )
     add_json_option(parser)
     args = parser.parse_args()
     server = RedisServer().start()
