@@ -207,8 +207,8 @@ class HttpWorkers:
     ) -> None:
         """Acknowledge ``job_id`` as done; with ``has_result``, keep ``result`` (JSON)
         as a Python job's return value is kept, for ``result_ttl_s`` (default: a
-        day). A ``done`` sent again
-        after it went through (its reply lost) succeeds again and changes nothing.
+        day). A ``done`` sent again after it went through (its reply lost) succeeds
+        again and changes nothing.
 
         Raises:
             BadRequest: a malformed token, or a result JSON cannot keep.
@@ -284,7 +284,8 @@ class HttpWorkers:
         )
         bid = job_id.encode()
         if not int(held):  # refused, and counted as a stale ack (unless a repeat)
-            return self._settle(keys, claim, job_id, [], done=[bid]) or "dead"
+            self._settle(keys, claim, job_id, [], done=[bid], repeat_of="dead")
+            return "dead"
         if raw is None:  # cancelled while held: the ack drops it and counts it cancelled
             self._settle(keys, claim, job_id, [], dead=[(bid, b"{}")], failed=1)
             return "dead"
@@ -336,15 +337,15 @@ class HttpWorkers:
         retry: Sequence[tuple[bytes, int, bytes]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
         failed: int = 0,
-    ) -> Optional[str]:
+        repeat_of: str = "done",
+    ) -> None:
         """Send ``commands``, then the ack of one outcome of ``job_id``, in one round
-        trip; drop the claim's lease once its last job is settled. Returns None, or
-        when the ack was a repeat of one this claim made before (its reply lost),
-        how the job ended then (``"done"``, ``"dead"``).
+        trip; drop the claim's lease once its last job is settled.
 
         Raises:
-            LeaseGone: the ack was refused (the job is not held by the claim); a
-                repeat of a ``done`` or ``fail`` that went through is not.
+            LeaseGone: the ack was refused (the job is not held by the claim), unless
+                this claim ended the job before as ``repeat_of`` says (``"done"``,
+                ``"dead"``): the same call again, its reply lost.
         """
         wid = claim.worker_id
         app = self.app
@@ -363,11 +364,11 @@ class HttpWorkers:
         if applied:
             if held_left == 1:  # only the sentinel: every job of the claim is settled
                 scripts.call_many(self.client, [self._release_all(keys, wid)])
-            return None
+            return
         raw = records.lookup(self.client, keys, job_id)
         record = records.parse(raw) if raw is not None else None
-        if record is not None and record.worker == wid:
-            return record.outcome  # settled by this claim before: the call again
+        if record is not None and (record.worker, record.outcome) == (wid, repeat_of):
+            return  # ended so by this claim before: the same call again
         raise LeaseGone(_gone(job_id))
 
     def _ack(

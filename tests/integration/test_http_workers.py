@@ -155,6 +155,10 @@ def test_a_failure_with_retry_false_is_dead_at_once(
     dead = app.dead_jobs(Q)
     assert [(d.id, d.last_error, d.attempts) for d in dead] == [("c1", "card declined", 1)]
     assert app.stats(Q)["dead"] == 1 and r.zcard(app.keys(Q).leases) == 0
+    # the same fail again (its reply lost) succeeds again; a done after it is refused
+    assert post(http, "/api/v1/jobs/c1/fail", failure) == (200, {"ok": True, "outcome": "dead"})
+    assert done(http, job)[0] == 409
+    assert app.stats(Q)["dead"] == 1
 
 
 def test_a_lapsed_lease_comes_back_through_the_reaper_and_its_late_done_is_refused(
