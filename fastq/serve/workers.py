@@ -9,7 +9,7 @@ routes (``fastq serve``) checks the bearer token and bounds the body; its fastq 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import orjson
 import redis
@@ -50,107 +50,81 @@ async def _body(request: Request) -> dict[str, Any]:
     return body
 
 
-def _workers(request: Request) -> HttpWorkers:
-    return HttpWorkers(request.app.state.fastq)
+Params = dict[str, Any]
+Handler = Callable[[HttpWorkers, Params, Params], Params]
 
 
-async def _answer(call: Callable[[], Any]) -> Response:
-    """Run ``call`` (blocking redis-py calls) in Starlette's thread pool, so the event
-    loop serves other requests meanwhile, and map what it raises to a status."""
-    try:
-        return JSONResponse(await run_in_threadpool(call))
-    except BadRequest as exc:
-        return _error(str(exc), 400)
-    except LeaseGone as exc:
-        return _error(str(exc), 409)
-    except (redis.RedisError, RedisUnavailable, RedisRefused) as exc:
-        # retried by the client: a claim lost on the way costs one lease of delay, a
-        # done sent again is harmless
-        return _error(f"Redis could not serve the call: {type(exc).__name__}: {exc}", 503)
+def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint of ``handler(workers, path_params, body)``: it reads the
+    body on the event loop, then runs the handler (blocking redis-py calls) in
+    Starlette's thread pool, so the loop serves other requests meanwhile, and maps
+    what it raises to a status."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = await _body(request)
+        except BadRequest as exc:
+            return _error(str(exc), 400)
+        workers = HttpWorkers(request.app.state.fastq)
+        try:
+            reply = await run_in_threadpool(handler, workers, request.path_params, body)
+        except BadRequest as exc:
+            return _error(str(exc), 400)
+        except LeaseGone as exc:
+            return _error(str(exc), 409)
+        except (redis.RedisError, RedisUnavailable, RedisRefused) as exc:
+            # retried by the client: a claim lost on the way costs one lease of
+            # delay, a done sent again is harmless
+            return _error(f"Redis could not serve the call: {type(exc).__name__}: {exc}", 503)
+        return JSONResponse(reply)
+
+    endpoint.__name__ = handler.__name__
+    endpoint.__doc__ = handler.__doc__
+    return endpoint
 
 
-# The handlers are async only to read the body; every Redis call runs in the thread
-# pool (``_answer``): redis-py blocks.
+# The handlers are sync: they run in the thread pool (``_endpoint``), redis-py blocks.
 
 
-async def claim(request: Request) -> Response:
-    try:
-        body = await _body(request)
-    except BadRequest as exc:
-        return _error(str(exc), 400)
-    queue = request.path_params["queue"]
-    workers = _workers(request)
-
-    def call() -> dict[str, Any]:
-        jobs = workers.claim(queue, body.get("max"), body.get("lease_s"), body.get("worker"))
-        return {"jobs": [job.to_json() for job in jobs]}
-
-    return await _answer(call)
+def claim(workers: HttpWorkers, params: Params, body: Params) -> Params:
+    """Claim up to ``max`` ready jobs of the queue, leased for ``lease_s``."""
+    jobs = workers.claim(params["queue"], body.get("max"), body.get("lease_s"), body.get("worker"))
+    return {"jobs": [job.to_json() for job in jobs]}
 
 
-async def heartbeat(request: Request) -> Response:
-    try:
-        body = await _body(request)
-    except BadRequest as exc:
-        return _error(str(exc), 400)
-    job_id = request.path_params["id"]
-    workers = _workers(request)
-
-    def call() -> dict[str, Any]:
-        held = workers.heartbeat(job_id, body.get("token"), body.get("progress"))
-        return {"ok": True, "held": held}
-
-    return await _answer(call)
+def heartbeat(workers: HttpWorkers, params: Params, body: Params) -> Params:
+    """Extend the lease of the job's claim; keep its progress."""
+    held = workers.heartbeat(params["id"], body.get("token"), body.get("progress"))
+    return {"ok": True, "held": held}
 
 
-async def done(request: Request) -> Response:
-    try:
-        body = await _body(request)
-    except BadRequest as exc:
-        return _error(str(exc), 400)
-    job_id = request.path_params["id"]
-    workers = _workers(request)
-
-    def call() -> dict[str, Any]:
-        workers.done(
-            job_id,
-            body.get("token"),
-            body.get("result"),
-            "result" in body,
-            body.get("result_ttl_s"),
-        )
-        return {"ok": True}
-
-    return await _answer(call)
+def done(workers: HttpWorkers, params: Params, body: Params) -> Params:
+    """The job is done (with its result)."""
+    workers.done(
+        params["id"],
+        body.get("token"),
+        body.get("result"),
+        "result" in body,
+        body.get("result_ttl_s"),
+    )
+    return {"ok": True}
 
 
-async def fail(request: Request) -> Response:
-    try:
-        body = await _body(request)
-    except BadRequest as exc:
-        return _error(str(exc), 400)
-    job_id = request.path_params["id"]
-    workers = _workers(request)
-
-    def call() -> dict[str, Any]:
-        outcome = workers.fail(
-            job_id,
-            body.get("token"),
-            body.get("error"),
-            body.get("retry", True),
-            body.get("traceback"),
-        )
-        return {"ok": True, "outcome": outcome}
-
-    return await _answer(call)
+def fail(workers: HttpWorkers, params: Params, body: Params) -> Params:
+    """The job failed: retried by its policy, or dead."""
+    outcome = workers.fail(
+        params["id"], body.get("token"), body.get("error"), body.get("retry", True),
+        body.get("traceback"),
+    )  # fmt: skip
+    return {"ok": True, "outcome": outcome}
 
 
 ROUTES: list[Route] = [
-    Route("/api/v1/queues/{queue}/claim", claim, methods=["POST"]),
+    Route("/api/v1/queues/{queue}/claim", _endpoint(claim), methods=["POST"]),
     # a job id may hold '/' (any printable ASCII): matched up to the last segment
-    Route("/api/v1/jobs/{id:path}/heartbeat", heartbeat, methods=["POST"]),
-    Route("/api/v1/jobs/{id:path}/done", done, methods=["POST"]),
-    Route("/api/v1/jobs/{id:path}/fail", fail, methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/heartbeat", _endpoint(heartbeat), methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/done", _endpoint(done), methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/fail", _endpoint(fail), methods=["POST"]),
 ]
 
 
