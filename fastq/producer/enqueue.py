@@ -116,7 +116,8 @@ class Producer:
         """Let this app enqueue on ``queues`` although no job of it is registered
         there and Redis does not know them yet: a new queue, on purpose. With
         ``shards``, each is a sharded queue of that many shards (as ``@app.job(...,
-        shards=K)`` says).
+        shards=K)`` says), written to Redis at once, before any job can be routed
+        (every producer, of any language, then routes an id to one shard).
 
         Without it an enqueue on such a queue raises ``UnknownQueue`` in an app that
         registers jobs (a typo in a queue name would otherwise hold jobs that no
@@ -124,12 +125,14 @@ class Producer:
         producer cannot tell a typo from a queue whose workers have not started).
         A queue is known once a job of this app is registered on it, it is
         declared, or the namespace knows it (something was enqueued on it, or a
-        worker whose app registers jobs there has started). ``"default"`` is
-        always known.
+        worker whose app registers jobs there started). ``"default"`` always is.
 
         Raises:
             TypeError, ValueError: an invalid queue name, a bad ``shards``, or
                 another count than the queue was declared with.
+            fastq.ShardCountMismatch: Redis holds another count (enqueues raise too).
+            fastq.RedisUnavailable, fastq.RedisRefused: the count could not be
+                written (the first enqueue or worker writes it).
         """
         for queue in queues:
             validate_queue_name(queue)
@@ -137,6 +140,9 @@ class Producer:
         for queue in queues:
             self.store.shard_counts.declare(queue, shards)
             self._declared_queues.add(queue)
+        if shards is not None and queues:
+            with self.store.producer_call():  # the count, in Redis before any job
+                self.store.shard_counts.resolve(self.store.redis, self.store.namespace, queues)
 
     def _connect(self, queue: str) -> tuple[Redis, int]:
         """The client, with ``queue`` known to the namespace before it holds a job,
@@ -237,8 +243,9 @@ class Producer:
         the next shard in turn.
 
         Raises:
-            TypeError: args do not fit the registered function, or are not
-                JSON-serializable (NaN and infinities included); nothing is sent.
+            TypeError: args do not fit the registered function,, or hold what
+                JSON cannot carry as it is (a datetime, a UUID, a Decimal, a set, NaN:
+                see docs/enqueueing.md; the message says where); nothing is sent.
             ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
                 datetime included), or the job is larger than the app's
                 ``max_payload_bytes``; nothing is sent.
@@ -337,8 +344,9 @@ class Producer:
         retry finds them; all to ``shard_key``'s shard when it is given.
 
         Raises:
-            TypeError: a call does not fit the function or is not JSON-serializable
-                (NaN and infinities included; the message names its index);
+            TypeError: a call does not fit the function or holds what JSON cannot
+                carry as it is (a datetime, a UUID, NaN...; the message names the
+                call's index and where in it);
                 nothing is sent.
             ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
                 invalid one; a bad queue name, priority, delay or ``at``; a call

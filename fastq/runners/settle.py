@@ -68,12 +68,19 @@ def settle_failure(
     no attempt left, whatever its policy: whatever did not succeed is buried.
     """
     policy = target.policy
+    name, shown_id = target.name, job_id.decode()
     retries = env.get("retries", policy.retries)  # an envelope may override the policy
-    if not isinstance(retries, int):
+    if isinstance(retries, float) and retries.is_integer():
+        retries = int(retries)  # 3.0 from a producer of another language: enqueue took it
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        # written past the enqueue script, which refuses it
+        log.warning(
+            "job %s %s: invalid retries in the envelope: %r; the job's own policy applies",
+            name, shown_id, retries,
+        )  # fmt: skip
         retries = policy.retries
     if target.at_most_once:  # taken out of the queue before it ran: never run again
         retries = 0
-    name, shown_id = target.name, job_id.decode()
     if isinstance(exc, Retry):
         if attempt <= retries:
             if exc.delay_s is not None:
@@ -88,7 +95,7 @@ def settle_failure(
             fields = {"attempts": attempt, "error": "Retry requested"}
             out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         else:
-            error = f"Retry requested after {attempt} attempts: retries exhausted"
+            error = f"Retry requested after {_attempts(attempt)}: retries exhausted"
             if target.at_most_once:
                 error = "Retry requested: an at-most-once job is never retried"
             _bury(out, name, job_id, env, attempt, error, None)
@@ -122,7 +129,11 @@ def settle_failure(
         fields = _failure_fields(attempt, error, tb)
         out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         return
-    _bury(out, name, job_id, env, attempt, error, tb, f"failed after {attempt} attempts: {error}")
+    _bury(out, name, job_id, env, attempt, error, tb, f"failed after {_attempts(attempt)}: {error}")
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
 
 
 def _now_ms() -> int:
