@@ -15,22 +15,19 @@ figures are a floor, not the aim.
     python -m bench.http [--jobs 20000] [--singles 2000] [--clients 4] [--claim 100]
                          [--servers 1] [--json PATH]
 
-Before ``fastq.serve.app`` exists (the producer's routes), the server has the workers'
-routes alone, the HTTP enqueue is not measured (said so), and the HTTP workers drain
-jobs the Python producer queued.
+``bench.http_enqueue`` measures the HTTP producer alone, with latencies.
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
-import importlib.util
 import os
 import secrets
 import subprocess
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 import psutil
@@ -59,26 +56,17 @@ NAMESPACE = "bench-http"
 QUEUE = pool_jobs.noop.queue
 ENQUEUE_BATCH = 1000  # jobs per HTTP enqueue request, as the Python producer's chunks
 LEASE_S = 60
-HAS_PRODUCER_ROUTES = importlib.util.find_spec("fastq.serve.app") is not None
 
 
 def server_app() -> Any:
     """The ASGI app the uvicorn under test serves (``--factory bench.http:server_app``):
     ``fastq serve``'s over ``bench.jobs.pool``'s app, on the Redis and namespace of
     ``FASTQ_REDIS_URL`` and ``BENCH_HTTP_NAMESPACE``, its token ``FASTQ_TOKEN``."""
+    from fastq.serve.app import create_app
+
     app = pool_jobs.app
     app.configure(namespace=os.environ["BENCH_HTTP_NAMESPACE"])
-    if HAS_PRODUCER_ROUTES:
-        from fastq.serve.app import create_app  # type: ignore[import-not-found,unused-ignore]
-
-        return create_app(app, os.environ["FASTQ_TOKEN"])
-    from starlette.applications import Starlette
-
-    from fastq.serve import workers
-
-    asgi = Starlette(routes=workers.ROUTES)
-    asgi.state.fastq = app
-    return asgi
+    return create_app(app, os.environ["FASTQ_TOKEN"])
 
 
 class Client:
@@ -279,17 +267,15 @@ def measure(
         "jobs": jobs,
         "singles": singles,
         "servers": n_servers,
-        "producer_routes": HAS_PRODUCER_ROUTES,
     }
     try:
         for _ in range(n_servers):
             servers.append(Server(url, token))
         app = fresh_app(client, url, NAMESPACE)
         out["python_enqueue"] = python_enqueue(app, jobs, singles)
-        if HAS_PRODUCER_ROUTES:
-            app = fresh_app(client, url, NAMESPACE)
-            out["http_enqueue"] = http_enqueue(app, servers, jobs, singles)
-        # the HTTP workers drain what the last producer queued
+        app = fresh_app(client, url, NAMESPACE)
+        out["http_enqueue"] = http_enqueue(app, servers, jobs, singles)
+        # the HTTP workers drain what the HTTP producer queued
         out["http_workers"] = http_drain(client, app, servers, jobs + singles, clients, claim_n)
     except BaseException:
         for server in servers:
@@ -300,14 +286,12 @@ def measure(
         server.stop()
     out["pool"] = pool_drain(client, url, NAMESPACE, pool_jobs.noop, jobs + singles, 2, None, True)
     client.close()
-    ratios = {
+    py, web = out["python_enqueue"], out["http_enqueue"]
+    out["ratios"] = {
         "http_workers_over_pool": out["http_workers"]["jobs_s"] / out["pool"]["jobs_s"],
+        "http_batched_over_enqueue_many": web["batched_jobs_s"] / py["batched_jobs_s"],
+        "http_single_over_enqueue": web["single_jobs_s"] / py["single_jobs_s"],
     }
-    if "http_enqueue" in out:
-        py, web = out["python_enqueue"], out["http_enqueue"]
-        ratios["http_batched_over_enqueue_many"] = web["batched_jobs_s"] / py["batched_jobs_s"]
-        ratios["http_single_over_enqueue"] = web["single_jobs_s"] / py["single_jobs_s"]
-    out["ratios"] = ratios
     return out
 
 
@@ -318,17 +302,14 @@ def report(figures: dict[str, Any], clients: int, claim_n: int) -> None:
         f"Python producer: enqueue_many {py['batched_jobs_s']:9,.0f} jobs/s; "
         f"enqueue {py['single_jobs_s']:7,.0f} jobs/s"
     )
-    web: Optional[dict[str, Any]] = figures.get("http_enqueue")
-    if web is None:
-        print("HTTP producer: not measured (fastq.serve.app, the producer's routes, is absent)")
-    else:
-        print(
-            f"HTTP producer:   {ENQUEUE_BATCH:,} a request {web['batched_jobs_s']:9,.0f} jobs/s "
-            f"({ratios['http_batched_over_enqueue_many']:.2f} of enqueue_many, server "
-            f"{web['batched_server_cpu_us_per_job']:.0f} us CPU a job); one a request "
-            f"{web['single_jobs_s']:7,.0f} jobs/s ({ratios['http_single_over_enqueue']:.2f} "
-            f"of enqueue, server {web['single_server_cpu_us_per_job']:.0f} us a job)"
-        )
+    web = figures["http_enqueue"]
+    print(
+        f"HTTP producer:   {ENQUEUE_BATCH:,} a request {web['batched_jobs_s']:9,.0f} jobs/s "
+        f"({ratios['http_batched_over_enqueue_many']:.2f} of enqueue_many, server "
+        f"{web['batched_server_cpu_us_per_job']:.0f} us CPU a job); one a request "
+        f"{web['single_jobs_s']:7,.0f} jobs/s ({ratios['http_single_over_enqueue']:.2f} "
+        f"of enqueue, server {web['single_server_cpu_us_per_job']:.0f} us a job)"
+    )
     w, pool = figures["http_workers"], figures["pool"]
     print(
         f"HTTP workers ({clients} processes, claim {claim_n}, a done per job): "

@@ -14,7 +14,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from fastq._version import __version__
-from fastq.cli import jobs, ops, run, workers
+from fastq.cli import jobs, ops, run, serve, workers
 from fastq.cli.common import CliError, Parser
 from fastq.errors import FastqError
 from fastq.logs import FORMATS, configure_logging
@@ -24,7 +24,7 @@ ORDER = (
     "stats", "queues", "dead", "broken", "enqueue", "wait", "workers",
     "worker", "pool", "reaper",
     "pause", "resume", "purge", "inspect", "limit", "cancel", "jobs", "periodic",
-    "demo", "lua",
+    "demo", "lua", "serve",
 )  # fmt: skip
 
 
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         **ops.COMMANDS,
         **jobs.COMMANDS,
         **workers.COMMANDS,
+        **serve.COMMANDS,
     }
     assert sorted(commands) == sorted(ORDER), "a new command goes in ORDER"
     for name in ORDER:

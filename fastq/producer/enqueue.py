@@ -9,11 +9,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 from redis import Redis
 
 from fastq._accel import codec
-from fastq.connection.faults import REDIS_ERRORS, Fault, classify
-from fastq.connection.url import mask_url
+from fastq.connection.faults import REDIS_ERRORS
 from fastq.errors import (
-    EnqueueError,
-    EnqueueInterrupted,
     FastqError,
     RedisUnavailable,
     ShardCountMismatch,
@@ -24,6 +21,7 @@ from fastq.options import EnqueueOptions
 from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
 from fastq.producer.routing import Part, chunk_size, pick, plan_calls
 from fastq.producer.unique import UniquePlan, call_unique_key, default_unique_key, unique_plan
@@ -300,7 +298,9 @@ class Producer:
         except RedisUnavailable as exc:  # a stall, a lost link: it may have gone in
             cause = exc.__cause__ or exc
             again = "job_id=exc.ids[0]"  # its id makes the retry idempotent
-            raise self._blast_error([job_id], [], cause, sent=True, again=again) from cause
+            raise blast_error(
+                self.store.redis_url, [job_id], [], cause, sent=True, again=again
+            ) from cause
         durable.check_replicated(
             self._durability, [job_id], confirmed, "job_id=exc.ids[0]", self.store.redis_url
         )
@@ -407,7 +407,7 @@ class Producer:
         except (UnknownQueue, ShardCountMismatch):
             raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
-            raise self._blast_error(ids, [], exc, sent=False) from exc
+            raise blast_error(self.store.redis_url, ids, [], exc, sent=False) from exc
         route = ukeys if unique is not None else (ids if job_ids is not None else None)
         parts = plan_calls(
             self.store.shard_counts,
@@ -425,7 +425,7 @@ class Producer:
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
-            raise self._blast_error(ids, [], exc, sent=True) from exc
+            raise blast_error(self.store.redis_url, ids, [], exc, sent=True) from exc
         failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
         if failed:
             written = [
@@ -434,9 +434,9 @@ class Producer:
                 if not isinstance(reply, Exception)
                 for job_id in pick(ids, at)
             ]
-            raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
-                failed[0]
-            ]
+            raise blast_error(
+                self.store.redis_url, ids, written, replies[failed[0]], sent=True
+            ) from replies[failed[0]]
         durable.check_replicated(
             self._durability, ids, confirmed, "job_ids=exc.ids", self.store.redis_url
         )
@@ -454,35 +454,6 @@ class Producer:
             f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
             "reference to the data (a key, a URL), not the data"
         )
-
-    def _blast_error(
-        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool,
-        again: str = "job_ids=exc.ids",
-    ) -> EnqueueError:  # fmt: skip
-        """The EnqueueError of a blast that Redis took only part of (or none);
-        ``again``: the retry's argument the message names."""
-        done = set(written)
-        not_written = [job_id for job_id in ids if job_id not in done]
-        fault = classify(cause)
-        if isinstance(cause, FastqError) and cause.__cause__ is not None:
-            fault = classify(cause.__cause__) or fault
-        how = fault.value if fault is not None else "error"
-        retry = f"; retry with {again} (idempotent)"
-        url = mask_url(self.store.redis_url)
-        if fault is Fault.UNAVAILABLE:
-            maybe = "may or may not have gone in" if sent else "did not go in"
-            what = f"{len(written)} of {len(ids)} jobs are in, the other {len(not_written)}"
-            if len(ids) == 1 and not written:  # an enqueue's: the id to retry with
-                what = f"job {ids[0]}"
-            return EnqueueInterrupted(
-                f"cannot reach Redis at {url} ({cause}): {what} {maybe}{retry}",
-                ids=ids, written=written, not_written=not_written, fault=how,
-            )  # fmt: skip
-        return EnqueueError(
-            f"Redis at {url} took {len(written)} of {len(ids)} jobs, "
-            f"{len(not_written)} did not go in ({how}: {cause}){retry}",
-            ids=ids, written=written, not_written=not_written, fault=how,
-        )  # fmt: skip
 
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 
 from fastq._accel import ids
 
@@ -21,9 +22,16 @@ class IdGenerator:
     characters drawn from ``os.urandom`` (59.5 bits), drawn again after a fork and
     whenever the 4-character counter has used its 14,776,336 values; two prefixes
     meet with probability about n**2 / 2**60.5 over n prefixes ever drawn.
+
+    Thread-safe: the threads of a process (a web server's, ``fastq serve``'s) share
+    its producer, and two that read the counter at once would get the same ids,
+    the second job then taken for a duplicate and dropped.
     """
 
     def __init__(self) -> None:
+        # one lock per process: a lock another thread held at a fork stays held in
+        # the child; setdefault gives every thread of a process the same one
+        self._locks: dict[int, threading.Lock] = {}
         self._pid = -1
         self._prefix = ""
         self._next = ID_COUNTER_SPAN  # draws a prefix on first use
@@ -39,6 +47,12 @@ class IdGenerator:
         self._next = 0
 
     def next_ids(self, n: int) -> list[str]:
+        pid = os.getpid()
+        lock = self._locks.get(pid) or self._locks.setdefault(pid, threading.Lock())
+        with lock:
+            return self._next_ids(n)
+
+    def _next_ids(self, n: int) -> list[str]:
         if os.getpid() != self._pid:
             self._reseed()
         out: list[str] = []

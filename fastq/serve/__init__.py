@@ -1,1 +1,1 @@
-"""The HTTP API (an optional extra: ``pip install fastq[web]``)."""
+"""The HTTP API, ``fastq serve``: for producers and workers of any language."""

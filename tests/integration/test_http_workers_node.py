@@ -1,13 +1,15 @@
 """Node, with no fastq code: a Node HTTP worker (``http_worker.js``, Node's own
-``fetch``) runs the jobs Python enqueued on a queue served only over HTTP, and a job
-it stops heartbeating comes back through a real ``fastq reaper`` and runs once more,
-its late ``done`` refused; jobs a Node producer enqueued run in a ``fastq pool``.
+``fetch``) runs, through a ``fastq serve`` process, the jobs Python enqueued on a
+queue no Python worker serves, and a job it stops heartbeating comes back through a
+real ``fastq reaper`` and runs once more, its late ``done`` refused; jobs a Node
+producer enqueued run in a ``fastq pool``.
 
 ``node`` is required (``ci/setup.sh`` installs it): these tests fail without it."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -20,9 +22,9 @@ import redis
 import fastq
 from fastq.testing.redis_server import RedisServer
 from tests.integration.test_foreign_producers import NODE_PRODUCER
-from tests.support.http import ServedWorkers
 from tests.support.pool import wait_until
 from tests.support.processes import ROOT, fastq_cmd, subprocess_env
+from tests.support.serve import Server, Servers
 
 WORKER_JS = Path(__file__).with_name("http_worker.js")
 Q = "nodeq"
@@ -35,17 +37,22 @@ def node() -> str:
 
 
 @pytest.fixture
-def served(app: fastq.App) -> Iterator[ServedWorkers]:
+def served(
+    redis_server: RedisServer, app: fastq.App, namespace: str, tmp_path: Path
+) -> Iterator[Server]:
+    """``fastq serve`` with no --app: Redis alone, as a server for other languages."""
     app.declare_queue(Q)
-    server = ServedWorkers(app).start()
-    yield server
-    server.stop()
+    servers = Servers(redis_server.url, namespace, tmp_path)
+    yield servers.start()
+    servers.stop_all()
 
 
-def node_worker(served: ServedWorkers, *args: str) -> subprocess.Popen[str]:
+def node_worker(served: Server, *args: str) -> subprocess.Popen[str]:
+    assert served.token is not None
     return subprocess.Popen(
-        [node(), str(WORKER_JS), served.url, Q, *args],
+        [node(), str(WORKER_JS), served.base_url, Q, *args],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "FASTQ_TOKEN": served.token},
     )  # fmt: skip
 
 
@@ -56,7 +63,7 @@ def finish(proc: subprocess.Popen[str], stdin: str = "") -> list[object]:
 
 
 def test_a_node_worker_runs_the_jobs_python_enqueued(
-    app: fastq.App, r: redis.Redis, served: ServedWorkers
+    app: fastq.App, r: redis.Redis, served: Server
 ) -> None:
     ids = app.enqueue_many("add", [[i, i] for i in range(20)], queue=Q)
     app.enqueue("explode", [], queue=Q, job_id="boom")
@@ -76,7 +83,7 @@ def test_a_node_worker_runs_the_jobs_python_enqueued(
 
 
 def test_a_job_its_node_worker_stops_heartbeating_comes_back_and_runs_once_more(
-    redis_server: RedisServer, app: fastq.App, r: redis.Redis, served: ServedWorkers
+    redis_server: RedisServer, app: fastq.App, r: redis.Redis, served: Server
 ) -> None:
     app.enqueue("add", [20, 22], queue=Q, job_id="slow")
     keys = app.keys(Q)

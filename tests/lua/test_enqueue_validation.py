@@ -275,9 +275,9 @@ def test_an_integer_json_cannot_carry_is_refused_by_the_python_producer(
     # beyond 64 bits a worker would read a float: refused, never sent
     app = fastq.App(server.url, namespace="ns")
     app.declare_queue("q")
-    with pytest.raises(TypeError, match="64-bit"):
+    with pytest.raises(TypeError, match="beyond 64 bits"):
         app.enqueue("j", [2**64], queue="q")
-    with pytest.raises(TypeError, match="64-bit"):
+    with pytest.raises(TypeError, match="beyond 64 bits"):
         app.enqueue("j", [-(2**63) - 1], queue="q")
     assert orjson.loads(orjson.dumps([2**64 - 1, -(2**63)])) == [2**64 - 1, -(2**63)]
     app.close()

@@ -1,5 +1,7 @@
-"""The HTTP workers' routes served for real: uvicorn on a free loopback port, in a
-thread of the test's process, over a fastq App of the test's server and namespace."""
+"""``fastq serve``'s app (``create_app``, its token and guard included) served for
+real: uvicorn on a free loopback port, in a thread of the test's process, over a
+fastq App of the test's server and namespace (an app the test may register jobs in;
+``tests.support.serve`` runs the ``fastq serve`` command itself)."""
 
 from __future__ import annotations
 
@@ -10,19 +12,18 @@ from typing import Any, Optional
 
 import httpx
 import uvicorn
-from starlette.applications import Starlette
 
 import fastq
-from fastq.serve import workers
+from fastq.serve.app import create_app
+from tests.support.serve import TOKEN
 
 
 class ServedWorkers:
-    """``Starlette(routes=workers.ROUTES)`` with ``state.fastq`` the app, served by
-    uvicorn until :meth:`stop`; :attr:`url` is where."""
+    """``create_app(app, TOKEN)`` served by uvicorn until :meth:`stop`; :attr:`url`
+    is where."""
 
     def __init__(self, app: fastq.App) -> None:
-        self.asgi = Starlette(routes=workers.ROUTES)
-        self.asgi.state.fastq = app
+        self.asgi = create_app(app, TOKEN)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
@@ -51,7 +52,9 @@ class ServedWorkers:
         self.sock.close()
 
     def client(self) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=30)
+        """A client that carries the token."""
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30)
 
 
 def post(client: httpx.Client, path: str, body: Any) -> tuple[int, Any]:

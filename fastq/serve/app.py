@@ -1,0 +1,103 @@
+"""The ASGI app of ``fastq serve``: :func:`create_app`.
+
+Its routes: the producer's (:mod:`fastq.serve.producers`) and, once present, the
+HTTP workers' (``fastq.serve.workers``: its ``ROUTES``, ``OPENAPI_PATHS`` and
+``OPENAPI_SCHEMAS``), behind the guard (:mod:`fastq.serve.guard`: the token, the
+body's bound and type on every ``/api/`` route), and the OpenAPI document of them
+all at ``/api/v1/openapi.json``. It holds no state but the :class:`fastq.App`:
+any number of servers on one Redis answer alike.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from types import ModuleType
+from typing import Optional
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from fastq.app import App
+from fastq.serve import openapi, producers
+from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
+from fastq.serve.reply import JSONReply, error_reply
+
+log = logging.getLogger("fastq.serve")
+
+
+def _workers() -> Optional[ModuleType]:
+    """``fastq.serve.workers`` (the HTTP workers' routes), or None before it exists."""
+    try:
+        return importlib.import_module("fastq.serve.workers")
+    except ModuleNotFoundError as exc:
+        if exc.name != "fastq.serve.workers":
+            raise  # it exists and failed: a bug to see, not to hide
+        return None
+
+
+def create_app(
+    fastq_app: App, token: Optional[str], max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+) -> Starlette:
+    """The HTTP API over ``fastq_app``.
+
+    Args:
+        fastq_app: the app whose Redis, namespace and registered jobs it serves;
+            handlers reach it as ``request.app.state.fastq``.
+        token: the bearer token every ``/api/`` request must carry; None: none
+            (for a server on loopback only, see :mod:`fastq.serve.guard`).
+        max_body_bytes: the largest request body taken (413 beyond).
+
+    Raises:
+        ValueError: an empty token, or ``max_body_bytes`` below 1.
+    """
+    if token is not None and not token:
+        raise ValueError("the token is empty")
+    if (
+        isinstance(max_body_bytes, bool)
+        or not isinstance(max_body_bytes, int)
+        or max_body_bytes < 1
+    ):
+        raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
+    routes: list[BaseRoute] = list(producers.ROUTES)
+    paths = dict(openapi.PRODUCER_PATHS)
+    schemas = dict(openapi.SCHEMAS)
+    workers = _workers()
+    if workers is not None:
+        routes += list(workers.ROUTES)
+        paths.update(getattr(workers, "OPENAPI_PATHS", {}))
+        schemas.update(getattr(workers, "OPENAPI_SCHEMAS", {}))
+    document = openapi.document(paths, schemas, max_body_bytes)
+
+    def openapi_json(request: Request) -> Response:
+        return JSONReply(document)
+
+    routes.append(Route("/api/v1/openapi.json", openapi_json, methods=["GET"]))
+    app = Starlette(
+        routes=routes,
+        middleware=[Middleware(Guard, token=token, max_body_bytes=max_body_bytes)],
+        exception_handlers={HTTPException: _http_error, Exception: _server_error},
+    )
+    app.state.fastq = fastq_app
+    app.state.openapi = document
+    return app
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own refusals (no such route: 404, another method: 405) as JSON."""
+    assert isinstance(exc, HTTPException)
+    reply = error_reply(exc.status_code, str(exc.detail))
+    if exc.headers:
+        reply.headers.update(exc.headers)
+    return reply
+
+
+async def _server_error(request: Request, exc: Exception) -> Response:
+    """A bug: logged with its traceback, answered as a JSON 500 that shows nothing
+    of the request (a header, the token) nor of the server."""
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    return error_reply(500, "internal error: see the server's log")

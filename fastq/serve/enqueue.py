@@ -1,0 +1,284 @@
+"""An enqueue request (``POST /api/v1/queues/{queue}/jobs``): its jobs read, checked
+and sent.
+
+An enqueue over HTTP takes the path a Python producer takes: every job is made
+into :class:`fastq.options.EnqueueOptions` and checked against the app's
+registered function (when it has one) and its payload limit, all before the
+first is sent, so that a request with one bad job writes nothing; then runs of
+jobs of one name and the same options go through ``App.submit_many`` (its
+chunks of 1,000 jobs a script call, one round trip), a job with both positional
+and keyword arguments through ``App.submit``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from typing import Any, Optional
+
+import orjson
+
+from fastq._accel import codec
+from fastq.app import App
+from fastq.errors import EnqueueError, EnqueueInterrupted
+from fastq.options import EnqueueOptions
+from fastq.producer.unique import unique_plan
+from fastq.serve.reply import NO_BODY, HTTPError, json_type, refusal
+from fastq.validate import MAX_PRIORITY, check_job_id, check_queue_name
+
+# jobs in one request at most; the body's bound (8 MiB) usually comes first
+MAX_JOBS_PER_REQUEST = 10_000
+
+# a job object's fields: its call, and each enqueue option JSON can carry, by the
+# name of the EnqueueOptions field it sets
+CALL_FIELDS = ("name", "args", "kwargs")
+OPTION_FIELDS = {
+    "id": "job_id",
+    "priority": "priority",
+    "delay_s": "delay_s",
+    "at": "at",
+    "tags": "tags",
+    "unique_for_s": "unique_for_s",
+    "unique_key": "unique_key",
+    "unique_until": "unique_until",
+    "retries": "retries",
+    "age_limit_s": "age_limit_s",
+    "shard_key": "shard_key",
+}
+JOB_FIELDS = (*CALL_FIELDS, *OPTION_FIELDS)
+
+
+@dataclasses.dataclass(frozen=True)
+class JobCall:
+    """One job of a request, checked: its call and options (``job_id`` apart)."""
+
+    name: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    options: EnqueueOptions
+    job_id: Optional[str]
+    options_key: Optional[bytes] = None  # the options' JSON: equal for equal options
+
+    def batch_key(self) -> tuple[Any, ...]:
+        """Jobs of equal keys go in one ``submit_many``: one name, the same options,
+        each call positional or keywords (not both), ids given for all or none."""
+        same = self.options_key if self.options_key is not None else self.options
+        return (self.name, same, self.job_id is not None, bool(self.kwargs))
+
+
+def parse_at(value: Any, where: str) -> Any:
+    """``at``: Unix seconds, or an ISO 8601 time with its offset (``Z`` or ``+02:00``)."""
+    if not isinstance(value, str):
+        return value  # a number, or what EnqueueOptions refuses with its message
+    text = value[:-1] + "+00:00" if value.endswith(("Z", "z")) else value
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise HTTPError(
+            422, f"{where}at: {value!r} is not Unix seconds nor an ISO 8601 time "
+            "such as 2026-12-01T09:00:00Z",
+        ) from None  # fmt: skip
+    if when.tzinfo is None:
+        raise HTTPError(
+            422, f"{where}at: {value!r} has no UTC offset, so it names no instant: "
+            "end it with Z or +HH:MM",
+        )  # fmt: skip
+    return when
+
+
+def parse_job(item: Any, queue: str, where: str, made: dict[bytes, EnqueueOptions]) -> JobCall:
+    """One job object, its options made (and so checked); ``made``: the options made
+    already for this request, by their JSON (most jobs of a batch share theirs).
+
+    Raises:
+        HTTPError: 422 naming the field at fault.
+    """
+    if not isinstance(item, dict):
+        what = where.rstrip(".") or "the body"
+        raise HTTPError(422, f"{what} must be a job object, not {json_type(item)}")
+    given: dict[str, Any] = {}
+    for key, value in item.items():
+        if key in CALL_FIELDS:
+            continue
+        field = OPTION_FIELDS.get(key)
+        if field is None:
+            fields = ", ".join(JOB_FIELDS)
+            raise HTTPError(422, f"{where}{key}: unknown field (a job's fields: {fields})")
+        if value is not None:
+            given[field] = value
+    name = item.get("name")
+    if not isinstance(name, str) or not name:
+        raise HTTPError(422, f"{where}name: the job's name must be a non-empty string")
+    args = item.get("args")
+    args = [] if args is None else args
+    if not isinstance(args, list):
+        raise HTTPError(422, f"{where}args: must be an array, not {json_type(args)}")
+    kwargs = item.get("kwargs")
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict):
+        raise HTTPError(422, f"{where}kwargs: must be an object, not {json_type(kwargs)}")
+    job_id = given.pop("job_id", None)
+    try:
+        if job_id is not None:
+            check_job_id(job_id)
+        key = _options_key(given)
+        options = made.get(key) if key is not None else None
+        if options is None:
+            if "at" in given:
+                given["at"] = parse_at(given["at"], where)
+            options = EnqueueOptions(queue=queue, **given)
+            if key is not None:
+                made[key] = options
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
+    return JobCall(name, args, kwargs, options, job_id, key)
+
+
+def _options_key(given: dict[str, Any]) -> Optional[bytes]:
+    """The JSON of a job's options, by which equal ones are made once (and runs of
+    alike jobs found); None for what orjson cannot write (made every time)."""
+    if not given:
+        return b""
+    try:
+        return orjson.dumps(given, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+
+
+def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
+    """The jobs of an enqueue request, each checked as ``app`` would check it before
+    sending (options, the registered function's parameters, JSON, size).
+
+    Raises:
+        HTTPError: 400 (not a job or a list), 422 (a job at fault, named, or too
+            many jobs).
+    """
+    try:
+        check_queue_name(queue)
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, str(exc)) from None
+    if body is NO_BODY:
+        raise HTTPError(400, "no body: send a job object, or an array of them")
+    if isinstance(body, dict):
+        items, one = [body], True
+    elif isinstance(body, list):
+        items, one = body, False
+    else:
+        raise HTTPError(
+            400, f"the body must be a job object or an array of them, not {json_type(body)}"
+        )
+    if not items:
+        raise HTTPError(422, "an empty array: no job to enqueue")
+    if len(items) > MAX_JOBS_PER_REQUEST:
+        raise HTTPError(
+            422, f"{len(items):,} jobs in one request, more than {MAX_JOBS_PER_REQUEST:,}: "
+            "send them in several requests",
+        )  # fmt: skip
+    jobs = []
+    seen: dict[str, int] = {}
+    made: dict[bytes, EnqueueOptions] = {}
+    tails: dict[str, Any] = {}
+    for i, item in enumerate(items):
+        where = "" if one else f"jobs[{i}]."
+        job = parse_job(item, queue, where, made)
+        _check_call(app, job, where, tails)
+        if job.job_id is not None:
+            if job.job_id in seen:
+                raise HTTPError(
+                    422, f"{where}id: {job.job_id!r} is also jobs[{seen[job.job_id]}]'s"
+                )
+            seen[job.job_id] = i
+        jobs.append(job)
+    return jobs
+
+
+def _check_call(app: App, job: JobCall, where: str, tails: dict[str, Any]) -> None:
+    """What the producer checks of a call before it sends anything, checked of every
+    job of the request before the first is sent; ``tails``: the envelope tails made
+    for this request, by job name."""
+    jobdef = app.registry.get(job.name)
+    try:
+        if jobdef is not None:
+            jobdef.arg_checker.check(job.args, job.kwargs)
+        unique_plan(job.options, jobdef)
+        tail = tails.get(job.name)
+        if tail is None:  # the longest priority: a size no smaller than the one sent
+            tail = tails[job.name] = codec.envelope_tail(job.name, 0, {"p": -MAX_PRIORITY})
+        size = len(codec.encode_envelope(job.args, job.kwargs, tail))
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
+    if size > app.max_payload_bytes:
+        raise HTTPError(
+            422, f"{where.rstrip('.') or 'the job'}: {size:,} bytes encoded, over the "
+            f"payload limit of {app.max_payload_bytes:,}: pass a reference to the data",
+        )  # fmt: skip
+
+
+def runs(jobs: list[JobCall]) -> list[list[JobCall]]:
+    """The jobs in runs that one ``submit_many`` can take: one name, the same options,
+    calls all positional or all keywords, ids given for all or none. A job with both
+    positional and keyword arguments is a run of its own (``submit`` takes it)."""
+    out: list[list[JobCall]] = []
+    for job in jobs:
+        if (
+            out
+            and not _both(job)
+            and not _both(out[-1][0])
+            and out[-1][0].batch_key() == job.batch_key()
+        ):
+            out[-1].append(job)
+            continue
+        out.append([job])
+    return out
+
+
+def _both(job: JobCall) -> bool:
+    return bool(job.args) and bool(job.kwargs)
+
+
+def send(app: App, jobs: list[JobCall]) -> list[str]:
+    """Enqueue checked jobs, a run (:func:`runs`) a call; their ids in order (of a
+    unique job refused by a held lock: the holder's).
+
+    Raises:
+        HTTPError: 503 with ``written``, the ids that went in, when Redis took only
+            some (or could not be reached); what :func:`refusal` maps otherwise.
+    """
+    ids: list[str] = []
+    for run in runs(jobs):
+        first = run[0]
+        try:
+            if len(run) == 1:
+                options = dataclasses.replace(first.options, job_id=first.job_id)
+                ids.append(app.submit(first.name, first.args, first.kwargs, options))
+            else:
+                calls = [job.kwargs if first.kwargs else job.args for job in run]
+                given = [job.job_id for job in run] if first.job_id is not None else None
+                ids += app.submit_many(first.name, calls, first.options, given)  # type: ignore[arg-type]
+        except EnqueueError as exc:
+            raise _unsent(exc, ids + list(exc.written), len(jobs)) from exc
+        except Exception as exc:
+            mapped = refusal(exc)
+            if mapped is None:
+                raise
+            if ids:  # not bad input (it was all checked): something of Redis'
+                mapped.more["written"] = list(ids)
+            raise mapped from exc
+    return ids
+
+
+def _unsent(exc: EnqueueError, written: list[str], total: int) -> HTTPError:
+    """The 503 of a request Redis took only part of: which ids are in, and how to
+    finish (the Python advice of ``exc``'s message, ``job_ids=``, is not HTTP's)."""
+    cause = exc.__cause__ or exc
+    if isinstance(exc, EnqueueInterrupted):
+        what = f"Redis could not be reached ({cause}): {len(written)} of the {total} jobs "
+        what += "are in (written), the others may or may not be"
+    else:
+        what = f"Redis refused the jobs ({exc.fault}: {cause}): {len(written)} of the "
+        what += f"{total} jobs are in (written), the others are not"
+    return HTTPError(
+        503, f"{what}; send the request again with an id for each job: an id that is in "
+        "already adds nothing",
+        written=written,
+    )  # fmt: skip
