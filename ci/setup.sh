@@ -30,6 +30,8 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+# the tests' workers and producers of another language (tests/integration/test_http_workers_node.py)
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
 # the clock tests run pools under a moved wall clock (tests/fault/test_clock_skew.py)
 if command -v dpkg >/dev/null 2>&1 && ! dpkg -s libfaketime >/dev/null 2>&1; then missing+=(libfaketime); fi
 command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)

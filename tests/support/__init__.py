@@ -9,5 +9,7 @@ files), one module a topic:
 - ``pool``: ``fastq pool`` subprocesses for the fault tests, killing their children,
   waiting, the record of runs;
 - ``serve``: ``fastq serve`` subprocesses on free ports, and clients with their token;
+- ``http``: ``fastq serve``'s app in a thread of the test (uvicorn), over the test's
+  own App (the HTTP workers' tests);
 - ``bench``: running a benchmark of ``bench/`` for its smoke test.
 """

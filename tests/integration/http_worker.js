@@ -1,0 +1,73 @@
+// A fastq worker in Node over HTTP: Node's own fetch, no npm package, nothing of
+// fastq but its HTTP routes (docs/http.md, "Workers in any language", shows it).
+//
+//   node http_worker.js BASE_URL QUEUE work N     run jobs until N are settled
+//   node http_worker.js BASE_URL QUEUE abandon    claim one job with a 1 s lease, never
+//                                                 heartbeat; on a line of stdin, send
+//                                                 its done late
+// Prints one JSON line: what it did.
+const [base, queue, mode, count] = process.argv.slice(2);
+const headers = { "content-type": "application/json" };
+if (process.env.FASTQ_TOKEN) headers.authorization = `Bearer ${process.env.FASTQ_TOKEN}`;
+
+async function post(path, body) {
+  const res = await fetch(base + path, { method: "POST", headers, body: JSON.stringify(body) });
+  return { status: res.status, body: await res.json() };
+}
+
+const claim = (max, lease_s, worker) =>
+  post(`/api/v1/queues/${queue}/claim`, { max, lease_s, worker });
+
+// What the jobs do: "add" sums its arguments; "explode" fails for good.
+function run(job) {
+  if (job.name === "explode") throw new Error("exploded on purpose");
+  return job.args.reduce((a, b) => a + b, 0);
+}
+
+async function work(n) {
+  const done = [], failed = [], statuses = [];
+  const deadline = Date.now() + 60000;
+  while (done.length + failed.length < n) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    const { status, body } = await claim(4, 10, "node-w");
+    if (status !== 200) throw new Error(`claim: ${status} ${JSON.stringify(body)}`);
+    if (body.jobs.length === 0) {
+      await new Promise((ok) => setTimeout(ok, 50)); // nothing ready: poll again soon
+      continue;
+    }
+    for (const job of body.jobs) {
+      const path = `/api/v1/jobs/${encodeURIComponent(job.id)}`;
+      // a long job heartbeats (within its lease) and may report how far it is
+      const beat = await post(`${path}/heartbeat`,
+        { token: job.token, progress: { fraction: 0.5, meta: "half" } });
+      statuses.push(beat.status);
+      let result;
+      try {
+        result = run(job);
+      } catch (e) {
+        const reply = await post(`${path}/fail`, { token: job.token, error: String(e), retry: false });
+        statuses.push(reply.status);
+        failed.push(job.id);
+        continue;
+      }
+      const reply = await post(`${path}/done`, { token: job.token, result }); // 409: lease lapsed
+      statuses.push(reply.status);
+      done.push(job.id);
+    }
+  }
+  return { done, failed, statuses };
+}
+
+async function abandon() {
+  const { body } = await claim(1, 1, "node-a");
+  const job = body.jobs[0];
+  console.log(JSON.stringify({ claimed: job.id, attempt: job.attempt }));
+  await new Promise((ok) => process.stdin.once("data", ok)); // the test says when
+  return post(`/api/v1/jobs/${encodeURIComponent(job.id)}/done`, { token: job.token, result: 1 });
+}
+
+(async () => {
+  const out = mode === "work" ? await work(Number(count)) : await abandon();
+  console.log(JSON.stringify(out));
+  process.exit(0);
+})().catch((e) => { console.error(String(e)); process.exit(1); });
