@@ -174,7 +174,9 @@ def test_scripts_flushed_are_reloaded_and_resent(pair: Pair, namespace: str) -> 
 
 
 def test_more_replicas_than_there_are(pair: Pair, namespace: str) -> None:
-    app = app_on(pair, namespace, min_replicas=2, replica_timeout_s=0.2)
+    # the wait is long enough for the one replica there is to confirm on a loaded
+    # box (with 0.2 s it sometimes had not, and 0 replicas were counted)
+    app = app_on(pair, namespace, min_replicas=2, replica_timeout_s=2.0)
     try:
         with pytest.raises(fastq.NotReplicated) as info:
             app.enqueue_many("job", [(i,) for i in range(10)])
