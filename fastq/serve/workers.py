@@ -2,9 +2,9 @@
 report each job done or failed (Ocypod's job server, over fastq's own leases).
 
 What each call does in Redis is :mod:`fastq.serve.leases`'; here only the HTTP: read
-the body, map input errors to 400 and a lost lease to 409. The app that mounts these
-routes (``fastq serve``) checks the bearer token and bounds the body; its fastq App is
-``request.app.state.fastq``.
+the body, map a body that is not a JSON object to 400, a wrong value to 422 and a
+lost lease to 409. The app that mounts these routes (``fastq serve``) checks the
+bearer token and bounds the body; its fastq App is ``request.app.state.fastq``.
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         workers = HttpWorkers(request.app.state.fastq)
         try:
             reply = await run_in_threadpool(handler, workers, request.path_params, body)
-        except BadRequest as exc:
-            return _error(str(exc), 400)
+        except BadRequest as exc:  # a value is wrong: 422, as the producers' routes say it
+            return _error(str(exc), 422)
         except LeaseGone as exc:
             return _error(str(exc), 409)
         except (redis.RedisError, RedisUnavailable, RedisRefused) as exc:
@@ -150,7 +150,8 @@ def _json(schema: dict[str, Any]) -> dict[str, Any]:
 def _responses(ok: dict[str, Any], ok_text: str, gone: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {
         "200": {"description": ok_text, **_json(ok)},
-        "400": {"description": "a field is wrong; the error names it", **_json(_ERROR)},
+        "400": {"description": "the body is not JSON, or not an object", **_json(_ERROR)},
+        "422": {"description": "a field is wrong; the error names it", **_json(_ERROR)},
         "503": {"description": "Redis could not serve the call: try it again", **_json(_ERROR)},
     }
     for code, text in _GUARD.items():

@@ -292,14 +292,15 @@ def test_an_unreadable_envelope_is_quarantined_not_handed_out(
         ),
     ],
 )
-def test_bad_input_is_a_400_naming_the_field(
+def test_bad_input_is_a_422_naming_the_field(
     http: httpx.Client, path: str, body: Any, message: str
 ) -> None:
     status, reply = post(http, path, body)
-    assert status == 400 and message in reply["error"], reply
+    # a body that is no JSON object is the request's fault (400), a value the field's
+    assert status == (400 if isinstance(body, list) else 422) and message in reply["error"], reply
 
 
-def test_bad_bodies_and_values_are_a_400(app: fastq.App, http: httpx.Client) -> None:
+def test_bad_bodies_are_a_400_and_bad_values_a_422(app: fastq.App, http: httpx.Client) -> None:
     response = http.post(
         f"/api/v1/queues/{Q}/claim", content=b"{nope", headers={"content-type": "application/json"}
     )
@@ -319,11 +320,11 @@ def test_bad_bodies_and_values_are_a_400(app: fastq.App, http: httpx.Client) -> 
         status, reply = post(
             http, "/api/v1/jobs/p1/heartbeat", {"token": token, "progress": progress}
         )
-        assert status == 400 and message in reply["error"], reply
+        assert status == 422 and message in reply["error"], reply
     status, reply = post(
         http, "/api/v1/jobs/p1/done", {"token": token, "result": 1, "result_ttl_s": -1}
     )
-    assert status == 400 and "result_ttl_s must be" in reply["error"]
+    assert status == 422 and "result_ttl_s must be" in reply["error"]
     # a token of another claim (the secret changed): the lease is not its
     forged = token[:-1] + ("0" if token[-1] != "0" else "1")
     assert post(http, "/api/v1/jobs/p1/done", {"token": forged})[0] == 409

@@ -31,5 +31,5 @@ def test_every_reference_resolves_and_every_refusal_is_documented() -> None:
     for path, item in workers.OPENAPI_PATHS.items():
         for operation in item.values():
             codes = set(operation["responses"])
-            assert {"200", "400", "401", "403", "404", "413", "415", "503"} <= codes, path
+            assert {"200", "400", "401", "422", "403", "404", "413", "415", "503"} <= codes, path
             assert ("409" in codes) == ("/jobs/" in path), path
