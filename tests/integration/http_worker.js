@@ -5,6 +5,9 @@
 //   node http_worker.js BASE_URL QUEUE abandon    claim one job with a 1 s lease, never
 //                                                 heartbeat; on a line of stdin, send
 //                                                 its done late
+//   node http_worker.js BASE_URL QUEUE produce N   a producer: enqueue N "add" jobs in one
+//                                                 request, then one with its own id
+//   node http_worker.js BASE_URL QUEUE read ID     read a job back: state, result
 // Prints one JSON line: what it did.
 const [base, queue, mode, count] = process.argv.slice(2);
 const headers = { "content-type": "application/json" };
@@ -66,8 +69,24 @@ async function abandon() {
   return post(`/api/v1/jobs/${encodeURIComponent(job.id)}/done`, { token: job.token, result: 1 });
 }
 
+// A producer over HTTP: a blast in one request, one job with an id of its own.
+async function produce(n) {
+  const jobs = Array.from({ length: n }, (_, i) => ({ name: "add", args: [i, i] }));
+  const blast = await post(`/api/v1/queues/${queue}/jobs`, jobs);
+  const one = await post(`/api/v1/queues/${queue}/jobs`,
+    { name: "add", args: [40, 2], id: "node-42", tags: ["from-node"] });
+  return { statuses: [blast.status, one.status], ids: [...blast.body.ids, ...one.body.ids] };
+}
+
+async function read(id) {
+  const res = await fetch(`${base}/api/v1/jobs/${encodeURIComponent(id)}`, { headers });
+  return { status: res.status, body: await res.json() };
+}
+
 (async () => {
-  const out = mode === "work" ? await work(Number(count)) : await abandon();
+  const modes = { work: () => work(Number(count)), abandon, produce: () => produce(Number(count)),
+                  read: () => read(count) };
+  const out = await modes[mode]();
   console.log(JSON.stringify(out));
   process.exit(0);
 })().catch((e) => { console.error(String(e)); process.exit(1); });

@@ -2,7 +2,8 @@
 ``fetch``) runs, through a ``fastq serve`` process, the jobs Python enqueued on a
 queue no Python worker serves, and a job it stops heartbeating comes back through a
 real ``fastq reaper`` and runs once more, its late ``done`` refused; jobs a Node
-producer enqueued run in a ``fastq pool``.
+producer enqueued run in a ``fastq pool``; a Node producer over HTTP and a worker in
+``curl`` alone, as docs/http.md shows them.
 
 ``node`` is required (``ci/setup.sh`` installs it): these tests fail without it."""
 
@@ -145,3 +146,45 @@ def test_jobs_a_node_producer_enqueued_run_in_a_pool(
         _, log = pool.communicate(timeout=60)
     assert pool.returncode == 0, log
     assert set(r.hgetall(runs).values()) == {b"1"}  # each once
+
+
+def test_a_node_producer_over_http_and_its_jobs_read_back(app: fastq.App, served: Server) -> None:
+    (produced,) = finish(node_worker(served, "produce", "30"))
+    assert isinstance(produced, dict) and produced["statuses"] == [200, 200]
+    ids = produced["ids"]
+    assert len(set(ids)) == 31 and ids[-1] == "node-42"
+    (out,) = finish(node_worker(served, "work", "31"))  # run by Node over HTTP too
+    assert isinstance(out, dict) and sorted(out["done"]) == sorted(ids)
+    (read,) = finish(node_worker(served, "read", "node-42"))
+    assert isinstance(read, dict) and read["status"] == 200
+    assert (read["body"]["state"], read["body"]["result"]) == ("done", 42)
+    assert app.stats(Q)["processed"] == 31
+
+
+CURL_FLOW = r"""
+set -euo pipefail
+AUTH="Authorization: Bearer $FASTQ_TOKEN"
+API="$BASE/api/v1"
+post() { curl -sS --fail-with-body -H "$AUTH" --json "$2" "$API/$1"; echo; }
+# a producer (docs/http.md, "Enqueue")
+post "queues/$Q/jobs" '{"name": "add", "args": [2, 3], "id": "curl-1"}'
+# a worker: claim, heartbeat, done (docs/http.md, "Workers in any language")
+claim=$(post "queues/$Q/claim" '{"max": 1, "lease_s": 30}')
+token=$(printf '%s' "$claim" | python3 -c 'import json, sys; print(json.load(sys.stdin)["jobs"][0]["token"])')
+post "jobs/curl-1/heartbeat" "$(printf '{"token": "%s", "progress": 0.5}' "$token")"
+post "jobs/curl-1/done" "$(printf '{"token": "%s", "result": 5}' "$token")"
+curl -sS --fail-with-body -H "$AUTH" "$API/jobs/curl-1"
+"""  # noqa: E501
+
+
+def test_a_producer_and_a_worker_in_curl_alone(app: fastq.App, served: Server) -> None:
+    assert served.token is not None and shutil.which("curl") is not None
+    proc = subprocess.run(
+        ["bash", "-c", CURL_FLOW], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "FASTQ_TOKEN": served.token, "BASE": served.base_url, "Q": Q},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    enqueued, beat, done, read = (json.loads(line) for line in proc.stdout.splitlines())
+    assert enqueued == {"ids": ["curl-1"]}
+    assert read["state"] == "done" and read["result"] == 5 and read["attempts"] == 0
+    assert app.stats(Q)["processed"] == 1
