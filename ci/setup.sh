@@ -52,6 +52,6 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # editable: the Cython extension is compiled in place, so tests import what they test
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron,progress,docs,web]'
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron,progress,docs,reload,web]'
 "$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'
 want_stamp >"$STAMP"

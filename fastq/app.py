@@ -4,6 +4,7 @@ which it delegates to the producer and the admins it holds."""
 from __future__ import annotations
 
 import functools
+from contextlib import AbstractContextManager
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, overload
 
@@ -19,6 +20,7 @@ from fastq.periodic import PeriodicJob, make_schedule
 from fastq.policy import ArgChecker, check_runnable
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
+from fastq.producer.testmode import QueuedJobs, test_mode
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.protocol.store import DEFAULT_CALL_TIMEOUT_S, DEFAULT_REDIS_URL, Store
@@ -201,6 +203,20 @@ class App:
 
     def close(self) -> None:
         self.store.close()
+
+    # -- test mode -------------------------------------------------------------------
+
+    def stub(self) -> AbstractContextManager[QueuedJobs]:
+        """For a test: inside ``with app.stub() as jobs:``, enqueues are checked and
+        encoded as always but kept in ``jobs`` instead of Redis (no Redis needed);
+        ``jobs.run()`` runs them here (:mod:`fastq.producer.testmode`)."""
+        return test_mode(self, eager=False)
+
+    def eager(self) -> AbstractContextManager[QueuedJobs]:
+        """For a test: inside ``with app.eager():``, each job enqueued runs at once,
+        in-process, from its encoded envelope; an exception it raises propagates
+        to the enqueue call (:mod:`fastq.producer.testmode`)."""
+        return test_mode(self, eager=True)
 
     # -- hooks ---------------------------------------------------------------------
 
@@ -465,6 +481,7 @@ class App:
     shards = _delegate("admin", Admin.shards)
     physical_queues = _delegate("admin", Admin.physical_queues)
     physical_queues_on = _delegate("admin", Admin.physical_queues_on)
+    workers = _delegate("admin", Admin.workers)
     get_job = _delegate("job_admin", JobAdmin.get_job)
     recent_jobs = _delegate("job_admin", JobAdmin.recent_jobs)
     holders = _delegate("job_admin", JobAdmin.holders)

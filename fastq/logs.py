@@ -10,8 +10,12 @@ only then, so that jobs otherwise stay on the fast path.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
+import os
+import sys
 import time
 from typing import Any, Optional
 
@@ -80,3 +84,67 @@ def set_process_field(name: str, value: Optional[Any]) -> None:
         _process_fields.pop(name, None)
     else:
         _process_fields[name] = value
+
+
+class WholeLines(io.TextIOBase):
+    """A child's stdout that writes whole lines, each batch of them in one
+    ``write()``, so that what children print into one pipe or file never mixes
+    within a line (a write of up to PIPE_BUF bytes to a pipe is atomic). A block
+    buffer flushes mid-line, and even a line-buffered TextIOWrapper writes a print's
+    text and its newline apart. What is left without a newline waits for the next
+    one, or for ``flush()``."""
+
+    def __init__(self, stream: io.TextIOWrapper) -> None:
+        super().__init__()
+        self._stream = stream
+        self._fd = stream.fileno()
+        self._partial = ""
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # read-only in io.TextIOBase
+        return self._stream.encoding
+
+    @property
+    def errors(self) -> Optional[str]:  # type: ignore[override]  # read-only there too
+        return self._stream.errors
+
+    @property
+    def buffer(self) -> Any:  # what a job writing bytes reaches, after our text
+        self.flush()
+        return self._stream.buffer
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        pending = self._partial + text
+        cut = pending.rfind("\n") + 1
+        self._partial = pending[cut:]
+        if cut:
+            self._write(pending[:cut])
+        return len(text)
+
+    def flush(self) -> None:
+        if self._partial:
+            self._write(self._partial)
+            self._partial = ""
+
+    def _write(self, text: str) -> None:
+        data = memoryview(text.encode(self.encoding, self.errors or "strict"))
+        while data:
+            data = data[os.write(self._fd, data) :]
+
+
+def print_whole_lines() -> None:
+    """In a child: ``sys.stdout`` writes whole lines (:class:`WholeLines`)."""
+    stdout = sys.stdout
+    if isinstance(stdout, io.TextIOWrapper):
+        with contextlib.suppress(ValueError, OSError):  # closed, or no file behind it
+            stdout.flush()
+            sys.stdout = WholeLines(stdout)

@@ -14,6 +14,7 @@ from fastq.protocol.introspect import (
     queue_stats,
 )
 from fastq.protocol.keys import QueueKeys, validate_queue_name
+from fastq.protocol.registry import live_entries
 from fastq.protocol.shards import sum_stats
 from fastq.protocol.store import Store
 from fastq.validate import RateLimit, check_rate_limit
@@ -97,8 +98,9 @@ class Admin:
         known = self.queues()
         if queue not in known:
             raise ValueError(
-                f"unknown queue {queue!r}: no job was ever enqueued on it and no job of "
-                f"this app is registered on it (known: {', '.join(known) or 'none'})"
+                f"unknown queue {queue!r} on {self.store.where}: no job was ever enqueued "
+                "on it and no job of this app is registered on it (known: "
+                f"{', '.join(known) or 'none'})"
             )
         return self.sharded.of(queue)
 
@@ -265,3 +267,20 @@ class Admin:
         members = client.smembers(f"{self.store.namespace}:queues")
         seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
         return sorted(seen | {j.queue for j in self.registry.values()})
+
+    def workers(self, queue: Optional[str] = None) -> list[dict[str, Any]]:
+        """The live pools and lone workers (of ``queue``, or all), from the worker
+        registry (:mod:`fastq.protocol.registry`): each a dict with ``kind``
+        (``pool`` or ``worker``), ``id``, ``host``, ``pid``, ``started_at``,
+        ``queues``, ``redis``, ``lapses_in_s`` and ``children``: per child its
+        ``kind``, ``pid``, ``state`` (``busy``, ``idle``, ``waiting`` for work),
+        ``job`` (``queue``, ``id``, ``since``) and ``in_flight`` when busy,
+        ``rss`` and ``jobs_done``. Idle ones are listed; one that stopped is not,
+        and one that died drops off within :data:`fastq.protocol.registry.TTL_S`.
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self.store.producer_call():
+            entries = live_entries(self.store.redis, self.store.namespace)
+        return [e for e in entries if queue is None or queue in e.get("queues", ())]

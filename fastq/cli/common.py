@@ -130,6 +130,13 @@ def add_connection_options(p: argparse.ArgumentParser) -> None:
 def load_app(spec: str) -> App:
     """Import ``module`` or ``module:attribute`` and return its fastq App."""
     module_name, _, attr = spec.partition(":")
+    if module_name.endswith(".py"):
+        # a file name, as `python myapp.py` takes it: --app wants the module's name
+        suggestion = module_name[:-3].replace(os.sep, ".").lstrip(".")
+        raise CliError(
+            f"--app takes a module, not a file: --app {suggestion}{':' + attr if attr else ''}",
+            EXIT_APP_LOAD,
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -148,9 +155,18 @@ def load_app(spec: str) -> App:
             EXIT_APP_LOAD,
         ) from None
     if attr:
-        app = getattr(module, attr, None)
+        if not hasattr(module, attr):
+            names = sorted(k for k, v in vars(module).items() if isinstance(v, App))
+            raise CliError(
+                f"module {module_name!r} has no attribute {attr!r} (its fastq.App: "
+                f"{', '.join(names) or 'none'})",
+                EXIT_APP_LOAD,
+            )
+        app = getattr(module, attr)
         if not isinstance(app, App):
-            raise CliError(f"{module_name}:{attr} is not a fastq.App", EXIT_APP_LOAD)
+            raise CliError(
+                f"{module_name}:{attr} is a {type(app).__name__}, not a fastq.App", EXIT_APP_LOAD
+            )
         return app
     apps = {id(v): v for v in vars(module).values() if isinstance(v, App)}
     if len(apps) != 1:
@@ -184,6 +200,23 @@ def configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
     if getattr(args, "max_stalls", None) is not None:
         app.max_stalls = args.max_stalls
     return app
+
+
+def app_hint(args: argparse.Namespace) -> str:
+    """What to add to an "unknown queue" error of a command given no --app: it read
+    $FASTQ_REDIS_URL or the default, not the Redis the user's app names."""
+    if getattr(args, "app", None) or args.redis_url:
+        return ""
+    source = "$FASTQ_REDIS_URL" if os.environ.get("FASTQ_REDIS_URL") else "the default Redis"
+    return f"; without --app this command reads {source}: add --app MODULE to read the app's"
+
+
+def known_queue(args: argparse.Namespace, app: App, queue: str) -> None:
+    """A one-line usage error, naming the Redis read, unless ``app`` knows ``queue``."""
+    try:
+        app.admin.known_queue(queue)
+    except (TypeError, ValueError) as exc:
+        raise CliError(f"{exc}{app_hint(args)}") from None
 
 
 def operator_app(args: argparse.Namespace) -> App:

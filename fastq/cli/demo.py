@@ -45,7 +45,9 @@ def run_demo(
 ) -> int:
     """Enqueue ``jobs`` fake emails, drain them with ``fastq pool -c workers``,
     print the figures, stop the pool. Returns the exit status."""
-    server = None if redis_url else RedisServer().start()
+    # with an append-only file, as Redis for jobs should be (and the pool's check of
+    # Redis' persistence has nothing to warn of): a throwaway server, set up right
+    server = None if redis_url else RedisServer(appendonly=True).start()
     url = redis_url or (server.url if server else "")
     namespace = f"fastq-demo-{os.getpid()}"
     app.configure(redis_url=url, namespace=namespace)

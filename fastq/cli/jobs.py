@@ -19,6 +19,7 @@ from fastq.cli.common import (
     OPTIONAL_APP,
     CliError,
     add_connection_options,
+    app_hint,
     call,
     one_or_all_queues,
     one_queue,
@@ -131,6 +132,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if args.limit is not None:
         raise CliError("--limit goes with --state")
     cursor: Optional[str] = None
+    listed = 0
     while True:
         try:
             page = app.jobs_by_tag(args.tag, queue=queue, cursor=cursor, count=1000)
@@ -138,9 +140,15 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             raise CliError(str(exc)) from None
         for job in page.jobs:
             print(job.id, job.queue, job.state)
+        listed += len(page.jobs)
         if page.cursor is None:
-            return 0
+            break
         cursor = page.cursor
+    if not listed:  # on stderr: a pipe reading the ids gets none, a person a reason
+        where = f"queue {queue!r}" if queue else "any queue"
+        print(f"fastq: no live job tagged {args.tag!r} on {where} of {app.store.where}",
+              file=sys.stderr)  # fmt: skip
+    return 0
 
 
 def _recent(app: Any, state: str, queue: Optional[str], limit: Optional[int]) -> int:
@@ -149,6 +157,9 @@ def _recent(app: Any, state: str, queue: Optional[str], limit: Optional[int]) ->
     for q in [queue] if queue else app.queues():
         found += call(app.recent_jobs, q, state, limit)
     found.sort(key=lambda info: info.ended_at or 0.0, reverse=True)
+    if not found:
+        where = f"queue {queue!r}" if queue else "any queue"
+        print(f"fastq: no {state} job recorded on {where} of {app.store.where}", file=sys.stderr)
     for job in found[:limit]:
         error = (job.last_error or "-").replace("\n", " ")
         print(job.id, job.queue, job.state, _when(job.ended_at), job.worker or "-", error)
@@ -237,8 +248,8 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     queue = one_queue(args) if args.queue else (job.queue if job else "default")
     if queue not in app.queues() and not args.new_queue:
         raise CliError(
-            f"unknown queue {queue!r}: no job was enqueued on it and no job of the app "
-            "uses it (add --new-queue to start it)"
+            f"unknown queue {queue!r} on {app.store.where}: no job was enqueued on it and "
+            f"no job of the app uses it (add --new-queue to start it){app_hint(args)}"
         )
     if args.new_queue:
         app.declare_queue(queue)
@@ -286,7 +297,8 @@ def add_enqueue(sub: Any) -> None:
     e = sub.add_parser(
         "enqueue",
         help="enqueue one job by name; prints its id",
-        epilog="examples:\n  fastq enqueue send_email --args '[\"a@example.com\"]' -q mailer\n"
+        epilog="examples:\n"
+        '  fastq enqueue send_email --app myapp --args \'["a@example.com", "hi"]\'\n'
         '  fastq enqueue report --kwargs \'{"day": "2026-11-23"}\' --in 30s --app myapp',
     )
     e.add_argument("name", help="the job's registered name")

@@ -2,17 +2,19 @@
 
 The commands live by what they act on: :mod:`fastq.cli.run` (worker, pool, reaper,
 demo), :mod:`fastq.cli.ops` (queues), :mod:`fastq.cli.jobs` (jobs); what they share is
-:mod:`fastq.cli.common`. This module assembles their parsers and runs one.
+:mod:`fastq.cli.common`; who serves them, :mod:`fastq.cli.workers`. This module
+assembles their parsers and runs one.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any, Callable, Optional, Sequence
 
 from fastq._version import __version__
-from fastq.cli import jobs, ops, run, serve
+from fastq.cli import jobs, ops, run, serve, workers
 from fastq.cli.common import CliError, Parser
 from fastq.errors import FastqError
 from fastq.logs import FORMATS, configure_logging
@@ -36,7 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--log-format", default="text", choices=FORMATS, help="text, or json: one object a line"
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    commands: dict[str, Callable[[Any], None]] = {**run.COMMANDS, **ops.COMMANDS, **jobs.COMMANDS}
+    commands: dict[str, Callable[[Any], None]] = {
+        **run.COMMANDS,
+        **ops.COMMANDS,
+        **jobs.COMMANDS,
+        **workers.COMMANDS,
+    }
     commands.update(serve.COMMANDS)
     assert sorted(commands) == sorted(ORDER), "a new command goes in ORDER"
     for name in ORDER:
@@ -58,7 +65,7 @@ examples:
   fastq dead list -q mailer                 jobs that failed for good
   fastq dead retry -q mailer                put them back, attempts reset
   fastq workers -v                          who holds which job now
-  fastq enqueue send_email --args '["a@example.com"]' -q mailer
+  fastq enqueue send_email --app myapp --args '["a@example.com", "hi"]'
   fastq demo                                a 30,000-email blast on a throwaway Redis
 
 Every command takes --redis-url (default: $FASTQ_REDIS_URL) and --namespace;
@@ -84,6 +91,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # the reader went away (`fastq jobs ... | head -1`): stop quietly, as a command
+        # that SIGPIPE ends would, and let the exit's flush write to nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ The commands about jobs are in :mod:`fastq.cli.jobs`.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from typing import Any, Callable, Optional
@@ -22,18 +21,24 @@ from fastq.cli.common import (
     OPTIONAL_APP,
     CliError,
     add_connection_options,
-    call,
+    app_hint,
     configured_app,
+    known_queue,
     one_queue,
     operator_app,
     parse_duration,
     parse_queues,
 )
 from fastq.cli.progress import make_view, watch_drain
+from fastq.cli.workers import serving_note
 from fastq.protocol.keys import validate_queue_name
+from fastq.protocol.registry import workers_per_queue
 from fastq.validate import RateLimit, parse_rate_limit
 
-STATS_FIELDS = ("ready", "inflight", "scheduled", "dead", "broken", "processed", "failed")
+STATS_FIELDS = (
+    "ready", "inflight", "scheduled", "dead", "broken",
+    "enqueued", "processed", "failed", "cancelled",
+)  # fmt: skip
 # what went wrong beside failures, on the plain line too: jobs retried, stalled (their
 # worker died or hung running them), orphaned (handed back from a dead worker), and
 # acks that came too late to count
@@ -49,7 +54,10 @@ def _stats_queues(args: argparse.Namespace, app: App) -> list[str]:
     queues = parse_queues(args.queues)
     unknown = [q for q in queues if q not in known]
     if unknown:
-        raise CliError(f"unknown queue {unknown[0]!r} (known: {', '.join(known) or 'none'})")
+        raise CliError(
+            f"unknown queue {unknown[0]!r} on {app.store.where} (known: "
+            f"{', '.join(known) or 'none'}){app_hint(args)}"
+        )
     return queues
 
 
@@ -89,14 +97,15 @@ def _print_stats(rows: dict[str, dict[str, Any]], as_json: bool) -> None:
         flags = " paused" if row["paused"] else ""
         if "shards" in row:
             flags += f" shards={row['shards']}"
-        print(f"{q} {shown} rate={rate} limit={row['limit'] or 'off'}{flags}", flush=True)
+        limit = row["limit"] or "off"
+        print(f"{q} {shown} workers={row['workers']} rate={rate} limit={limit}{flags}", flush=True)
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
-    """Per queue: ready, inflight, scheduled, dead, broken, processed, failed,
-    retried, stalled, orphaned, stale_acks (with --json every counter of
-    ``app.stats()``), and (with --watch) the rate: jobs processed per second over
-    the last interval."""
+    """Per queue: ready, inflight, scheduled, dead, broken, enqueued, processed, failed,
+    cancelled, retried, stalled, orphaned, stale_acks (with --json every counter of
+    ``app.stats()``), the worker processes serving it (the worker registry), and
+    (with --watch) the rate: jobs processed per second over the last interval."""
     if args.interval <= 0:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     app = operator_app(args)
@@ -109,12 +118,14 @@ def cmd_stats(args: argparse.Namespace) -> int:
     while True:
         now = time.monotonic()
         counts = {q: app.stats(q) for q in queues}
+        serving = workers_per_queue(app.workers())
         rows = {}
         for q, c in counts.items():
             rate = None
             if q in before:
                 rate = (c["processed"] - before[q]["processed"]) / max(now - t_before, 1e-9)
             rows[q] = _stats_row(c, rate)
+            rows[q]["workers"] = serving.get(q, 0)
         if args.watch and not args.json and sys.stdout.isatty():
             print("\x1b[2J\x1b[H", end="")  # clear the screen: a table that stays put
         _print_stats(rows, args.json)
@@ -133,6 +144,7 @@ def cmd_queues(args: argparse.Namespace) -> int:
     if not known:
         print("no queues")
         return 0
+    serving = workers_per_queue(app.workers())
     for q in known:
         if not _valid(q):
             print(f"{q!r} invalid queue name (written by something other than fastq)")
@@ -144,29 +156,8 @@ def cmd_queues(args: argparse.Namespace) -> int:
             state += f" shards={c['shards']}"
         print(
             f"{q} ready={c['ready']} inflight={c['inflight']} scheduled={c['scheduled']} "
-            f"dead={c['dead']} broken={c['broken']}{state}{note}"
+            f"dead={c['dead']} broken={c['broken']} workers={serving.get(q, 0)}{state}{note}"
         )
-    return 0
-
-
-def cmd_workers(args: argparse.Namespace) -> int:
-    """One line per worker holding jobs now: queue, worker id, jobs held, when its
-    lease lapses; with -v the jobs (id and name)."""
-    app = operator_app(args)
-    queue = one_queue(args) if args.queue else None
-    found = call(app.holders, queue)
-    if args.json:
-        print(orjson.dumps([dataclasses.asdict(h) for h in found]).decode())
-        return 0
-    if not found:
-        print("no worker holds a job now (idle workers hold none and are not listed)")
-        return 0
-    now = time.time()
-    for h in found:
-        print(f"{h.queue} {h.worker} jobs={len(h.jobs)} lease={h.lease_until - now:+.1f}s")
-        if args.verbose:
-            for job_id, name in h.jobs.items():
-                print(f"  {job_id} {name or '-'}")
     return 0
 
 
@@ -177,15 +168,21 @@ def cmd_wait(args: argparse.Namespace) -> int:
         raise CliError(f"--interval must be > 0 seconds, not {args.interval:g}")
     timeout_s = parse_duration(args.timeout) if args.timeout is not None else None
     app = operator_app(args)
-    call(app.admin.known_queue, queue)
+    known_queue(args, app, queue)
+    note_serving = serving_note(app, queue)
+
+    def read() -> dict[str, int]:
+        note_serving()
+        return app.stats(queue)
+
     final = watch_drain(
-        lambda: app.stats(queue),
+        read,
         make_view(queue, plain_every_s=max(args.interval, 1.0)),
         interval_s=args.interval,
         timeout_s=timeout_s,
     )
     if final is None:
-        print(f"fastq: {queue} not drained within {args.timeout}", file=sys.stderr)
+        print(f"fastq: {queue} not drained within {timeout_s:g}s (--timeout)", file=sys.stderr)
         return 1
     print(f"{queue} drained: {final.done} done, {final.failures} failed, {final.dead} dead")
     return 0
@@ -362,20 +359,6 @@ def add_wait(sub: Any) -> None:
     add_connection_options(w)
 
 
-def add_workers(sub: Any) -> None:
-    wk = sub.add_parser(
-        "workers",
-        help="the workers holding jobs now, and what they run",
-        epilog="examples:\n  fastq workers\n  fastq workers -q mailer -v",
-    )
-    wk.add_argument("-q", "--queue", help="the queue (default: every known queue)")
-    wk.add_argument("-v", "--verbose", action="store_true", help="each job held: id and name")
-    wk.add_argument("--json", action="store_true", help="print JSON")
-    wk.add_argument("--app", help=OPTIONAL_APP)
-    wk.set_defaults(func=cmd_workers)
-    add_connection_options(wk)
-
-
 def add_pause(sub: Any) -> None:
     pa = sub.add_parser(
         "pause",
@@ -446,7 +429,6 @@ COMMANDS: dict[str, Callable[[Any], None]] = {
     "stats": add_stats,
     "queues": add_queues,
     "wait": add_wait,
-    "workers": add_workers,
     "pause": add_pause,
     "resume": add_resume,
     "purge": add_purge,

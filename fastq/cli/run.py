@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any, Callable, Optional
 
 from fastq.app import App
@@ -159,12 +160,32 @@ def cmd_pool(args: argparse.Namespace) -> int:
         queues_from_app=args.queues is None,
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
+        reload_paths=_reload_paths(args.app) if args.reload else [],
     )
     try:
         master = Master(app, config, reload_app=lambda: configured_app(args, fresh=True))
     except RuntimeError as exc:  # --metrics-port without prometheus_client
         raise CliError(str(exc)) from None
     return master.run()
+
+
+def _reload_paths(spec: str) -> list[str]:
+    """What ``--reload`` watches: the current directory, and the folder of the app's
+    top package or module when it lies elsewhere."""
+    from fastq.pool.reload import require_watchfiles
+
+    try:
+        require_watchfiles()
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from None
+    paths = [os.getcwd()]
+    module = sys.modules.get(spec.partition(":")[0].split(".")[0])
+    where = getattr(module, "__file__", None)
+    if where:
+        folder = os.path.dirname(os.path.abspath(where))  # a package's own, or the module's
+        if not folder.startswith(os.getcwd() + os.sep) and folder != os.getcwd():
+            paths.append(folder)
+    return paths
 
 
 def cmd_reaper(args: argparse.Namespace) -> int:
@@ -355,6 +376,12 @@ def add_pool(sub: Any) -> None:
         "--no-reaper",
         action="store_true",
         help="run no reaper child (run `fastq reaper` elsewhere)",
+    )
+    p.add_argument(
+        "--reload",
+        action="store_true",
+        help="development: restart the children (a HUP) when a .py file under the "
+        "current directory or the app's changes (the reload extra: watchfiles)",
     )
     p.add_argument(
         "--cpu-slots",

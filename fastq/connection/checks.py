@@ -76,7 +76,7 @@ def check_redis(app: Checked, who: str) -> None:
         infos = [(where, node, node.info("server")) for where, node in nodes]
     except REDIS_ERRORS as exc:
         fault = classify(exc)
-        if fault is Fault.DENIED:
+        if fault is not None and fault.operator_must_act:
             raise RedisRefused(fault.value, _refusal(url, exc)) from None
         if is_sentinel_url(app.redis_url):
             refusal = sentinels_refusal(app.redis_url, CHECK_TIMEOUT_S)
@@ -109,6 +109,8 @@ def _refusal(url: str, exc: BaseException) -> str:
             "password (requirepass, and put it in the URL) or, on a network that only "
             "trusted hosts reach, protected-mode no"
         )
+    if classify(exc) is Fault.NO_DATABASE:
+        return f"Redis at {url} has no such database ({text}): check the /db at the end of the URL"
     return f"Redis at {url} refused the connection ({text}): check the user and password in the URL"
 
 

@@ -22,6 +22,8 @@ fault                     replies                                          polic
                           and this host is not the loopback)
                                                                            an operator
                                                                            must act
+``NO_DATABASE``           ``DB index is out of range`` (the URL's ``/db``  the same
+                          is beyond the server's ``databases``)
 ========================  ===============================================  ===========
 
 Anything else (a script's own ``error()``, a wrong type) is not a fault of Redis but
@@ -53,6 +55,12 @@ class Fault(enum.Enum):
     OUT_OF_MEMORY = "out of memory"
     NO_SCRIPT = "scripts not loaded"
     DENIED = "access denied"
+    NO_DATABASE = "no such database"
+
+    @property
+    def operator_must_act(self) -> bool:
+        """Retrying cannot fix it: a password, an ACL, a database number."""
+        return self is Fault.DENIED or self is Fault.NO_DATABASE
 
 
 # Ordered: the first match wins (AuthenticationError is a ConnectionError).
@@ -109,6 +117,8 @@ def classify(exc: BaseException) -> Optional[Fault]:
     if isinstance(exc, rex.RedisClusterException):
         return Fault.UNAVAILABLE if str(exc).startswith(_CLUSTER_UNREACHABLE) else None
     if isinstance(exc, rex.ResponseError):
+        if str(exc).startswith("DB index is out of range"):  # SELECT at connect
+            return Fault.NO_DATABASE
         words = str(exc).split(maxsplit=1)
         code = getattr(exc, "status_code", None) or (words[0] if words else "")
         return _BY_CODE.get(code)
@@ -137,7 +147,7 @@ def backoff_s(failures: int, fault: Fault, *, base_s: float = 0.1, cap_s: float 
     """How long to wait after the ``failures``-th failure in a row (1 = the first):
     exponential with jitter, so that 32 children do not retry in step. Refusals
     an operator must fix are retried slowly: retrying cannot fix them."""
-    if fault is Fault.DENIED:
+    if fault.operator_must_act:
         base_s = cap_s
     delay = min(cap_s, base_s * 2 ** min(failures - 1, 8))
     return float(delay * (0.5 + random.random() / 2))
@@ -152,6 +162,12 @@ def for_producer(exc: BaseException, url: str) -> Exception:
     if fault is None:
         return exc if isinstance(exc, Exception) else RuntimeError(str(exc))
     return RedisRefused(fault.value, f"Redis at {url} refused the call ({fault.value}): {exc}")
+
+
+_HINTS = {
+    Fault.DENIED: " (check the password or ACL; retrying slowly)",
+    Fault.NO_DATABASE: " (check the /db of the URL; retrying slowly)",
+}
 
 
 class Outage:
@@ -193,8 +209,8 @@ class Outage:
         self.failures += 1
         if fault not in self._told:
             self._told.add(fault)
-            level = logging.ERROR if fault is Fault.DENIED else logging.WARNING
-            hint = " (check the password or ACL; retrying slowly)" if fault is Fault.DENIED else ""
+            level = logging.ERROR if fault.operator_must_act else logging.WARNING
+            hint = _HINTS.get(fault, "")
             self.log.log(
                 level, "%s: Redis %s: %s%s; retrying with backoff", self.who, fault.value, exc, hint
             )

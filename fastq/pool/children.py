@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, NoReturn, Optional
 
 from fastq.app import App
+from fastq.logs import print_whole_lines
 from fastq.shm.cpuslots import CpuSlots
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics
@@ -81,6 +82,15 @@ class Children:
                 continue
         return {}
 
+    def kinds_and_slots(self) -> list[tuple[str, int, int]]:
+        """``(kind, pid, slot)`` of each child (read by the registry's thread)."""
+        for _ in range(5):  # the loop's thread may change the dict meanwhile
+            try:
+                return [(c.kind, c.pid, c.slot) for c in list(self._by_pid.values())]
+            except RuntimeError:
+                continue
+        return []
+
     def signal(self, child: Child, sig: int) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, sig)
@@ -115,6 +125,10 @@ class Children:
         # (``run_child`` unblocks them).
         previous = signal.pthread_sigmask(signal.SIG_BLOCK, master_signals)
         try:
+            # what the master has buffered would be printed again by the child
+            for stream in (sys.stdout, sys.stderr):
+                with contextlib.suppress(Exception):
+                    stream.flush()
             pid = os.fork()
             if pid == 0:
                 set_process_name(f"fastq-{kind}")
@@ -165,6 +179,7 @@ def run_child(
         signal.pthread_sigmask(signal.SIG_UNBLOCK, master_signals)
         drop_master_state()
         random.seed()
+        print_whole_lines()  # children share the master's stdout
         main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else EXIT_CRASH

@@ -26,7 +26,7 @@ import psutil
 
 from fastq.app import App
 from fastq.connection.checks import check_redis
-from fastq.connection.faults import REDIS_ERRORS
+from fastq.pool.announce import pool_announcer
 from fastq.pool.children import (
     EXIT_BOOT,
     Child,
@@ -39,6 +39,7 @@ from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks, death_cause
 from fastq.pool.lost import watch_for_loss
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
+from fastq.pool.reload import watch_for_changes
 from fastq.protocol import scripts
 from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
@@ -73,6 +74,7 @@ class PoolConfig:
     first_wave: int = 0  # workers forked first at start-up (fastq.pool.ramp); 0: one per CPU
     metrics_port: Optional[int] = None  # serve Prometheus metrics (fastq.shm.metrics) on it
     metrics_host: str = "127.0.0.1"
+    reload_paths: list[str] = field(default_factory=list)  # --reload: a HUP when a .py changes
 
 
 class Master:
@@ -137,11 +139,15 @@ class Master:
             self.pid, self.num_workers, ",".join(self.config.queues),
             " and a reaper" if self.config.reaper else "",
         )  # fmt: skip
-        self.load_scripts()
+        scripts.preload(self.app.new_client, CALL_TIMEOUT_S, f"master {self.pid}")
         watch = watch_for_loss(
             lambda: self.app, lambda: self.config.queues, self.pid, self.hand_backs
         )
         self.hand_backs.start()
+        announcer = pool_announcer(self.app, self.pid, self.board, self.children.kinds_and_slots,
+                                   lambda: self.config.queues, lambda: self.num_workers,
+                                   self.hand_backs)  # fmt: skip
+        reload_watch = watch_for_changes(self.config.reload_paths, self.pid, self.hand_backs)
         if self.exporter is not None:
             self.exporter.start()
             log.info("master %d: metrics on %s", self.pid, self.exporter.url)
@@ -163,27 +169,14 @@ class Master:
             for fd in self._pipe:
                 os.close(fd)
             self.hand_backs.close()
+            announcer.stop()
+            if reload_watch is not None:
+                reload_watch.stop()
             watch.stop()
             if self.exporter is not None:
                 self.exporter.stop()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
-
-    def load_scripts(self) -> None:
-        """Load the Lua scripts before forking, so that N children do not each meet
-        NOSCRIPT and load them at once. Best effort: a child reloads them if needed."""
-        client = None
-        try:
-            # a cluster's client connects as it is made: inside the try
-            client = self.app.new_client(
-                retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
-            )
-            scripts.load_all(client)
-        except REDIS_ERRORS as exc:
-            log.warning("master %d: Redis unavailable (%s); children will retry", self.pid, exc)
-        finally:
-            if client is not None:  # no socket of the master's is inherited by its children
-                client.close()
 
     # -- signals -------------------------------------------------------------------
 
@@ -271,6 +264,9 @@ class Master:
             self.children.signal(child, signal.SIGUSR1)
 
     def stop_gracefully(self) -> None:
+        log.info("master %d: stopping: each child finishes its job in hand (%gs at most); "
+                 "a second Ctrl-C or SIGTERM stops them at once", self.pid,
+                 self.config.graceful_timeout_s)  # fmt: skip
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.config.graceful_timeout_s
         for child in self.children.values():

@@ -14,6 +14,7 @@ call sent twice). A NOSCRIPT (a promoted replica, a new node) reloads that node.
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence, Union
@@ -22,11 +23,14 @@ import redis
 from redis.exceptions import NoScriptError
 
 from fastq.connection import cluster
+from fastq.connection.faults import REDIS_ERRORS
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
 
 Command = tuple[Union["Script", "Plain", "OnNodeOf"], Sequence[Any], Sequence[Any]]
+
+log = logging.getLogger("fastq.redis")
 
 
 @dataclass(frozen=True)
@@ -166,6 +170,21 @@ def load_all(client: redis.Redis) -> None:
     for script in loaded():
         pipe.script_load(script.source)
     pipe.execute()
+
+
+def preload(new_client: Callable[..., Any], timeout_s: float, who: str) -> None:
+    """Load the scripts before a pool forks, so that N children do not each meet
+    NOSCRIPT and load them at once. Best effort: a child reloads them if needed."""
+    client = None
+    try:
+        # a cluster's client connects as it is made: inside the try
+        client = new_client(retries=0, socket_timeout_s=timeout_s, connect_timeout_s=timeout_s)
+        load_all(client)
+    except REDIS_ERRORS as exc:
+        log.warning("%s: Redis unavailable (%s); children will retry", who, exc)
+    finally:
+        if client is not None:  # no socket of the master's is inherited by its children
+            client.close()
 
 
 def _reload(client: redis.Redis, first_keys: Sequence[Any]) -> None:

@@ -20,6 +20,7 @@ from fastq.connection import client as redis_client
 from fastq.connection.client import check_url
 from fastq.connection.cluster import is_cluster_url
 from fastq.connection.faults import REDIS_ERRORS, for_producer
+from fastq.connection.url import mask_url
 from fastq.errors import FastqError
 from fastq.protocol import scripts
 from fastq.protocol.keys import QueueKeys
@@ -111,6 +112,11 @@ class Store:
             connect_timeout_s=connect_timeout_s,
             retry_timeouts=retry_timeouts,
         )
+
+    @property
+    def where(self) -> str:
+        """The Redis and namespace read, for a message (its password masked)."""
+        return f"{mask_url(self.redis_url)}, namespace {self.namespace!r}"
 
     @property
     def redis(self) -> redis.Redis:

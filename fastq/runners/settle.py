@@ -84,7 +84,7 @@ def settle_failure(
             fields = {"attempts": attempt, "error": "Retry requested"}
             out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         else:
-            error = f"Retry requested after {attempt} attempts: retries exhausted"
+            error = f"Retry requested after {_attempts(attempt)}: retries exhausted"
             if target.at_most_once:
                 error = "Retry requested: an at-most-once job is never retried"
             _bury(out, name, job_id, env, attempt, error, None)
@@ -118,7 +118,11 @@ def settle_failure(
         fields = _failure_fields(attempt, error, tb)
         out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))
         return
-    _bury(out, name, job_id, env, attempt, error, tb, f"failed after {attempt} attempts: {error}")
+    _bury(out, name, job_id, env, attempt, error, tb, f"failed after {_attempts(attempt)}: {error}")
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
 
 
 def _now_ms() -> int:

@@ -24,6 +24,7 @@ from fastq.context import ProgressBuffer
 from fastq.errors import FastqError
 from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.markers import Held, LossWatch
+from fastq.protocol.registry import Announcer, process_fields
 from fastq.ratelimit import KeyGate
 from fastq.runners.factory import build_runners
 from fastq.runners.sync import HardStop
@@ -297,7 +298,26 @@ class Worker:
         """Work until stopped (or, in burst mode, until the queues are empty)."""
         check_redis(self.app, "worker")  # a pool's master checks once for its children
         self.init_process()
-        self.run_loop()
+        # alone, it announces itself in the worker registry (a pool's master does it
+        # for its children)
+        announcer = Announcer(
+            lambda: self.app.new_client(retries=0, socket_timeout_s=2.0, connect_timeout_s=2.0),
+            self.app.namespace, str(self.worker_id), self._announced, "worker",
+        )  # fmt: skip
+        announcer.start()
+        try:
+            self.run_loop()
+        finally:
+            announcer.stop()
+
+    def _announced(self) -> dict[str, Any]:
+        """This worker's entry in the worker registry (:mod:`fastq.protocol.registry`)."""
+        app, pid = self.app, os.getpid()
+        entry = process_fields("worker", pid, self.queues, app.redis_url, app.namespace)
+        # what it runs now is known to a pool's children only (their heartbeat slots)
+        child = {"kind": "worker", "pid": pid, "started_at": entry["started_at"], "state": None}
+        child["jobs_done"] = self.jobs_run
+        return dict(entry, id=str(self.worker_id), children=[child])
 
     def _unknown_job_grace_s(self) -> float:
         """The worker's ``unknown_job_grace_s``, else its app's."""

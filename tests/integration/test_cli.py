@@ -94,7 +94,21 @@ def test_sigterm_stops_a_worker_gracefully_without_losing_jobs(
             3,
             "RuntimeError: this module fails on import",
         ),
-        (["worker", "--app", "tests.apps.counting:nope", "-q", "a"], 3, "is not a fastq.App"),
+        (
+            ["worker", "--app", "tests.apps.counting:nope", "-q", "a"],
+            3,
+            "module 'tests.apps.counting' has no attribute 'nope' (its fastq.App: app)",
+        ),
+        (
+            ["worker", "--app", "tests.apps.counting:count", "-q", "a"],
+            3,
+            "tests.apps.counting:count is a JobDef, not a fastq.App",
+        ),
+        (
+            ["worker", "--app", "tests/apps/counting.py", "-q", "a"],
+            3,
+            "--app takes a module, not a file: --app tests.apps.counting",
+        ),
         (
             ["worker", "--app", "tests.apps.counting", "--no-such-option"],
             2,
@@ -168,6 +182,8 @@ def test_demo_runs_a_blast_on_its_own_throwaway_redis() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "throwaway redis-server" in proc.stdout
     assert "processed=3000 failed=0 dead=0 ready=0 inflight=0" in proc.stdout
+    # its own server keeps an append-only file: the pool's check has nothing to warn of
+    assert "persists nothing" not in proc.stderr, proc.stderr
 
 
 def test_an_idle_worker_stops_at_once_on_sigterm(redis_server: RedisServer, app: fastq.App) -> None:

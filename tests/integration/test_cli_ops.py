@@ -162,6 +162,7 @@ def test_queues_and_stats_list_an_invalid_name_without_crashing(
         "failed": 0, "retried": 0, "stalled": 0, "orphaned": 0, "stale_acks": 0,
         "enqueued": 3, "interrupted": 0, "purged": 0, "cancelled": 0, "revived": 0,
         "total_dead": 0, "total_broken": 0, "rate": None, "limit": None, "paused": False,
+        "workers": 0,
     }  # fmt: skip
 
 
@@ -338,7 +339,7 @@ def test_worker_banner_and_failure_logs(
     assert f"namespace {namespace}, queues mailer,slow, jobs flaky,hold" in banner
     assert PASSWORD not in proc.stderr
     # a death: one ERROR line, then its traceback (as Celery and RQ log it)
-    assert "is dead: failed after 1 attempts: RuntimeError: smtp down for 1" in proc.stderr
+    assert "is dead: failed after 1 attempt: RuntimeError: smtp down for 1" in proc.stderr
     assert 'ops_jobs.py", line' in proc.stderr
     assert "ran (attempt" not in proc.stderr  # per-job lines only at DEBUG
     producer.enqueue("flaky", [2], queue="mailer")
@@ -378,7 +379,10 @@ def test_workers_lists_who_holds_which_job(
     job_id = app.enqueue("hold", [1], queue="slow")
     base = ("--namespace", app.namespace)
     proc = run_cli(redis_server.url, "workers", *base)
-    assert proc.returncode == 0 and proc.stdout.startswith("no worker holds a job now")
+    assert proc.returncode == 0 and proc.stdout == (
+        f"no pool or worker serves any queue now (on {redis_server.url}, namespace "
+        f"{app.namespace!r})\n"
+    )
     worker = subprocess.Popen(
         fastq_cmd("worker", "--app", OPS_APP, *base, "-q", "slow", "--burst"),
         env=subprocess_env(redis_server.url),
@@ -388,14 +392,29 @@ def test_workers_lists_who_holds_which_job(
         assert r.blpop([f"{app.namespace}:started"], timeout=30) is not None
         proc = run_cli(redis_server.url, "workers", *base, "-q", "slow", "-v")
         assert proc.returncode == 0, proc.stderr
-        head, job = proc.stdout.splitlines()
+        alone, child, holding, head, job = proc.stdout.splitlines()
+        assert alone.startswith("worker (alone) ") and " on slow: 1 worker, since " in alone
+        assert child.startswith(f"  worker {worker.pid} ") and " done=0" in child
+        assert holding == "holding jobs now:"
         assert head.startswith("slow ") and " jobs=1 lease=+" in head
         assert job == f"  {job_id} hold"
         listed = orjson.loads(run_cli(redis_server.url, "workers", *base, "--json").stdout)
-        assert [(h["queue"], h["jobs"]) for h in listed] == [("slow", {job_id: "hold"})]
+        holders = listed["holders"]
+        assert [(h["queue"], h["jobs"]) for h in holders] == [("slow", {job_id: "hold"})]
+        [process] = listed["processes"]
+        assert (process["kind"], process["pid"], process["queues"]) == (
+            "worker",
+            worker.pid,
+            ["slow"],
+        )
     finally:
         r.rpush(f"{app.namespace}:release", 1)
         assert worker.wait(timeout=30) == 0
+    # a worker that stopped withdrew its entry
+    assert orjson.loads(run_cli(redis_server.url, "workers", *base, "--json").stdout) == {
+        "processes": [],
+        "holders": [],
+    }
     proc = run_cli(redis_server.url, "workers", *base, "-q", "nope")
     assert proc.returncode == 2 and "unknown queue 'nope'" in one_line_error(proc)
 

@@ -30,7 +30,7 @@ def test_queues_stats_pause_inspect_wait_and_a_worker_on_a_sharded_queue(
     proc = run_cli(redis_server.url, "queues", *ns)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines() == [
-        "mailer ready=3000 inflight=0 scheduled=0 dead=0 broken=0 shards=4"
+        "mailer ready=3000 inflight=0 scheduled=0 dead=0 broken=0 workers=0 shards=4"
     ]
     rows = orjson.loads(run_cli(redis_server.url, "stats", *ns, "--json").stdout)
     assert list(rows) == ["mailer"] and rows["mailer"]["shards"] == 4

@@ -51,6 +51,8 @@ from fastq.worker.wire.cluster import SlotMoved
             Fault.DENIED,
         ),
         (rex.ResponseError("NOAUTH Authentication required."), Fault.DENIED),
+        # SELECT at connect, for a /db beyond the server's `databases`
+        (rex.ResponseError("DB index is out of range"), Fault.NO_DATABASE),
         # a cluster failing over: the slot map is being rewritten
         (SlotMoved("the slot map changed: 1234 127.0.0.1:7001"), Fault.UNAVAILABLE),
         # a slot migrating: redis-py's client met TRYAGAIN until its TTL ran out

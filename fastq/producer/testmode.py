@@ -1,0 +1,183 @@
+"""A test mode for users' own tests, without Redis: ``app.stub()`` keeps what the
+code under test enqueues, for assertions (Dramatiq's ``StubBroker``, Sidekiq's
+``Testing.fake!``); ``app.eager()`` runs each job at once, in-process (Celery's
+``task_always_eager``, RQ's ``is_async=False``).
+
+Either way an enqueue goes through the real producer, less Redis: the same argument
+checks against the job's signature, the same encoding (a value JSON cannot carry is
+refused with the same ``TypeError``), the same size limit and option checks, and the
+same "unknown queue" refusal. A job then runs from its decoded envelope, as a worker
+would run it: what the function receives is what came through JSON.
+
+Not here: retries, delays (an eager job runs at once; a stub keeps ``due_at``),
+rate limits, uniqueness locks and at-most-once delivery, which live in Redis' scripts;
+test those against a real ``redis-server`` (``fastq.testing.RedisServer``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Optional
+
+import orjson
+
+from fastq.errors import UnknownQueue
+from fastq.producer.enqueue import Producer
+from fastq.producer.routing import Part, pick
+from fastq.protocol.contracts import EnqueueReply
+
+if TYPE_CHECKING:
+    from redis import Redis
+
+    from fastq.options import EnqueueOptions
+    from fastq.producer.durable import Confirmation
+    from fastq.producer.unique import UniquePlan
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """One job enqueued in test mode, as a worker would read it."""
+
+    id: str
+    name: str
+    queue: str
+    args: list[Any]
+    kwargs: dict[str, Any]
+    priority: int = 0
+    due_at: Optional[float] = None  # Unix s; None: ready at once
+    tags: tuple[str, ...] = ()
+
+
+@dataclass
+class QueuedJobs:
+    """What a test enqueued, in order (``list(...)``, ``len``, indexing); ``run()``
+    runs them here and now."""
+
+    registry: Mapping[str, Any]
+    jobs: list[QueuedJob] = field(default_factory=list)
+
+    def __iter__(self) -> Iterator[QueuedJob]:
+        return iter(list(self.jobs))
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: int) -> QueuedJob:
+        return self.jobs[i]
+
+    def names(self) -> list[str]:
+        return [job.name for job in self.jobs]
+
+    def of(self, name: str) -> list[QueuedJob]:
+        """The jobs of one name."""
+        return [job for job in self.jobs if job.name == name]
+
+    def run(self) -> list[Any]:
+        """Run every job kept, first in first out, and those they enqueue in turn,
+        until none is left; returns their results. An exception a job raises
+        propagates (the jobs after it stay kept).
+
+        Raises:
+            LookupError: a job's name is not registered in the app.
+        """
+        results = []
+        while self.jobs:
+            job = self.jobs.pop(0)
+            results.append(run_job(self.registry, job))
+        return results
+
+
+def run_job(registry: Mapping[str, Any], job: QueuedJob) -> Any:
+    """Call a job's function with what its envelope carries (``async def`` ones in a
+    fresh event loop)."""
+    jobdef = registry.get(job.name)
+    if jobdef is None:
+        raise LookupError(
+            f"job {job.name!r} is not registered in this app (a worker would break it)"
+        )
+    result = jobdef.fn(*job.args, **job.kwargs)
+    if inspect.iscoroutine(result):
+        import asyncio  # only a test with async jobs pays for it
+
+        result = asyncio.run(result)
+    return result
+
+
+class TestProducer(Producer):
+    """The app's producer with its Redis calls replaced: each job sent is decoded and
+    kept (``eager=False``) or run at once."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, real: Producer, jobs: QueuedJobs, eager: bool) -> None:
+        super().__init__(real.store, real.registry, real.max_payload_bytes, None)
+        self._declared_queues = set(real._declared_queues)
+        self.jobs = jobs
+        self.eager = eager
+
+    def declare_queue(self, *queues: str, shards: Optional[int] = None) -> None:
+        for queue in queues:  # the checks, not the write
+            Producer.declare_queue(self, queue)
+            self._declared_queues.add(queue)
+
+    def _connect(self, queue: str) -> tuple[Redis, int]:
+        known = {"default", *self._declared_queues, *(j.queue for j in self.registry.values())}
+        if queue not in known and self.registry:
+            raise UnknownQueue(queue, sorted(known))
+        return None, 1  # type: ignore[return-value]  # no client: _send below needs none
+
+    def _send(
+        self,
+        client: Redis,
+        parts: list[Part],
+        priority: int,
+        options: EnqueueOptions,
+        ids: Sequence[str],
+        envs: Sequence[bytes],
+        unique: Optional[UniquePlan] = None,
+        unique_keys: Sequence[str] = (),
+    ) -> tuple[list[Any], Optional[Confirmation]]:
+        due_at = _due_s(options.due)
+        replies: list[Any] = []
+        for queue, at in parts:
+            for job_id, env in zip(pick(ids, at), pick(envs, at)):
+                name, args, kwargs = decode_envelope(env)
+                job = QueuedJob(job_id, name, queue, args, kwargs, priority, due_at,
+                                tuple(options.tags or ()))  # fmt: skip
+                if self.eager:
+                    run_job(self.registry, job)
+                else:
+                    self.jobs.jobs.append(job)
+            replies.append(EnqueueReply(added=len(at), holders={}))
+        return replies, None
+
+
+def _due_s(due: Any) -> Optional[float]:
+    """An enqueue's due time in Unix s (``EnqueueOptions.due``: a delay in ms, or
+    ``@<ms>``); None when it is due at once."""
+    if isinstance(due, str):
+        return int(due[1:]) / 1000
+    return time.time() + due / 1000 if due else None
+
+
+def decode_envelope(env: bytes) -> tuple[str, list[Any], dict[str, Any]]:
+    """``(name, args, kwargs)`` of an envelope, as a worker reads it."""
+    decoded = orjson.loads(env)
+    fields = decoded[3] if len(decoded) > 3 and isinstance(decoded[3], dict) else {}
+    return decoded[0], list(decoded[1]), dict(fields.get("k") or {})
+
+
+@contextmanager
+def test_mode(app: Any, eager: bool) -> Iterator[QueuedJobs]:
+    """Swap ``app``'s producer for a :class:`TestProducer` for the ``with`` block."""
+    real = app.producer
+    jobs = QueuedJobs(app.registry)
+    app.producer = TestProducer(real, jobs, eager)
+    try:
+        yield jobs
+    finally:
+        app.producer = real

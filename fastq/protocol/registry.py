@@ -1,0 +1,176 @@
+"""The worker registry: who serves the queues now.
+
+Each pool's master (and each ``fastq worker`` run alone) announces itself every
+:data:`ANNOUNCE_EVERY_S` in one hash of the namespace, ``NS:workers`` (entry id →
+JSON): its host, pid, queues, Redis, when it started, and per child its state,
+the job it runs and since when, its memory and the jobs it finished. Each entry
+carries when it lapses, by Redis' clock (:class:`fastq.connection.clock.RedisClock`,
+so a host whose clock is off neither hides nor keeps an entry); a process that stops
+withdraws its entry, and one that dies lapses within :data:`TTL_S`. Readers drop the
+lapsed entries as they read (``fastq workers``, ``fastq stats``, ``fastq wait``, the
+dashboard). Not a queue's key: no script needs it, and one hash costs a namespace a
+few hundred bytes per pool.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import orjson
+import psutil
+
+from fastq._version import __version__
+from fastq.connection.clock import RedisClock
+from fastq.connection.faults import REDIS_ERRORS, Outage
+from fastq.connection.url import mask_url
+
+log = logging.getLogger("fastq.registry")
+
+ANNOUNCE_EVERY_S = 2.0
+TTL_S = 10.0  # five announcements missed: the process is gone (or cut off)
+
+
+def registry_key(namespace: str) -> str:
+    return f"{namespace}:workers"
+
+
+def live_entries(client: Any, namespace: str) -> list[dict[str, Any]]:
+    """The entries that have not lapsed, oldest pool first; lapsed ones are dropped
+    from Redis as a side effect (best effort: another reader may drop them too)."""
+    key = registry_key(namespace)
+    clock = RedisClock("worker registry", log)
+    clock.read(client, key)  # the clock its writers read: on a cluster, its master's
+    raw = client.hgetall(key)
+    now_ms = clock.now_ms()
+    live: list[dict[str, Any]] = []
+    lapsed: list[Any] = []
+    for field, value in raw.items():
+        try:
+            entry = orjson.loads(value)
+            expires_at = float(entry["expires_at"])
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            lapsed.append(field)  # not an entry of ours: unreadable, so dropped
+            continue
+        if expires_at <= now_ms:
+            lapsed.append(field)
+        else:
+            entry["lapses_in_s"] = round((expires_at - now_ms) / 1000, 1)
+            live.append(entry)
+    if lapsed:
+        client.hdel(key, *lapsed)
+    live.sort(key=lambda e: (e.get("started_at") or 0, str(e.get("id"))))
+    return live
+
+
+def process_fields(
+    kind: str, pid: int, queues: list[str], redis_url: str, namespace: str
+) -> dict[str, Any]:
+    """What every entry says of the process that announces it."""
+    try:
+        started_at = psutil.Process(pid).create_time()
+    except psutil.Error:
+        started_at = time.time()
+    return {
+        "kind": kind,
+        "host": socket.gethostname(),
+        "pid": pid,
+        "started_at": round(started_at, 3),
+        "queues": list(queues),
+        "redis": mask_url(redis_url),
+        "namespace": namespace,
+        "version": __version__,
+    }
+
+
+def workers_per_queue(entries: list[dict[str, Any]]) -> dict[str, int]:
+    """How many worker processes serve each queue, by the live entries."""
+    counts: dict[str, int] = {}
+    for entry in entries:
+        workers = sum(1 for c in entry.get("children", ()) if c.get("kind") == "worker")
+        for queue in entry.get("queues", ()):
+            counts[queue] = counts.get(queue, 0) + workers
+    return counts
+
+
+class Announcer(threading.Thread):
+    """Announces ``snapshot()`` as entry ``entry_id`` every ``every_s`` until
+    ``stop()``, which withdraws it. Redis trouble is logged once per outage and
+    never reaches the process it announces: the next announcement tries again.
+
+    Args:
+        new_client: makes the thread's own client (short timeouts: it must never
+            hold a stop, or a pool's fork, for long).
+        snapshot: the entry's fields now (called from this thread).
+        gate: a pool's fork gate (:class:`fastq.pool.handback.HandBacks`).
+    """
+
+    def __init__(
+        self,
+        new_client: Callable[[], Any],
+        namespace: str,
+        entry_id: str,
+        snapshot: Callable[[], dict[str, Any]],
+        who: str,
+        every_s: float = ANNOUNCE_EVERY_S,
+        gate: Optional[threading.Lock] = None,
+    ) -> None:
+        super().__init__(name="fastq-registry", daemon=True)
+        self.new_client = new_client
+        self.key = registry_key(namespace)
+        self.entry_id = entry_id
+        self.snapshot = snapshot
+        self.every_s = every_s
+        self._clock = RedisClock(who, log)
+        self._outage = Outage(f"{who} (worker registry)", log)
+        self._stopped = threading.Event()
+        self._client: Optional[Any] = None
+        # a pool's fork gate: held through each announcement's I/O (Redis, logging,
+        # psutil), so that no child is forked while this thread holds a lock
+        self._gate = gate or threading.Lock()
+
+    def run(self) -> None:
+        while True:
+            self.announce()
+            if self._stopped.wait(self.every_s):
+                break
+        self._withdraw()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        self._stopped.set()
+        if self.is_alive():
+            self.join(timeout_s)
+
+    def announce(self) -> None:
+        with self._gate:
+            self._announce()
+
+    def _announce(self) -> None:
+        try:
+            client = self._client = self._client or self.new_client()
+            now_ms = self._clock.now_ms(client, self.key)
+            entry = self.snapshot()
+            entry.update(seen_at=now_ms, expires_at=now_ms + int(TTL_S * 1000))
+            client.hset(self.key, self.entry_id, orjson.dumps(entry))
+        except REDIS_ERRORS as exc:
+            self._outage.failed(exc)
+            return
+        if self._outage.ongoing:
+            self._outage.recovered()
+
+    def _withdraw(self) -> None:
+        with self._gate:
+            self._withdraw_entry()
+
+    def _withdraw_entry(self) -> None:
+        if self._client is None:
+            return
+        try:
+            self._client.hdel(self.key, self.entry_id)
+        except REDIS_ERRORS as exc:  # it lapses by itself
+            log.debug("worker registry: could not withdraw %s: %s", self.entry_id, exc)
+        finally:
+            self._client.close()
