@@ -482,6 +482,7 @@ class App:
     physical_queues = _delegate("admin", Admin.physical_queues)
     physical_queues_on = _delegate("admin", Admin.physical_queues_on)
     workers = _delegate("admin", Admin.workers)
+    history = _delegate("admin", Admin.history)
     get_job = _delegate("job_admin", JobAdmin.get_job)
     recent_jobs = _delegate("job_admin", JobAdmin.recent_jobs)
     holders = _delegate("job_admin", JobAdmin.holders)

@@ -42,6 +42,7 @@ APP_METHODS = {
     "enqueue": ["name", "args", "kwargs", "options"],
     "enqueue_many": ["name", "calls", "job_ids", "options"],
     "get_job": ["job_id", "queue"],
+    "history": ["queue", "window_s"],
     "holders": ["queue"],
     "job": ["fn", "options"],
     "job_queues": [],

@@ -1,0 +1,29 @@
+"""Jobs for the dashboard's browser tests (tests/browser): one that runs, one that
+fails until a flag is set in Redis (a dead job that a retry then runs), and a
+periodic one for the periodic page."""
+
+from __future__ import annotations
+
+import os
+
+import fastq
+
+app = fastq.App(os.environ.get("FASTQ_REDIS_URL", "redis://127.0.0.1:1/0"))
+
+
+@app.job(queue="dash")
+def ok(i: int) -> None:
+    app.redis.hincrby(f"{app.namespace}:runs", str(i), 1)
+
+
+@app.job(queue="dash", retries=0)
+def flaky(i: int) -> None:
+    """Fails (and, with no retries, dies) until ``NS:fixed`` is set."""
+    if not app.redis.exists(f"{app.namespace}:fixed"):
+        raise RuntimeError(f"the SMTP server refused message {i}")
+    app.redis.hincrby(f"{app.namespace}:runs", str(i), 1)
+
+
+@app.periodic(cron="30 2 * * *", tz="Europe/Berlin", queue="maint")
+def vacuum() -> None:
+    pass

@@ -1,0 +1,72 @@
+"""Fixtures of the dashboard's browser tests: Debian's Chromium driven by Playwright
+(one browser per test process, a fresh context per test), a ``fastq serve`` and a
+``fastq pool`` of ``tests.apps.dash_jobs`` on the session's Redis, in the test's
+namespace."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+from playwright.sync_api import Browser, Page, sync_playwright
+
+from fastq.testing.redis_server import RedisServer
+from tests.support.dashboard import APP, CHROMIUM, CHROMIUM_ARGS, DashPool
+from tests.support.serve import Server
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1280, "height": 800})
+    context.set_default_timeout(10_000)
+    tab = context.new_page()
+    yield tab
+    context.close()
+
+
+@pytest.fixture
+def serve(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., Server]]:
+    """Starts ``fastq serve --app tests.apps.dash_jobs`` with these options."""
+    servers: list[Server] = []
+
+    def run(*args: str, **kwargs: Any) -> Server:
+        log = tmp_path / f"serve{len(servers)}.log"
+        server = Server(
+            redis_server.url, log, "--app", APP, "--namespace", namespace, *args, **kwargs
+        )
+        servers.append(server)
+        return server.started()
+
+    yield run
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def pool(
+    redis_server: RedisServer, namespace: str, tmp_path: Path
+) -> Iterator[Callable[..., DashPool]]:
+    """Starts ``fastq pool --app tests.apps.dash_jobs`` with these options."""
+    pools: list[DashPool] = []
+
+    def run(*args: str) -> DashPool:
+        started = DashPool(redis_server.url, namespace, tmp_path / f"pool{len(pools)}.log", *args)
+        pools.append(started)
+        return started
+
+    yield run
+    for started in pools:
+        started.stop()
