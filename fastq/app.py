@@ -489,6 +489,8 @@ class App:
     dead_jobs = _delegate("job_admin", JobAdmin.dead_jobs)
     broken_jobs = _delegate("job_admin", JobAdmin.broken_jobs)
     retry_dead = _delegate("job_admin", JobAdmin.retry_dead)
+    retry_job = _delegate("job_admin", JobAdmin.retry_job)
+    waiting_jobs = _delegate("job_admin", JobAdmin.waiting_jobs)
     retry_broken = _delegate("job_admin", JobAdmin.retry_broken)
     cancel = _delegate("job_admin", JobAdmin.cancel)
     cancel_by_tag = _delegate("job_admin", JobAdmin.cancel_by_tag)

@@ -23,10 +23,12 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
+from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.errors import FastqError
 from fastq.serve import views
 from fastq.serve.session import BEARER_NONCE, FormTooLarge, Sessions, read_form, root_of
+from fastq.validate import check_job_id
 
 log = logging.getLogger("fastq.serve")
 
@@ -57,6 +59,18 @@ NO_TOKEN = (
 
 class Refused(Exception):
     """An action refused with its message (shown on the page it returns to)."""
+
+
+class NotFound(Exception):
+    """A page of nothing (no such queue or job): a 404 saying so."""
+
+
+def check_id(job_id: str) -> bool:
+    try:
+        check_job_id(job_id)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
@@ -104,7 +118,9 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
             rendered = await run_in_threadpool(view, request.app.state.fastq, request, form)
         except Refused as exc:
             back = form.get("back") or request.headers.get("referer") or f"{root}/"
-            return _back(request, back, error=str(exc))
+            return _back(request, back, err=str(exc))
+        except NotFound as exc:
+            return _refusal(request, 404, str(exc))
         except FastqError as exc:
             return _refusal(request, 503, f"Redis: {exc}")
         if isinstance(rendered, Response):
@@ -130,6 +146,7 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
         "read_only": read_only,
         "logged_in": session is not None and session != BEARER_NONCE and sessions.token is not None,
         "message": request.query_params.get("msg"),
+        "here": request.url.path + ("?" + request.url.query if request.url.query else ""),
         "error": request.query_params.get("err"),
         **context,
     }
@@ -205,6 +222,176 @@ def history(app: App, request: Request, form: dict[str, str]) -> Rendered:
         return JSONResponse({"error": str(exc)}, status_code=422)
 
 
+# -- a queue --------------------------------------------------------------------------
+
+
+def _queue(app: App, request: Request) -> str:
+    queue = str(request.path_params["queue"])
+    if not valid_name(queue) or queue not in app.queues():
+        raise NotFound(f"no queue {queue!r} in namespace {app.namespace}")
+    return queue
+
+
+def _page_number(request: Request) -> int:
+    text = request.query_params.get("page", "0")
+    return min(int(text), 10_000) if text.isdigit() else 0
+
+
+def queue_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue = _queue(app, request)
+    params = request.query_params
+    root = root_of(request)
+    job_id = params.get("id", "").strip()
+    if job_id:  # the search by id: straight to the job's page, if the queue has it
+        if check_id(job_id) and app.get_job(job_id, queue) is not None:
+            return RedirectResponse(f"{root}/jobs/{quote(job_id, safe='')}?queue={queue}", 303)
+        return render(
+            request, "queue.html",
+            {**_queue_context(app, queue, "queued", 0), "error": f"no job {job_id!r} in {queue}"},
+        )  # fmt: skip
+    tag = params.get("tag", "").strip()
+    if tag:
+        return "queue.html", {**_queue_context(app, queue, None, 0), **_tagged(app, queue, params)}
+    state = params.get("state", "queued")
+    if state not in [s for s, _, _ in views.STATES]:
+        state = "queued"
+    return "queue.html", _queue_context(app, queue, state, _page_number(request))
+
+
+def _queue_context(app: App, queue: str, state: Optional[str], number: int) -> dict[str, Any]:
+    stats = app.stats(queue)
+    jobs, more = views.queue_jobs(app, queue, state, number) if state else ([], False)
+    return {
+        "page": "queue",
+        "queue": queue,
+        "stats": stats,
+        "rate": views.rate_text(stats),
+        "states": views.STATES,
+        "state": state,
+        "jobs": jobs,
+        "number": number,
+        "more": more,
+        "workers": sum(
+            1
+            for e in app.workers(queue)
+            for c in e.get("children", ())
+            if c.get("kind") == "worker"
+        ),  # fmt: skip
+    }
+
+
+def _tagged(app: App, queue: str, params: Any) -> dict[str, Any]:
+    tag = params.get("tag", "").strip()
+    try:
+        found = app.jobs_by_tag(tag, queue, params.get("cursor") or None, views.PAGE_SIZE)
+    except ValueError as exc:
+        return {"tag": tag, "tagged": [], "cursor": None, "error": str(exc)}
+    return {"tag": tag, "tagged": found.jobs, "cursor": found.cursor}
+
+
+def queue_fragment(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue = _queue(app, request)
+    stats = app.stats(queue)
+    return "_queue_counts.html", {"queue": queue, "stats": stats, "rate": views.rate_text(stats)}
+
+
+def pause(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue = _queue(app, request)
+    app.pause(queue)
+    return back(request, form, f"paused {queue}: workers claim none of its jobs until resumed")
+
+
+def resume(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue = _queue(app, request)
+    app.resume(queue)
+    return back(request, form, f"resumed {queue}")
+
+
+def rate_limit(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue = _queue(app, request)
+    rate_text, per_text, burst_text = (form.get(f, "").strip() for f in ("rate", "per_s", "burst"))
+    try:
+        rate = int(rate_text) if rate_text else None
+        per_s = float(per_text) if per_text else 1.0
+        burst = int(burst_text) if burst_text else None
+        app.set_rate_limit(queue, rate, per_s=per_s, burst=burst)
+    except (TypeError, ValueError) as exc:
+        raise Refused(f"rate limit not set: {exc}") from None
+    limit = app.rate_limit(queue)
+    return back(request, form, f"rate limit of {queue}: {limit if limit else 'none'}")
+
+
+PURGEABLE = ("ready", "scheduled", "dead", "broken")
+
+
+def purge(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue = _queue(app, request)
+    chosen = {what: form.get(what) == "1" for what in PURGEABLE}
+    if not any(chosen.values()):
+        raise Refused("purge: choose what to delete (ready, scheduled, dead, broken)")
+    named = ", ".join(what for what, on in chosen.items() if on)
+    if form.get("confirmed") != "1":
+        return _confirm(request, form, f"Delete every {named} job of queue {queue}, for good?",
+                        f"Yes, purge {queue}")  # fmt: skip
+    n = app.purge(queue, **chosen)
+    return back(request, form, f"purged {n} jobs ({named}) from {queue}")
+
+
+def _confirm(request: Request, form: dict[str, str], question: str, yes: str) -> Response:
+    """The confirm step of a destructive action: the same form again, confirmed."""
+    fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
+    return render(
+        request, "confirm.html",
+        {"question": question, "yes": yes, "action": request.url.path, "fields": fields,
+         "back": form.get("back") or f"{root_of(request)}/"},
+    )  # fmt: skip
+
+
+# -- a job ----------------------------------------------------------------------------
+
+
+def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    job_id = str(request.path_params["job_id"])
+    queue = request.query_params.get("queue") or None
+    if not check_id(job_id) or (queue is not None and not valid_name(queue)):
+        raise NotFound(f"no job {job_id!r}")
+    info = app.get_job(job_id, queue)
+    if info is None:
+        raise NotFound(f"no job {job_id!r}: an unknown id, or a job that ended and whose "
+                       "record is gone")  # fmt: skip
+    kept, result = views.result_of(app, info)
+    running = views.running_since(app, info.queue).get(job_id) if info.state == "active" else None
+    return "job.html", {
+        "page": "job", "job": info, "kept": kept, "result": result, "running": running,
+        "retryable": info.state in ("dead", "broken"),
+        "cancellable": info.state in ("queued", "scheduled", "active"),
+    }  # fmt: skip
+
+
+def _job_form(app: App, form: dict[str, str]) -> tuple[str, Optional[str]]:
+    job_id, queue = form.get("id", ""), form.get("queue") or None
+    if not check_id(job_id) or (queue is not None and not valid_name(queue)):
+        raise Refused(f"no job {job_id!r}")
+    return job_id, queue
+
+
+def retry_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    job_id, queue = _job_form(app, form)
+    if not app.retry_job(job_id, queue):
+        raise Refused(f"job {job_id} is neither dead nor broken: nothing retried")
+    return back(request, form, f"job {job_id} is queued again")
+
+
+def cancel_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    job_id, queue = _job_form(app, form)
+    if form.get("confirmed") != "1":
+        return _confirm(request, form, f"Cancel job {job_id}?", "Yes, cancel it")
+    done = app.cancel(job_id, queue)
+    if not done:
+        raise Refused(f"job {job_id} has ended: only a job yet to end can be cancelled")
+    return back(request, form, f"job {job_id} cancelled")
+
+
 def routes() -> list[BaseRoute]:
     """The dashboard's routes (:func:`fastq.serve.app.create_app` adds them)."""
     return [
@@ -213,5 +400,14 @@ def routes() -> list[BaseRoute]:
         Route("/logout", page(logout, public=True), methods=["POST"]),
         Route("/_/queues", page(overview_fragment), methods=["GET"]),
         Route("/_/history", page(history), methods=["GET"]),
+        Route("/queues/{queue}", page(queue_page), methods=["GET"]),
+        Route("/_/queues/{queue}", page(queue_fragment), methods=["GET"]),
+        Route("/queues/{queue}/pause", page(pause), methods=["POST"]),
+        Route("/queues/{queue}/resume", page(resume), methods=["POST"]),
+        Route("/queues/{queue}/rate_limit", page(rate_limit), methods=["POST"]),
+        Route("/queues/{queue}/purge", page(purge), methods=["POST"]),
+        Route("/jobs/{job_id:path}", page(job_page), methods=["GET"]),
+        Route("/actions/retry", page(retry_job), methods=["POST"]),
+        Route("/actions/cancel", page(cancel_job), methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

@@ -11,6 +11,7 @@ from starlette.requests import Request
 
 from fastq.admin.sharded import valid_name
 from fastq.app import App
+from fastq.errors import JobFailed, NoResult, ResultTimeout
 from fastq.protocol.history import merge
 from fastq.protocol.registry import workers_per_queue
 from fastq.serve.guard import _is_loopback_host
@@ -94,3 +95,75 @@ def history_series(app: App, queue: Optional[str], window_s: int) -> dict[str, A
         "processed": [p for _, p, _ in slots],
         "failed": [f for _, _, f in slots],
     }
+
+
+# -- a queue's jobs -------------------------------------------------------------------
+
+PAGE_SIZE = 50
+# the queue page's tabs: (state, label, the stats count shown beside it or None)
+STATES = (
+    ("queued", "ready", "ready"),
+    ("scheduled", "scheduled", "scheduled"),
+    ("active", "in flight", "inflight"),
+    ("done", "done", None),
+    ("dead", "dead", "dead"),
+    ("broken", "broken", "broken"),
+    ("cancelled", "cancelled", None),
+)
+
+
+def running_since(app: App, queue: str) -> dict[str, dict[str, Any]]:
+    """What the worker registry says of the jobs of ``queue`` running now: job id ->
+    the child running it (``host``, ``pid``) and ``since`` (Unix seconds)."""
+    out: dict[str, dict[str, Any]] = {}
+    for entry in app.workers(queue):
+        for child in entry.get("children", ()):
+            job = child.get("job") or {}
+            if job.get("queue") == queue and job.get("id"):
+                out[str(job["id"])] = {
+                    "host": entry.get("host"),
+                    "pid": child.get("pid"),
+                    "since": job.get("since"),
+                }
+    return out
+
+
+def queue_jobs(app: App, queue: str, state: str, page: int) -> tuple[list[Any], bool]:
+    """A page of the jobs of ``queue`` in ``state``, and whether another follows."""
+    start = page * PAGE_SIZE
+    want = start + PAGE_SIZE + 1  # one more: is there a next page?
+    if state in ("queued", "scheduled"):
+        jobs: list[Any] = app.waiting_jobs(queue, state, start, PAGE_SIZE + 1)
+        return jobs[:PAGE_SIZE], len(jobs) > PAGE_SIZE
+    if state == "active":
+        running = running_since(app, queue)
+        rows = []
+        for holder in app.holders(queue):
+            for job_id, name in sorted(holder.jobs.items()):
+                rows.append(
+                    {
+                        "id": job_id,
+                        "name": name,
+                        "worker": holder.worker,
+                        "lease_until": holder.lease_until,
+                        "running": running.get(job_id),
+                    }
+                )
+        return rows[start : start + PAGE_SIZE], len(rows) > start + PAGE_SIZE
+    if state in ("done", "cancelled"):
+        jobs = app.recent_jobs(queue, state, want)
+    elif state == "dead":
+        jobs = app.dead_jobs(queue, want)
+    else:
+        jobs = app.broken_jobs(queue, want)
+    return jobs[start : start + PAGE_SIZE], len(jobs) > start + PAGE_SIZE
+
+
+def result_of(app: App, info: Any) -> tuple[bool, Any]:
+    """``(kept, value)``: a done job's kept result, if it keeps one."""
+    if info.state != "done":
+        return False, None
+    try:
+        return True, app.result(info.id, 0, queue=info.queue)
+    except (NoResult, JobFailed, ResultTimeout):
+        return False, None
