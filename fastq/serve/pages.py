@@ -36,6 +36,7 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["when"] = views.when
 templates.env.filters["ago"] = views.ago
+templates.env.filters["mib"] = views.mib
 templates.env.filters["q"] = lambda text: quote(str(text), safe="")
 
 # a view: (app, request, form) -> a template's name and context, or a response
@@ -392,6 +393,21 @@ def cancel_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
     return back(request, form, f"job {job_id} cancelled")
 
 
+# -- workers and periodic jobs ----------------------------------------------------------
+
+
+def workers(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    return "workers.html", {"page": "workers", "entries": app.workers()}
+
+
+def workers_fragment(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    return "_workers.html", {"entries": app.workers()}
+
+
+def periodic(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    return "periodic.html", {"page": "periodic", "rows": views.periodic_rows(app)}
+
+
 def routes() -> list[BaseRoute]:
     """The dashboard's routes (:func:`fastq.serve.app.create_app` adds them)."""
     return [
@@ -409,5 +425,8 @@ def routes() -> list[BaseRoute]:
         Route("/jobs/{job_id:path}", page(job_page), methods=["GET"]),
         Route("/actions/retry", page(retry_job), methods=["POST"]),
         Route("/actions/cancel", page(cancel_job), methods=["POST"]),
+        Route("/workers", page(workers), methods=["GET"]),
+        Route("/_/workers", page(workers_fragment), methods=["GET"]),
+        Route("/periodic", page(periodic), methods=["GET"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

@@ -167,3 +167,42 @@ def result_of(app: App, info: Any) -> tuple[bool, Any]:
         return True, app.result(info.id, 0, queue=info.queue)
     except (NoResult, JobFailed, ResultTimeout):
         return False, None
+
+
+# -- workers and periodic jobs ----------------------------------------------------------
+
+
+def mib(n: Optional[int]) -> str:
+    return "-" if n is None else f"{n / (1024 * 1024):.0f} MiB"
+
+
+def periodic_rows(app: App) -> list[dict[str, Any]]:
+    """What ``fastq periodic`` prints, per periodic job of the server's app: its
+    schedule, when it last fired and its run's id, when it fires next."""
+    from fastq.reaper.firer import last_fired
+
+    if not app.schedules:
+        return []
+    fired = last_fired(app)
+    now_ms = int(time.time() * 1000)
+    rows = []
+    for job in app.schedules.values():
+        schedule = job.schedule
+        last_ms, run_id = fired[job.name]
+        # a slot missed while no reaper ran is fired as soon as one runs
+        upcoming = schedule.next_after_ms(now_ms if last_ms is None else last_ms)
+        rows.append(
+            {
+                "name": job.name,
+                "queue": job.queue,
+                "schedule": schedule.describe(),
+                "overlap": job.overlap,
+                "last": schedule.local(last_ms).isoformat() if last_ms is not None else None,
+                "last_ts": last_ms / 1000 if last_ms is not None else None,
+                "run_id": run_id,
+                "next": schedule.local(upcoming).isoformat(),
+                "next_ts": upcoming / 1000,
+                "missed": upcoming <= now_ms,
+            }
+        )
+    return rows

@@ -27,3 +27,8 @@ def flaky(i: int) -> None:
 @app.periodic(cron="30 2 * * *", tz="Europe/Berlin", queue="maint")
 def vacuum() -> None:
     pass
+
+
+@app.periodic(every_s=1, queue="ticks")
+def tick() -> None:
+    pass
