@@ -80,3 +80,52 @@ def log_in(page: Any, server: Server, path: str = "/") -> None:
     page.fill("#token", TOKEN)
     page.click("#login")
     page.wait_for_url(server.base_url + path)
+
+
+class PrefixProxy:
+    """A reverse proxy on a free port of loopback that serves ``upstream`` under
+    ``prefix`` (``/fastq/queues`` -> ``/queues``), as nginx's ``location /fastq/ {
+    proxy_pass http://upstream/; }`` does; redirects and cookies pass as they are."""
+
+    def __init__(self, upstream: str, prefix: str) -> None:
+        import http.server
+        import threading
+
+        import httpx
+
+        client = httpx.Client(base_url=upstream, timeout=10, follow_redirects=False)
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self) -> None:
+                if not self.path.startswith(prefix + "/"):
+                    self.send_error(404, "not under the prefix")
+                    return
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                reply = client.request(
+                    self.command, self.path[len(prefix) :], content=body, headers=headers
+                )
+                self.send_response(reply.status_code)
+                for name, value in reply.headers.multi_items():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.send_header("content-length", str(len(reply.content)))
+                self.end_headers()
+                self.wfile.write(reply.content)
+
+            do_GET = do_POST = _forward
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base_url = f"http://127.0.0.1:{self.server.server_address[1]}{prefix}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self._client = client
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._client.close()
