@@ -111,8 +111,9 @@ class JobDef(Generic[R]):
         priority, an id, a queue) use :meth:`enqueue_with`.
 
         Raises:
-            TypeError: the arguments do not fit the function, or are not
-                JSON-serializable (NaN and infinities included); nothing is sent.
+            TypeError: the arguments do not fit the function,, or hold what
+                JSON cannot carry as it is (a datetime, a UUID, a Decimal, a set, NaN:
+                see docs/enqueueing.md; the message says where); nothing is sent.
             fastq.RedisUnavailable: Redis could not be reached.
             fastq.RedisRefused: Redis refused the write (out of memory, ACL).
         """

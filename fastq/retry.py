@@ -350,7 +350,7 @@ def envelope_overrides(
     if retries is not None and retries != own_retries:
         fields["retries"] = retries
     if age_limit_s is not None and age_limit_s != own_age:
-        fields["age_limit_ms"] = _ms(age_limit_s)
+        fields["age_limit_ms"] = max(1, _ms(age_limit_s))  # the script takes 1 ms at least
     return fields
 
 
@@ -369,6 +369,8 @@ def resolve(
             warning = str(exc)
     limit_ms = None if age_limit_s is None else _ms(age_limit_s)
     override = env.get("age_limit_ms")
+    if isinstance(override, float) and override.is_integer():
+        override = int(override)  # 60000.0 from a producer of another language
     if override is not None:
         if isinstance(override, int) and not isinstance(override, bool) and override > 0:
             limit_ms = override

@@ -1,8 +1,10 @@
 """What a producer may send, in one place: the limits and the checks that enforce them.
 
 Everything here runs before anything reaches Redis, so a refused call writes
-nothing. ``fastq/protocol/lua/enqueue.lua`` repeats the checks a non-Python producer could
-get wrong (id length and prefix, numeric priority and delay); keep both in step.
+nothing. ``fastq/protocol/lua/enqueue.lua`` checks the same limits (its constants are
+these: ``tests/unit/test_protocol_limits.py``), so that a producer of another language
+cannot write what a worker cannot serve; where Lua cannot check as much cheaply (the
+Unicode classes of a tag), the script checks less and docs/protocol.md says so.
 
 - **Job ids**: 1 to :data:`MAX_JOB_ID_BYTES` bytes of printable ASCII without
   whitespace, so that any id fits a pool's heartbeat slot (``heartbeat.MAX_ID_BYTES``)
@@ -70,6 +72,18 @@ DEFAULT_BURST_S = 0.05
 MAX_TAGS = 20  # per job: each is an entry of the queue's tag index
 MAX_TAG_CHARS = 100
 MAX_UNIQUE_KEY_CHARS = 200
+# Jobs of one enqueue script call at most (and with tags or unique locks, each then
+# costing the script two to four times as much): a call blocks Redis while it runs.
+MAX_JOBS_PER_CALL = 1000
+MAX_JOBS_PER_CALL_EXTRAS = 250
+# An envelope's enqueued_at (Unix ms) within [2000-01-01, Redis' clock + a day]:
+# seconds or microseconds sent for milliseconds are refused, not aged 56 years.
+MIN_ENQUEUED_AT_MS = 946_684_800_000
+MAX_ENQUEUED_AHEAD_MS = 24 * 3600 * 1000
+# The fields of an envelope's object a producer may set (docs/protocol.md), and
+# those only workers write (a producer's would change how its job is retried).
+ENVELOPE_FIELDS = ("k", "p", "retries", "age_limit_ms", "backoff")
+WORKER_FIELDS = ("attempts", "error", "traceback", "failed_at", "rate_slot", "unknown_since")
 # when a unique job's lock ends: as it ends (done, dead, broken, cancelled), as it
 # starts (one copy may wait while one runs), or when its window does
 UNIQUE_UNTIL = ("end", "start", "window")

@@ -7,13 +7,18 @@ around it: typed locals, list/dict fast paths and one allocation per envelope.
 ``encode_calls`` makes one orjson call per blast (all calls) instead of one
 per call, and cuts the array into its elements; on any encoding
 error it reruns the call-by-call loop so the error raised is the reference's.
+Arguments are walked natively (type checks only) before orjson sees them, so that
+nothing orjson would send as another type (a datetime, a UUID, an Enum) goes; the
+message naming what was refused is the reference's own (an error path).
 
 Built with ``boundscheck=False, wraparound=False``: every C-integer index used
 here is non-negative and checked against the current size before use.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize
-from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError
+from cpython.bool cimport PyBool_Check
+from cpython.dict cimport PyDict_CheckExact, PyDict_GetItem, PyDict_GetItemWithError, PyDict_Next
+from cpython.float cimport PyFloat_AS_DOUBLE, PyFloat_CheckExact
 from cpython.list cimport (
     PyList_CheckExact,
     PyList_GET_ITEM,
@@ -26,11 +31,10 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_CheckExact
+from libc.math cimport isfinite
 from libc.string cimport memcmp, memcpy
 
 import builtins
-import dataclasses
-import math
 
 import orjson
 
@@ -38,16 +42,13 @@ import orjson
 cdef object _dumps = orjson.dumps
 cdef object _loads = orjson.loads
 cdef object _JSONDecodeError = orjson.JSONDecodeError
+cdef object _JSONEncodeError = orjson.JSONEncodeError
 cdef object _range = builtins.range
-cdef object _isfinite = math.isfinite
-cdef object _is_dataclass = dataclasses.is_dataclass
-cdef object _fields = dataclasses.fields
 
 cdef bytes _EMPTY_ARGS = b"[]"
 cdef bytes _EMPTY_OBJECT = b"{}"
 cdef bytes _EMPTY = b""
 cdef bytes _P_KWARGS = b',{"k":'
-cdef bytes _NULL = b"null"
 
 # Lengths of the fixed pieces of an envelope, and their bytes.
 cdef enum:
@@ -85,45 +86,103 @@ def envelope_tail(name, enqueued_at_ms, fields):
     return (head, mid, b"," + body + b"]", b"," + body[1:] + b"]")
 
 
-cpdef object find_non_finite(object value):
-    """The first NaN or infinite float inside ``value``: ``(path, value)``, else None.
+cdef enum:
+    # orjson refuses to nest deeper ("Recursion limit reached"); past it, the walk
+    # leaves the value to orjson, whose error is then the one raised (the reference's)
+    _MAX_DEPTH = 255
 
-    orjson writes those as ``null`` (it has no option to refuse them), so a job
-    would run with ``None``. Callers walk only when the encoded bytes hold
-    ``null``: the common case pays one byte search. Looks inside what orjson
-    encodes as containers: lists, tuples, dicts and dataclass instances.
-    """
-    cdef object found
-    cdef Py_ssize_t i
-    if isinstance(value, float):
-        return None if _isfinite(value) else ("", value)
-    if isinstance(value, (list, tuple)):
+
+cdef bint _is_plain(object value, int depth) noexcept:
+    """The reference's ``is_plain``: only exact None, bool, int, finite float, str,
+    and lists, tuples and dicts (exact str keys) of them. Type checks only: no
+    Python code runs, so the containers cannot change under the walk."""
+    cdef Py_ssize_t i, pos
+    cdef PyObject* key
+    cdef PyObject* item
+    if PyUnicode_CheckExact(value) or PyLong_CheckExact(value) or value is None \
+            or PyBool_Check(value):
+        return True
+    if PyFloat_CheckExact(value):
+        return isfinite(PyFloat_AS_DOUBLE(value))
+    if depth >= _MAX_DEPTH:
+        return True
+    if PyList_CheckExact(value):
         i = 0
-        for item in value:
-            found = find_non_finite(item)
-            if found is not None:
-                return (f"[{i}]{found[0]}", found[1])
+        while i < PyList_GET_SIZE(value):
+            if not _is_plain(<object>PyList_GET_ITEM(value, i), depth + 1):
+                return False
             i += 1
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            found = find_non_finite(item)
-            if found is not None:
-                return (f"[{key!r}]{found[0]}", found[1])
-    elif _is_dataclass(value) and not isinstance(value, type):
-        for field in _fields(value):
-            found = find_non_finite(getattr(value, field.name))
-            if found is not None:
-                return (f".{field.name}{found[0]}", found[1])
-    return None
+        return True
+    if PyTuple_CheckExact(value):
+        for i in range(PyTuple_GET_SIZE(value)):
+            if not _is_plain(<object>PyTuple_GET_ITEM(value, i), depth + 1):
+                return False
+        return True
+    if PyDict_CheckExact(value):
+        pos = 0
+        while PyDict_Next(value, &pos, &key, &item):
+            if not PyUnicode_CheckExact(<object>key) or not _is_plain(<object>item, depth + 1):
+                return False
+        return True
+    return False
 
 
-cdef int _refuse_non_finite(object value, str what) except -1:
-    cdef object found = find_non_finite(value)
-    if found is not None:
-        raise TypeError(
-            f"{what}{found[0]} is {found[1]!r}: JSON cannot carry NaN or infinity"
-        )
+cdef bint _is_plain_call(object value) except -1:
+    """The reference's ``_is_plain_call``: args or kwargs, whose own container type is
+    orjson's to judge, and whose items must be plain."""
+    cdef Py_ssize_t i, pos
+    cdef PyObject* key
+    cdef PyObject* item
+    if PyTuple_CheckExact(value):
+        for i in range(PyTuple_GET_SIZE(value)):
+            if not _is_plain(<object>PyTuple_GET_ITEM(value, i), 1):
+                return False
+        return True
+    if PyList_CheckExact(value):
+        i = 0
+        while i < PyList_GET_SIZE(value):
+            if not _is_plain(<object>PyList_GET_ITEM(value, i), 1):
+                return False
+            i += 1
+        return True
+    if PyDict_CheckExact(value):
+        pos = 0
+        while PyDict_Next(value, &pos, &key, &item):
+            if not PyUnicode_CheckExact(<object>key) or not _is_plain(<object>item, 1):
+                return False
+        return True
+    # a subclass: iterated as the reference does
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not PyUnicode_CheckExact(k) or not _is_plain(v, 1):
+                return False
+        return True
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            if not _is_plain(v, 1):
+                return False
+    return True
+
+
+cdef int _refuse(object value, str what) except -1:
+    """Raise the reference's TypeError naming where the value is. An error path, so
+    the message is built by the reference itself: both codecs say the same."""
+    from fastq._pyimpl.codec import refuse_unsendable
+
+    refuse_unsendable(value, what)
     return 0
+
+
+cdef object _dumps_call(object value, str what):
+    """The reference's ``_dumps``: orjson's bytes of args or kwargs, after the check
+    that they arrive as sent."""
+    if not _is_plain_call(value):
+        _refuse(value, what)
+    try:
+        return _dumps(value)
+    except _JSONEncodeError:
+        _refuse(value, what)  # an int beyond 64 bits, a lone surrogate
+        raise
 
 
 cdef inline bytes _splice(bytes head, const char* a, Py_ssize_t la, bytes mid,
@@ -170,14 +229,10 @@ cdef inline int _check_tail(object tail) except -1:
 cdef inline bytes _encode(object args, object kwargs, object tail):
     # Same order as the reference: the tail's check, args, then kwargs, then join.
     _check_tail(tail)
-    cdef object a = _dumps(args) if args else _EMPTY_ARGS
-    if _NULL in a:  # a None, or a NaN/inf that orjson wrote as null
-        _refuse_non_finite(args, "args")
+    cdef object a = _dumps_call(args, "args") if args else _EMPTY_ARGS
     cdef object k = None
     if kwargs:
-        k = _dumps(kwargs)
-        if _NULL in k:
-            _refuse_non_finite(kwargs, "kwargs")
+        k = _dumps_call(kwargs, "kwargs")
     if _exact_tail(tail) and PyBytes_CheckExact(a) and (k is None or PyBytes_CheckExact(k)):
         if k is None:
             return _splice(<bytes>tail[0], PyBytes_AS_STRING(a), PyBytes_GET_SIZE(a),
@@ -197,8 +252,8 @@ def encode_envelope(args, kwargs, tail):
     batch's fields) as a fourth item when kwargs is not empty.
 
     Raises:
-        TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
-            infinite float (the message says where); ``tail`` is not a tail.
+        TypeError: args or kwargs hold what JSON cannot carry as it is (see
+            the reference's ``find_unsendable``; the message says where); ``tail`` is not a tail.
     """
     return _encode(args, kwargs, tail)
 
@@ -253,14 +308,14 @@ cdef object _encode_calls_batched(object calls, tuple tail):
                         else PyTuple_GET_ITEM(calls, i))
         if not (PyList_CheckExact(call) or PyTuple_CheckExact(call) or PyDict_CheckExact(call)):
             return None
+        # something that JSON cannot carry as it is: the call-by-call loop names it
+        if not _is_plain_call(call):
+            return None
     try:
         call_json = _dumps(calls)
     except Exception:
         return None
     if not PyBytes_CheckExact(call_json):
-        return None
-    # A NaN or infinity was written as null: the call-by-call loop names the call.
-    if _NULL in call_json and find_non_finite(calls) is not None:
         return None
     cdef const char* cb = PyBytes_AS_STRING(call_json)
     cdef Py_ssize_t csize = PyBytes_GET_SIZE(call_json)

@@ -14,54 +14,184 @@ array ``{"n": name, "a": args, "t": enqueued_at_ms}`` and the fields of its obje
 (``"k"``, ``"p"``, ...); :func:`update_envelope` writes it back in its format.
 Encoding splices pre-encoded pieces together instead of building a list per job: the
 parts shared by a whole batch are encoded once into ``tail`` (:func:`envelope_tail`).
+
+Arguments arrive as sent, or are refused: before orjson encodes args or kwargs, a
+walk of their types (:func:`is_plain`) refuses what orjson would send as another type
+(a datetime or a UUID as a str, an Enum as its value, a dataclass as a dict) or not
+at all, and :func:`find_unsendable` then names where it is (docs/enqueueing.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import enum
 import math
 from typing import Any, Mapping, Optional, Sequence
 
 import orjson
 
 _EMPTY_ARGS = b"[]"
-_NULL = b"null"
 _P_KWARGS = b',{"k":'
 _POSITIONAL = ("n", "a", "t")  # a decoded array's first three items
 
 
-def find_non_finite(value: Any) -> Optional[tuple[str, float]]:
-    """The first NaN or infinite float inside ``value``: ``(path, value)``, else None.
+# orjson refuses to nest deeper ("Recursion limit reached"); past it, the walks
+# below leave the value to orjson, whose error is then the one raised
+MAX_DEPTH = 255
+_MIN_INT = -(2**63)
+_MAX_INT = 2**64 - 1  # orjson's range: a C int64 or uint64
+_JSON_TYPES = "None, bool, int, float, str, list, tuple, dict with str keys"
+# How to send a value of a common type that JSON cannot carry (by the type's module
+# and name): the job parses it back, so no type changes on the way.
+_HINTS = {
+    "datetime.datetime": "value.isoformat() and datetime.fromisoformat() in the job (an "
+    "aware datetime keeps its offset)",
+    "datetime.date": "value.isoformat() and date.fromisoformat() in the job",
+    "datetime.time": "value.isoformat() and time.fromisoformat() in the job",
+    "datetime.timedelta": "value.total_seconds()",
+    "uuid.UUID": "str(value) and uuid.UUID() in the job",
+    "decimal.Decimal": "str(value) and decimal.Decimal() in the job",
+    "fractions.Fraction": "str(value) and fractions.Fraction() in the job",
+    "set": "a list, e.g. sorted(value)",
+    "frozenset": "a list, e.g. sorted(value)",
+    "bytes": "text, e.g. value.decode() or base64",
+    "bytearray": "text, e.g. value.decode() or base64",
+    "memoryview": "text, e.g. base64",
+    "complex": "[value.real, value.imag]",
+}
+_BASES = (bool, int, float, str, list, tuple, dict)
 
-    orjson writes those as ``null`` (it has no option to refuse them), so a job
-    would run with ``None``. Callers walk only when the encoded bytes hold
-    ``null``: the common case pays one byte search. Looks inside what orjson
-    encodes as containers: lists, tuples, dicts and dataclass instances.
-    """
-    if isinstance(value, float):
-        return None if math.isfinite(value) else ("", value)
+
+def is_plain(value: Any, depth: int = 0) -> bool:
+    """True when ``value`` holds only what arrives as sent: None, bool, int, finite
+    float, str, and lists, tuples and dicts (str keys) of them, of these exact
+    types (a subclass, an Enum, a datetime, a UUID or a dataclass instance is not
+    plain: orjson would send it as another type). Only types are checked: an int
+    beyond 64 bits or a str with a lone surrogate is left to orjson."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return True
+    if t is float:
+        return math.isfinite(value)
+    if depth >= MAX_DEPTH:
+        return True  # orjson refuses it
+    if t is list or t is tuple:
+        return all(is_plain(item, depth + 1) for item in value)
+    if t is dict:
+        return all(type(key) is str and is_plain(item, depth + 1) for key, item in value.items())
+    return False
+
+
+def _is_plain_call(value: Any) -> bool:
+    # args or kwargs: the container's own type is orjson's to judge (a list or dict
+    # subclass is spread into the call, so it changes nothing), its items are not
+    if isinstance(value, dict):
+        return all(type(key) is str and is_plain(item, 1) for key, item in value.items())
     if isinstance(value, (list, tuple)):
+        return all(is_plain(item, 1) for item in value)
+    return True
+
+
+def _type_name(value: Any) -> str:
+    t = type(value)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _hint(value: Any) -> str:
+    hint = _HINTS.get(_type_name(value))
+    if hint is not None:
+        return hint
+    if isinstance(value, enum.Enum):
+        return "value.value (or value.name) and the Enum in the job"
+    if dataclasses.is_dataclass(value):
+        return "dataclasses.asdict(value) and the class in the job"
+    for base in _BASES:
+        if isinstance(value, base):
+            return f"{base.__name__}(value)"
+    return "its JSON form (a str, a number, a list or a dict of them)"
+
+
+def find_unsendable(value: Any, depth: int = 0) -> Optional[tuple[str, str]]:
+    """Where in ``value`` the first thing JSON cannot carry as it is sits, and what it
+    is: ``(path, reason)`` (``("[1]['when']", "is a datetime.datetime: ...")``), else
+    None. Looks for what :func:`is_plain` refuses, and for what orjson refuses (an
+    int beyond 64 bits, a lone surrogate). Only called on failure: it builds paths.
+    """
+    t = type(value)
+    if t is float:
+        if math.isfinite(value):
+            return None
+        return ("", f"is {value!r}: JSON cannot carry NaN or infinity")
+    if t is int:
+        if _MIN_INT <= value <= _MAX_INT:
+            return None
+        return ("", "is an int beyond 64 bits, which JSON numbers cannot carry: send str(value)")
+    if t is str:
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return ("", "is a str with a lone surrogate, which is not Unicode text")
+        return None
+    if t is bool or value is None or depth >= MAX_DEPTH:
+        return None
+    if t is list or t is tuple:
         for i, item in enumerate(value):
-            found = find_non_finite(item)
+            found = find_unsendable(item, depth + 1)
             if found is not None:
                 return (f"[{i}]{found[0]}", found[1])
-    elif isinstance(value, dict):
+        return None
+    if t is dict:
         for key, item in value.items():
-            found = find_non_finite(item)
+            if type(key) is not str:
+                return ("", f"has the key {key!r} ({_type_name(key)}): JSON object keys are str")
+            found = find_unsendable(item, depth + 1)
             if found is not None:
                 return (f"[{key!r}]{found[0]}", found[1])
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            found = find_non_finite(getattr(value, field.name))
+        return None
+    return (
+        "",
+        f"is a {_type_name(value)}: arguments must be JSON values ({_JSON_TYPES}), "
+        f"which the job gets as sent; send {_hint(value)}",
+    )
+
+
+def refuse_unsendable(value: Any, what: str) -> None:
+    """Raise the TypeError naming where in ``value`` (``args`` or ``kwargs``, said by
+    ``what``) something JSON cannot carry sits; return if there is none.
+
+    Raises:
+        TypeError: ``args[1]['when'] is a datetime.datetime, ...``.
+    """
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if type(key) is not str:
+                raise TypeError(f"{what} has the key {key!r} ({_type_name(key)}): keyword "
+                                "arguments are named by str")  # fmt: skip
+            found = find_unsendable(item, 1)
             if found is not None:
-                return (f".{field.name}{found[0]}", found[1])
-    return None
+                raise TypeError(f"{what}[{key!r}]{found[0]} {found[1]}")
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            found = find_unsendable(item, 1)
+            if found is not None:
+                raise TypeError(f"{what}[{i}]{found[0]} {found[1]}")
 
 
-def _refuse_non_finite(value: Any, what: str) -> None:
-    found = find_non_finite(value)
-    if found is not None:
-        raise TypeError(f"{what}{found[0]} is {found[1]!r}: JSON cannot carry NaN or infinity")
+def _dumps(value: Any, what: str) -> bytes:
+    """orjson's bytes of args or kwargs, after a check that they arrive as sent.
+
+    Raises:
+        TypeError: the first thing they hold that JSON cannot carry as it is, by its
+            path; or orjson's own error when there is no such thing (nesting too deep,
+            a container of another type).
+    """
+    if not _is_plain_call(value):
+        refuse_unsendable(value, what)
+    try:
+        return orjson.dumps(value)
+    except orjson.JSONEncodeError:
+        refuse_unsendable(value, what)  # an int beyond 64 bits, a lone surrogate
+        raise
 
 
 def envelope_tail(name: Any, enqueued_at_ms: Any, fields: Mapping[str, Any]) -> tuple[bytes, ...]:
@@ -88,18 +218,14 @@ def encode_envelope(args: Any, kwargs: Any, tail: tuple[bytes, ...]) -> bytes:
     batch's fields) as a fourth item when kwargs is not empty.
 
     Raises:
-        TypeError: args or kwargs are not JSON-serializable, or hold a NaN or an
-            infinite float (the message says where); ``tail`` is not a tail.
+        TypeError: args or kwargs hold what JSON cannot carry as it is (see
+            :func:`find_unsendable`; the message says where); ``tail`` is not a tail.
     """
     head, mid, close, kw_close = _parts(tail)
-    a = orjson.dumps(args) if args else _EMPTY_ARGS
-    if _NULL in a:
-        _refuse_non_finite(args, "args")
+    a = _dumps(args, "args") if args else _EMPTY_ARGS
     if not kwargs:
         return b"".join((head, a, mid, close))
-    k = orjson.dumps(kwargs)
-    if _NULL in k:
-        _refuse_non_finite(kwargs, "kwargs")
+    k = _dumps(kwargs, "kwargs")
     return b"".join((head, a, mid, _P_KWARGS, k, kw_close))
 
 

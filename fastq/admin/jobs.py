@@ -58,9 +58,11 @@ class JobAdmin:
         A job that ended (done, dead, cancelled) is answered from its record while
         the queue keeps it (:meth:`fastq.App.keep_records`): ``state`` ``done``,
         ``dead`` or ``cancelled``, ``ended_at``, the ``worker`` that ran it, a
-        dead job's ``attempts`` and ``last_error``. Returns None for an unknown id,
-        and for a job whose record is gone. Without ``queue``, every known queue
-        is searched.
+        dead job's ``attempts`` and ``last_error``. A kept return value
+        (``result_ttl_s``) is ``result``, while it lasts (``has_result``). Returns
+        None for an unknown id, and for a job whose record is gone. Without
+        ``queue``, every known queue is searched. Read by the ``job_info`` script,
+        as clients of other languages read a job (docs/protocol.md).
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
@@ -51,6 +52,7 @@ def format_job_info(info: JobInfo) -> str:
     fields = _job_info_dict(info)
     traceback = fields.pop("traceback")
     fraction, meta = fields.pop("progress"), fields.pop("progress_meta")
+    result, has_result = fields.pop("result"), fields.pop("has_result")
     rows = []
     for name, value in fields.items():
         if name in _TIMES:
@@ -65,6 +67,8 @@ def format_job_info(info: JobInfo) -> str:
         if meta is not None:
             progress += " " + orjson.dumps(meta).decode()
         rows.append(("progress", progress))
+    if has_result:  # a kept return value (result_ttl_s), as JSON
+        rows.append(("result", json.dumps(result, ensure_ascii=False)))
     width = max(len(name) for name, _ in rows)
     lines = [f"{name.ljust(width)}  {shown}" for name, shown in rows]
     if traceback:
@@ -175,7 +179,8 @@ def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> No
         return
     for job in jobs:
         why = job.broken_reason if what == "broken" else job.last_error
-        print(f"{job.id} {job.name or '-'} attempts={job.attempts} {why or '-'}")
+        note = f" [unreadable envelope: {job.unreadable}]" if job.unreadable else ""
+        print(f"{job.id} {job.name or '-'} attempts={job.attempts} {why or '-'}{note}")
 
 
 def _section_command(args: argparse.Namespace, what: str) -> int:

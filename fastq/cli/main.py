@@ -43,8 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         **ops.COMMANDS,
         **jobs.COMMANDS,
         **workers.COMMANDS,
+        **serve.COMMANDS,
     }
-    commands.update(serve.COMMANDS)
     assert sorted(commands) == sorted(ORDER), "a new command goes in ORDER"
     for name in ORDER:
         commands[name](sub)

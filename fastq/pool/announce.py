@@ -102,6 +102,7 @@ def pool_announcer(
     base["id"] = f"{base['host']}:{pid}"
     snapshot = pool_snapshot(base, board, children, queues, wanted)
     announcer = Announcer(hand_backs.connect, app.namespace, base["id"], snapshot,
-                          f"master {pid}", gate=hand_backs.fork_gate)  # fmt: skip
+                          f"master {pid}", gate=hand_backs.fork_gate,
+                          changes=lambda: sorted(children()))  # fmt: skip
     announcer.start()
     return announcer

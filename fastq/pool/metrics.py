@@ -9,6 +9,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from fastq.protocol.registry import live_entries, workers_per_queue
 from fastq.shm.metrics import BUCKETS_S, DURATION_AT, HIST, KINDS, LATENCY_AT, MetricsBoard
 
 if TYPE_CHECKING:
@@ -134,6 +135,9 @@ class PoolCollector:
         depth = GaugeMetricFamily("fastq_queue_jobs", "Jobs in a queue, by state (from Redis)",
                                   labels=["queue", "state"])  # fmt: skip
         up = GaugeMetricFamily("fastq_redis_up", "1 if Redis answered the last scrape")
+        workers = GaugeMetricFamily("fastq_queue_workers",
+                                    "Worker processes serving a queue, every host's (the registry)",
+                                    labels=["queue"])  # fmt: skip
         try:
             if self._client is None:
                 self._client = self.app.new_client(
@@ -143,11 +147,15 @@ class PoolCollector:
                 stats = self.app.stats_on(self._client, queue)
                 for state in ("ready", "inflight", "scheduled", "dead", "broken"):
                     depth.add_metric([queue, state], stats.get(state, 0))
+            serving = workers_per_queue(live_entries(self._client, self.app.namespace))
+            for queue in self.board.queues:
+                workers.add_metric([queue], serving.get(queue, 0))
             up.add_metric([], 1)
         except Exception as exc:  # a scrape never fails for Redis: the gauge says it
             log.warning("metrics: queue depths unavailable: %s", exc)
             up.add_metric([], 0)
         yield depth
+        yield workers
         yield up
 
 

@@ -9,11 +9,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 from redis import Redis
 
 from fastq._accel import codec
-from fastq.connection.faults import REDIS_ERRORS, Fault, classify
-from fastq.connection.url import mask_url
+from fastq.connection.faults import REDIS_ERRORS
 from fastq.errors import (
-    EnqueueError,
-    EnqueueInterrupted,
     FastqError,
     RedisUnavailable,
     ShardCountMismatch,
@@ -24,6 +21,7 @@ from fastq.options import EnqueueOptions
 from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
 from fastq.producer.routing import Part, chunk_size, pick, plan_calls
 from fastq.producer.unique import UniquePlan, call_unique_key, default_unique_key, unique_plan
@@ -116,7 +114,8 @@ class Producer:
         """Let this app enqueue on ``queues`` although no job of it is registered
         there and Redis does not know them yet: a new queue, on purpose. With
         ``shards``, each is a sharded queue of that many shards (as ``@app.job(...,
-        shards=K)`` says).
+        shards=K)`` says), written to Redis at once, before any job can be routed
+        (every producer, of any language, then routes an id to one shard).
 
         Without it an enqueue on such a queue raises ``UnknownQueue`` in an app that
         registers jobs (a typo in a queue name would otherwise hold jobs that no
@@ -124,12 +123,14 @@ class Producer:
         producer cannot tell a typo from a queue whose workers have not started).
         A queue is known once a job of this app is registered on it, it is
         declared, or the namespace knows it (something was enqueued on it, or a
-        worker whose app registers jobs there has started). ``"default"`` is
-        always known.
+        worker whose app registers jobs there started). ``"default"`` always is.
 
         Raises:
             TypeError, ValueError: an invalid queue name, a bad ``shards``, or
                 another count than the queue was declared with.
+            fastq.ShardCountMismatch: Redis holds another count (enqueues raise too).
+            fastq.RedisUnavailable, fastq.RedisRefused: the count could not be
+                written (the first enqueue or worker writes it).
         """
         for queue in queues:
             validate_queue_name(queue)
@@ -137,6 +138,9 @@ class Producer:
         for queue in queues:
             self.store.shard_counts.declare(queue, shards)
             self._declared_queues.add(queue)
+        if shards is not None and queues:
+            with self.store.producer_call():  # the count, in Redis before any job
+                self.store.shard_counts.resolve(self.store.redis, self.store.namespace, queues)
 
     def _connect(self, queue: str) -> tuple[Redis, int]:
         """The client, with ``queue`` known to the namespace before it holds a job,
@@ -237,8 +241,9 @@ class Producer:
         the next shard in turn.
 
         Raises:
-            TypeError: args do not fit the registered function, or are not
-                JSON-serializable (NaN and infinities included); nothing is sent.
+            TypeError: args do not fit the registered function,, or hold what
+                JSON cannot carry as it is (a datetime, a UUID, a Decimal, a set, NaN:
+                see docs/enqueueing.md; the message says where); nothing is sent.
             ValueError: bad queue name, job id, priority, delay or ``at`` (a naive
                 datetime included), or the job is larger than the app's
                 ``max_payload_bytes``; nothing is sent.
@@ -293,7 +298,9 @@ class Producer:
         except RedisUnavailable as exc:  # a stall, a lost link: it may have gone in
             cause = exc.__cause__ or exc
             again = "job_id=exc.ids[0]"  # its id makes the retry idempotent
-            raise self._blast_error([job_id], [], cause, sent=True, again=again) from cause
+            raise blast_error(
+                self.store.redis_url, [job_id], [], cause, sent=True, again=again
+            ) from cause
         durable.check_replicated(
             self._durability, [job_id], confirmed, "job_id=exc.ids[0]", self.store.redis_url
         )
@@ -337,8 +344,9 @@ class Producer:
         retry finds them; all to ``shard_key``'s shard when it is given.
 
         Raises:
-            TypeError: a call does not fit the function or is not JSON-serializable
-                (NaN and infinities included; the message names its index);
+            TypeError: a call does not fit the function or holds what JSON cannot
+                carry as it is (a datetime, a UUID, NaN...; the message names the
+                call's index and where in it);
                 nothing is sent.
             ValueError: ``job_ids`` has the wrong length, repeats an id, or holds an
                 invalid one; a bad queue name, priority, delay or ``at``; a call
@@ -399,7 +407,7 @@ class Producer:
         except (UnknownQueue, ShardCountMismatch):
             raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
-            raise self._blast_error(ids, [], exc, sent=False) from exc
+            raise blast_error(self.store.redis_url, ids, [], exc, sent=False) from exc
         route = ukeys if unique is not None else (ids if job_ids is not None else None)
         parts = plan_calls(
             self.store.shard_counts,
@@ -417,7 +425,7 @@ class Producer:
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
             # none, after resending it on its own retries): some may be in.
-            raise self._blast_error(ids, [], exc, sent=True) from exc
+            raise blast_error(self.store.redis_url, ids, [], exc, sent=True) from exc
         failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
         if failed:
             written = [
@@ -426,9 +434,9 @@ class Producer:
                 if not isinstance(reply, Exception)
                 for job_id in pick(ids, at)
             ]
-            raise self._blast_error(ids, written, replies[failed[0]], sent=True) from replies[
-                failed[0]
-            ]
+            raise blast_error(
+                self.store.redis_url, ids, written, replies[failed[0]], sent=True
+            ) from replies[failed[0]]
         durable.check_replicated(
             self._durability, ids, confirmed, "job_ids=exc.ids", self.store.redis_url
         )
@@ -446,35 +454,6 @@ class Producer:
             f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
             "reference to the data (a key, a URL), not the data"
         )
-
-    def _blast_error(
-        self, ids: list[str], written: list[str], cause: BaseException, *, sent: bool,
-        again: str = "job_ids=exc.ids",
-    ) -> EnqueueError:  # fmt: skip
-        """The EnqueueError of a blast that Redis took only part of (or none);
-        ``again``: the retry's argument the message names."""
-        done = set(written)
-        not_written = [job_id for job_id in ids if job_id not in done]
-        fault = classify(cause)
-        if isinstance(cause, FastqError) and cause.__cause__ is not None:
-            fault = classify(cause.__cause__) or fault
-        how = fault.value if fault is not None else "error"
-        retry = f"; retry with {again} (idempotent)"
-        url = mask_url(self.store.redis_url)
-        if fault is Fault.UNAVAILABLE:
-            maybe = "may or may not have gone in" if sent else "did not go in"
-            what = f"{len(written)} of {len(ids)} jobs are in, the other {len(not_written)}"
-            if len(ids) == 1 and not written:  # an enqueue's: the id to retry with
-                what = f"job {ids[0]}"
-            return EnqueueInterrupted(
-                f"cannot reach Redis at {url} ({cause}): {what} {maybe}{retry}",
-                ids=ids, written=written, not_written=not_written, fault=how,
-            )  # fmt: skip
-        return EnqueueError(
-            f"Redis at {url} took {len(written)} of {len(ids)} jobs, "
-            f"{len(not_written)} did not go in ({how}: {cause}){retry}",
-            ids=ids, written=written, not_written=not_written, fault=how,
-        )  # fmt: skip
 
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:

@@ -10,14 +10,15 @@ from fastq.options import EnqueueOptions
 from fastq.producer.unique import UniquePlan
 from fastq.protocol.keys import shard_names
 from fastq.protocol.shards import ShardCounts, shard_of
+from fastq.validate import MAX_JOBS_PER_CALL, MAX_JOBS_PER_CALL_EXTRAS
 
-# One enqueue script call carries at most this many jobs (Lua's unpack limit is ~8000
-# values). A call is atomic, also against OOM (Redis refuses a script's write only when
-# it is the script's first), so a chunk goes in whole or not at all.
-ENQUEUE_CHUNK = 1000
+# One enqueue script call carries at most this many jobs (the script refuses more).
+# A call is atomic, also against OOM (Redis refuses a script's write only when it is
+# the script's first), so a chunk goes in whole or not at all.
+ENQUEUE_CHUNK = MAX_JOBS_PER_CALL
 # ... and this many when they carry tags or unique locks: each job then costs the
 # script two to four times as much, and one call must stay short
-ENQUEUE_CHUNK_EXTRAS = 250
+ENQUEUE_CHUNK_EXTRAS = MAX_JOBS_PER_CALL_EXTRAS
 
 # One script call of an enqueue: the queue in Redis (a shard of a sharded queue) and
 # the indexes of its jobs among the call's (a range for a run of them).

@@ -1,8 +1,12 @@
-"""Read-only views of a queue and its jobs, with plain Redis commands."""
+"""Read-only views of a queue and its jobs: one job by the ``job_info`` script (what
+other languages read a job with, docs/protocol.md), lists and counts with plain
+Redis commands."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -10,6 +14,7 @@ import orjson
 import redis
 
 from fastq.protocol import records
+from fastq.protocol.contracts.reader import JOB_INFO, JobInfoReply
 from fastq.protocol.keys import QueueKeys
 
 COUNTERS = (
@@ -61,6 +66,13 @@ class JobInfo:
     # too when nothing else says
     ended_at: Optional[float] = None
     run_ms: Optional[int] = None
+    # the job's kept return value (``@app.job(result_ttl_s=...)``), while it lasts;
+    # ``has_result`` tells a kept None from none kept
+    result: Any = None
+    has_result: bool = False
+    # what of its envelope could not be read (written by hand, not by fastq's
+    # producer: a string for a time, not JSON at all), None when all of it could
+    unreadable: Optional[str] = None
 
 
 def from_record(job_id: str, queue: str, rec: records.Record) -> JobInfo:
@@ -115,7 +127,19 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
 
 
 def _seconds(ms: Any) -> Optional[float]:
-    return None if ms is None else float(ms) / 1000.0
+    """Unix ms as seconds; None when absent or not a time (an envelope written by
+    hand may hold a string, or a number far out of range)."""
+    if isinstance(ms, bool):
+        return None
+    try:
+        seconds = float(ms) / 1000.0
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return seconds if math.isfinite(seconds) and 0 <= seconds < 1e11 else None
+
+
+def _text(value: Any) -> Optional[str]:
+    return value if isinstance(value, str) or value is None else repr(value)
 
 
 def _fields(env: Any) -> dict[str, Any]:
@@ -129,105 +153,114 @@ def _fields(env: Any) -> dict[str, Any]:
     return {**more, "name": env[0], "args": env[1], "kwargs": more.get("k"), "enqueued_at": env[2]}
 
 
-def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
-    leases = _leases(client, keys)
-    pipe = client.pipeline(transaction=False)
-    pipe.hget(keys.jobs, job_id)
-    pipe.zscore(keys.scheduled, job_id)
-    pipe.zscore(keys.dead, job_id)
-    pipe.hget(keys.broken, job_id)
-    pipe.hget(keys.stalls, job_id)
-    pipe.hget(keys.poison, job_id)
-    pipe.hget(keys.progress, job_id)
-    pipe.zscore(keys.cancelled, job_id)
-    pipe.hget(keys.links, job_id)
-    pipe.hget(keys.records, job_id)
-    pipe.hget(keys.records_old, job_id)
-    for holder, _ in leases:
-        pipe.sismember(keys.held(holder), job_id)
-    raw, due, died, broken, stalls, poison, progress, cancelled, link, rec, old, *held = (
-        pipe.execute()
-    )
-    rec = rec if rec is not None else old
-    record = records.parse(rec) if rec is not None else None
+# the fields a listing reads, and the type each must have to be read
+_TYPED = (("name", str), ("args", list), ("kwargs", dict), ("attempts", int))
+
+
+def _read(raw: Optional[bytes]) -> tuple[dict[str, Any], Optional[str]]:
+    """An envelope's fields (:func:`_fields`), and what of it could not be read
+    (None: all of it). A bad one never stops a listing of its queue."""
     if raw is None:
-        if record is not None:
-            return from_record(job_id, keys.queue, record)
-        if cancelled is not None:
-            return JobInfo(
-                id=job_id, queue=keys.queue, state="cancelled", name=None,
-                cancelled_at=_seconds(cancelled),
-            )  # fmt: skip
-        if broken is None:
-            return None
-        # quarantined without a payload (a claim popped it with no envelope)
-        reason = broken.decode("utf-8", "replace")
-        return JobInfo(id=job_id, queue=keys.queue, state="broken", name=None, broken_reason=reason)
-    worker, lease_until = next(
-        ((holder, deadline) for (holder, deadline), h in zip(leases, held) if h), (None, None)
-    )
+        return {}, None
     try:
-        env = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        env = None
-    env = _fields(env)
-    if broken is not None:
-        state = "broken"
-    elif died is not None:
-        state = "dead"
-    elif lease_until is not None:
-        state = "active"
-    elif due is not None:
-        state = "scheduled"
-    else:
-        state = "queued"
-    fraction, meta = _progress(progress)
-    if state == "dead" and record is not None and record.outcome == "dead":
-        worker = record.worker  # the worker that ran it last
-    name = env.get("name")
-    args = env.get("args")
-    failed = env.get("attempts")
-    kwargs = env.get("kwargs")
+        env = _fields(orjson.loads(raw))
+    except orjson.JSONDecodeError as exc:
+        return {}, f"not JSON ({exc})"
+    if not env:
+        return {}, f"not an envelope: {raw[:60]!r}"
+    bad = [
+        f"{name} {env[name]!r}"
+        for name, kind in _TYPED
+        if env.get(name) is not None and not isinstance(env[name], kind)
+    ]
+    bad += [
+        f"{name} {env[name]!r} (not a time in ms)"
+        for name in ("enqueued_at", "failed_at")
+        if env.get(name) is not None and _seconds(env[name]) is None
+    ]
+    return env, ", ".join(bad) or None
+
+
+# job_info calls before giving up on a queue whose workers keep changing (each call
+# that finds other workers than it was given replies with those it found)
+_READ_ATTEMPTS = 5
+
+
+def read_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> JobInfoReply:
+    """``job_info``'s reply for ``job_id`` in one queue: one call on a queue where no
+    worker holds a lease, two where some do (the first replies with them).
+
+    Raises:
+        RuntimeError: the workers of the queue changed under every call.
+    """
+    fixed = JOB_INFO.keys_for(keys, job_id=job_id)
+    workers: list[str] = []
+    for _ in range(_READ_ATTEMPTS):
+        held = [keys.held(worker) for worker in workers]
+        reply = JOB_INFO.call(client, fixed + held, JOB_INFO.argv(workers, job_id))
+        if not reply.stale:
+            return reply
+        workers = reply.workers
+    raise RuntimeError(f"job_info: the workers of queue {keys.queue} kept changing; try again")
+
+
+def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobInfo]:
+    """What Redis holds of ``job_id`` in one queue (None: nothing), read by the
+    ``job_info`` script: the one read path of a job, fastq's and other languages'."""
+    return job_info(job_id, keys.queue, read_job(client, keys, job_id))
+
+
+def job_info(job_id: str, queue: str, reply: JobInfoReply) -> Optional[JobInfo]:
+    """A :class:`JobInfo` of ``job_info``'s reply (None for an unknown job). The
+    script reads and decides; here the envelope's args and kwargs are decoded (a
+    hand-written envelope that is not JSON has none) and times made seconds."""
+    if reply.state == "unknown":
+        return None
+    f = reply.fields
+    raw: Optional[bytes] = f.get("envelope")
+    env, unreadable = _read(raw)
+    args, kwargs = env.get("args"), env.get("kwargs")
+    fraction, meta = _progress(f.get("progress"))
+    result, has_result = _result(f.get("result"))
     return JobInfo(
         id=job_id,
-        queue=keys.queue,
-        state=state,
-        name=name if isinstance(name, str) else None,
+        queue=queue,
+        state=reply.state,
+        name=f.get("name"),
         args=args if isinstance(args, list) else [],
         kwargs=kwargs if isinstance(kwargs, dict) else {},  # "k" is absent when empty
-        attempts=failed if isinstance(failed, int) else 0,
-        stalls=int(stalls) if stalls is not None else _poison_stalls(poison),
-        enqueued_at=_seconds(env.get("enqueued_at")),
-        due_at=_seconds(due),
-        lease_until=_seconds(lease_until),
-        worker=worker,
-        # a poison job died when its last stall was counted, whatever failed before
-        failed_at=_seconds(died if poison is not None else env.get("failed_at") or died),
-        last_error=poison.decode("utf-8", "replace") if poison is not None else env.get("error"),
-        traceback=env.get("traceback"),
-        broken_reason=broken.decode("utf-8", "replace") if broken is not None else None,
-        raw=raw,
+        attempts=f.get("attempts", 0),
+        stalls=f.get("stalls", 0),
+        enqueued_at=_seconds(f.get("enqueued_ms")),
+        due_at=_seconds(f.get("due_ms")),
+        lease_until=_seconds(f.get("lease_until_ms")),
+        worker=f.get("worker"),
+        failed_at=_seconds(f.get("failed_ms")),
+        last_error=f.get("error"),
+        traceback=f.get("traceback"),
+        broken_reason=f.get("broken"),
+        raw=raw or b"",
         progress=fraction,
         progress_meta=meta,
-        tags=_link_tags(link),
-        ended_at=record.ended_at if record is not None and state == "dead" else None,
+        tags=f.get("tags", []),
+        cancelled_at=_seconds(f.get("cancelled_ms")),
+        ended_at=_seconds(f.get("ended_ms")),
+        run_ms=f.get("run_ms"),
+        result=result,
+        has_result=has_result,
+        unreadable=unreadable,
     )
 
 
-def _poison_stalls(poison: Optional[bytes]) -> int:
-    """The stalls that buried a poison job (its count goes as it dies; its
-    reason, ``lua/lib/requeue.lua``'s, starts "stalled N times")."""
-    if poison is None or not poison.startswith(b"stalled "):
-        return 0
-    count = poison[8:].split(b" ", 1)[0]
-    return int(count) if count.isdigit() else 0
-
-
-def _link_tags(link: Optional[bytes]) -> list[str]:
-    """The tags in a links record (format in ``lua/lib/unique.lua``)."""
-    if link is None:
-        return []
-    return link.decode("utf-8", "replace").split("\n")[1:]
+def _result(raw: Optional[bytes]) -> tuple[Any, bool]:
+    """``(value, kept)`` of a kept return value (``fastq.protocol.results``: JSON);
+    one that is not JSON (written by hand) is none."""
+    if raw is None:
+        return None, False
+    try:
+        return json.loads(raw), True
+    except ValueError:
+        return None, False
 
 
 def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str]:
@@ -318,10 +351,7 @@ def _progress(raw: Optional[bytes]) -> tuple[Optional[float], Any]:
 
 def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> JobInfo:
     """A dead or broken job as a listing shows it, from its envelope alone."""
-    try:
-        env = _fields(orjson.loads(raw)) if raw is not None else {}
-    except orjson.JSONDecodeError:
-        env = {}
+    env, unreadable = _read(raw)
     name, args, kwargs, failed = (env.get(f) for f in ("name", "args", "kwargs", "attempts"))
     return JobInfo(
         id=job_id,
@@ -333,9 +363,10 @@ def _listed(job_id: str, keys: QueueKeys, state: str, raw: Optional[bytes]) -> J
         attempts=failed if isinstance(failed, int) else 0,
         enqueued_at=_seconds(env.get("enqueued_at")),
         failed_at=_seconds(env.get("failed_at")),
-        last_error=env.get("error"),
-        traceback=env.get("traceback"),
+        last_error=_text(env.get("error")),
+        traceback=_text(env.get("traceback")),
         raw=raw or b"",
+        unreadable=unreadable,
     )
 
 

@@ -32,6 +32,7 @@ log = logging.getLogger("fastq.registry")
 
 ANNOUNCE_EVERY_S = 2.0
 TTL_S = 10.0  # five announcements missed: the process is gone (or cut off)
+LOOK_EVERY_S = 0.25  # how soon a pool's new or dead child shows
 
 
 def registry_key(namespace: str) -> str:
@@ -106,6 +107,8 @@ class Announcer(threading.Thread):
             hold a stop, or a pool's fork, for long).
         snapshot: the entry's fields now (called from this thread).
         gate: a pool's fork gate (:class:`fastq.pool.handback.HandBacks`).
+        changes: a cheap look at what the entry shows (a pool's children): looked
+            at every :data:`LOOK_EVERY_S`, and announced at once when it changes.
     """
 
     def __init__(
@@ -117,6 +120,7 @@ class Announcer(threading.Thread):
         who: str,
         every_s: float = ANNOUNCE_EVERY_S,
         gate: Optional[threading.Lock] = None,
+        changes: Optional[Callable[[], object]] = None,
     ) -> None:
         super().__init__(name="fastq-registry", daemon=True)
         self.new_client = new_client
@@ -124,6 +128,7 @@ class Announcer(threading.Thread):
         self.entry_id = entry_id
         self.snapshot = snapshot
         self.every_s = every_s
+        self.changes = changes
         self._clock = RedisClock(who, log)
         self._outage = Outage(f"{who} (worker registry)", log)
         self._stopped = threading.Event()
@@ -133,10 +138,15 @@ class Announcer(threading.Thread):
         self._gate = gate or threading.Lock()
 
     def run(self) -> None:
-        while True:
-            self.announce()
-            if self._stopped.wait(self.every_s):
-                break
+        last = self.changes() if self.changes else None
+        self.announce()
+        next_at = time.monotonic() + self.every_s
+        while not self._stopped.wait(min(LOOK_EVERY_S, self.every_s)):
+            now = self.changes() if self.changes else None
+            if now != last or time.monotonic() >= next_at:
+                last = now
+                self.announce()
+                next_at = time.monotonic() + self.every_s
         self._withdraw()
 
     def stop(self, timeout_s: float = 2.0) -> None:
@@ -157,6 +167,9 @@ class Announcer(threading.Thread):
             client.hset(self.key, self.entry_id, orjson.dumps(entry))
         except REDIS_ERRORS as exc:
             self._outage.failed(exc)
+            return
+        except Exception:  # a bug here must not end the announcements, nor go unseen
+            log.exception("worker registry: could not announce %s", self.entry_id)
             return
         if self._outage.ongoing:
             self._outage.recovered()

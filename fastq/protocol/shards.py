@@ -7,12 +7,13 @@ each with its own hash tag, so that one hot queue uses several Redis Cluster nod
   holds (they are shard 0's), and a producer or a reaper that does not know the
   count still writes to a shard that workers serve.
 - **The count** lives in Redis, in the hash ``<namespace>:shards`` (queue -> K),
-  written by the first producer or worker whose app declares it (``@app.job(...,
-  shards=K)``, ``app.declare_queue(..., shards=K)``) and read by every other
-  process: a worker started with ``-q mailer``, a producer that enqueues by name,
-  the CLI without ``--app``. A queue absent from it has one shard. An app that
-  declares another count than Redis' is refused (``fastq.ShardCountMismatch``):
-  changing K under running workers would strand jobs (see docs/queues.md).
+  written by ``app.declare_queue(..., shards=K)`` at once, or by the first producer
+  or worker of an app that declares it with ``@app.job(..., shards=K)``, and read
+  by every other process: a worker started with ``-q mailer``, a producer that
+  enqueues by name, the CLI without ``--app``, a producer of another language
+  (docs/protocol.md). A queue absent from it has one shard. An app that declares
+  another count than Redis' is refused (``fastq.ShardCountMismatch``): changing K
+  under running workers would strand jobs (see docs/queues.md).
 - **A rate limit** of a sharded queue is the whole queue's, split evenly over its
   shards (:func:`fastq.protocol.control.set_rate_limit`). A queue sharded after it was given
   one has it on shard 0 only: the process that records the count spreads it.
@@ -87,6 +88,7 @@ class ShardCounts:
         self.check(queue, shards)
         if shards is not None:
             self.declared[queue] = shards
+            self._known.pop(queue, None)  # "undeclared: one" no longer holds here
 
     def forget(self) -> None:
         """Ask Redis again (the app now points elsewhere)."""

@@ -64,12 +64,19 @@ def settle_failure(
     no attempt left, whatever its policy: whatever did not succeed is buried.
     """
     policy = target.policy
+    name, shown_id = target.name, job_id.decode()
     retries = env.get("retries", policy.retries)  # an envelope may override the policy
-    if not isinstance(retries, int):
+    if isinstance(retries, float) and retries.is_integer():
+        retries = int(retries)  # 3.0 from a producer of another language: enqueue took it
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        # written past the enqueue script, which refuses it
+        log.warning(
+            "job %s %s: invalid retries in the envelope: %r; the job's own policy applies",
+            name, shown_id, retries,
+        )  # fmt: skip
         retries = policy.retries
     if target.at_most_once:  # taken out of the queue before it ran: never run again
         retries = 0
-    name, shown_id = target.name, job_id.decode()
     if isinstance(exc, Retry):
         if attempt <= retries:
             if exc.delay_s is not None:

@@ -16,13 +16,15 @@ import dataclasses
 from datetime import datetime
 from typing import Any, Optional
 
+import orjson
+
 from fastq._accel import codec
 from fastq.app import App
 from fastq.errors import EnqueueError, EnqueueInterrupted
 from fastq.options import EnqueueOptions
 from fastq.producer.unique import unique_plan
 from fastq.serve.reply import NO_BODY, HTTPError, json_type, refusal
-from fastq.validate import check_job_id, check_queue_name
+from fastq.validate import MAX_PRIORITY, check_job_id, check_queue_name
 
 # jobs in one request at most; the body's bound (8 MiB) usually comes first
 MAX_JOBS_PER_REQUEST = 10_000
@@ -55,11 +57,13 @@ class JobCall:
     kwargs: dict[str, Any]
     options: EnqueueOptions
     job_id: Optional[str]
+    options_key: Optional[bytes] = None  # the options' JSON: equal for equal options
 
     def batch_key(self) -> tuple[Any, ...]:
         """Jobs of equal keys go in one ``submit_many``: one name, the same options,
         each call positional or keywords (not both), ids given for all or none."""
-        return (self.name, self.options, self.job_id is not None, bool(self.kwargs))
+        same = self.options_key if self.options_key is not None else self.options
+        return (self.name, same, self.job_id is not None, bool(self.kwargs))
 
 
 def parse_at(value: Any, where: str) -> Any:
@@ -82,8 +86,9 @@ def parse_at(value: Any, where: str) -> Any:
     return when
 
 
-def parse_job(item: Any, queue: str, where: str) -> JobCall:
-    """One job object, its options made (and so checked).
+def parse_job(item: Any, queue: str, where: str, made: dict[bytes, EnqueueOptions]) -> JobCall:
+    """One job object, its options made (and so checked); ``made``: the options made
+    already for this request, by their JSON (most jobs of a batch share theirs).
 
     Raises:
         HTTPError: 422 naming the field at fault.
@@ -91,11 +96,16 @@ def parse_job(item: Any, queue: str, where: str) -> JobCall:
     if not isinstance(item, dict):
         what = where.rstrip(".") or "the body"
         raise HTTPError(422, f"{what} must be a job object, not {json_type(item)}")
-    unknown = [key for key in item if key not in JOB_FIELDS]
-    if unknown:
-        raise HTTPError(
-            422, f"{where}{unknown[0]}: unknown field (a job's fields: {', '.join(JOB_FIELDS)})"
-        )
+    given: dict[str, Any] = {}
+    for key, value in item.items():
+        if key in CALL_FIELDS:
+            continue
+        field = OPTION_FIELDS.get(key)
+        if field is None:
+            fields = ", ".join(JOB_FIELDS)
+            raise HTTPError(422, f"{where}{key}: unknown field (a job's fields: {fields})")
+        if value is not None:
+            given[field] = value
     name = item.get("name")
     if not isinstance(name, str) or not name:
         raise HTTPError(422, f"{where}name: the job's name must be a non-empty string")
@@ -107,17 +117,32 @@ def parse_job(item: Any, queue: str, where: str) -> JobCall:
     kwargs = {} if kwargs is None else kwargs
     if not isinstance(kwargs, dict):
         raise HTTPError(422, f"{where}kwargs: must be an object, not {json_type(kwargs)}")
-    given = {field: item[key] for key, field in OPTION_FIELDS.items() if item.get(key) is not None}
-    if "at" in given:
-        given["at"] = parse_at(given["at"], where)
     job_id = given.pop("job_id", None)
     try:
         if job_id is not None:
             check_job_id(job_id)
-        options = EnqueueOptions(queue=queue, **given)
+        key = _options_key(given)
+        options = made.get(key) if key is not None else None
+        if options is None:
+            if "at" in given:
+                given["at"] = parse_at(given["at"], where)
+            options = EnqueueOptions(queue=queue, **given)
+            if key is not None:
+                made[key] = options
     except (TypeError, ValueError) as exc:
         raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
-    return JobCall(name, args, kwargs, options, job_id)
+    return JobCall(name, args, kwargs, options, job_id, key)
+
+
+def _options_key(given: dict[str, Any]) -> Optional[bytes]:
+    """The JSON of a job's options, by which equal ones are made once (and runs of
+    alike jobs found); None for what orjson cannot write (made every time)."""
+    if not given:
+        return b""
+    try:
+        return orjson.dumps(given, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
@@ -151,10 +176,12 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
         )  # fmt: skip
     jobs = []
     seen: dict[str, int] = {}
+    made: dict[bytes, EnqueueOptions] = {}
+    tails: dict[str, Any] = {}
     for i, item in enumerate(items):
         where = "" if one else f"jobs[{i}]."
-        job = parse_job(item, queue, where)
-        _check_call(app, job, where)
+        job = parse_job(item, queue, where, made)
+        _check_call(app, job, where, tails)
         if job.job_id is not None:
             if job.job_id in seen:
                 raise HTTPError(
@@ -165,15 +192,18 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
     return jobs
 
 
-def _check_call(app: App, job: JobCall, where: str) -> None:
+def _check_call(app: App, job: JobCall, where: str, tails: dict[str, Any]) -> None:
     """What the producer checks of a call before it sends anything, checked of every
-    job of the request before the first is sent."""
+    job of the request before the first is sent; ``tails``: the envelope tails made
+    for this request, by job name."""
     jobdef = app.registry.get(job.name)
     try:
         if jobdef is not None:
             jobdef.arg_checker.check(job.args, job.kwargs)
         unique_plan(job.options, jobdef)
-        tail = codec.envelope_tail(job.name, 0, {"p": job.options.priority or 0})
+        tail = tails.get(job.name)
+        if tail is None:  # the longest priority: a size no smaller than the one sent
+            tail = tails[job.name] = codec.envelope_tail(job.name, 0, {"p": -MAX_PRIORITY})
         size = len(codec.encode_envelope(job.args, job.kwargs, tail))
     except (TypeError, ValueError) as exc:
         raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None

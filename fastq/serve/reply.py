@@ -83,6 +83,8 @@ def parse_json(body: bytes) -> Any:
         return json.loads(body, parse_constant=_no_constant)
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
         raise HTTPError(400, f"the body is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise HTTPError(400, "the body's JSON is nested too deeply") from None
 
 
 def _no_constant(name: str) -> Any:
@@ -92,15 +94,15 @@ def _no_constant(name: str) -> Any:
 def endpoint(
     handler: Callable[[App, Request, Any], Any],
 ) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint that runs ``handler(app, request, body)`` in the thread
-    pool (it may block on Redis) and answers what it returns as JSON: a value
+    """A Starlette endpoint that reads the body's JSON and runs ``handler(app, request,
+    body)`` in the thread pool (it may block on Redis) and answers what it returns as JSON: a value
     (200), or ``(status, value)``. Its :class:`HTTPError`, and the errors of
     fastq that are no bug (:func:`refusal`), become ``{"error": ...}`` replies."""
 
     async def call(request: Request) -> Response:
         try:
-            body = parse_json(await request.body())
-            out = await run_in_threadpool(_guarded, handler, fastq_app(request), request, body)
+            raw = await request.body()  # read by the guard already: no wait
+            out = await run_in_threadpool(_guarded, handler, fastq_app(request), request, raw)
         except HTTPError as exc:
             return error_reply(exc.status, exc.message, **exc.more)
         status, value = out if isinstance(out, tuple) else (200, out)
@@ -112,8 +114,11 @@ def endpoint(
 
 
 def _guarded(
-    handler: Callable[[App, Request, Any], Any], app: App, request: Request, body: Any
+    handler: Callable[[App, Request, Any], Any], app: App, request: Request, raw: bytes
 ) -> Any:
+    """In the thread pool: the body's JSON read (up to the bound, some milliseconds
+    that the event loop need not wait), then the handler."""
+    body = parse_json(raw)
     try:
         return handler(app, request, body)
     except HTTPError:

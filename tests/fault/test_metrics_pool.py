@@ -60,6 +60,8 @@ def test_metrics_count_every_job_once_across_a_killed_child(
     assert metrics[("fastq_job_latency_seconds_count", q)] == n
     assert metrics[("fastq_children_alive", ())] == 2
     assert metrics[("fastq_queue_jobs", (("queue", "q"), ("state", "ready")))] == 0
+    # the registry: this pool's two workers serve q (none of another host here)
+    assert metrics[("fastq_queue_workers", (("queue", "q"),))] == 2
     assert pool.stop() == 0
 
 

@@ -7,11 +7,13 @@ import json
 import shutil
 import subprocess
 import time
+import zlib
 from pathlib import Path
 
 import pytest
 import redis
 
+import fastq
 from fastq.protocol import scripts
 from fastq.testing.redis_server import RedisServer
 from tests.support.processes import ROOT, fastq_cmd, subprocess_env
@@ -186,3 +188,41 @@ def test_jobs_enqueued_from_node_with_a_plain_client_are_run(
     runs = _runs(r, namespace)
     assert len(runs) == 1501 and set(runs.values()) == {b"1"}
     assert b"0" in runs and b"1499" in runs and b"5000" in runs
+
+
+def _foreign_enqueue(r: redis.Redis, namespace: str, queue: str, job_id: str, i: int) -> int:
+    """One job as docs/protocol.md tells a producer of another language to send it to a
+    queue that may be sharded: read the count (absent: one), pick the id's shard by
+    CRC-32, call the script with that shard's 15 keys. No fastq code but the script."""
+    count = int(r.hget(f"{namespace}:shards", queue) or 1)
+    shard = zlib.crc32(job_id.encode()) % count
+    name = queue if shard == 0 else f"{queue}#{shard}"
+    keys = [f"{namespace}:{{{name}}}:{s}" for s in KEY_SUFFIXES]
+    env = json.dumps(["count", [i], int(time.time() * 1000)])
+    return int(r.eval(scripts.BY_NAME["enqueue"].source, 15, *keys, 0, 0, "", job_id, env))
+
+
+@pytest.mark.parametrize("foreign_first", [True, False], ids=["foreign-first", "python-first"])
+def test_a_python_and_a_foreign_producer_put_an_id_on_one_shard(
+    redis_server: RedisServer, r: redis.Redis, namespace: str, foreign_first: bool
+) -> None:
+    app = fastq.App(redis_server.url, namespace=namespace)
+    app.declare_queue("count", shards=3)
+    # written at once: no job of the queue can be routed before the count is known
+    assert r.hget(f"{namespace}:shards", "count") == b"3"
+    ids = [f"order-{i}" for i in range(6)]
+    assert len({zlib.crc32(i.encode()) % 3 for i in ids}) == 3  # every shard has some
+    calls = [(100 + i,) for i in range(6)]
+    if not foreign_first:
+        app.enqueue_many("count", calls, job_ids=ids, queue="count")
+    added = [
+        _foreign_enqueue(r, namespace, "count", job_id, 100 + n) for n, job_id in enumerate(ids)
+    ]
+    assert added == ([1] * 6 if foreign_first else [0] * 6)
+    if foreign_first:
+        app.enqueue_many("count", calls, job_ids=ids, queue="count")
+    held = sum(r.hlen(app.keys(name).jobs) for name in ("count", "count#1", "count#2"))
+    assert held == 6
+    _drain(redis_server.url, namespace)
+    assert _runs(r, namespace) == {str(100 + i).encode(): b"1" for i in range(6)}
+    app.close()

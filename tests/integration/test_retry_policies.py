@@ -225,6 +225,27 @@ def test_an_unreadable_override_falls_back_to_the_jobs_policy(
     assert "invalid retry policy in the envelope" in caplog.text
 
 
+@pytest.mark.parametrize("bad", ["many", -1, 1.5, True])
+def test_unreadable_retries_written_past_the_script_are_logged(
+    app: fastq.App, r: redis.Redis, caplog: pytest.LogCaptureFixture, bad: Any
+) -> None:
+    """The enqueue script refuses them; one written by hand (HSET) is said, and the
+    job's own policy applies: "many" is not "none", -1 not "none" either."""
+
+    @app.job(queue="q", retries=1, retry_delays_s=[0])
+    def flaky() -> None:
+        raise ConnectionError("down")
+
+    job_id = flaky.enqueue()
+    env = orjson.loads(r.hget(app.keys("q").jobs, job_id))  # type: ignore[arg-type]
+    env[3:] = [{"retries": bad}]
+    r.hset(app.keys("q").jobs, job_id, orjson.dumps(env))
+    drain(app, ["q"])
+    final = app.get_job(job_id)
+    assert final is not None and final.state == "dead" and final.attempts == 2
+    assert f"invalid retries in the envelope: {bad!r}" in caplog.text
+
+
 def test_age_limit_sends_an_old_job_dead_saying_why(app: fastq.App) -> None:
     runs = []
 

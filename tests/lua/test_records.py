@@ -50,7 +50,7 @@ def test_a_job_done_leaves_a_record_that_keeps_its_id_from_coming_back(
 def test_a_dead_job_is_recorded_with_its_attempts_and_error(r: redis.Redis, k: QueueKeys) -> None:
     enqueue(r, k, ["d"])
     claim(r, k, "w1", 1)
-    died = orjson.dumps({**orjson.loads(env("d")), "attempts": 3, "error": "ValueError: boom"})
+    died = orjson.dumps([*orjson.loads(env("d")), {"attempts": 3, "error": "ValueError: boom"}])
     ack(r, k, "w1", Outcomes(dead=[(b"d", died)]))
     rec = records.read(r, k, "d")
     assert rec is not None

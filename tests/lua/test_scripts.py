@@ -26,11 +26,12 @@ from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
 from tests.support.keys import namespace_keys
 
+NOW_MS = int(time.time() * 1000)
+
 
 def env(job_id: str, priority: int = 0) -> bytes:
-    return orjson.dumps(
-        {"id": job_id, "args": [], "kwargs": {}, "name": "j", "queue": "q", "priority": priority}
-    )
+    """An envelope as fastq writes it (``p`` only when not 0); the id is not in it."""
+    return orjson.dumps(["j", [], NOW_MS, {"p": priority}] if priority else ["j", [], NOW_MS])
 
 
 def enqueue(

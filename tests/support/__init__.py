@@ -8,5 +8,6 @@ files), one module a topic:
 - ``cluster``: where a queue lives on a real Redis Cluster;
 - ``pool``: ``fastq pool`` subprocesses for the fault tests, killing their children,
   waiting, the record of runs;
+- ``serve``: ``fastq serve`` subprocesses on free ports, and clients with their token;
 - ``bench``: running a benchmark of ``bench/`` for its smoke test.
 """

@@ -79,3 +79,25 @@ class Server:
             self.proc.kill()
             self.proc.wait()
             raise
+
+
+class Servers:
+    """``fastq serve`` subprocesses of one test, in its namespace, each logging to a
+    file of its own; :meth:`stop_all` stops them (a fixture's teardown)."""
+
+    def __init__(self, url: str, namespace: str, tmp_path: Path) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.tmp_path = tmp_path
+        self.started: list[Server] = []
+
+    def start(self, *args: str, wait: bool = True, **kwargs: Any) -> Server:
+        """A server with ``args`` after ``serve``; ``wait``: until it listens."""
+        log = self.tmp_path / f"serve{len(self.started)}.log"
+        server = Server(self.url, log, "--namespace", self.namespace, *args, **kwargs)
+        self.started.append(server)
+        return server.started() if wait else server
+
+    def stop_all(self) -> None:
+        for server in self.started:
+            server.stop()

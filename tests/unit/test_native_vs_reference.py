@@ -7,8 +7,13 @@ message. No Redis needed.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import re
 import types
+import uuid
+from collections import OrderedDict
+from datetime import date, datetime, time, timezone
+from decimal import Decimal
 from typing import Any, Callable
 
 import orjson
@@ -181,7 +186,8 @@ class _Point:
     [
         ([1.0, [2, {"k": float("nan")}]], None, "args[1][1]['k'] is nan: "),
         (None, {"a": None, "b": (float("-inf"),)}, "kwargs['b'][0] is -inf: "),
-        ([_Point(1.0, _Point(float("inf")))], None, "args[0].y.x is inf: "),
+        # a dataclass instance would arrive as a dict: refused before its fields are seen
+        ([_Point(1.0, _Point(float("inf")))], None, f"args[0] is a {__name__}._Point: "),
         ([None, "null", {"null": None}], None, None),  # a None is fine
     ],
 )
@@ -194,6 +200,115 @@ def test_non_finite_paths(args: Any, kwargs: Any, message: Any) -> None:
                 codec.encode_envelope(args, kwargs, TAIL)
             with pytest.raises(TypeError, match=re.escape("call 1: " + message)):
                 codec.encode_calls([[1], args or kwargs], TAIL)
+
+
+class _Color(enum.Enum):
+    RED = "red"
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+class _Str(str):
+    pass
+
+
+# What orjson would send as another type (or not at all), each with its type's name in
+# the message: none of them goes, whatever the path to it.
+NOT_PLAIN: list[tuple[Any, str]] = [
+    (datetime(2026, 11, 27, 9, 30, tzinfo=timezone.utc), "is a datetime.datetime: "),
+    (datetime(2026, 11, 27, 9, 30), "is a datetime.datetime: "),
+    (date(2026, 11, 27), "is a datetime.date: "),
+    (time(9, 30), "is a datetime.time: "),
+    (uuid.UUID(int=7), "is a uuid.UUID: "),
+    (Decimal("1.10"), "is a decimal.Decimal: "),
+    ({1, 2}, "is a set: "),
+    (frozenset(), "is a frozenset: "),
+    (b"x", "is a bytes: "),
+    (_Color.RED, f"is a {__name__}._Color: "),
+    (_Level.HIGH, f"is a {__name__}._Level: "),
+    (_Str("x"), f"is a {__name__}._Str: "),
+    (_Point(1.0), f"is a {__name__}._Point: "),
+    (OrderedDict(a=1), "is a collections.OrderedDict: "),
+    (object(), "is a object: "),
+    (2**64, "is an int beyond 64 bits"),
+    (-(2**63) - 1, "is an int beyond 64 bits"),
+    ("\ud800", "is a str with a lone surrogate"),
+    (float("nan"), "is nan: JSON cannot carry NaN or infinity"),
+]
+
+
+@st.composite
+def with_misfit(draw: st.DrawFn) -> tuple[Any, Any, str, str]:
+    """``(args, kwargs, path, reason)``: plain args and kwargs, one value put somewhere
+    inside them (the first thing not plain, in encoding order) at ``path``."""
+    bad, reason = draw(st.sampled_from(NOT_PLAIN))
+    args: Any = draw(st.lists(JSON, max_size=3))
+    kwargs: Any = draw(st.dictionaries(st.text(max_size=4), JSON, max_size=3))
+    in_args = draw(st.booleans())
+    path = ""
+    value = bad
+    for _ in range(draw(st.integers(0, 3))):  # wrapped in lists and dicts
+        if draw(st.booleans()):
+            before = draw(st.lists(JSON, max_size=2))
+            value, path = [*before, value], f"[{len(before)}]{path}"
+        else:
+            key = draw(st.text(max_size=4))
+            value, path = {key: value}, f"[{key!r}]{path}"
+    if in_args:
+        at = draw(st.integers(0, len(args)))
+        args.insert(at, value)
+        path = f"args[{at}]{path}"
+        args = tuple(args) if draw(st.booleans()) else args
+    else:
+        key = draw(st.text(min_size=5, max_size=6))  # not one of the others
+        kwargs[key] = value
+        path = f"kwargs[{key!r}]{path}"
+    return args, kwargs, path, reason
+
+
+@SETTINGS
+@given(with_misfit())
+def test_not_plain_is_refused_with_its_path(drawn: tuple[Any, Any, str, str]) -> None:
+    args, kwargs, path, reason = drawn
+    ref = assert_same(ref_codec.encode_envelope, native_codec.encode_envelope, args, kwargs, TAIL)
+    assert ref[0] == "raised" and ref[1] is TypeError
+    assert ref[2].startswith(f"{path} {reason}")
+    # in a blast, as the second call
+    call = args if path.startswith("args") else kwargs
+    if path.startswith("kwargs") and args:
+        return  # a call is args or kwargs, not both
+    ref = assert_same(ref_codec.encode_calls, native_codec.encode_calls, [[1], call], TAIL)
+    assert ref[0] == "raised" and ref[2].startswith(f"call 1: {path} {reason}")
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, message",
+    [
+        ((1, {"when": datetime(2026, 1, 1, tzinfo=timezone.utc)}), None,
+         "args[1]['when'] is a datetime.datetime: arguments must be JSON values (None, "
+         "bool, int, float, str, list, tuple, dict with str keys), which the job gets as "
+         "sent; send value.isoformat() and datetime.fromisoformat() in the job (an aware "
+         "datetime keeps its offset)"),
+        (None, {"at": [1, 2, uuid.UUID(int=1)]},
+         "kwargs['at'][2] is a uuid.UUID: arguments must be JSON values (None, bool, int, "
+         "float, str, list, tuple, dict with str keys), which the job gets as sent; send "
+         "str(value) and uuid.UUID() in the job"),
+        ([Decimal("9.99")], None,
+         "args[0] is a decimal.Decimal: arguments must be JSON values (None, bool, int, "
+         "float, str, list, tuple, dict with str keys), which the job gets as sent; send "
+         "str(value) and decimal.Decimal() in the job"),
+        ([[{"x": 1}, {"y": {3: 4}}]], None,
+         "args[0][1]['y'] has the key 3 (int): JSON object keys are str"),
+        (None, {1: 2}, "kwargs has the key 1 (int): keyword arguments are named by str"),
+    ],
+)  # fmt: skip
+def test_not_plain_messages(args: Any, kwargs: Any, message: str) -> None:
+    for codec in (ref_codec, native_codec):
+        with pytest.raises(TypeError) as info:
+            codec.encode_envelope(args, kwargs, TAIL)
+        assert str(info.value) == message
 
 
 # --- encode_calls ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ script's header against its declaration, and that every script of
 
 The contracts are grouped by who calls them: the producer's (:mod:`.producer`), the
 worker's (:mod:`.worker`), the reaper's (:mod:`.reaper`), an operator's
-(:mod:`.admin`); each registers itself (:mod:`.base`), and :data:`ALL` is the list
-of fastq's scripts.
+(:mod:`.admin`), the read side's (:mod:`.reader`); each registers itself
+(:mod:`.base`), and :data:`ALL` is the list of fastq's scripts.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ from fastq.protocol.contracts.producer import (
     EnqueueReply,
     due_at,
     enqueue_extras,
+)
+from fastq.protocol.contracts.reader import (
+    JOB_INFO,
+    JOB_INFO_VERSION,
+    JobInfoReply,
 )
 from fastq.protocol.contracts.reaper import FIRE, REAP, FireOutcome, FireReply, ReapReply
 from fastq.protocol.contracts.worker import (
@@ -61,9 +66,11 @@ BY_NAME: dict[str, Contract[Any]] = {contract.name: contract for contract in ALL
 
 __all__ = [
     "ACK", "ACK_TAKEN", "ALL", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM", "ENQUEUE",
-    "EXTEND", "FIRE", "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
+    "EXTEND", "FIRE", "JOB_INFO", "JOB_INFO_VERSION",
+    "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
     "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
     "CancelReply", "ClaimReply", "Contract", "EnqueueReply", "FireOutcome", "FireReply",
+    "JobInfoReply",
     "ReapReply", "ReleaseMode", "ReleaseReply", "ReviveSection", "due_at", "enqueue_extras",
     "is_stale", "recorded_epoch",
 ]  # fmt: skip
