@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -46,6 +46,12 @@ View = Callable[[App, Request, dict[str, str]], Rendered]
 # what the pages' replies carry: never kept, never framed by another site
 HEADERS = {
     "Cache-Control": "no-store",
+    # scripts only from the package's own files: a job's arguments or error shown on a
+    # page can run nothing even if escaping failed
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    ),
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "same-origin",
@@ -161,15 +167,26 @@ def _refusal(request: Request, status: int, message: str) -> Response:
     return render(request, "refused.html", {"status": status, "reason": message}, status)
 
 
+def local_path(where: str, root: str) -> Optional[str]:
+    """``where`` if it is a path of this dashboard (under ``root``), else None: a
+    redirect never leaves the site (``//host`` and ``/\\host`` are other sites to
+    a browser)."""
+    if not where.startswith(root + "/") or where[len(root) + 1 : len(root) + 2] in ("/", "\\"):
+        return None
+    if any(c in where for c in "\r\n\\"):
+        return None
+    return where
+
+
 def _back(request: Request, where: str, **said: str) -> Response:
     """303 to ``where`` (a path of this dashboard) saying ``msg`` or ``err``."""
     root = root_of(request)
-    if not where.startswith(root + "/") or where.startswith("//"):
-        where = root + "/"
-    where = where.split("?msg=", 1)[0].split("?err=", 1)[0].split("&msg=", 1)[0]
-    where = where.split("&err=", 1)[0]
-    sep = "&" if "?" in where else "?"
-    return RedirectResponse(f"{where}{sep}{urlencode(said)}", status_code=303, headers=HEADERS)
+    where = local_path(where, root) or root + "/"
+    path, _, query = where.partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("msg", "err")]
+    return RedirectResponse(
+        f"{path}?{urlencode(kept + list(said.items()))}", status_code=303, headers=HEADERS
+    )
 
 
 def back(request: Request, form: dict[str, str], message: str) -> Response:
@@ -182,9 +199,7 @@ def back(request: Request, form: dict[str, str], message: str) -> Response:
 def login(app: App, request: Request, form: dict[str, str]) -> Rendered:
     sessions: Sessions = request.app.state.sessions
     root = root_of(request)
-    there = form.get("next") or request.query_params.get("next") or "/"
-    if not there.startswith("/") or there.startswith("//"):
-        there = "/"
+    there = local_path(form.get("next") or request.query_params.get("next") or "/", "") or "/"
     if request.method == "GET":
         return "login.html", {"next": there, "no_token": sessions.token is None}
     if not sessions.check_token(form.get("token", "")):

@@ -13,7 +13,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from fastq.testing.redis_server import RedisServer
 from tests.support.dashboard import APP, CHROMIUM, CHROMIUM_ARGS, DashPool
-from tests.support.serve import Server
+from tests.support.serve import Server, Servers
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -40,19 +40,13 @@ def serve(
     redis_server: RedisServer, namespace: str, tmp_path: Path
 ) -> Iterator[Callable[..., Server]]:
     """Starts ``fastq serve --app tests.apps.dash_jobs`` with these options."""
-    servers: list[Server] = []
+    servers = Servers(redis_server.url, namespace, tmp_path)
 
     def run(*args: str, **kwargs: Any) -> Server:
-        log = tmp_path / f"serve{len(servers)}.log"
-        server = Server(
-            redis_server.url, log, "--app", APP, "--namespace", namespace, *args, **kwargs
-        )
-        servers.append(server)
-        return server.started()
+        return servers.start("--app", APP, *args, **kwargs)
 
     yield run
-    for server in servers:
-        server.stop()
+    servers.stop_all()
 
 
 @pytest.fixture

@@ -9,5 +9,7 @@ files), one module a topic:
 - ``pool``: ``fastq pool`` subprocesses for the fault tests, killing their children,
   waiting, the record of runs;
 - ``serve``: ``fastq serve`` subprocesses on free ports, and clients with their token;
+- ``dashboard``: the dashboard's browser tests: a pool of ``tests.apps.dash_jobs``,
+  the system Chromium's settings, logging in, screenshots, a path-prefix proxy;
 - ``bench``: running a benchmark of ``bench/`` for its smoke test.
 """
