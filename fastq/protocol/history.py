@@ -59,20 +59,14 @@ def read_history(
     count = check_window_s(window_s) * 1000 // SLOT_MS
     # apart, not in one pipeline: a cluster's pipeline refuses TIME
     seconds, micros = client.time()
-    stored = client.hgetall(history_key(keys))
     now_ms = int(seconds) * 1000 + int(micros) // 1000
     last_ms = now_ms - now_ms % SLOT_MS
-    by_index: dict[int, tuple[int, int, int]] = {}
-    for field, value in stored.items():
-        try:
-            index = int(field)
-        except ValueError:
-            continue
-        by_index[index] = _parse(value)
+    slots = [last_ms - n * SLOT_MS for n in range(count - 1, -1, -1)]
+    # only the window's fields (an hour: half the ring)
+    stored = client.hmget(history_key(keys), [str((t // SLOT_MS) % SLOTS) for t in slots])
     out = []
-    for n in range(count - 1, -1, -1):
-        slot_ms = last_ms - n * SLOT_MS
-        found = by_index.get((slot_ms // SLOT_MS) % SLOTS)
+    for slot_ms, value in zip(slots, stored):
+        found = _parse(value) if value is not None else None
         if found is not None and found[0] == slot_ms:
             out.append(found)
         else:
