@@ -4,8 +4,9 @@ a keep-alive connection with the token, its median and its slowest in ms.
 
 One throwaway redis-server holding ``--queues`` queues and ``--jobs`` ready jobs
 spread evenly over them, ``--scheduled`` delayed jobs per queue, a few dead ones
-and a full ring of history (two hours of 10-second slots, the charts' most); one ``fastq serve`` subprocess (its access log off). The pages read Redis
-only (no pool runs): what an operator's browser tab costs Redis and the server.
+and a full ring of history (two hours of 10-second slots, the charts' most); one
+``fastq serve`` subprocess (its access log off). The pages read Redis only (no pool
+runs): what an operator's browser tab costs Redis and the server.
 
     python -m bench.dashboard_pages [--queues 100] [--jobs 1000000] [--scheduled 100]
                                     [--requests 20] [--json PATH]
