@@ -63,6 +63,28 @@ def rate_text(stats: dict[str, int]) -> str:
     return f"{stats['rate']}/{period} (burst {stats['rate_burst']})"
 
 
+# each queue's history as last read, by (Redis, namespace, queue, window): read again
+# once its current slot may have grown (the overview polls every 3 s, a slot is 10 s;
+# every tab and both the table and the chart share one read)
+HISTORY_TTL_S = 10.0
+_histories: dict[tuple[str, str, str, int], tuple[float, list[tuple[int, int, int]]]] = {}
+
+
+def cached_history(app: App, queue: str, window_s: int) -> list[tuple[int, int, int]]:
+    """``app.history(queue, window_s)``, read at most every :data:`HISTORY_TTL_S`
+    by this server: what open tabs cost Redis."""
+    key = (app.redis_url, app.namespace, queue, window_s)
+    now = time.monotonic()
+    cached = _histories.get(key)
+    if cached is not None and cached[0] > now:
+        return cached[1]
+    history = app.history(queue, window_s)
+    if len(_histories) > 10_000:
+        _histories.clear()  # queues come and go: it never grows without bound
+    _histories[key] = (now + HISTORY_TTL_S, history)
+    return history
+
+
 def queue_rows(app: App) -> list[dict[str, Any]]:
     """Every known queue with its stats, its workers and its jobs done in the hour."""
     serving = workers_per_queue(app.workers())
@@ -71,7 +93,7 @@ def queue_rows(app: App) -> list[dict[str, Any]]:
         if not valid_name(queue):
             continue
         stats = app.stats(queue)
-        hour = app.history(queue, 3600)
+        hour = cached_history(app, queue, 3600)
         rows.append(
             {
                 "name": queue,
@@ -89,7 +111,7 @@ def history_series(app: App, queue: Optional[str], window_s: int) -> dict[str, A
     """The chart's series: slot times (Unix seconds), jobs done, jobs failed, of one
     queue or (None) of every queue summed."""
     names = [queue] if queue else [q for q in app.queues() if valid_name(q)]
-    slots = merge([app.history(q, window_s) for q in names])
+    slots = merge([cached_history(app, q, window_s) for q in names])
     return {
         "t": [slot_ms / 1000 for slot_ms, _, _ in slots],
         "processed": [p for _, p, _ in slots],
