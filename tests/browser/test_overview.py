@@ -8,9 +8,11 @@ from typing import Callable
 
 import httpx
 import pytest
+import redis
 from playwright.sync_api import Page, expect
 
 import fastq
+from fastq.protocol.history import SLOT_MS, SLOTS, history_key
 from tests.support.dashboard import DashPool, log_in, screenshot
 from tests.support.pool import wait_until
 from tests.support.serve import TOKEN, Server
@@ -25,9 +27,15 @@ def _row(page: Page, queue: str, count: str) -> str:
 
 
 def test_the_overview_shows_what_stats_says_and_follows_it(
-    page: Page, serve: Callable[..., Server], app: fastq.App
+    page: Page, serve: Callable[..., Server], app: fastq.App, r: redis.Redis
 ) -> None:
     app.enqueue("ok", args=[1], queue="dash")
+    # the hour's history as the pool's ack script writes it: two slots of dash's
+    seconds, _ = r.time()
+    last = int(seconds) * 1000 // SLOT_MS * SLOT_MS
+    for slot_ms, done, failed in ((last - 2 * SLOT_MS, 40, 2), (last - 300 * SLOT_MS, 25, 1)):
+        r.hset(history_key(app.keys("dash")), str(slot_ms // SLOT_MS % SLOTS),
+               f"{slot_ms}:{done}:{failed}")  # fmt: skip
     app.enqueue("ok", args=[2], queue="dash")
     app.enqueue("ok", args=[3], queue="dash", delay_s=600)
     app.enqueue("ok", args=[4], queue="other")
@@ -41,8 +49,12 @@ def test_the_overview_shows_what_stats_says_and_follows_it(
     assert _row(page, "dash", "paused") == "running"
     assert _row(page, "other", "paused") == "paused"
     assert _row(page, "dash", "workers") == "0"
-    # the chart of the last hour: 360 slots of 10 s
+    assert (_row(page, "dash", "done_hour"), _row(page, "dash", "failed_hour")) == ("65", "3")
+    assert (_row(page, "other", "done_hour"), _row(page, "other", "failed_hour")) == ("0", "0")
+    # the chart of the last hour: 360 slots of 10 s, every queue's summed
     expect(page.locator(".plot[data-drawn]")).to_have_attribute("data-drawn", "360")
+    series = page.request.get(server.base_url + "/_/history").json()
+    assert (sum(series["processed"]), sum(series["failed"])) == (65, 3)
     screenshot(page, "overview")
     # live: a job enqueued now shows within a poll, with no reload
     app.enqueue("ok", args=[5], queue="dash")
