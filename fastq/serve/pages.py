@@ -36,6 +36,7 @@ HERE = Path(__file__).parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.filters["when"] = views.when
 templates.env.filters["ago"] = views.ago
+templates.env.filters["lasted"] = views.lasted
 templates.env.filters["mib"] = views.mib
 templates.env.filters["q"] = lambda text: quote(str(text), safe="")
 

@@ -41,9 +41,16 @@ def ago(ts: Optional[float]) -> str:
     """How long ago ``ts`` was (or how long until it), in a few characters."""
     if ts is None:
         return "-"
-    delta = time.time() - ts
-    future = delta < 0
-    delta = abs(delta)
+    future = ts > time.time()
+    text = lasted(ts)
+    return f"in {text}" if future else f"{text} ago"
+
+
+def lasted(ts: Optional[float]) -> str:
+    """How long from ``ts`` to now (either way), in a few characters: ``12s``, ``3m 5s``."""
+    if ts is None:
+        return "-"
+    delta = abs(time.time() - ts)
     if delta < 60:
         text = f"{delta:.0f}s"
     elif delta < 3600:
@@ -52,7 +59,7 @@ def ago(ts: Optional[float]) -> str:
         text = f"{delta // 3600:.0f}h {delta % 3600 // 60:.0f}m"
     else:
         text = f"{delta // 86400:.0f}d {delta % 86400 // 3600:.0f}h"
-    return f"in {text}" if future else f"{text} ago"
+    return text
 
 
 def rate_text(stats: dict[str, int]) -> str:

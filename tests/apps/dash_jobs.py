@@ -24,6 +24,14 @@ def flaky(i: int) -> None:
     app.redis.hincrby(f"{app.namespace}:runs", str(i), 1)
 
 
+@app.job(queue="dash")
+def held(i: int) -> None:
+    """Runs until the test pushes to ``NS:release`` (30 s at most): a job in flight
+    for as long as the test looks at it."""
+    app.redis.blpop([f"{app.namespace}:release"], timeout=30)
+    app.redis.hincrby(f"{app.namespace}:runs", str(i), 1)
+
+
 @app.periodic(cron="30 2 * * *", tz="Europe/Berlin", queue="maint")
 def vacuum() -> None:
     pass

@@ -5,6 +5,7 @@ and found by id and by tag; actions refused without their CSRF token."""
 
 from __future__ import annotations
 
+import re
 from typing import Callable
 
 import pytest
@@ -51,6 +52,37 @@ def test_a_dead_job_is_found_retried_from_its_page_and_runs(
     screenshot(page, "job-done")
     stats = app.stats("dash")
     assert (stats["dead"], stats["processed"]) == (0, 1)
+
+
+def test_a_job_in_flight_shows_its_worker_and_for_how_long(
+    page: Page,
+    serve: Callable[..., Server],
+    pool: Callable[..., DashPool],
+    app: fastq.App,
+    r: redis.Redis,
+) -> None:
+    server = serve()
+    (child,) = pool("-c", "1", "-q", "dash").wait_children(1)
+    job_id = app.enqueue("held", args=[5], queue="dash")
+    wait_until(lambda: app.stats("dash")["inflight"] == 1, 20, "the job to start")
+    log_in(page, server, "/queues/dash?state=active")
+    row = page.locator(f'#jobs tr[data-job="{job_id}"]')
+
+    def named() -> bool:  # the worker registry says which child runs it (every 2 s)
+        if f"pid {child.pid}" in row.inner_text():
+            return True
+        page.reload()
+        return False
+
+    wait_until(named, 10, "the page to name the child running the job")
+    expect(row).to_contain_text("held")
+    expect(row.locator("td").nth(3)).to_have_text(re.compile(r"^\d+s$"))  # running for
+    screenshot(page, "queue-in-flight")
+    row.locator("a").click()
+    expect(page.locator("#state")).to_have_text("active")
+    expect(page.locator("dl.fields")).to_contain_text(f"pid {child.pid}, running for")
+    r.rpush(f"{app.namespace}:release", 1)
+    wait_until(lambda: r.hget(f"{app.namespace}:runs", "5") == b"1", 20, "the job to end")
 
 
 def test_a_queue_is_paused_and_resumed_from_its_page(
