@@ -106,6 +106,8 @@ def queue_rows(app: App) -> list[dict[str, Any]]:
                 "name": queue,
                 "stats": stats,
                 "done_hour": sum(p for _, p, _ in hour),
+                # the last minute's 6 whole slots (the current one is still filling)
+                "per_s": sum(p for _, p, _ in hour[-7:-1]) / 60,
                 "failed_hour": sum(f for _, _, f in hour),
                 "rate": rate_text(stats),
                 "workers": serving.get(queue, 0),

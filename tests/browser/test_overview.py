@@ -50,6 +50,7 @@ def test_the_overview_shows_what_stats_says_and_follows_it(
     assert _row(page, "other", "paused") == "paused"
     assert _row(page, "dash", "workers") == "0"
     assert (_row(page, "dash", "done_hour"), _row(page, "dash", "failed_hour")) == ("65", "3")
+    assert _row(page, "dash", "per_s") == "0.7"  # 40 jobs in the last minute's slots
     assert (_row(page, "other", "done_hour"), _row(page, "other", "failed_hour")) == ("0", "0")
     # the chart of the last hour: 360 slots of 10 s, every queue's summed
     expect(page.locator(".plot[data-drawn]")).to_have_attribute("data-drawn", "360")
