@@ -127,3 +127,18 @@ def test_pages_are_refused_without_a_session(
         reply = bearer.get("/")
         assert reply.status_code == 200 and 'data-queue="dash"' in reply.text
         assert bearer.get("/_/history?window_s=60").json()["processed"] == [0] * 6
+
+
+def test_a_page_whose_session_ends_goes_to_the_login_form_by_itself(
+    page: Page, serve: Callable[..., Server], app: fastq.App
+) -> None:
+    app.declare_queue("dash")
+    server = serve()
+    log_in(page, server, "/queues/dash?state=dead")
+    page.context.clear_cookies()  # the session ends (logged out elsewhere, token changed)
+    # the next poll is refused: the page goes to the form, and back after it
+    page.wait_for_url(server.base_url + "/login?next=%2Fqueues%2Fdash%3Fstate%3Ddead")
+    page.fill("#token", TOKEN)
+    page.click("#login")
+    page.wait_for_url(server.base_url + "/queues/dash?state=dead")
+    expect(page.locator("#tab-dead")).to_have_class("here")

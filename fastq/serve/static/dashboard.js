@@ -26,5 +26,13 @@
   }
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll("[data-history]").forEach(draw);
+    // a poll refused for want of a session (it lapsed, or the token changed): to the
+    // login form, then back here
+    document.body.addEventListener("htmx:responseError", function (e) {
+      if (e.detail.xhr.status !== 401) return;
+      var root = document.body.getAttribute("data-root") || "";
+      var here = location.pathname.slice(root.length) + location.search;
+      location.assign(root + "/login?next=" + encodeURIComponent(here || "/"));
+    });
   });
 })();
