@@ -131,6 +131,9 @@ def history_series(app: App, queue: Optional[str], window_s: int) -> dict[str, A
 # -- a queue's jobs -------------------------------------------------------------------
 
 PAGE_SIZE = 50
+# how deep the done, cancelled, dead and broken listings go (each page reads them
+# from the newest or the oldest): 200 pages
+MAX_LISTED = 10_000
 # the queue page's tabs: (state, label, the stats count shown beside it or None)
 STATES = (
     ("queued", "ready", "ready"),
@@ -181,13 +184,16 @@ def queue_jobs(app: App, queue: str, state: str, page: int) -> tuple[list[Any], 
                     }
                 )
         return rows[start : start + PAGE_SIZE], len(rows) > start + PAGE_SIZE
+    if start >= MAX_LISTED:  # these are read from their start: a bounded depth
+        return [], False
     if state in ("done", "cancelled"):
         jobs = app.recent_jobs(queue, state, want)
     elif state == "dead":
         jobs = app.dead_jobs(queue, want)
     else:
         jobs = app.broken_jobs(queue, want)
-    return jobs[start : start + PAGE_SIZE], len(jobs) > start + PAGE_SIZE
+    more = len(jobs) > start + PAGE_SIZE and start + PAGE_SIZE < MAX_LISTED
+    return jobs[start : start + PAGE_SIZE], more
 
 
 def result_of(app: App, info: Any) -> tuple[bool, Any]:
