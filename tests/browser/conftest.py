@@ -15,10 +15,11 @@ from fastq.testing.redis_server import RedisServer
 from tests.support.dashboard import APP, CHROMIUM, CHROMIUM_ARGS, DashPool
 from tests.support.serve import Server, Servers
 
-pytestmark = pytest.mark.timeout(60)
 
-
-@pytest.fixture(scope="session")
+# per module, not per session: while Playwright's sync API is started, an asyncio
+# loop runs in this thread, and a test run beside these in the same process (ci/test.sh
+# runs them with the unit tests) could not call asyncio.run()
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     with sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
