@@ -19,7 +19,7 @@ want_stamp() {
   done | sha256sum | cut -d' ' -f1
 }
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(want_stamp)" ] \
-  && command -v redis-server >/dev/null 2>&1 \
+  && command -v redis-server >/dev/null 2>&1 && [ -x /usr/bin/chromium ] \
   && "$VENV/bin/python" -c 'import fastq, sys; sys.exit(not fastq.ACCELERATED)' 2>/dev/null; then
   exit 0
 fi
@@ -36,6 +36,9 @@ command -v node >/dev/null 2>&1 || missing+=(nodejs)
 if command -v dpkg >/dev/null 2>&1 && ! dpkg -s libfaketime >/dev/null 2>&1; then missing+=(libfaketime); fi
 command -v "$PYTHON" >/dev/null 2>&1 || missing+=(python3)
 command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+# the dashboard's browser tests (tests/browser) drive Debian's Chromium
+[ -x /usr/bin/chromium ] || missing+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing+=(chromium-driver)
 if command -v "$PYTHON" >/dev/null 2>&1; then
   "$PYTHON" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
     || missing+=(python3-dev)

@@ -44,7 +44,7 @@ else
   # which kill and pause processes on timers, two at a time.
   for dir in tests/*/; do  # a new folder of tests must join one of the two runs
     case "$dir" in
-      tests/unit/ | tests/lua/ | tests/integration/ | tests/bench/ | tests/fault/) ;;
+      tests/unit/ | tests/lua/ | tests/integration/ | tests/bench/ | tests/browser/ | tests/fault/) ;;
       tests/apps/ | tests/support/) ;;  # what the tests import, no tests of their own
       *) if ls "$dir"test_*.py >/dev/null 2>&1; then
            echo "ci/test.sh: $dir is in neither pytest run" >&2; exit 1
@@ -52,7 +52,7 @@ else
     esac
   done
   "$PY" -m pytest -q -p no:cacheprovider -n 3 --durations=10 \
-    tests/unit tests/lua tests/integration tests/bench || status=$?
+    tests/unit tests/lua tests/integration tests/bench tests/browser || status=$?
   fault_status=0
   "$PY" -m pytest -q -p no:cacheprovider -n 2 --durations=10 tests/fault || fault_status=$?
   [ "$status" -ne 0 ] || status=$fault_status

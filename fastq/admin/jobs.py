@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from fastq.admin.cancel import Cancelled, cancel_by_tag, cancel_ids
 from fastq.admin.operator import Admin
-from fastq.admin.revive import revive
+from fastq.admin.revive import revive, revive_ids
 from fastq.admin.sharded import valid_name
 from fastq.protocol import records
 from fastq.protocol.contracts import ReviveSection
@@ -27,6 +27,7 @@ from fastq.protocol.introspect import (
     tagged_ids,
 )
 from fastq.protocol.keys import logical_queue, validate_queue_name
+from fastq.protocol.listing import MAX_PAGE, WAITING, waiting_count, waiting_jobs
 from fastq.protocol.results import wait_for_result
 from fastq.protocol.store import Store
 from fastq.validate import check_job_id, check_tag
@@ -121,6 +122,59 @@ class JobAdmin:
             ]
         found.sort(key=lambda info: info.ended_at or 0.0, reverse=True)  # every shard's
         return found[:limit]
+
+    def waiting_jobs(
+        self, queue: str, state: str = "queued", offset: int = 0, limit: int = 50
+    ) -> list[JobInfo]:
+        """A page of the jobs of ``queue`` waiting to run: ``state`` ``queued`` (ready
+        now, in the order workers claim them: priority ones first) or ``scheduled``
+        (delayed, or a retry waiting out its backoff; soonest due first), from the
+        ``offset``-th, each with its name, arguments, attempts and ``due_at``. A
+        sharded queue's shards one after the other.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, state, offset or limit
+                (at most 500).
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        _check_limit(limit, "waiting_jobs")
+        if limit > MAX_PAGE:
+            raise ValueError(f"waiting_jobs: limit must be <= {MAX_PAGE}, not {limit}")
+        if state not in WAITING:
+            raise ValueError(f"waiting_jobs: state must be one of {WAITING}, not {state!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"waiting_jobs: offset must be an int >= 0, not {offset!r}")
+        found: list[JobInfo] = []
+        with self.store.producer_call():
+            for keys in self.admin.known_queue(queue):
+                page = waiting_jobs(self.store.redis, keys, state, offset, limit - len(found))
+                found += [dataclasses.replace(info, queue=queue) for info in page]
+                if len(found) >= limit:
+                    break
+                # the next shard's from its start, less what this shard had past offset
+                offset = max(offset - waiting_count(self.store.redis, keys, state), 0)
+        return found
+
+    def retry_job(self, job_id: str, queue: Optional[str] = None) -> bool:
+        """Put one dead or broken job back in its queue as a new run of the same id,
+        its attempts reset (what ``fastq dead retry`` does to each). Returns False
+        when no such job is dead or broken (it ran again, or is gone).
+
+        Raises:
+            TypeError, ValueError: an invalid id or queue.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_job_id(job_id)
+        with self.store.producer_call():
+            names = [validate_queue_name(queue)] if queue else self.admin.queues()
+            for q in names:
+                if not valid_name(q):
+                    continue
+                for keys in self.sharded.for_id(q, job_id):
+                    for section in (ReviveSection.DEAD, ReviveSection.BROKEN):
+                        if revive_ids(self.store.redis, keys, section, [job_id]):
+                            return True
+        return False
 
     # -- dead and broken jobs ---------------------------------------------------------
 

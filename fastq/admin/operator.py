@@ -10,6 +10,7 @@ from redis import Redis
 from fastq.admin.sharded import Sharded
 from fastq.job import JobDef
 from fastq.protocol import control, records
+from fastq.protocol.history import check_window_s, merge, read_history
 from fastq.protocol.introspect import (
     queue_stats,
 )
@@ -84,6 +85,24 @@ class Admin:
         """:meth:`stats`, read with ``client`` (a metrics scrape's own), raising what
         it raises."""
         return sum_stats([queue_stats(client, keys) for keys in self.sharded.of(queue, client)])
+
+    def history(self, queue: str, window_s: float = 3600) -> list[tuple[int, int, int]]:
+        """Jobs of ``queue`` done and failed per 10-second slot over the last
+        ``window_s`` seconds (at most 7,200), oldest first, ending with the slot
+        Redis' clock is in: ``(slot_ms, processed, failed)``, ``slot_ms`` the slot's
+        start in Unix milliseconds; a slot without jobs counts 0. Kept in Redis by
+        the pools (:mod:`fastq.protocol.history`); a sharded queue's are summed.
+
+        Raises:
+            TypeError, ValueError: an invalid queue name or window.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        validate_queue_name(queue)
+        check_window_s(window_s)
+        with self.store.producer_call():
+            return merge(
+                [read_history(self.store.redis, keys, window_s) for keys in self.sharded.of(queue)]
+            )
 
     # -- flow control --------------------------------------------------------------
 

@@ -78,3 +78,17 @@ def revive(
         if section is ReviveSection.DEAD and cursor is not None:
             cursor = skipped  # the revived left the set: skip only the ids that stayed
     return revived, skipped
+
+
+def revive_ids(client: redis.Redis, keys: QueueKeys, section: ReviveSection, ids: list[str]) -> int:
+    """Put the jobs ``ids`` of ``section`` back in the queue (at most
+    ``REVIVE_BATCH_MAX``); those not in it are skipped. Returns how many went back."""
+    if not ids:
+        return 0
+    envelopes: list[Optional[bytes]] = client.hmget(keys.jobs, ids)  # type: ignore[assignment]
+    jobs = [
+        (job_id, *fresh_envelope(raw)) for job_id, raw in zip(ids, envelopes) if raw is not None
+    ]
+    if not jobs:
+        return 0
+    return int(REVIVE.call(client, REVIVE.keys_for(keys), REVIVE.argv(section, jobs)))

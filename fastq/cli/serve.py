@@ -107,7 +107,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
         raise CliError("give --ssl-certfile and --ssl-keyfile together")
     app = operator_app(args)
-    asgi = create_app(app, token, max_body_bytes=args.max_body)
+    root_path = (args.root_path or "").rstrip("/")
+    if root_path and not root_path.startswith("/"):
+        raise CliError(f"--root-path must start with /, not {args.root_path!r}")
+    asgi = create_app(app, token, max_body_bytes=args.max_body, read_only=args.read_only)
     config = uvicorn.Config(
         asgi,
         log_config=None,  # fastq's logging (--log-format json included), not uvicorn's
@@ -117,6 +120,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ssl_keyfile=args.ssl_keyfile,
         server_header=False,
         proxy_headers=False,
+        root_path=root_path,
     )
     sock = bind(args.host, args.port)
     port = sock.getsockname()[1]
@@ -155,6 +159,14 @@ def add_serve(sub: Any) -> None:
     p.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM)")
     p.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
     p.add_argument("--no-access-log", action="store_true", help="no line per request")
+    p.add_argument(
+        "--read-only", action="store_true",
+        help="the dashboard shows and takes no action (pause, retry, purge...)",
+    )  # fmt: skip
+    p.add_argument(
+        "--root-path", default="",
+        help="the path prefix a reverse proxy serves it under, e.g. /fastq",
+    )  # fmt: skip
     add_connection_options(p)
     p.set_defaults(func=cmd_serve)
 

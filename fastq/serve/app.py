@@ -26,6 +26,7 @@ from fastq.app import App
 from fastq.serve import openapi, producers
 from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
 from fastq.serve.reply import JSONReply, error_reply
+from fastq.serve.session import Sessions
 
 log = logging.getLogger("fastq.serve")
 
@@ -41,7 +42,10 @@ def _workers() -> Optional[ModuleType]:
 
 
 def create_app(
-    fastq_app: App, token: Optional[str], max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    fastq_app: App,
+    token: Optional[str],
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    read_only: bool = False,
 ) -> Starlette:
     """The HTTP API over ``fastq_app``.
 
@@ -51,6 +55,8 @@ def create_app(
         token: the bearer token every ``/api/`` request must carry; None: none
             (for a server on loopback only, see :mod:`fastq.serve.guard`).
         max_body_bytes: the largest request body taken (413 beyond).
+        read_only: the dashboard's pages (:mod:`fastq.serve.pages`) show no action
+            and refuse every one (403).
 
     Raises:
         ValueError: an empty token, or ``max_body_bytes`` below 1.
@@ -77,6 +83,7 @@ def create_app(
         return JSONReply(document)
 
     routes.append(Route("/api/v1/openapi.json", openapi_json, methods=["GET"]))
+    routes += _dashboard()
     app = Starlette(
         routes=routes,
         middleware=[Middleware(Guard, token=token, max_body_bytes=max_body_bytes)],
@@ -84,7 +91,21 @@ def create_app(
     )
     app.state.fastq = fastq_app
     app.state.openapi = document
+    app.state.sessions = Sessions(token)  # the dashboard's login and CSRF tokens
+    app.state.read_only = read_only
     return app
+
+
+def _dashboard() -> list[BaseRoute]:
+    """The dashboard's routes (:mod:`fastq.serve.pages`), or none without jinja2."""
+    try:
+        from fastq.serve import pages
+    except ModuleNotFoundError as exc:
+        if exc.name != "jinja2":
+            raise
+        log.warning("fastq serve: no dashboard at / (it needs jinja2: pip install 'fastq[web]')")
+        return []
+    return pages.routes()
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

@@ -51,7 +51,7 @@ class Guard:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or not scope["path"].startswith(API_PREFIX):
+        if scope["type"] != "http" or not route_path(scope).startswith(API_PREFIX):
             await self.app(scope, receive, send)
             return
         headers = _headers(scope)
@@ -108,6 +108,17 @@ class Guard:
             f"the request body is larger than {self.max_body_bytes:,} bytes "
             "(fastq serve --max-body): send the jobs in several requests"
         )
+
+
+def route_path(scope: Scope) -> str:
+    """The path routes match: behind ``--root-path`` (uvicorn puts the prefix in
+    front of ``path`` too, and Starlette takes it off to route), without it; so that
+    ``/api/`` is guarded whatever the prefix."""
+    path = str(scope["path"])
+    root = str(scope.get("root_path", "")).rstrip("/")
+    if root and (path == root or path.startswith(root + "/")):
+        return path[len(root) :]
+    return path
 
 
 def _digest(token: bytes) -> bytes:

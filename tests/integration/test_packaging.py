@@ -45,6 +45,14 @@ def test_the_wheel_holds_every_module_and_lua_file_of_fastq(tmp_path: Path) -> N
         for path in (src / "fastq").rglob("*")
         if path.suffix in (".py", ".lua") or path.name == "py.typed"
     }
+    # the dashboard's templates and vendored scripts, with their licences
+    dashboard = {
+        path.relative_to(src).as_posix()
+        for folder in ("templates", "static")
+        for path in (src / "fastq" / "serve" / folder).iterdir()
+    }
+    assert {"fastq/serve/static/htmx.min.js", "fastq/serve/static/htmx.LICENSE"} <= dashboard
+    assert dashboard - shipped == set()
     assert len([w for w in wanted if w.endswith(".lua")]) >= 20  # the check sees the scripts
     assert wanted - shipped == set()
     for kernel in ("codec", "backoff", "runner", "ids"):

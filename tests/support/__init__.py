@@ -11,5 +11,7 @@ files), one module a topic:
 - ``serve``: ``fastq serve`` subprocesses on free ports, and clients with their token;
 - ``http``: ``fastq serve``'s app in a thread of the test (uvicorn), over the test's
   own App (the HTTP workers' tests);
+- ``dashboard``: the dashboard's browser tests: a pool of ``tests.apps.dash_jobs``,
+  the system Chromium's settings, logging in, screenshots, a path-prefix proxy;
 - ``bench``: running a benchmark of ``bench/`` for its smoke test.
 """

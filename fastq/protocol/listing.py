@@ -1,0 +1,68 @@
+"""The waiting jobs of a queue, a page at a time: ready (priority ones first, then
+the ready list from its front) and scheduled (soonest due first). For the
+dashboard's queue page; bounded reads (a page is at most :data:`MAX_PAGE` ids)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import redis
+
+from fastq.protocol.introspect import JobInfo, _listed
+from fastq.protocol.keys import QueueKeys
+
+MAX_PAGE = 500
+WAITING = ("queued", "scheduled")
+
+
+def _ready_ids(client: redis.Redis, keys: QueueKeys, start: int, count: int) -> list[bytes]:
+    """Ids ``start`` to ``start + count`` of the ready jobs in the order of their
+    claims: the prio zset's, then the list's from its right end (the front)."""
+    n_prio = int(client.zcard(keys.prio))
+    ids: list[bytes] = []
+    if start < n_prio:
+        ids += client.zrange(keys.prio, start, min(start + count, n_prio) - 1)  # type: ignore[arg-type]
+    rest = count - len(ids)
+    if rest > 0:
+        first = max(start - n_prio, 0)
+        # the front is the right end: index -1 is the next claimed
+        chunk: list[bytes] = client.lrange(keys.ready, -(first + rest), -(first + 1))  # type: ignore[assignment]
+        ids += list(reversed(chunk))
+    return ids
+
+
+def waiting_count(client: redis.Redis, keys: QueueKeys, state: str) -> int:
+    """How many jobs of ``state`` (``queued`` or ``scheduled``) one queue holds."""
+    if state == "queued":
+        pipe = client.pipeline(transaction=False)
+        pipe.zcard(keys.prio)
+        pipe.llen(keys.ready)
+        return sum(int(n) for n in pipe.execute())
+    return int(client.zcard(keys.scheduled))
+
+
+def waiting_jobs(
+    client: redis.Redis, keys: QueueKeys, state: str, start: int, count: int
+) -> list[JobInfo]:
+    """Up to ``count`` jobs of ``state`` (``queued`` or ``scheduled``) from the
+    ``start``-th, each with its name, arguments, attempts so far, and for a
+    scheduled one when it is due. An id whose envelope is gone (a cancelled job
+    not yet popped) is shown ``cancelled``."""
+    if state == "queued":
+        ids = _ready_ids(client, keys, start, count)
+        due: list[Optional[float]] = [None] * len(ids)
+    else:
+        pairs: list[tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
+            keys.scheduled, start, start + count - 1, withscores=True
+        )
+        ids = [job_id for job_id, _ in pairs]
+        due = [score / 1000.0 for _, score in pairs]
+    if not ids:
+        return []
+    envelopes: list[Optional[bytes]] = client.hmget(keys.jobs, ids)  # type: ignore[assignment]
+    out = []
+    for job_id, raw, due_at in zip(ids, envelopes, due):
+        info = _listed(job_id.decode(), keys, state if raw is not None else "cancelled", raw)
+        out.append(dataclasses.replace(info, due_at=due_at))
+    return out
