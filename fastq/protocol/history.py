@@ -20,7 +20,7 @@ MAX_WINDOW_S = SLOT_MS * SLOTS // 1000
 
 
 def history_key(keys: QueueKeys) -> str:
-    return keys.key("history")
+    return keys.history
 
 
 def check_window_s(window_s: object) -> int:

@@ -163,6 +163,13 @@ class QueueKeys:
         return self.key("records_old")
 
     @property
+    def history(self) -> str:
+        """Jobs done and failed by 10-second slot, a ring of two hours, written by
+        the acks (``lua/lib/history.lua``), read by the dashboard
+        (:mod:`fastq.protocol.history`)."""
+        return self.key("history")
+
+    @property
     def stale(self) -> str:
         """``<worker>\n<id>`` of each stale outcome counted -> when (ms): a resent
         late ack counts its jobs once. Kept an hour."""

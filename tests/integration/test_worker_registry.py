@@ -72,6 +72,8 @@ def test_a_pool_lists_its_children_idle_and_busy_and_leaves_when_stopped(
         wait_until(lambda: not busy(), 20, "the job's end")
         done = sum(c.get("jobs_done", 0) for c in _pool_entry(app)["children"])
         assert done == 1
+        # the ack counted it in the queue's history too (the dashboard's charts)
+        assert sum(p for _, p, _ in app.history("q", window_s=60)) == 1
     finally:
         assert pool.stop() == 0
     assert app.workers() == []  # withdrawn as it stopped, not left to lapse

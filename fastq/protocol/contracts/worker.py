@@ -164,6 +164,7 @@ class _Ack(Contract[int]):
         "records_old",
         "stale",
         "epoch",
+        "history",  # jobs done and failed by 10-second slot (lib/history.lua)
     )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id", "epoch")
     argv_rest = "sections"
@@ -295,7 +296,7 @@ TAKE = _Take("take")
 class _AckTaken(Contract[int]):
     keys = (
         "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq", "settings",
-        "records", "records_old",
+        "records", "records_old", "history",
     )  # fmt: skip
     argv_names = ("dead_max_age_ms", "dead_max_len")
     argv_rest = "sections"

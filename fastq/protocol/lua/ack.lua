@@ -4,6 +4,7 @@
 --! include trim
 --! include links
 --! include records
+--! include history
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -26,6 +27,7 @@
 -- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
 -- KEYS[18] stale      zset   "<worker>\n<id>" of stale outcomes counted -> when (ms)
 -- KEYS[19] epoch      string the worker's epoch on this queue (lib/epoch.lua)
+-- KEYS[20] history    hash   jobs done and failed by 10-second slot (lib/history.lua)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -238,6 +240,7 @@ end
 if failed > 0 then
     redis.call('HINCRBY', KEYS[7], 'failed', failed)
 end
+count_history(KEYS[20], now, #done, failed)
 if #cancelled_now > 0 then
     redis.call('HINCRBY', KEYS[7], 'cancelled', #cancelled_now)
 end

@@ -3,6 +3,7 @@
 --! include front
 --! include trim
 --! include records
+--! include history
 -- ack_taken: settle the at-most-once jobs a worker took (take.lua) before it ran them.
 --
 -- KEYS[1] jobs    hash   id -> envelope
@@ -16,6 +17,7 @@
 -- KEYS[9] settings hash  the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[10] records  hash  id -> the record of a job that ended (lib/records.lua)
 -- KEYS[11] records_old hash the previous generation of records (lib/records.lua)
+-- KEYS[12] history  hash  jobs done and failed by 10-second slot (lib/history.lua)
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -77,6 +79,7 @@ if n_parts > 0 then
     end
     if n_done > 0 then
         redis.call('HINCRBY', KEYS[4], 'processed', n_done)
+        count_history(KEYS[12], now, n_done, 0)
     end
     if top > last then
         redis.call('SET', KEYS[8], string.format('%d', top), 'PX', 3600000)
