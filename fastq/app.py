@@ -490,6 +490,7 @@ class App:
     broken_jobs = _delegate("job_admin", JobAdmin.broken_jobs)
     retry_dead = _delegate("job_admin", JobAdmin.retry_dead)
     retry_job = _delegate("job_admin", JobAdmin.retry_job)
+    delete_job = _delegate("job_admin", JobAdmin.delete_job)
     waiting_jobs = _delegate("job_admin", JobAdmin.waiting_jobs)
     retry_broken = _delegate("job_admin", JobAdmin.retry_broken)
     cancel = _delegate("job_admin", JobAdmin.cancel)

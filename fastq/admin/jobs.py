@@ -12,7 +12,7 @@ from fastq.admin.operator import Admin
 from fastq.admin.revive import revive, revive_ids
 from fastq.admin.sharded import valid_name
 from fastq.protocol import records
-from fastq.protocol.contracts import ReviveSection
+from fastq.protocol.contracts import DELETE, ReviveSection
 from fastq.protocol.introspect import (
     Holder,
     JobInfo,
@@ -174,6 +174,27 @@ class JobAdmin:
                     for section in (ReviveSection.DEAD, ReviveSection.BROKEN):
                         if revive_ids(self.store.redis, keys, section, [job_id]):
                             return True
+        return False
+
+    def delete_job(self, job_id: str, queue: Optional[str] = None) -> bool:
+        """Remove one dead or broken job for good (what ``fastq dead purge --id``
+        does); its record stays. Returns False when no such job is dead or broken
+        (it waits or runs: cancel it instead; or it is gone).
+
+        Raises:
+            TypeError, ValueError: an invalid id or queue.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_job_id(job_id)
+        with self.store.producer_call():
+            names = [validate_queue_name(queue)] if queue else self.admin.queues()
+            for q in names:
+                if not valid_name(q):
+                    continue
+                for keys in self.sharded.for_id(q, job_id):
+                    argv = DELETE.argv(job_id)
+                    if DELETE.call(self.store.redis, DELETE.keys_for(keys), argv):
+                        return True
         return False
 
     # -- dead and broken jobs ---------------------------------------------------------

@@ -186,6 +186,8 @@ def _print_jobs(jobs: list[JobInfo], as_json: bool, what: str, queue: str) -> No
 def _section_command(args: argparse.Namespace, what: str) -> int:
     queue = one_queue(args)
     app = operator_app(args)
+    if args.id is not None:
+        return _one_job(app, args, what, queue)
     if args.action == "list":
         lister = app.dead_jobs if what == "dead" else app.broken_jobs
         jobs = call(lister, queue, args.limit or 50)
@@ -217,6 +219,20 @@ def _section_command(args: argparse.Namespace, what: str) -> int:
         broken=what == "broken",
     )  # fmt: skip
     print(f"purged {n} {what} jobs from {queue}")
+    return 0
+
+
+def _one_job(app: Any, args: argparse.Namespace, what: str, queue: str) -> int:
+    """``retry --id`` or ``purge --id``: one job, what the dashboard's buttons do."""
+    if args.action == "list":
+        raise CliError("--id goes with retry and purge (`fastq inspect ID` shows one job)")
+    if args.limit is not None:
+        raise CliError("--limit and --id exclude each other")
+    fn = app.retry_job if args.action == "retry" else app.delete_job
+    if not call(fn, args.id, queue):
+        raise CliError(f"job {args.id} is not {what} in {queue}: nothing done", 1)
+    done = "is queued again" if args.action == "retry" else "is deleted"
+    print(f"job {args.id} {done}")
     return 0
 
 
@@ -285,7 +301,8 @@ def add_dead_and_broken(sub: Any, what: str) -> None:
         what,
         help=f"list, retry or purge the jobs that {why}",
         epilog=f"examples:\n  fastq {what} list -q mailer\n"
-        f"  fastq {what} retry -q mailer --limit 100\n  fastq {what} purge -q mailer --yes",
+        f"  fastq {what} retry -q mailer --limit 100\n  fastq {what} purge -q mailer --yes\n"
+        f"  fastq {what} purge -q mailer --id JOB_ID",
     )
     p.add_argument("action", choices=("list", "retry", "purge"), help="what to do")
     p.add_argument("-q", "--queue", required=True, help="the queue")
@@ -293,6 +310,7 @@ def add_dead_and_broken(sub: Any, what: str) -> None:
     p.add_argument("--json", action="store_true", help="list: print JSON")
     p.add_argument("-v", "--verbose", action="store_true", help="list: every field, traceback")
     p.add_argument("--yes", action="store_true", help="purge: do not refuse")
+    p.add_argument("--id", help="retry or purge this one job (no --yes needed)")
     p.add_argument("--app", help=OPTIONAL_APP)
     p.set_defaults(func=cmd_dead if what == "dead" else cmd_broken)
     add_connection_options(p)

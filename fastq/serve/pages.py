@@ -380,7 +380,8 @@ def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
     running = views.running_since(app, info.queue).get(job_id) if info.state == "active" else None
     return "job.html", {
         "page": "job", "job": info, "kept": kept, "result": result, "running": running,
-        "retryable": info.state in ("dead", "broken"),
+        # in the dead set or the broken hash still (not a record's word alone)
+        "retryable": info.state in ("dead", "broken") and bool(info.raw),
         "cancellable": info.state in ("queued", "scheduled", "active"),
     }  # fmt: skip
 
@@ -407,6 +408,15 @@ def cancel_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
     if not done:
         raise Refused(f"job {job_id} has ended: only a job yet to end can be cancelled")
     return back(request, form, f"job {job_id} cancelled")
+
+
+def delete_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    job_id, queue = _job_form(app, form)
+    if form.get("confirmed") != "1":
+        return _confirm(request, form, f"Delete job {job_id} for good?", "Yes, delete it")
+    if not app.delete_job(job_id, queue):
+        raise Refused(f"job {job_id} is neither dead nor broken: nothing deleted")
+    return back(request, form, f"job {job_id} deleted")
 
 
 # -- workers and periodic jobs ----------------------------------------------------------
@@ -441,6 +451,7 @@ def routes() -> list[BaseRoute]:
         Route("/jobs/{job_id:path}", page(job_page), methods=["GET"]),
         Route("/actions/retry", page(retry_job), methods=["POST"]),
         Route("/actions/cancel", page(cancel_job), methods=["POST"]),
+        Route("/actions/delete", page(delete_job), methods=["POST"]),
         Route("/workers", page(workers), methods=["GET"]),
         Route("/_/workers", page(workers_fragment), methods=["GET"]),
         Route("/periodic", page(periodic), methods=["GET"]),

@@ -196,6 +196,25 @@ def test_a_job_is_cancelled_after_a_confirm_step(
     assert info is not None and info.state == "cancelled"
 
 
+def test_a_broken_job_is_deleted_from_its_page_after_a_confirm_step(
+    page: Page, serve: Callable[..., Server], app: fastq.App, r: redis.Redis
+) -> None:
+    # quarantined as a worker leaves it: its payload in jobs, its reason in broken
+    keys = app.keys("dash")
+    r.hset(keys.jobs, "bad-1", b'["nosuchjob",[1],1795457347206]')
+    r.hset(keys.broken, "bad-1", "unknown job name 'nosuchjob'")
+    server = serve()
+    log_in(page, server, "/jobs/bad-1?queue=dash")
+    expect(page.locator("#state")).to_have_text("broken")
+    page.click("#delete")
+    expect(page.locator("#question")).to_have_text("Delete job bad-1 for good?")
+    page.click("#confirm")
+    expect(page.locator("#flash")).to_have_text("job bad-1 deleted")
+    assert "/queues/dash?" in page.url  # back to its queue: the job is gone
+    assert app.get_job("bad-1", "dash") is None
+    assert (r.hexists(keys.broken, "bad-1"), r.hexists(keys.jobs, "bad-1")) == (False, False)
+
+
 def test_actions_without_their_csrf_token_are_refused(
     page: Page, serve: Callable[..., Server], app: fastq.App
 ) -> None:

@@ -48,6 +48,23 @@ def dead_five(redis_server: RedisServer, app: fastq.App, r: redis.Redis) -> list
     return list(ids)
 
 
+def test_one_dead_job_retried_or_deleted_by_its_id(
+    redis_server: RedisServer, app: fastq.App, dead_five: list[str]
+) -> None:
+    base = ("-q", "mailer", "--namespace", app.namespace)
+    first, second = dead_five[:2]
+    proc = run_cli(redis_server.url, "dead", "purge", *base, "--id", first)
+    assert (proc.returncode, proc.stdout) == (0, f"job {first} is deleted\n"), proc.stderr
+    proc = run_cli(redis_server.url, "dead", "retry", *base, "--id", second)
+    assert (proc.returncode, proc.stdout) == (0, f"job {second} is queued again\n"), proc.stderr
+    assert app.stats("mailer")["dead"] == 3 and app.stats("mailer")["ready"] == 1
+    proc = run_cli(redis_server.url, "dead", "purge", *base, "--id", first)
+    assert proc.returncode == 1
+    assert one_line_error(proc).endswith(f"job {first} is not dead in mailer: nothing done")
+    proc = run_cli(redis_server.url, "dead", "list", *base, "--id", first)
+    assert proc.returncode == 2 and "--id goes with retry and purge" in one_line_error(proc)
+
+
 def test_dead_list_retry_and_purge(
     redis_server: RedisServer, app: fastq.App, r: redis.Redis, dead_five: list[str]
 ) -> None:

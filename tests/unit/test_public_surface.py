@@ -63,6 +63,7 @@ APP_METHODS = {
     "recent_jobs": ["queue", "state", "limit"],
     "waiting_jobs": ["queue", "state", "offset", "limit"],
     "workers": ["queue"],
+    "delete_job": ["job_id", "queue"],
     "stub": [],
     "eager": [],
     "rate_limit": ["queue"],

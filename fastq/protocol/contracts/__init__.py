@@ -20,6 +20,7 @@ from typing import Any
 from fastq.protocol.contracts.admin import (
     CANCEL,
     CANCEL_BATCH_MAX,
+    DELETE,
     PURGE,
     PURGE_BATCH_MAX,
     REVIVE,
@@ -68,7 +69,7 @@ __all__ = [
     "ACK", "ACK_TAKEN", "ALL", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM", "ENQUEUE",
     "EXTEND", "FIRE", "JOB_INFO", "JOB_INFO_VERSION",
     "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
-    "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
+    "DELETE", "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
     "CancelReply", "ClaimReply", "Contract", "EnqueueReply", "FireOutcome", "FireReply",
     "JobInfoReply",
     "ReapReply", "ReleaseMode", "ReleaseReply", "ReviveSection", "due_at", "enqueue_extras",

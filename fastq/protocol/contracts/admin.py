@@ -110,3 +110,18 @@ class _Revive(Contract[int]):
 
 
 REVIVE = _Revive("revive")
+
+
+class _Delete(Contract[bool]):
+    keys = ("jobs", "dead", "broken", "poison", "stalls", "stats")
+    argv_names = ("id",)
+
+    def argv(self, job_id: str) -> list[Any]:
+        return [job_id]
+
+    def parse(self, raw: Any) -> bool:
+        """Was the job dead or broken, and is it gone now?"""
+        return bool(int(raw))
+
+
+DELETE = _Delete("delete")
