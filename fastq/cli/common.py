@@ -118,8 +118,8 @@ def add_connection_options(p: argparse.ArgumentParser) -> None:
         "--redis-url",
         help="Redis to use: redis://[[user]:password@]host:port/db, rediss:// (TLS), "
         "unix:///path.sock or redis+sentinel://host:port[,host:port...]/service_name/db "
-        "(default: $FASTQ_REDIS_URL, else the app's); a password is "
-        "safer in $FASTQ_REDIS_URL: a command line shows in `ps`",
+        "(default: the --app's, else $FASTQ_REDIS_URL, else redis://127.0.0.1:6379/0); a "
+        "password is safer in $FASTQ_REDIS_URL: a command line shows in `ps`",
     )
     p.add_argument("--namespace", help="key prefix (default: the app's, else fastq)")
     p.add_argument("--tls-ca-cert", help="rediss://: the CA certificate file that signed Redis'")
@@ -178,7 +178,8 @@ def load_app(spec: str) -> App:
 
 
 def configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
-    """The --app's App, pointed at --redis-url/$FASTQ_REDIS_URL and --namespace.
+    """The --app's App, on its own Redis unless --redis-url says another, and
+    --namespace.
 
     ``fresh``: forget the app's modules first and import them again (a pool's
     SIGHUP picks up new code this way).
@@ -189,7 +190,10 @@ def configured_app(args: argparse.Namespace, *, fresh: bool = False) -> App:
             if not name.startswith("fastq"):
                 del sys.modules[name]
     app = load_app(args.app)
-    url = args.redis_url or os.environ.get("FASTQ_REDIS_URL")
+    # the Redis the app names (App() reads $FASTQ_REDIS_URL itself when it names
+    # none): an environment left from another project must not move it elsewhere;
+    # an explicit --redis-url does
+    url = args.redis_url
     try:
         tls = {k: getattr(args, f"tls_{k}", None) for k in ("ca_cert", "cert", "key")}
         if any(tls.values()):

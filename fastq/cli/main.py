@@ -68,8 +68,8 @@ examples:
   fastq enqueue send_email --app myapp --args '["a@example.com", "hi"]'
   fastq demo                                a 30,000-email blast on a throwaway Redis
 
-Every command takes --redis-url (default: $FASTQ_REDIS_URL) and --namespace;
-`fastq COMMAND --help` shows its options and examples.
+Every command takes --redis-url (default: the --app's Redis, else $FASTQ_REDIS_URL)
+and --namespace; `fastq COMMAND --help` shows its options and examples.
 """
 
 

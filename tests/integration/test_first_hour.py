@@ -144,3 +144,29 @@ def test_a_database_that_does_not_exist_is_one_line_and_a_refusal(
     with pytest.raises(fastq.RedisRefused, match="no such database") as caught:
         app.enqueue("anything", [], queue="q")
     assert caught.value.fault == "no such database"
+
+
+def test_with_app_a_command_reads_the_apps_redis_whatever_the_environment(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    # an app that names its Redis, run from a shell whose $FASTQ_REDIS_URL is another
+    # project's (here: a port nothing listens on)
+    (tmp_path / "named.py").write_text(
+        "import fastq\n"
+        f"app = fastq.App({redis_server.url!r}, namespace='named')\n"
+        "@app.job(queue='mailer')\n"
+        "def send(to: str) -> None: ...\n"
+    )
+    env = dict(_fresh_shell_env(), FASTQ_REDIS_URL="redis://127.0.0.1:1/0")
+
+    def fastq_line(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["fastq", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=60)  # fmt: skip
+
+    proc = fastq_line("enqueue", "send", "--app", "named", "--args", '["a@example.com"]')
+    assert proc.returncode == 0, proc.stderr
+    proc = fastq_line("stats", "--app", "named", "-q", "mailer")
+    assert proc.returncode == 0 and "mailer ready=1 " in proc.stdout, proc.stderr
+    # an explicit --redis-url still says where
+    proc = fastq_line("stats", "--app", "named", "--redis-url", "redis://127.0.0.1:1/0")
+    assert proc.returncode == 1 and "cannot reach Redis at redis://127.0.0.1:1/0" in proc.stderr
