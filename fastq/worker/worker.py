@@ -154,7 +154,8 @@ class Worker:
             # a blocked BLPOP would otherwise sit out its whole timeout
             raise HardStop(signal.Signals(signum).name)
         log.info(
-            "worker %s: %s, stopping after the job in hand",
+            "worker %s: %s, stopping after the job in hand (a second Ctrl-C or SIGTERM "
+            "interrupts it and hands it back)",
             self.worker_id,
             signal.Signals(signum).name,
         )
