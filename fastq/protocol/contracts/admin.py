@@ -114,7 +114,7 @@ REVIVE = _Revive("revive")
 
 class _Delete(Contract[bool]):
     keys = ("jobs", "dead", "broken", "poison", "stalls", "stats")
-    argv_names = ("id",)
+    argv_names = ("job_id",)
 
     def argv(self, job_id: str) -> list[Any]:
         return [job_id]

@@ -10,7 +10,7 @@
 -- KEYS[5] stalls  hash   id -> times its worker died running it
 -- KEYS[6] stats   hash   counters: 'purged'
 --
--- ARGV[1] id        the job
+-- ARGV[1] job_id    the job
 --
 -- Returns 1 when the job was dead or broken and is gone; 0 when it is neither (it
 -- waits, runs, ended otherwise, or is gone): nothing is changed then.
