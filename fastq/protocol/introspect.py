@@ -149,6 +149,8 @@ def get_job(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[JobIn
         pipe.execute()
     )
     rec = rec if rec is not None else old
+    if raw is None and rec is None:  # a done job's record may be logged, not folded yet
+        rec = records.lookup(client, keys, job_id)
     record = records.parse(rec) if rec is not None else None
     if raw is None:
         if record is not None:
@@ -255,6 +257,11 @@ def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str
         replies[len(ids) + 6 :],
     )
     recs = [n if n is not None else o for n, o in zip(new, old)]
+    # a done job's record may be logged, not folded yet
+    unknown = [i for i in range(len(ids)) if not exists[i] and recs[i] is None]
+    if unknown:
+        for i, rec in zip(unknown, records.look(client, keys, [ids[i] for i in unknown])):
+            recs[i] = rec
     states = []
     for i in range(len(ids)):
         if not exists[i]:

@@ -20,6 +20,7 @@ from typing import Any
 from fastq.protocol.contracts.admin import (
     CANCEL,
     CANCEL_BATCH_MAX,
+    FOLD,
     PURGE,
     PURGE_BATCH_MAX,
     REVIVE,
@@ -61,7 +62,7 @@ BY_NAME: dict[str, Contract[Any]] = {contract.name: contract for contract in ALL
 
 __all__ = [
     "ACK", "ACK_TAKEN", "ALL", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM", "ENQUEUE",
-    "EXTEND", "FIRE", "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
+    "EXTEND", "FIRE", "FOLD", "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
     "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
     "CancelReply", "ClaimReply", "Contract", "EnqueueReply", "FireOutcome", "FireReply",
     "ReapReply", "ReleaseMode", "ReleaseReply", "ReviveSection", "due_at", "enqueue_extras",
