@@ -40,7 +40,9 @@ class JobInfo:
     name: Optional[str]
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
-    attempts: int = 0  # attempts that ended in a failure (or a Retry)
+    # attempts that ended in a failure (or a Retry); of a job known by its record
+    # (done, cancelled): the runs it took, the last included
+    attempts: int = 0
     stalls: int = 0  # times its worker died or hung while running it
     enqueued_at: Optional[float] = None
     due_at: Optional[float] = None

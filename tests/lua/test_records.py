@@ -80,10 +80,13 @@ def test_at_most_once_jobs_are_recorded_done_and_dead(r: redis.Redis, k: QueueKe
     enqueue(r, k, ["x", "y"])
     claim(r, k, "w1", 2)
     assert TAKE.call(r, TAKE.keys_for(k, "w1"), TAKE.argv([b"x", b"y"])) == [b"x", b"y"]
-    argv = ACK_TAKEN.argv(10**9, 1000, [(1, 1)], dead=[(b"y", env("y"))], done_ids=[b"x"])
-    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)
+    out = Outcomes(taken_done=[(1, 1)], taken_dead=[(b"y", env("y"))])
+    out.runs[b"x"] = (7, 2)  # its second run, 7 ms long
+    out.taken_done_ids.append(b"x")
+    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), out.ack_taken_argv(10**9, 1000))
     x, y = records.read(r, k, "x"), records.read(r, k, "y")
     assert x is not None and y is not None and (x.outcome, y.outcome) == ("done", "dead")
+    assert (x.attempts, x.run_ms) == (2, 7)
     assert enqueue(r, k, ["x"]) == 0
 
 
