@@ -150,8 +150,9 @@ if redis.call('EXISTS', KEYS[8]) == 1 and #ARGV > 3 then
     cancelled = redis.call('ZMSCORE', KEYS[8], unpack(ids))
 end
 -- an id that ended stays ended while its record lasts (in either generation; logged
--- ones folded first, lib/records.lua): a job ended is then as one cancelled
-if #KEYS >= 15 and #ARGV > 3 then
+-- ones folded first, lib/records.lua): one EXISTS unless the queue has records; a
+-- job ended is then as one cancelled
+if #KEYS >= 15 and #ARGV > 3 and redis.call('EXISTS', KEYS[14], KEYS[15]) > 0 then
     local ids = {}
     for i = 4, #ARGV, stride do
         ids[#ids + 1] = ARGV[i]

@@ -242,11 +242,8 @@ end
 
 -- ended_ids: marks (true) in `marks` (a table, or nil: a new one) the positions of
 -- the `ids` that have a record in either generation of k; nil if none has and
--- `marks` was nil. One EXISTS on a queue with no records.
+-- `marks` was nil. (The caller looks first whether either generation exists.)
 local function ended_ids(k, ids, marks)
-    if #ids == 0 or redis.call('EXISTS', k.records, k.old) == 0 then
-        return marks
-    end
     for _, gen in ipairs({k.records, k.old}) do
         local recs = look_records(gen, ids)
         for j = 1, #ids do
