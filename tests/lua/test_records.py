@@ -234,20 +234,25 @@ def test_an_id_logged_done_is_not_enqueued_again(r: redis.Redis, k: QueueKeys) -
     assert records.recent(r, k, "done", 10)[0][0] == "e"
 
 
-def test_the_reaper_folds_a_few_thousand_logged_records_a_call(
+def test_the_reaper_folds_a_few_hundred_logged_records_a_call_while_acks_go_on_and_thousands_after(
     r: redis.Redis, k: QueueKeys
 ) -> None:
-    ids = [f"j{i}" for i in range(6000)]
-    for lo in range(0, 6000, 1000):
+    ids = [f"j{i}" for i in range(7500)]
+    for lo in range(0, 7500, 1000):
         enqueue(r, k, ids[lo : lo + 1000])
-    assert len(claim(r, k, "w1", 6000)) == 6000
-    for lo in range(0, 6000, 1500):
+    assert len(claim(r, k, "w1", 7500)) == 7500
+    for lo in range(0, 7500, 1500):
         acked(r, k, "w1", ids[lo : lo + 1500])
-    assert r.hlen(k.records) == 4 + 3  # four batches: '', the count, the next batch's K
+    # five batches, and '', the count, the next batch's K, when the last was logged
+    assert r.hlen(k.records) == 5 + 4
     now_ms = int(r.time()[0]) * 1000
-    first = reap(r, k)  # 4,000 a call: three batches (a whole one at least)
-    assert 0 <= first.next_due_ms <= now_ms + 2000  # it comes back for the rest soon
-    assert r.hlen(k.records) == 4500 + 1 + 1 + 3  # '', fastq:n, the batch left, f, s
-    second = reap(r, k)
-    assert second.next_due_ms == -1 and r.hlen(k.records) == 6000 + 2
-    assert r.hget(k.records, "j5999") is not None and r.hget(k.records, "fastq:n") == b"6000"
+    busy = reap(r, k)  # a batch was logged just now: 500 a call (a whole batch at least)
+    assert r.hlen(k.records) == 1500 + 4 + 5  # and the first batch not folded
+    assert 0 <= busy.next_due_ms <= now_ms + 2000  # it comes back once they may pause
+    r.hset(k.records, "fastq:t", 1000)  # as if the acks paused long ago
+    quiet = reap(r, k)  # 4,000 a call: three batches of 1,500
+    assert r.hlen(k.records) == 6000 + 4 + 5 - 3
+    assert 0 <= quiet.next_due_ms <= now_ms + 2000
+    last = reap(r, k)
+    assert last.next_due_ms == -1 and r.hlen(k.records) == 7500 + 3
+    assert r.hget(k.records, "j7499") is not None and r.hget(k.records, "fastq:n") == b"7500"

@@ -14,6 +14,7 @@
 --                    'fastq:bK' the K-th logged batch of done records, not folded yet
 --                    'fastq:f', 'fastq:s': the first batch not folded, the next
 --                              one's K (both gone when all are folded)
+--                    'fastq:t' when the last batch was logged (ms)
 -- records_old  hash  the previous generation, as records; its field '' holds when it
 --                    was retired: every record in it ended before then
 --
@@ -22,12 +23,13 @@
 -- 'run_ms:attempts', '' for 0 ms on a first attempt, joined by ','; false: not
 -- known), never one per job (a hash write a job was the cost of records in a drain).
 -- A logged batch is folded into one record per id off the drain's path: by the
--- reaper's sweep (FOLD_PER_REAP records a call), and first by whatever must look an
--- id up (enqueue of an id found nowhere else, the read of one job, the listings, a
--- stale ack's check): so lookups stay exact with no reaper running. Folding does not
--- save Redis work, it moves it: an ack pays one field a batch, the fold then pays
--- the record a job and the unpacking. Dead and cancelled records (rare) are written
--- as records at once.
+-- reaper's sweep (FOLD_PER_REAP records a call once no batch was logged for
+-- FOLD_QUIET_MS, FOLD_BUSY a call before: a drain keeps Redis to itself), and
+-- first by whatever must look an id up (enqueue of an id found nowhere else, the
+-- read of one job, the listings, a stale ack's check): so lookups stay exact with
+-- no reaper running. Folding does not save Redis work, it moves it: an ack pays one
+-- field a batch, the fold then pays the record a job and the unpacking. Dead and
+-- cancelled records (rare) are written as records at once.
 --
 -- Trimmed a generation at a time, never a record at a time: when the current one
 -- holds max_len records or began max_age_ms ago, it becomes the previous
@@ -42,8 +44,11 @@
 
 local RECORDS_MAX_AGE_MS = 604800000
 local RECORDS_MAX_LEN = 100000
--- records a reaper's sweep folds per call at most (a whole batch at least)
+-- records a reaper's sweep folds per call at most (a whole batch at least), once
+-- no batch was logged for FOLD_QUIET_MS; FOLD_BUSY before
 local FOLD_PER_REAP = 4000
+local FOLD_BUSY = 500
+local FOLD_QUIET_MS = 500
 
 -- records_limits: {max_age_ms, max_len} of the queue; max_len 0: records are off.
 local function records_limits(settings)
@@ -137,9 +142,11 @@ local function log_done(k, lim, now, ids, runs, worker)
     end
     local batch = cmsgpack.pack(now, worker, runs or false, ids)
     if since then
-        redis.call('HSET', k.records, 'fastq:b' .. s, batch, 'fastq:s', s + 1, 'fastq:n', n + #ids)
+        redis.call('HSET', k.records, 'fastq:b' .. s, batch, 'fastq:s', s + 1, 'fastq:n', n + #ids,
+            'fastq:t', now)
     else
-        redis.call('HSET', k.records, '', now, 'fastq:b0', batch, 'fastq:s', 1, 'fastq:n', #ids)
+        redis.call('HSET', k.records, '', now, 'fastq:b0', batch, 'fastq:s', 1, 'fastq:n', #ids,
+            'fastq:t', now)
     end
 end
 
