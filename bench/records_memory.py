@@ -3,8 +3,10 @@
 Drains N no-op jobs through fastq's own claim and ack scripts on a throwaway
 ``redis-server``, once with records kept and once with them off, and reports the
 difference in ``used_memory`` per job, beside ``MEMORY USAGE`` of the records hash
-(``SAMPLES 0``: every field counted). The worker id is a pool child's, as long as
-they come (``host:pid:wN.M``).
+(``SAMPLES 0``: every field counted), first as the acks left them (done records
+logged a batch to a field) and then folded into one record per job (what the
+reaper does after a drain; ``lua/lib/records.lua``). The worker id is a pool
+child's, as long as they come (``host:pid:wN.M``).
 
     python -m bench.records_memory [-n 100000] [--json PATH]
 """
@@ -18,6 +20,7 @@ from typing import Any
 
 import fastq
 from bench.harness import add_json_option, write_report
+from fastq.protocol import records as records_of
 from fastq.protocol.contracts import ACK, CLAIM
 from fastq.protocol.outcomes import Outcomes
 from fastq.testing.redis_server import RedisServer
@@ -43,11 +46,21 @@ def drain(n: int, records: bool) -> dict[str, Any]:
                 break
             ACK.call(client, ack_keys, Outcomes(done=reply.ids).ack_argv(10**9, 1000, WORKER))
         client.execute_command("MEMORY", "PURGE")
+        logged = int(client.info("memory")["used_memory"])
+        logged_hash = client.memory_usage(keys.records, samples=0) or 0
+        records_of.fold(client, keys)
+        client.execute_command("MEMORY", "PURGE")
         after = int(client.info("memory")["used_memory"])
         hashed = client.memory_usage(keys.records, samples=0) or 0
-        kept = client.hlen(keys.records)
+        kept = len(records_of.recent(client, keys, None, n + 1))
         app.close()
-        return {"used_memory_delta": after - before, "records_hash_bytes": hashed, "kept": kept}
+        return {
+            "logged_used_memory_delta": logged - before,
+            "logged_hash_bytes": logged_hash,
+            "used_memory_delta": after - before,
+            "records_hash_bytes": hashed,
+            "kept": kept,
+        }
 
 
 def main() -> int:
@@ -58,18 +71,25 @@ def main() -> int:
     n = args.jobs
     on, off = drain(n, True), drain(n, False)
     per_record = (on["used_memory_delta"] - off["used_memory_delta"]) / n
+    per_logged = (on["logged_used_memory_delta"] - off["logged_used_memory_delta"]) / n
     report = {
         "jobs": n,
         "on": on,
         "off": off,
         "bytes_per_record": per_record,
-        "records_hash_bytes_per_record": on["records_hash_bytes"] / max(on["kept"] - 1, 1),
+        "records_hash_bytes_per_record": on["records_hash_bytes"] / max(on["kept"], 1),
+        "bytes_per_logged_record": per_logged,
+        "logged_hash_bytes_per_record": on["logged_hash_bytes"] / n,
     }
     print(f"{n:,} jobs drained (worker id {WORKER!r}, {len(WORKER)} bytes)")
     print(f"  used_memory after - before, records on : {on['used_memory_delta']:>12,} B")
     print(f"  used_memory after - before, records off: {off['used_memory_delta']:>12,} B")
     print(
-        f"  per record: {per_record:.1f} B (used_memory);"
+        f"  per record, logged: {per_logged:.1f} B (used_memory);"
+        f" {report['logged_hash_bytes_per_record']:.1f} B (MEMORY USAGE of the hash)"
+    )
+    print(
+        f"  per record, folded: {per_record:.1f} B (used_memory);"
         f" {report['records_hash_bytes_per_record']:.1f} B (MEMORY USAGE of the hash)"
     )
     write_report(report, "records_memory", args.json)

@@ -1,7 +1,10 @@
 """Redis-side cost of a claim + ack, per job: fastq's scripts beside the bare baseline.
 
 Server time only (``INFO commandstats``), so the client's speed drops out. fastq is
-measured with the records of ended jobs kept (the default) and switched off. The bare
+measured with the records of ended jobs kept (the default) and switched off; with
+records, the acks log the done records a batch at a time, and "fold" is what
+folding them into one record per job costs afterwards (the reaper's work, off the
+drain's path; ``lua/lib/records.lua``): Redis' total is the sum. The bare
 baseline is also run on a server with listpack encodings switched off, which
 shows what fastq's sentinel members save: without them, keys that empty after
 every ack are recreated as listpacks, where each batched insert is a linear scan.
@@ -20,6 +23,7 @@ import redis
 import fastq
 from bench.bare_consumer import BARE_ACK_LUA, BARE_CLAIM_LUA
 from bench.harness import add_json_option, write_report
+from fastq.protocol import records as records_of
 from fastq.protocol.contracts import ACK, CLAIM
 from fastq.protocol.outcomes import Outcomes
 from fastq.testing.redis_server import RedisServer
@@ -52,7 +56,8 @@ def bare_cost(n: int, batch: int, extra_args: list[str]) -> float:
         return server_us(r) / n
 
 
-def fastq_cost(n: int, batch: int, records: bool = True) -> float:
+def fastq_cost(n: int, batch: int, records: bool = True) -> tuple[float, float]:
+    """µs per job of the claims and acks, and of folding the records after."""
     with RedisServer() as srv:
         app = fastq.App(srv.url, namespace="cost")
         app.enqueue_many("noop", [(i,) for i in range(n)], queue="bench")
@@ -70,8 +75,11 @@ def fastq_cost(n: int, batch: int, records: bool = True) -> float:
             argv = Outcomes(done=ids).ack_argv(10**9, 1000, "host:123:w0.1")
             ACK.call(client, ack_keys, argv)
         cost = server_us(client) / n
+        client.config_resetstat()
+        records_of.fold(client, keys)
+        fold = server_us(client) / n if records else 0.0
         app.close()
-        return cost
+        return cost, fold
 
 
 def main() -> int:
@@ -82,19 +90,27 @@ def main() -> int:
     args = parser.parse_args()
     rows = []
     print(f"Redis-side µs per job (claim + ack), {args.jobs:,} no-op jobs")
-    print(f"{'batch':>6} {'fastq':>8} {'no records':>11} {'bare':>8} {'bare, no listpack':>18}")
+    print(
+        f"{'batch':>6} {'fastq':>8} {'fold':>6} {'no records':>11} {'bare':>8}"
+        f" {'bare, no listpack':>18}"
+    )
     for batch in (int(b) for b in args.batches.split(",")):
+        fastq_us, fold_us = fastq_cost(args.jobs, batch)
         row = {
             "batch": batch,
-            "fastq_us": fastq_cost(args.jobs, batch),
-            "fastq_no_records_us": fastq_cost(args.jobs, batch, records=False),
+            "fastq_us": fastq_us,
+            "fold_us": fold_us,
+            "fastq_no_records_us": fastq_cost(args.jobs, batch, records=False)[0],
             "bare_us": bare_cost(args.jobs, batch, []),
             "bare_no_listpack_us": bare_cost(args.jobs, batch, NO_LISTPACK),
         }
         rows.append(row)
         fastq_us, bare_us, no_lp_us = row["fastq_us"], row["bare_us"], row["bare_no_listpack_us"]
         off_us = row["fastq_no_records_us"]
-        print(f"{batch:>6} {fastq_us:>8.2f} {off_us:>11.2f} {bare_us:>8.2f} {no_lp_us:>18.2f}")
+        print(
+            f"{batch:>6} {fastq_us:>8.2f} {fold_us:>6.2f} {off_us:>11.2f} {bare_us:>8.2f}"
+            f" {no_lp_us:>18.2f}"
+        )
     write_report(rows, "script_cost", args.json)
     return 0
 

@@ -698,3 +698,29 @@ def first_misfit(calls, Py_ssize_t low, Py_ssize_t high, Py_ssize_t start):
         if size < low or size > high:
             return i
     return n
+
+
+cdef bytes _COMMA = b","
+
+
+def encode_runs(ids, runs):
+    """As :func:`fastq._pyimpl.codec.encode_runs`."""
+    if not runs:
+        return _EMPTY
+    cdef list parts = []
+    cdef PyObject* found
+    cdef object run
+    cdef bint exact = PyDict_CheckExact(runs)
+    for job_id in ids:
+        if exact:
+            found = PyDict_GetItem(runs, job_id)
+            run = None if found is NULL else <object>found
+        else:
+            run = runs.get(job_id)
+        if run is None:
+            parts.append(_EMPTY)
+        elif type(run) is tuple:
+            parts.append(f"{run[0]}:{run[1]}".encode())
+        else:
+            parts.append(f"{run}".encode())
+    return _COMMA.join(parts)

@@ -83,6 +83,10 @@ def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queu
              dict plain, plain_of, run_other, settle, tuple failures, tuple outcomes):
     """As :func:`fastq._pyimpl.runner.run_jobs`."""
     cdef object done = out.done.append
+    cdef dict runs = out.runs
+    cdef double started
+    cdef long long run_ms
+    cdef object attempt
     cdef object last = None
     cdef bint last_plain = False
     cdef Py_ssize_t i, n = PyList_GET_SIZE(runnable)
@@ -134,6 +138,7 @@ def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queu
                     _start_job(slot_at, <uint32_t>queue_index, <bytes>job_id)
                 else:
                     slot.start_job(queue_index, job_id, None)
+            started = _monotonic()
             try:
                 if PyList_CheckExact(args) and PyDict_CheckExact(kwargs):
                     result = PyObject_Call(target.fn, PyList_AsTuple(args), kwargs)
@@ -144,6 +149,13 @@ def run_jobs(list runnable, out, owner, cursor, slot, str queue, Py_ssize_t queu
                        <object>PyTuple_GET_ITEM(job, 5), exc)
                 continue
             if result is None or not isinstance(result, outcomes):
+                # out.note_done(), inline: the run (whole ms) and attempt, if not 0 and 1
+                run_ms = <long long>((_monotonic() - started) * 1000.0)
+                attempt = <object>PyTuple_GET_ITEM(job, 4)
+                if attempt != 1:
+                    runs[job_id] = (run_ms, attempt)
+                elif run_ms > 0:
+                    runs[job_id] = run_ms
                 done(job_id)
                 if ring_at != NULL and type(job_id) is bytes:
                     _finished(ring_at, ring_size, <uint16_t>queue_index, <bytes>job_id)

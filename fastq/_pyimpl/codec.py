@@ -364,3 +364,22 @@ def first_misfit(calls: Sequence[Any], low: int, high: int, start: int) -> int:
         if not low <= len(call) <= high:
             return i
     return len(calls)
+
+
+def encode_runs(ids: Sequence[bytes], runs: Mapping[bytes, Any]) -> bytes:
+    """The runs of the done jobs ``ids`` as an ack carries them for their records
+    (``lua/ack.lua``): per id, in order, ``run_ms`` or ``run_ms:attempt`` (``runs``
+    holds an int, or a ``(run_ms, attempt)`` tuple), empty for an id ``runs`` lacks
+    (0 ms on a first attempt), joined by ``,``; ``b""`` when ``runs`` is empty."""
+    if not runs:
+        return b""
+    parts = []
+    for job_id in ids:
+        run = runs.get(job_id)
+        if run is None:
+            parts.append("")
+        elif type(run) is tuple:
+            parts.append(f"{run[0]}:{run[1]}")
+        else:
+            parts.append(f"{run}")
+    return ",".join(parts).encode()

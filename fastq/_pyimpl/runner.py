@@ -11,6 +11,7 @@ which reads ``cursor.index`` to know which job was in hand.
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, Callable, Optional
 
 # Taken by the loop to reach each job, and by hand_back_rest() to cut the batch: the
@@ -40,12 +41,15 @@ def run_jobs(
     Before each job ``cursor.index`` is set to it. A plain job (``plain_of(job)``,
     cached in ``plain`` per job definition) is noted in the heartbeat ``slot`` and
     run: returning anything but one of ``outcomes`` appends its id to ``out.done``
-    (and notes it finished in the ``slot``);
+    (its run and attempt to ``out.runs``, as ``out.note_done`` does; and notes it
+    finished in the ``slot``);
     returning an outcome, or raising one of ``failures``, goes to
     ``settle(out, id, job, args, kwargs, attempt, env, exc)``. Anything else a
     job raises propagates, with ``cursor.index`` on that job.
     """
     done = out.done.append
+    runs = out.runs
+    monotonic = time.monotonic
     last: Optional[Any] = None
     last_plain = False
     i = -1
@@ -69,12 +73,18 @@ def run_jobs(
             continue
         if slot is not None:
             slot.start_job(queue_index, job_id, None)
+        started = monotonic()
         try:
             result = target.fn(*args, **kwargs)
         except failures as exc:
             settle(out, job_id, target, args, kwargs, attempt, env, exc)
             continue
         if result is None or not isinstance(result, outcomes):
+            run_ms = int((monotonic() - started) * 1000.0)
+            if attempt != 1:
+                runs[job_id] = (run_ms, attempt)
+            elif run_ms > 0:
+                runs[job_id] = run_ms
             done(job_id)
             if slot is not None:
                 slot.finished(queue_index, job_id)

@@ -45,7 +45,9 @@ class JobInfo:
     name: Optional[str]
     args: list[Any] = field(default_factory=list)
     kwargs: dict[str, Any] = field(default_factory=dict)
-    attempts: int = 0  # attempts that ended in a failure (or a Retry)
+    # attempts that ended in a failure (or a Retry); of a job known by its record
+    # (done, cancelled): the runs it took, the last included
+    attempts: int = 0
     stalls: int = 0  # times its worker died or hung while running it
     enqueued_at: Optional[float] = None
     due_at: Optional[float] = None
@@ -288,6 +290,11 @@ def job_states(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[str
         replies[len(ids) + 6 :],
     )
     recs = [n if n is not None else o for n, o in zip(new, old)]
+    # a done job's record may be logged, not folded yet
+    unknown = [i for i in range(len(ids)) if not exists[i] and recs[i] is None]
+    if unknown:
+        for i, rec in zip(unknown, records.look(client, keys, [ids[i] for i in unknown])):
+            recs[i] = rec
     states = []
     for i in range(len(ids)):
         if not exists[i]:

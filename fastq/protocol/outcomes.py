@@ -7,6 +7,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from fastq._accel import codec
 from fastq.protocol.contracts import ACK, ACK_TAKEN, ReleaseMode
 
 
@@ -15,6 +16,10 @@ class Outcomes:
     """What became of the jobs of one queue since the last round trip."""
 
     done: list[bytes] = field(default_factory=list)
+    # the runs of done jobs, for their records (codec.encode_runs): id -> run_ms, or
+    # (run_ms, attempt) when not its first attempt; none for 0 ms on a first attempt.
+    # Set before the id joins a done list (split_off takes those of the ids it takes)
+    runs: dict[bytes, Any] = field(default_factory=dict)
     retry: list[tuple[bytes, int, bytes]] = field(default_factory=list)  # id, delay_ms, envelope
     dead: list[tuple[bytes, bytes]] = field(default_factory=list)  # id, envelope with the error
     broken: list[tuple[bytes, str]] = field(default_factory=list)  # id, reason
@@ -59,6 +64,14 @@ class Outcomes:
             or self.progress_ended
         )
 
+    def note_done(self, job_id: bytes, run_ms: int, attempt: int) -> None:
+        """Job ``job_id`` succeeded, its run ``run_ms`` long, its ``attempt``-th (from 1)."""
+        if attempt != 1:
+            self.runs[job_id] = (run_ms, attempt)
+        elif run_ms > 0:
+            self.runs[job_id] = run_ms
+        self.done.append(job_id)
+
     def take_back(self, earlier: Outcomes) -> None:
         """Take back what an unanswered request carried, to send it again ahead of
         what came since: every list but ``give_back``, which may have gone out."""
@@ -77,6 +90,8 @@ class Outcomes:
                     mine[:0] = part
                 else:
                     mine.extend(part)
+        if other.runs:
+            self.runs.update(other.runs)
         self.failed += other.failed
         self.stalled_cause = self.stalled_cause or other.stalled_cause
 
@@ -92,6 +107,9 @@ class Outcomes:
             if k:
                 setattr(part, name, mine[:k])
                 del mine[:k]
+        runs = self.runs
+        if runs:  # the runs of the done ids taken, set before those joined done
+            part.runs = {j: runs.pop(j) for j in part.done if j in runs}
         return part
 
     def count(self) -> int:
@@ -111,6 +129,7 @@ class Outcomes:
             self.retry,
             self.dead,
             self.broken,
+            codec.encode_runs(self.done, self.runs),
         )
 
     def has_taken(self) -> bool:
@@ -126,6 +145,7 @@ class Outcomes:
             self.taken_broken,
             self.give_back,
             self.taken_done_ids,
+            codec.encode_runs(self.taken_done_ids, self.runs),
         )
 
     def releases(self) -> tuple[tuple[ReleaseMode, list[bytes]], ...]:

@@ -4,8 +4,10 @@ queue keeps them.
 The scripts that end a job (``ack``, ``ack_taken``, ``release`` when it buries a
 poison job, ``cancel``) write its record in the same call (``lua/lib/records.lua``):
 ``records`` maps the id to ``outcome|ended_ms|attempts|run_ms|error|worker``, and
-``records_old`` is the previous generation. They are trimmed a generation at a
-time, by age and count, per queue, as the queue's settings say
+``records_old`` is the previous generation. Done records are logged a batch to a
+field and folded into one record per id later (the reaper; the ``fold`` script,
+which every read here calls first when it must). They are trimmed a generation at
+a time, by age and count, per queue, as the queue's settings say
 (``records_max_age_ms``, ``records_max_len``; absent: the defaults below; a max
 length of 0 turns records off).
 """
@@ -17,6 +19,7 @@ from typing import Optional
 
 import redis
 
+from fastq.protocol.contracts import FOLD
 from fastq.protocol.keys import QueueKeys
 
 # lua/lib/records.lua's defaults (the settings hash overrides them per queue)
@@ -25,6 +28,10 @@ DEFAULT_MAX_LEN = 100_000
 OUTCOMES = ("done", "dead", "cancelled")
 # the field of a generation that says when it began (or was retired), never an id
 _SINCE = b""
+# the fields of a generation that are no id: its counts and logged batches
+_RESERVED = b"fastq:"
+# ids per fold call that reads records (Lua's unpack is bounded)
+_FOLD_IDS = 1000
 # fields read per HSCAN step of a listing
 _SCAN_COUNT = 1000
 
@@ -33,8 +40,9 @@ _SCAN_COUNT = 1000
 class Record:
     """How a job ended: ``outcome`` (``done``, ``dead``, ``cancelled``), when
     (``ended_at``, Unix seconds, Redis' clock), and what is known of its last run:
-    ``attempts`` (a dead job's), ``run_ms``, ``worker`` (the worker that ran it),
-    ``error`` (a dead job's last error, at most 200 bytes); None when not known."""
+    ``attempts`` (how many times it ran, that one included: a done or dead job's),
+    ``run_ms`` (a done job's last run, whole ms), ``worker`` (the worker that ran
+    it), ``error`` (a dead job's last error, at most 200 bytes); None when not known."""
 
     outcome: str
     ended_at: float
@@ -66,25 +74,37 @@ def read(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[Record]:
 
 def lookup(client: redis.Redis, keys: QueueKeys, job_id: str) -> Optional[bytes]:
     """The raw record of ``job_id``, from the current generation, else the previous."""
-    pipe = client.pipeline(transaction=False)
-    pipe.hget(keys.records, job_id)
-    pipe.hget(keys.records_old, job_id)
-    new, old = pipe.execute()
-    return new if new is not None else old  # type: ignore[no-any-return]
+    return look(client, keys, [job_id])[0]
+
+
+def look(client: redis.Redis, keys: QueueKeys, ids: list[str]) -> list[Optional[bytes]]:
+    """The raw records of ``ids`` (None: none), every logged one folded first (the
+    ``fold`` script: atomic, so a job that ended before the call has its record)."""
+    out: list[Optional[bytes]] = []
+    fold_keys = FOLD.keys_for(keys)
+    for lo in range(0, len(ids), _FOLD_IDS):
+        out += FOLD.call(client, fold_keys, FOLD.argv(ids[lo : lo + _FOLD_IDS]))
+    return out
+
+
+def fold(client: redis.Redis, keys: QueueKeys) -> None:
+    """Fold every logged record of the queue of ``keys`` into its generation."""
+    FOLD.call(client, FOLD.keys_for(keys), FOLD.argv())
 
 
 def recent(
     client: redis.Redis, keys: QueueKeys, outcome: Optional[str], limit: int
 ) -> list[tuple[str, Record]]:
     """Up to ``limit`` records of one queue, newest first, of one ``outcome`` (None:
-    any). Reads the current generation whole (HSCAN), and the previous one only if
-    that is not enough: every record in it is older."""
+    any). Folds the logged ones, then reads the current generation whole (HSCAN),
+    and the previous one only if that is not enough: every record in it is older."""
     out: list[tuple[str, Record]] = []
     seen: set[bytes] = set()
+    fold(client, keys)
     for key in (keys.records, keys.records_old):
         found: list[tuple[str, Record]] = []
         for job_id, raw in client.hscan_iter(key, count=_SCAN_COUNT):
-            if job_id == _SINCE or job_id in seen:
+            if job_id == _SINCE or job_id in seen or job_id.startswith(_RESERVED):
                 continue
             seen.add(job_id)
             rec = parse(raw)

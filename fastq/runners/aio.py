@@ -297,7 +297,7 @@ class AsyncRunner(FlightRunner):
             self._end(flight, *ended, timer)
             raise
         else:
-            settle, failure = returned(job, result)
+            settle, failure = returned(job, result, int((time.perf_counter() - started) * 1000))
         if self.concurrency == 1:
             flight.ran_s = time.perf_counter() - started
         del self._flights[task]

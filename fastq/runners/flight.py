@@ -60,9 +60,9 @@ def name(flight: Flight) -> str:
     return f"job {job_id.decode()} ({target.name})"
 
 
-def kept(job: Runnable, result: Any, ttl_ms: int) -> Settle:
-    """Done, its result kept for ``ttl_ms``."""
-    return lambda out: SyncRunner._keep(out, job, result, ttl_ms)
+def kept(job: Runnable, result: Any, ttl_ms: int, run_ms: int = 0) -> Settle:
+    """Done (its run ``run_ms`` long), its result kept for ``ttl_ms``."""
+    return lambda out: SyncRunner._keep(out, job, result, ttl_ms, run_ms)
 
 
 def failed(job: Runnable, exc: BaseException) -> Settle:
@@ -86,16 +86,16 @@ def interrupted(job_id: bytes) -> Settle:
     return lambda out: out.interrupted.append(job_id)
 
 
-def returned(job: Runnable, result: Any) -> tuple[Settle, Optional[BaseException]]:
-    """The outcome of a job that returned ``result``, and its failure if any (a
-    returned Retry or Fail)."""
+def returned(job: Runnable, result: Any, run_ms: int = 0) -> tuple[Settle, Optional[BaseException]]:
+    """The outcome of a job that returned ``result`` after a run of ``run_ms``, and
+    its failure if any (a returned Retry or Fail)."""
     if result is not None and isinstance(result, _OUTCOME_TYPES):
         return failed(job, result), result
     ttl_ms = job[1].result_ttl_ms
     if ttl_ms is None:
-        job_id = job[0]
-        return (lambda out: out.done.append(job_id)), None
-    return kept(job, result, ttl_ms), None
+        job_id, attempt = job[0], job[4]
+        return (lambda out: out.note_done(job_id, run_ms, attempt)), None
+    return kept(job, result, ttl_ms, run_ms), None
 
 
 # -- the runners' base --------------------------------------------------------------------

@@ -214,6 +214,7 @@ class SyncRunner:
         timeout_s = target.policy.timeout_s
         if self.slot is not None:
             self.slot.start_job(queue_index, job_id, timeout_s)
+        started = time.monotonic()
         try:
             if timeout_s is not None and self.alarms:
                 result = self._run_with_timeout(fn, args, kwargs, timeout_s)
@@ -224,12 +225,14 @@ class SyncRunner:
             return
         if result is not None and isinstance(result, _OUTCOME_TYPES):
             settle_failure(out, job_id, target, args, kwargs, attempt, env, result)
-        elif target.result_ttl_ms is None:
-            out.done.append(job_id)
+            return
+        run_ms = int((time.monotonic() - started) * 1000.0)
+        if target.result_ttl_ms is None:
+            out.note_done(job_id, run_ms, attempt)
             if self.slot is not None:
                 self.slot.finished(queue_index, job_id)
         else:  # not noted finished: after a kill it runs again, so its result is kept
-            self._keep(out, job, result, target.result_ttl_ms)
+            self._keep(out, job, result, target.result_ttl_ms, run_ms)
 
     def _waits(self, out: Outcomes, queue: str, rate_key: RateKey, job: Runnable) -> bool:
         """Reserve the token of the job's rate key. True: it is due later, and the job
@@ -247,16 +250,17 @@ class SyncRunner:
         return True
 
     @staticmethod
-    def _keep(out: Outcomes, job: Runnable, result: Any, ttl_ms: int) -> None:
-        """A job kept for its result succeeded: done, with its return value kept;
-        a value JSON cannot hold fails the job (retried or buried by its policy)."""
+    def _keep(out: Outcomes, job: Runnable, result: Any, ttl_ms: int, run_ms: int = 0) -> None:
+        """A job kept for its result succeeded (its run ``run_ms`` long): done, with
+        its return value kept; a value JSON cannot hold fails the job (retried or
+        buried by its policy)."""
         job_id, target, args, kwargs, attempt, env = job
         try:
             encoded = encode_result(result)
         except ResultNotSerializable as exc:
             settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
             return
-        out.done.append(job_id)
+        out.note_done(job_id, run_ms, attempt)
         out.results.append((job_id, encoded, ttl_ms))
 
     def _run_with_timeout(

@@ -231,7 +231,8 @@ class ThreadRunner(FlightRunner):
             except BaseException as exc:  # a SystemExit of the job's own: counted a stall
                 settle, failure = stalled(job_id), exc
             else:
-                settle, failure = returned(job, result)
+                ran_ms = int((time.perf_counter() - started) * 1000)
+                settle, failure = returned(job, result, ran_ms)
             # its hooks run in the job's context, before its record
             settle, reported = self._leave(flight, cursor, settle, started, event, failure)
         finally:

@@ -112,6 +112,8 @@ class AtMostOnce:
         fields, and the taken jobs never started to its give_back."""
         taken, envelopes = taken_jobs.ids, taken_jobs.envelopes
         done = 0
+        if batch.runs:  # for the records of both kinds
+            out.runs.update(batch.runs)
         for job_id in batch.done:
             if job_id in taken:
                 done += 1

@@ -211,3 +211,26 @@ def test_the_last_jobs_are_acknowledged_without_waiting_for_new_work(app: fastq.
     finally:
         worker.stop()
         thread.join(20)
+
+
+def test_async_and_thread_jobs_leave_their_run_time_and_attempts_in_their_records(
+    app: fastq.App,
+) -> None:
+    tries: Counter[str] = Counter()
+
+    @app.job(queue="q", retries=1, backoff_s=0)
+    async def fetch() -> None:
+        tries["fetch"] += 1
+        await asyncio.sleep(0.03)
+        if tries["fetch"] == 1:
+            raise ValueError("first time")
+
+    @app.job(queue="q")
+    def resize() -> None:
+        time.sleep(0.03)
+
+    ids = [fetch.enqueue(), resize.enqueue()]
+    drain(app, ["q"], async_jobs=4, threads=2)
+    infos = [app.get_job(job_id) for job_id in ids]
+    assert [(i.state, i.attempts) for i in infos if i] == [("done", 2), ("done", 1)]
+    assert all(i is not None and i.run_ms is not None and 30 <= i.run_ms < 5000 for i in infos)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import orjson
 import redis
 from test_cli import run_cli
@@ -74,3 +76,28 @@ def test_inspect_an_unknown_id_says_so_and_exits_1(
     ]
     code, _, err = inspect_cli(redis_server.url, app.namespace, "nope", "-q", "a:b")
     assert code == 2 and "queue name" in err
+
+
+def test_inspect_a_done_job_shows_its_runs_and_run_time(
+    redis_server: RedisServer, app: fastq.App
+) -> None:
+    runs: list[int] = []
+
+    @app.job(queue="count", retries=2, backoff_s=0)
+    def flaky(n: int) -> None:
+        runs.append(n)
+        if len(runs) == 1:
+            raise ValueError("first time")
+        time.sleep(0.03)
+
+    job_id = flaky.enqueue(1)
+    drain(app, ["count"])
+    assert runs == [1, 1]
+    code, out, err = inspect_cli(redis_server.url, app.namespace, job_id, "-q", "count", "--json")
+    assert code == 0, err
+    info = orjson.loads(out)
+    # from its record: the second run succeeded, and took about 30 ms
+    assert (info["state"], info["attempts"]) == ("done", 2)
+    assert 30 <= info["run_ms"] < 5000 and info["worker"]
+    listed = app.recent_jobs("count", "done")
+    assert [(j.id, j.attempts, j.run_ms) for j in listed] == [(job_id, 2, info["run_ms"])]

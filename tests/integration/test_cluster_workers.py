@@ -92,6 +92,10 @@ def test_a_burst_worker_drains_queues_on_every_master(
         # the results were kept on the queue's own master, where result() finds them
         assert capp.result(ids[q][7], timeout_s=1) == 49
         assert nodes[port].exists(capp.keys(q).result(ids[q][counts[q] - 1])) == 1
+        # each ended job's record, on its queue's master (logged by the acks, folded
+        # by the reads): the retried ones took two runs
+        done = capp.recent_jobs(q, "done", limit=10_000)
+        assert len(done) == counts[q] + 5 and sorted({j.attempts for j in done}) == [1, 2]
     assert sum(runs.values()) == sum(counts.values()) + 3 * 10
 
 

@@ -9,7 +9,7 @@ import redis
 from test_scripts import ack, claim, enqueue, env, reap, release
 
 from fastq.protocol import records, scripts
-from fastq.protocol.contracts import ACK_TAKEN, ENQUEUE, TAKE, ReleaseMode
+from fastq.protocol.contracts import ACK, ACK_TAKEN, ENQUEUE, TAKE, ReleaseMode
 from fastq.protocol.introspect import get_job
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
@@ -27,8 +27,10 @@ def done(r: redis.Redis, k: QueueKeys, worker: str, ids: list[str]) -> int:
 
 
 def kept(r: redis.Redis, k: QueueKeys, key: str) -> list[str]:
-    """The ids with a record in one generation (``k.records`` or ``k.records_old``)."""
-    return sorted(i.decode() for i in r.hkeys(key) if i)
+    """The ids with a record in one generation (``k.records`` or ``k.records_old``),
+    logged ones folded first."""
+    records.fold(r, k)
+    return sorted(i.decode() for i in r.hkeys(key) if i and not i.startswith(b"fastq:"))
 
 
 def test_a_job_done_leaves_a_record_that_keeps_its_id_from_coming_back(
@@ -78,10 +80,13 @@ def test_at_most_once_jobs_are_recorded_done_and_dead(r: redis.Redis, k: QueueKe
     enqueue(r, k, ["x", "y"])
     claim(r, k, "w1", 2)
     assert TAKE.call(r, TAKE.keys_for(k, "w1"), TAKE.argv([b"x", b"y"])) == [b"x", b"y"]
-    argv = ACK_TAKEN.argv(10**9, 1000, [(1, 1)], dead=[(b"y", env("y"))], done_ids=[b"x"])
-    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)
+    out = Outcomes(taken_done=[(1, 1)], taken_dead=[(b"y", env("y"))])
+    out.runs[b"x"] = (7, 2)  # its second run, 7 ms long
+    out.taken_done_ids.append(b"x")
+    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), out.ack_taken_argv(10**9, 1000))
     x, y = records.read(r, k, "x"), records.read(r, k, "y")
     assert x is not None and y is not None and (x.outcome, y.outcome) == ("done", "dead")
+    assert (x.attempts, x.run_ms) == (2, 7)
     assert enqueue(r, k, ["x"]) == 0
 
 
@@ -148,6 +153,7 @@ def test_recent_lists_the_newest_first_by_outcome(r: redis.Redis, k: QueueKeys) 
     claim(r, k, "w1", 1)
     ack(r, k, "w1", Outcomes(dead=[(b"d", env("d"))]))
     # when they ended, made apart (one ms may hold them all)
+    records.fold(r, k)
     r.hset(k.records, mapping={"a": "done|1000||||w1", "b": "done|2000||||w1"})
     r.hset(k.records, "d", "dead|3000|||boom|w1")
     done(r, k, "w1", ["c"])  # the generation of a, b, d is retired: c begins one
@@ -163,3 +169,90 @@ def test_a_producer_of_the_13_keys_protocol_still_enqueues(r: redis.Redis, k: Qu
     argv = ENQUEUE.argv(0, 0, b"", ["b"], [env("b")])
     assert scripts.call(r, ENQUEUE.script, ENQUEUE.keys_for(k)[:13], argv) == 1
     assert r.lrange(k.ready, 0, -1) == [b"b"]
+
+
+def test_a_done_record_holds_its_run_time_and_attempts(r: redis.Redis, k: QueueKeys) -> None:
+    enqueue(r, k, ["a", "b", "c"])
+    claim(r, k, "w1", 3)
+    out = Outcomes()
+    out.note_done(b"a", 0, 1)  # a no-op's first run: nothing sent for it but ''
+    out.note_done(b"b", 12, 1)
+    out.note_done(b"c", 3, 2)
+    assert ack(r, k, "w1", out) == 3
+    # logged, not a record yet: the read of one job folds them first
+    assert r.hget(k.records, "b") is None
+    info = get_job(r, k, "c")
+    assert info is not None and (info.state, info.attempts, info.worker) == ("done", 2, "w1")
+    got = {i: records.read(r, k, i) for i in ("a", "b", "c")}
+    assert {i: (rec.attempts, rec.run_ms) for i, rec in got.items() if rec} == {
+        "a": (1, 0),
+        "b": (1, 12),
+        "c": (2, 3),
+    }
+    # a caller that sends no runs (written before them): not known
+    enqueue(r, k, ["d"])
+    claim(r, k, "w1", 1)
+    argv = ACK.argv(10**9, 1000, 0, "w1", 0, [b"d"])
+    assert ACK.call(r, ACK.keys_for(k, "w1"), argv) == 1
+    d = records.read(r, k, "d")
+    assert d is not None and (d.attempts, d.run_ms, d.worker) == (None, None, "w1")
+
+
+def test_the_runs_of_a_partly_stale_ack_go_to_the_right_ids(r: redis.Redis, k: QueueKeys) -> None:
+    enqueue(r, k, ["a", "b", "c"])
+    claim(r, k, "w1", 3)
+    release(r, k, "w1", ReleaseMode.UNSTARTED, ["b"])  # b is no longer w1's
+    out = Outcomes()
+    for job_id, run_ms, attempt in ((b"a", 5, 1), (b"b", 6, 2), (b"c", 7, 3)):
+        out.note_done(job_id, run_ms, attempt)
+    assert ack(r, k, "w1", out) == 2
+    a, b, c = (records.read(r, k, i) for i in ("a", "b", "c"))
+    assert a is not None and c is not None and b is None
+    assert (a.run_ms, a.attempts, c.run_ms, c.attempts) == (5, 1, 7, 3)
+
+
+def acked(r: redis.Redis, k: QueueKeys, worker: str, ids: list[str]) -> int:
+    """Ack ``ids`` done (claimed already): their records logged, not folded."""
+    return ack(r, k, worker, Outcomes(done=[i.encode() for i in ids]))
+
+
+def test_an_id_logged_done_is_not_enqueued_again(r: redis.Redis, k: QueueKeys) -> None:
+    enqueue(r, k, ["a", "c", "d", "e"])
+    claim(r, k, "w1", 4)
+    acked(r, k, "w1", ["a"])
+    # the enqueue is the first to look: it folds, then finds it
+    assert enqueue(r, k, ["a", "b"]) == 1 and r.hexists(k.jobs, "b")
+    # logged in a generation that was retired since: the same
+    r.hset(k.settings, "records_max_len", 2)
+    acked(r, k, "w1", ["c", "d"])
+    acked(r, k, "w1", ["e"])  # retires c, d (still logged) with their generation
+    assert r.hget(k.records_old, "c") is None and r.exists(k.records_old)
+    assert enqueue(r, k, ["c", "d", "e", "f"]) == 1
+    assert r.hget(k.records_old, "c") is not None  # folded where it was
+    info = get_job(r, k, "d")
+    assert info is not None and info.state == "done"
+    assert records.recent(r, k, "done", 10)[0][0] == "e"
+
+
+def test_the_reaper_folds_a_few_hundred_logged_records_a_call_while_acks_go_on_and_thousands_after(
+    r: redis.Redis, k: QueueKeys
+) -> None:
+    ids = [f"j{i}" for i in range(7500)]
+    for lo in range(0, 7500, 1000):
+        enqueue(r, k, ids[lo : lo + 1000])
+    assert len(claim(r, k, "w1", 7500)) == 7500
+    for lo in range(0, 7500, 1500):
+        acked(r, k, "w1", ids[lo : lo + 1500])
+    # five batches, and '', the count, the next batch's K, when the last was logged
+    assert r.hlen(k.records) == 5 + 4
+    now_ms = int(r.time()[0]) * 1000
+    busy = reap(r, k)  # a batch was logged just now: 500 a call (a whole batch at least)
+    assert r.hlen(k.records) == 1500 + 4 + 5  # and the first batch not folded
+    assert 0 <= busy.next_due_ms <= now_ms + 2000  # it comes back once they may pause
+    r.hset(k.records, "fastq:t", 1000)  # as if the acks paused long ago
+    quiet = reap(r, k)  # 4,000 a call: three batches of 1,500
+    assert r.hlen(k.records) == 6000 + 4 + 5 - 3
+    assert 0 <= quiet.next_due_ms <= now_ms + 2000
+    last = reap(r, k)
+    assert last.next_due_ms == -1 and r.hlen(k.records) == 7500 + 3
+    assert r.hget(k.records, "j7499") is not None and r.hget(k.records, "fastq:n") == b"7500"

@@ -401,7 +401,7 @@ def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> 
         (RELEASE, ["w1", "stalled", -1, "a"], "max_stalls"),
         (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0], "section 4"),  # a section missing
         (ACK, [10**9, 1000, 0, "w1", 0, 9, "a", 0, 0, 0], "section 1"),  # a count too large
-        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0, 0, "extra"], "sections hold"),
+        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0, 0, "runs", "extra"], "sections hold"),
         (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
         (ACK, [10**9, 1000, 0, "w1", "new", 1, "a", 0, 0, 0], "epoch"),
     ],

@@ -837,3 +837,33 @@ def test_counter_ids(prefix: str, lo: int, count: int, alphabet: str) -> None:
         assert ref[1][-1] == prefix + "".join(
             ID_ALPHABET[(hi - 1) // 62**k % 62] for k in (3, 2, 1, 0)
         )
+
+
+# --- encode_runs: the done jobs' runs an ack carries for their records --------------------
+
+RUN_IDS = st.lists(st.binary(min_size=1, max_size=4), max_size=8)
+RUN = st.integers(0, 10**9) | st.tuples(st.integers(0, 10**9), st.integers(2, 10**6))
+
+
+@SETTINGS
+@given(RUN_IDS, st.dictionaries(st.binary(min_size=1, max_size=4), RUN, max_size=6))
+def test_encode_runs(ids: list[bytes], runs: dict[bytes, Any]) -> None:
+    ids = ids + list(runs)[:2]  # some ids with a run
+    ref = assert_same(ref_codec.encode_runs, native_codec.encode_runs, ids, runs)
+    assert ref[0] == "ok"
+    if runs:
+        entries = ref[1].split(b",")
+        assert len(entries) == len(ids)
+        for job_id, entry in zip(ids, entries):
+            run = runs.get(job_id)
+            want = b"" if run is None else (b"%d:%d" % run if type(run) is tuple else b"%d" % run)
+            assert entry == want
+    else:
+        assert ref[1] == b""
+    assert_same(ref_codec.encode_runs, native_codec.encode_runs, tuple(ids), runs)
+
+
+def test_encode_runs_examples() -> None:
+    for codec in (ref_codec, native_codec):
+        assert codec.encode_runs([b"a", b"b"], {}) == b""
+        assert codec.encode_runs([b"a", b"b", b"c"], {b"b": 12, b"c": (0, 3)}) == b",12,0:3"

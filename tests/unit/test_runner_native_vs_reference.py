@@ -7,6 +7,7 @@ exception, the same job context and heartbeat slot seen by each job. No Redis ne
 
 from __future__ import annotations
 
+import time
 import types
 from typing import Any, Optional
 
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 
 import fastq
 from fastq import context
+from fastq._accel import codec
 from fastq._pyimpl import runner as ref_runner
 from fastq.errors import Fail, Retry
 from fastq.protocol.outcomes import Outcomes
@@ -142,11 +144,24 @@ def run_with(
     else:
         assert slot.running() is None, "the slot is idle after a batch"
     assert context._current.get() is None, "the job context is left after a batch"
+    assert set(out.runs) <= set(out.done)
     return (
         ran, raised, list(seen), out.done, [(r[0], r[1]) for r in out.retry],
         [d[0] for d in out.dead], out.broken, out.unstarted, out.stalled,
         out.interrupted, out.results, out.failed, slot.finished_unacked(),
+        attempts_of(out),
     )  # fmt: skip
+
+
+def attempts_of(out: Outcomes) -> dict[bytes, int]:
+    """The attempt of each done job its runs name (not its run time: that varies),
+    each run time checked a whole number of ms."""
+    attempts = {}
+    for job_id, run in out.runs.items():
+        run_ms, attempt = run if type(run) is tuple else (run, 1)
+        assert type(run_ms) is int and run_ms >= 0 and (attempt > 1 or run_ms > 0)
+        attempts[job_id] = attempt
+    return attempts
 
 
 @settings(max_examples=120, deadline=None, database=None,
@@ -168,8 +183,10 @@ def test_plain_batch_outcomes(name: str, monkeypatch: pytest.MonkeyPatch) -> Non
     ran, raised, saw, done, retried, dead, broken, unstarted, stalled, interrupted, results = (
         outcome[:11]
     )
-    ring = outcome[-1]
+    ring, attempts = outcome[-2:]
     assert (ran, raised) == (8, None)
+    # the runs of done jobs not on their first attempt (and of any that took a ms)
+    assert {j: a for j, a in attempts.items() if a > 1} == {b"job-1": 2, b"job-5": 2, b"job-7": 2}
     assert done == [b"job-0", b"job-1", b"job-5", b"job-6", b"job-7"]
     assert retried == [(b"job-2", 750), (b"job-3", 3000)]
     assert dead == [b"job-4"]
@@ -185,13 +202,39 @@ def test_plain_batch_outcomes(name: str, monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(saw) == 8
 
 
+@app.job(name="slow", queue="q")
+def slow(i: int) -> None:
+    time.sleep(0.03)
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_a_done_job_notes_its_run_time_and_attempt(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(runner, "_loop", LOOPS[name])
+    owner.stopping = False
+    out = Outcomes()
+    batch = [
+        (b"s1", slow, [1], {}, 1, {}),
+        (b"s2", slow, [2], {}, 4, {}),
+        (b"o", ok, [3], {}, 1, {}),
+    ]
+    assert SyncRunner(owner, None).run(batch, out, 0, "q") == 3  # type: ignore[arg-type]
+    assert out.done == [b"s1", b"s2", b"o"]
+    s1, (s2, attempt) = out.runs[b"s1"], out.runs[b"s2"]
+    assert 30 <= s1 < 2000 and 30 <= s2 < 2000 and attempt == 4
+    # what the ack carries for their records: a no-op's first run is '' (0 ms)
+    runs = codec.encode_runs(out.done, out.runs).split(b",")
+    assert runs[:2] == [b"%d" % s1, b"%d:4" % s2] and runs[2] in (b"", b"1")
+
+
 @pytest.mark.parametrize("name", sorted(LOOPS))
 def test_base_exceptions_place_the_job_in_hand(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    *_, unstarted, stalled, interrupted, _, _, _ = run_with(
+    *_, unstarted, stalled, interrupted, _, _, _, _ = run_with(
         LOOPS[name], [0, 6, 0], monkeypatch, long_id=False
     )
     assert (stalled, interrupted, unstarted) == ([b"job-1"], [], [b"job-2", b"job-bad"])
-    ran, raised, *_, unstarted, stalled, interrupted, _, _, _ = run_with(
+    ran, raised, *_, unstarted, stalled, interrupted, _, _, _, _ = run_with(
         LOOPS[name], [0, 7, 0], monkeypatch, long_id=False
     )
     assert (ran, raised) == (-1, HardStop)

@@ -21,6 +21,7 @@ from fastq.protocol.contracts.admin import (
     CANCEL,
     CANCEL_BATCH_MAX,
     DELETE,
+    FOLD,
     PURGE,
     PURGE_BATCH_MAX,
     REVIVE,
@@ -67,7 +68,7 @@ BY_NAME: dict[str, Contract[Any]] = {contract.name: contract for contract in ALL
 
 __all__ = [
     "ACK", "ACK_TAKEN", "ALL", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM", "ENQUEUE",
-    "EXTEND", "FIRE", "JOB_INFO", "JOB_INFO_VERSION",
+    "EXTEND", "FIRE", "FOLD", "JOB_INFO", "JOB_INFO_VERSION",
     "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
     "DELETE", "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",
     "CancelReply", "ClaimReply", "Contract", "EnqueueReply", "FireOutcome", "FireReply",

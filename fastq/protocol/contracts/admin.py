@@ -1,11 +1,12 @@
 """An operator's verbs: ``purge``, ``cancel`` (by id or by tag), ``revive`` (``fastq
-dead retry``, ``fastq broken retry``)."""
+dead retry``, ``fastq broken retry``), ``fold`` (the records of ended jobs, before
+they are read)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from fastq.protocol.contracts.base import Contract
 
@@ -125,3 +126,22 @@ class _Delete(Contract[bool]):
 
 
 DELETE = _Delete("delete")
+
+
+# -- fold (the records of ended jobs) --------------------------------------------------
+
+
+class _Fold(Contract[list[Optional[bytes]]]):
+    keys = ("records", "records_old")
+    argv_rest = "ids"
+
+    def argv(self, ids: Iterable[Any] = ()) -> list[Any]:
+        """``ids``: those whose records to read once every logged one is folded."""
+        return list(ids)
+
+    def parse(self, raw: Any) -> list[Optional[bytes]]:
+        """The raw record of each id asked (None: none)."""
+        return list(raw)
+
+
+FOLD = _Fold("fold")

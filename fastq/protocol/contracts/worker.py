@@ -180,12 +180,14 @@ class _Ack(Contract[int]):
         retry: Sequence[tuple[bytes, int, bytes]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
         broken: Sequence[tuple[bytes, str]] = (),
+        runs: Optional[bytes] = None,
     ) -> list[Any]:
         """Four sections, each a count then its records: done ids; retry (id,
         delay_ms, envelope); dead (id, envelope); broken (id, reason).
         ``worker_id``: the worker that ran them, named in their records ('': not
         known); its stale outcomes are counted once per job. ``epoch``: the
-        worker's (see ``is_stale``)."""
+        worker's (see ``is_stale``). ``runs``: the done jobs' run times and
+        attempts for their records (``codec.encode_runs``; None: not known)."""
         argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id, epoch]
         argv.append(len(done))
         argv.extend(done)
@@ -198,6 +200,8 @@ class _Ack(Contract[int]):
         argv.append(len(broken))
         for job_id, reason in broken:
             argv += (job_id, reason)
+        if runs is not None:
+            argv.append(runs)
         return argv
 
     def parse(self, raw: Any) -> int:
@@ -310,11 +314,13 @@ class _AckTaken(Contract[int]):
         broken: Sequence[tuple[bytes, str, bytes]] = (),
         back: Sequence[tuple[bytes, bytes]] = (),
         done_ids: Sequence[bytes] = (),
+        runs: Optional[bytes] = None,
     ) -> list[Any]:
         """Five sections, each a count then its records: done (seq, n: a part of
         the worker's successes, numbered as they were settled, so that a resent
         part counts once); dead (id, envelope); broken (id, reason, envelope);
-        back (id, envelope); done_ids (id: each success, recorded)."""
+        back (id, envelope); done_ids (id: each success, recorded). ``runs``: the
+        run times and attempts of ``done_ids`` (as ACK's)."""
         argv: list[Any] = [dead_max_age_ms, dead_max_len, len(done)]
         for seq, n in done:
             argv += (seq, n)
@@ -329,6 +335,8 @@ class _AckTaken(Contract[int]):
             argv += (job_id, env)
         argv.append(len(done_ids))
         argv.extend(done_ids)
+        if runs is not None:
+            argv.append(runs)
         return argv
 
     def parse(self, raw: Any) -> int:

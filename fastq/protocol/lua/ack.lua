@@ -42,6 +42,10 @@
 --                                      envelope updated, marked 'r' in sched_prio
 --   dead    id, envelope            -> dead set, envelope updated with the error
 --   broken  id, reason              -> broken set with the reason
+-- and after the sections, optionally, runs: the done jobs' runs, for their records:
+--   per done id, in order, 'run_ms' or 'run_ms:attempts' (whole ms; attempts only
+--   when not the first), '' for 0 ms on a first attempt, joined by ',' ('' for a
+--   batch of those only); absent: not known
 --
 -- An outcome counts only while the job is in this worker's held set: a late ack
 -- from a worker whose lease was taken back must not touch the job again.
@@ -55,7 +59,8 @@
 -- completed after all is not cancelled: its marker goes (cancel counted only the
 -- jobs it stopped, never those held), and it counts as processed.
 -- A job that ends done or dead leaves a record (lib/records.lua): done ones with
--- the worker, dead ones with their attempts and error too (from the envelope).
+-- the worker, their attempts and run time (logged: one field for the batch), dead
+-- ones with the worker, their attempts and error (from the envelope).
 -- A job that ends (done, dead, broken) loses its tag entries and unique lock.
 -- allow-oom: an ack mostly frees memory; it must go on while Redis is over maxmemory.
 
@@ -81,7 +86,10 @@ for s, width in ipairs({1, 3, 2, 2}) do
     end
     at = at + 1 + count * width
 end
-if at ~= #ARGV + 1 then
+local runs = nil
+if at == #ARGV then
+    runs = ARGV[at]
+elseif at ~= #ARGV + 1 then
     error('ack: the sections hold ' .. (at - 1) .. ' arguments, not ' .. #ARGV)
 end
 
@@ -174,7 +182,8 @@ local function not_cancelled(ids, starts)
     return keep, kstarts
 end
 
-local done = section(1)
+local n_sent = tonumber(ARGV[SECTIONS_AT])
+local done, done_at = section(1)
 if #done > 0 then
     redis.call('HDEL', KEYS[1], unpack(done))
     if has_stalls then
@@ -252,7 +261,14 @@ end
 if #done + #dead + #cancelled_now > 0 then
     local lim = records_limits(KEYS[15])
     local rk = {records = KEYS[16], old = KEYS[17]}
-    keep_records(rk, lim, now, done, nil, record_text('done', now, '', '', '', worker))
+    if #done < n_sent and runs then  -- some were stale: the runs of the others
+        local picks = {}
+        for k = 1, #done do
+            picks[k] = done_at[k] - SECTIONS_AT
+        end
+        runs = runs_of(runs, picks)
+    end
+    log_done(rk, lim, now, done, runs, worker)
     if #dead > 0 then
         local texts = {}
         for k = 1, #dead do
@@ -266,7 +282,7 @@ end
 
 -- Stale outcomes: counted once per job and worker. Only a stale ack pays for this.
 if #stale_ids > 0 then
-    local recs = redis.call('HMGET', KEYS[16], unpack(stale_ids))
+    local recs = look_records(KEYS[16], stale_ids)
     local members = {}
     for i = 1, #stale_ids do
         local r = recs[i]

@@ -33,6 +33,8 @@
 --                                    envelope again (enqueued anew meanwhile)
 --   done    id                    -> a 'done' record (lib/records.lua), as the
 --                                    dead ones get a 'dead' one
+-- and after the sections, optionally, runs: the runs of the ids of the last section,
+--   as ack's (lib/records.lua); absent: not known
 --
 -- Nothing here checks a hold: a taken job is held by no one. A worker sends the
 -- back section once only, never again after a lost reply (that could run a job
@@ -58,7 +60,10 @@ for s, width in ipairs({2, 2, 3, 2, 1}) do
     end
     at = at + 1 + count * width
 end
-if at ~= #ARGV + 1 then
+local runs = nil
+if at == #ARGV then
+    runs = ARGV[at]
+elseif at ~= #ARGV + 1 then
     error('ack_taken: the sections hold ' .. (at - 1) .. ' arguments, not ' .. #ARGV)
 end
 
@@ -139,8 +144,7 @@ if n_dead + n_ended > 0 then
         texts[#texts + 1] = dead_text(ARGV[dead_at + 1 + k * 2], now, '')
     end
     keep_records(rk, lim, now, ids, texts)
-    keep_records(rk, lim, now, {unpack(ARGV, pos + 1, pos + n_ended)}, nil,
-        record_text('done', now, '', '', '', ''))
+    log_done(rk, lim, now, {unpack(ARGV, pos + 1, pos + n_ended)}, runs, '')
 end
 
 if n_dead > 0 then

@@ -1,4 +1,5 @@
 #!lua
+--! include records
 -- enqueue: add a batch of jobs to one queue.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -386,22 +387,15 @@ if redis.call('EXISTS', KEYS[8]) == 1 and #ARGV > 3 then
     end
     cancelled = call_many('ZMSCORE', KEYS[8], ids)
 end
--- an id that ended stays ended while its record lasts (in either generation): one
--- EXISTS unless the queue has records; a job ended is then as one cancelled
+-- an id that ended stays ended while its record lasts (in either generation; logged
+-- ones folded first, lib/records.lua): one EXISTS unless the queue has records; a
+-- job ended is then as one cancelled
 if #KEYS >= 15 and #ARGV > 3 and redis.call('EXISTS', KEYS[14], KEYS[15]) > 0 then
     local ids = {}
     for i = 4, #ARGV, stride do
         ids[#ids + 1] = ARGV[i]
     end
-    cancelled = cancelled or {}
-    for g = 14, 15 do
-        local recs = call_many('HMGET', KEYS[g], ids)
-        for j = 1, #ids do
-            if recs[j] then
-                cancelled[j] = true
-            end
-        end
-    end
+    cancelled = ended_ids({records = KEYS[14], old = KEYS[15]}, ids, cancelled)
 end
 
 -- the locks of the batch's unique keys, read in two calls: holder and window end

@@ -27,14 +27,19 @@
 -- KEYS[14] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[15] records    hash   id -> the record of a job that ended (lib/records.lua)
 -- KEYS[16] records_old hash  the previous generation of records: the records of a
---                            queue where nothing ends any more age out here
+--                            queue where nothing ends any more age out here; the
+--                            done records the acks logged are folded here, a few
+--                            thousand a call once the acks pause, a few hundred
+--                            while they go on (lib/records.lua)
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
 -- ARGV[3] dead_max_len
 --
 -- Returns {promoted, next_deadline_ms or -1, next_due_ms or -1, worker ids...};
--- the two times tell the reaper how long it may sleep.
+-- the two times tell the reaper how long it may sleep (next_due_ms is at most
+-- FOLD_PAUSE_MS away while logged records are left to fold, FOLD_QUIET_MS while
+-- the acks go on: it comes back for them).
 -- allow-oom: reaping moves and frees; it must go on while Redis is over maxmemory.
 
 local limit = arg_int('reap', 1, 'limit', 1)
@@ -46,8 +51,24 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit)
 trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
+-- while logged records are left to fold, the reaper comes back this soon (once the
+-- acks paused; while they go on, when they may have)
+local FOLD_PAUSE_MS = 100
+local fold_left, fold_back = 0, FOLD_PAUSE_MS
 if redis.call('EXISTS', KEYS[15], KEYS[16]) > 0 then
     age_records({records = KEYS[15], old = KEYS[16]}, records_limits(KEYS[14]), now, true)
+    local budget = FOLD_PER_REAP
+    local logged = tonumber(redis.call('HGET', KEYS[15], 'fastq:t'))
+    if logged and now - logged < FOLD_QUIET_MS then
+        budget, fold_back = FOLD_BUSY, FOLD_QUIET_MS
+    end
+    local folded
+    fold_left, folded = fold_records(KEYS[15], budget)
+    if folded < budget then
+        fold_left = fold_left + fold_records(KEYS[16], budget - folded)
+    else
+        fold_left = fold_left + 1  -- the previous generation's: looked at next time
+    end
 end
 -- at most `limit` of each per call: a sweep stays short however many there are
 local old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now - dead_max_age, 'LIMIT', 0, limit)
@@ -73,6 +94,9 @@ end
 first = redis.call('ZRANGE', KEYS[7], 0, 0, 'WITHSCORES')
 if #first > 0 then
     next_due = tonumber(first[2])
+end
+if fold_left > 0 and (next_due < 0 or next_due > now + fold_back) then
+    next_due = now + fold_back
 end
 
 local out = {promoted, next_deadline, next_due}
