@@ -155,7 +155,9 @@ def test_state_progress_and_result_read_back_over_http(
     try:
         wait_until(lambda: job(added)["state"] == "done", 30, "add to run")
         done = job(added)
-        assert done["result"] == 5 and done["attempts"] == 0 and done["error"] is None
+        assert (
+            done["result"] == 5 and done["attempts"] == 1 and done["error"] is None
+        )  # its record: the runs it took
         wait_until(lambda: r.llen(f"{namespace}:started") == 1, 30, "report to start")
         wait_until(lambda: job(reporting)["progress"] == 0.5, 30, "its progress")
         running = job(reporting)

@@ -246,9 +246,6 @@ if #broken > 0 then
     end_links(lk, broken)
 end
 
--- a failure ends in a retry or a death: the count is capped by those settled here,
--- so an ack sent again (its reply lost) counts none twice
-failed = math.min(failed, #retry + #dead)
 if failed > 0 then
     redis.call('HINCRBY', KEYS[7], 'failed', failed)
 end

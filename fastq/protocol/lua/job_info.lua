@@ -5,8 +5,8 @@
 -- job_info: what Redis holds of one job of one queue, read in one call: its state,
 -- envelope, attempts, last error, progress, result, tags, times and worker. A read:
 -- it writes nothing but the records of done jobs that acks logged and no one has
--- folded yet, folded first when the id has none (lib/records.lua), so a job that
--- just ended reads done. What `fastq inspect` and App.get_job show, and what a client in
+-- folded yet, folded first when the job has no envelope (lib/records.lua), so a job
+-- that just ended reads done. What `fastq inspect` and App.get_job show, and what a client in
 -- any language reads a job with (docs/protocol.md, "Reading a job back").
 --
 -- KEYS[1]  jobs        hash   id -> envelope
@@ -108,11 +108,15 @@ local function str_of(v)
 end
 
 local envelope = redis.call('HGET', KEYS[1], id)
-local record = envelope == false and look_records(KEYS[10], {id})[1]
-    or redis.call('HGET', KEYS[10], id)
+if envelope == false then
+    -- its latest end may be logged, not folded yet (a retried job's done after its
+    -- dead record): fold first, as fold.lua does for a read
+    fold_records(KEYS[10], nil)
+    fold_records(KEYS[11], nil)
+end
+local record = redis.call('HGET', KEYS[10], id)
 if not record then
-    record = envelope == false and look_records(KEYS[11], {id})[1]
-        or redis.call('HGET', KEYS[11], id)
+    record = redis.call('HGET', KEYS[11], id)
 end
 -- 'outcome|ended_ms|attempts|run_ms|error|worker' (lib/records.lua); error may hold
 -- '|', worker never does

@@ -66,13 +66,3 @@ def test_at_most_once_jobs_done_are_counted_once(r: redis.Redis, k: QueueKeys) -
     ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)
     ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)  # resent: seq 1 counted already
     assert totals(r, k) == (2, 0)
-
-
-def test_an_ack_sent_again_counts_its_failures_once(r: redis.Redis, k: QueueKeys) -> None:
-    enqueue(r, k, ["f", "g"])
-    claim(r, k, "w1", 2)
-    out = Outcomes(retry=[(b"f", 60_000, env("f"))], dead=[(b"g", env("g"))], failed=2)
-    ack(r, k, "w1", out)
-    ack(r, k, "w1", out)  # its reply was lost: the same request again
-    assert r.hget(k.stats, "failed") == b"2"
-    assert totals(r, k) == (0, 2)
