@@ -154,13 +154,15 @@ def run_with(
 
 
 def attempts_of(out: Outcomes) -> dict[bytes, int]:
-    """The attempt of each done job its runs name (not its run time: that varies),
-    each run time checked a whole number of ms."""
+    """The attempt of each done job past its first (not its run time, which varies:
+    a first run is named only when it took 1 ms or more, which one loop may and the
+    other not), each run time checked a whole number of ms."""
     attempts = {}
     for job_id, run in out.runs.items():
         run_ms, attempt = run if type(run) is tuple else (run, 1)
         assert type(run_ms) is int and run_ms >= 0 and (attempt > 1 or run_ms > 0)
-        attempts[job_id] = attempt
+        if attempt > 1:
+            attempts[job_id] = attempt
     return attempts
 
 
