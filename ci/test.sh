@@ -38,10 +38,11 @@ status=0
 if [ $# -gt 0 ]; then
   "$PY" -m pytest -q -p no:cacheprovider "$@" || status=$?
 else
-  # The suite mostly waits on Redis and on child processes (about 12 min of wall time
-  # for 6 of CPU when run one test at a time), so tests run side by side: the unit,
-  # Lua, integration and benchmark smoke tests three at a time, then the fault tests,
-  # which kill and pause processes on timers, two at a time.
+  # The suite mostly waits on Redis, on child processes and on the timers of the
+  # faults it injects (the fault tests use half a core on average), so tests run side
+  # by side, four at a time: the unit, Lua, integration, benchmark smoke and browser
+  # tests, then the fault tests, which kill and pause processes on timers (the
+  # longest pauses Redis' memory for over a minute).
   for dir in tests/*/; do  # a new folder of tests must join one of the two runs
     case "$dir" in
       tests/unit/ | tests/lua/ | tests/integration/ | tests/bench/ | tests/browser/ | tests/fault/) ;;
@@ -51,10 +52,10 @@ else
          fi ;;
     esac
   done
-  "$PY" -m pytest -q -p no:cacheprovider -n 3 --durations=10 \
+  "$PY" -m pytest -q -p no:cacheprovider -n 4 --durations=10 \
     tests/unit tests/lua tests/integration tests/bench tests/browser || status=$?
   fault_status=0
-  "$PY" -m pytest -q -p no:cacheprovider -n 2 --durations=10 tests/fault || fault_status=$?
+  "$PY" -m pytest -q -p no:cacheprovider -n 4 --durations=10 tests/fault || fault_status=$?
   [ "$status" -ne 0 ] || status=$fault_status
 fi
 if [ "$status" -eq 0 ] && [ $# -eq 0 ]; then
