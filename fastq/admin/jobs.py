@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from fastq.admin.cancel import Cancelled, cancel_by_tag, cancel_ids
 from fastq.admin.operator import Admin
@@ -26,7 +26,7 @@ from fastq.protocol.introspect import (
     job_states,
     tagged_ids,
 )
-from fastq.protocol.keys import logical_queue, validate_queue_name
+from fastq.protocol.keys import QueueKeys, logical_queue, validate_queue_name
 from fastq.protocol.listing import MAX_PAGE, WAITING, waiting_count, waiting_jobs
 from fastq.protocol.results import wait_for_result
 from fastq.protocol.store import Store
@@ -164,17 +164,10 @@ class JobAdmin:
             TypeError, ValueError: an invalid id or queue.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        check_job_id(job_id)
-        with self.store.producer_call():
-            names = [validate_queue_name(queue)] if queue else self.admin.queues()
-            for q in names:
-                if not valid_name(q):
-                    continue
-                for keys in self.sharded.for_id(q, job_id):
-                    for section in (ReviveSection.DEAD, ReviveSection.BROKEN):
-                        if revive_ids(self.store.redis, keys, section, [job_id]):
-                            return True
-        return False
+        return self._on_its_queue(job_id, queue, lambda client, keys: any(
+            revive_ids(client, keys, section, [job_id])
+            for section in (ReviveSection.DEAD, ReviveSection.BROKEN)
+        ))  # fmt: skip
 
     def delete_job(self, job_id: str, queue: Optional[str] = None) -> bool:
         """Remove one dead or broken job for good (what ``fastq dead purge --id``
@@ -185,17 +178,26 @@ class JobAdmin:
             TypeError, ValueError: an invalid id or queue.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
+        argv = DELETE.argv(job_id)
+        return self._on_its_queue(
+            job_id, queue, lambda client, keys: DELETE.call(client, DELETE.keys_for(keys), argv)
+        )
+
+    def _on_its_queue(
+        self, job_id: str, queue: Optional[str], act: Callable[[Any, QueueKeys], bool]
+    ) -> bool:
+        """``act`` on the keys of ``job_id``'s shard of ``queue`` (or of each known
+        queue in turn) until it says it acted; False if it never did."""
         check_job_id(job_id)
         with self.store.producer_call():
+            client = self.store.redis
             names = [validate_queue_name(queue)] if queue else self.admin.queues()
-            for q in names:
-                if not valid_name(q):
-                    continue
-                for keys in self.sharded.for_id(q, job_id):
-                    argv = DELETE.argv(job_id)
-                    if DELETE.call(self.store.redis, DELETE.keys_for(keys), argv):
-                        return True
-        return False
+            return any(
+                act(client, keys)
+                for q in names
+                if valid_name(q)
+                for keys in self.sharded.for_id(q, job_id)
+            )
 
     # -- dead and broken jobs ---------------------------------------------------------
 
