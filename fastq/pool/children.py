@@ -31,6 +31,7 @@ log = logging.getLogger("fastq.master")
 
 EXIT_CRASH = 1
 EXIT_BOOT = 4  # a child could not start: respawning would only crash-loop
+FORK_GATE_WAIT_S = 0.05  # how long a fork waits for a thread's I/O to end
 
 
 @dataclass
@@ -114,10 +115,13 @@ class Children:
         master_signals: tuple[int, ...],
     ) -> Optional[Child]:
         """Fork a child that runs ``main`` (which never returns; see ``run_child``)
-        and record it; None (try again later) while ``gate`` is held."""
+        and record it; None (try again later) while ``gate`` stays held."""
         # A child forked while another thread holds a process-wide lock would inherit
-        # it held: the threads that do I/O hold the gate meanwhile.
-        if not gate.acquire(blocking=False):
+        # it held: the threads that do I/O hold the gate meanwhile. A moment's wait:
+        # a call that Redis answers holds it a millisecond, and a fork put off to the
+        # loop's next turn costs a second; one that Redis does not answer holds it
+        # for its timeout, and the fork is tried again then.
+        if not gate.acquire(timeout=FORK_GATE_WAIT_S):
             return None
         # Until the child has reset its handlers it would run the master's, which
         # only enqueue into its copy of the master's queue: a SIGTERM sent right

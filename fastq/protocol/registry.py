@@ -158,14 +158,19 @@ class Announcer(threading.Thread):
             self.join(timeout_s)
 
     def announce(self) -> None:
-        with self._gate:
-            self._announce()
+        try:
+            entry = self.snapshot()  # shared memory and /proc: no lock of the process
+        except Exception:  # a bug here must not end the announcements, nor go unseen
+            with self._gate:
+                log.exception("worker registry: could not announce %s", self.entry_id)
+            return
+        with self._gate:  # only the Redis I/O: a pool's fork waits on it
+            self._send(entry)
 
-    def _announce(self) -> None:
+    def _send(self, entry: dict[str, Any]) -> None:
         try:
             client = self._client = self._client or self.new_client()
             now_ms = self._clock.now_ms(client, self.key)
-            entry = self.snapshot()
             entry.update(seen_at=now_ms, expires_at=now_ms + int(TTL_S * 1000))
             client.hset(self.key, self.entry_id, orjson.dumps(entry))
         except REDIS_ERRORS as exc:
@@ -175,9 +180,6 @@ class Announcer(threading.Thread):
             if self._client is not None and unanswered(exc):
                 self._client.close()
                 self._client = None  # a fresh client next time
-            return
-        except Exception:  # a bug here must not end the announcements, nor go unseen
-            log.exception("worker registry: could not announce %s", self.entry_id)
             return
 
     def _withdraw(self) -> None:
