@@ -5,7 +5,6 @@ the queues' routes, two servers as one, a Redis that fills up."""
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,25 +14,11 @@ import redis
 from fastq.testing.redis_server import RedisServer
 from tests.support.pool import wait_until
 from tests.support.processes import fastq_cmd, subprocess_env
-from tests.support.serve import Server, Servers
+from tests.support.serve import Server, keys_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 HTTP_APP = "tests.apps.http_jobs"
-
-
-@pytest.fixture
-def start(
-    redis_server: RedisServer, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., Server]]:
-    """Starts ``fastq serve`` subprocesses in the test's namespace; stops them all."""
-    servers = Servers(redis_server.url, namespace, tmp_path)
-    yield servers.start
-    servers.stop_all()
-
-
-def keys_of(r: redis.Redis, namespace: str) -> list[bytes]:
-    return sorted(r.scan_iter(f"{namespace}:*"))
 
 
 # -- bad jobs -----------------------------------------------------------------------

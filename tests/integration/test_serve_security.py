@@ -7,7 +7,6 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Callable
 
@@ -17,23 +16,9 @@ import redis
 
 from fastq.testing.redis_server import RedisServer
 from tests.support.processes import ROOT, fastq_cmd, subprocess_env
-from tests.support.serve import TOKEN, Server, Servers
+from tests.support.serve import TOKEN, Server, keys_of
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
-
-
-@pytest.fixture
-def start(
-    redis_server: RedisServer, namespace: str, tmp_path: Path
-) -> Iterator[Callable[..., Server]]:
-    """Starts ``fastq serve`` subprocesses in the test's namespace; stops them all."""
-    servers = Servers(redis_server.url, namespace, tmp_path)
-    yield servers.start
-    servers.stop_all()
-
-
-def keys_of(r: redis.Redis, namespace: str) -> list[bytes]:
-    return sorted(r.scan_iter(f"{namespace}:*"))
 
 
 # -- the token ---------------------------------------------------------------------

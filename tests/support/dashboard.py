@@ -3,7 +3,6 @@ system Chromium driven by Playwright (never a downloaded browser), screenshots."
 
 from __future__ import annotations
 
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,7 +10,7 @@ from typing import Any
 import psutil
 
 from tests.support.pool import wait_until
-from tests.support.processes import ROOT, fastq_cmd, subprocess_env
+from tests.support.processes import ROOT, fastq_cmd, stop_process, subprocess_env
 from tests.support.serve import TOKEN, Server
 
 CHROMIUM = "/usr/bin/chromium"
@@ -51,14 +50,7 @@ class DashPool:
         return self.log_path.read_text(errors="replace")
 
     def stop(self, timeout_s: float = 30) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
+        return stop_process(self.proc, timeout_s)
 
 
 def _named(proc: psutil.Process, name: str) -> bool:

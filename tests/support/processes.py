@@ -4,9 +4,11 @@ repository root (so ``--app tests.apps.<name>`` imports), with the test server's
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -45,3 +47,16 @@ def wait_while_working(
             waiting.kill()
             waiting.wait()
     return subprocess.CompletedProcess(waiting.args, waiting.returncode, first + rest, err)
+
+
+def stop_process(proc: subprocess.Popen[Any], timeout_s: float) -> int:
+    """SIGTERM (if it still runs), then its exit status; killed if it outlives
+    ``timeout_s``, and the timeout raised."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        raise

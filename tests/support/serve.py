@@ -4,7 +4,6 @@ log in a file, and an httpx client that carries its token."""
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any, Optional
@@ -12,7 +11,7 @@ from typing import Any, Optional
 import httpx
 
 from tests.support.pool import wait_until
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import fastq_cmd, stop_process, subprocess_env
 
 TOKEN = "test-token-0123456789abcdef"
 _LISTENING = re.compile(r"fastq serve: listening on (https?)://(\S+):(\d+) ")
@@ -71,14 +70,7 @@ class Server:
         return self.proc.wait(timeout=timeout_s)
 
     def stop(self, timeout_s: float = 20) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            return self.proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            raise
+        return stop_process(self.proc, timeout_s)
 
 
 class Servers:
@@ -101,3 +93,8 @@ class Servers:
     def stop_all(self) -> None:
         for server in self.started:
             server.stop()
+
+
+def keys_of(r: Any, namespace: str) -> list[bytes]:
+    """Every key of a test's namespace, sorted: what a refused call must leave alone."""
+    return sorted(r.scan_iter(f"{namespace}:*"))
