@@ -15,6 +15,7 @@ from fastq.admin.cancel import Cancelled
 from fastq.app import App
 from fastq.context import JobContext, current_job
 from fastq.errors import (
+    BatchClosed,
     EnqueueError,
     EnqueueInterrupted,
     Fail,
@@ -32,13 +33,18 @@ from fastq.errors import (
 )
 from fastq.job import JobDef
 from fastq.policy import JobPolicy
+from fastq.producer.batches import Batch
+from fastq.protocol.batches import BatchStatus
 from fastq.protocol.introspect import JobInfo, TaggedJob, TagPage
 from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
 
 __all__ = [
     "ACCELERATED",
     "App",
+    "Batch",
     "Backoff",
+    "BatchClosed",
+    "BatchStatus",
     "BoundedDoubling",
     "Cancelled",
     "Delays",

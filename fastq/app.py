@@ -18,6 +18,7 @@ from fastq.job import JobDef
 from fastq.options import JobOptions
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.policy import ArgChecker, check_runnable
+from fastq.producer.batches import BatchBook
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
 from fastq.producer.testmode import QueuedJobs, test_mode
@@ -47,8 +48,7 @@ DEFAULT_UNKNOWN_JOB_GRACE_S = 300.0
 def _delegate(
     part: str, method: Callable[Concatenate[T, P], R]
 ) -> Callable[Concatenate[Any, P], R]:
-    """An App method that calls ``method`` of the App's ``part`` (its producer or an
-    admin), with its signature and docstring."""
+    """An App method calling ``method`` of its ``part``, with its signature and doc."""
 
     def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return method(getattr(self, part), *args, **kwargs)
@@ -59,12 +59,10 @@ def _delegate(
 class App:
     """A fastq application: the registry of jobs and the connection to Redis.
 
-    Here: configuration, connections and registration. The enqueue methods are
-    its :attr:`producer`'s (:class:`fastq.producer.enqueue.Producer`), the operator
-    ones on queues (stats, pause, purge...) its :attr:`admin`'s
-    (:class:`fastq.admin.operator.Admin`), those on jobs (inspect, cancel,
-    results...) its :attr:`job_admin`'s (:class:`fastq.admin.jobs.JobAdmin`); all
-    three share its :attr:`store` (:class:`fastq.protocol.store.Store`).
+    Here: configuration, connections and registration. The other methods are its
+    parts': enqueue its :attr:`producer`'s, queues (stats, pause...) its
+    :attr:`admin`'s, jobs (inspect, cancel...) its :attr:`job_admin`'s, batches its
+    :attr:`batch_book`'s; all share its :attr:`store`.
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
@@ -97,14 +95,11 @@ class App:
             long (5 minutes by default; workers' ``--unknown-job-grace`` overrides
             it), counted from when a worker first met it; then it is broken. 0:
             broken at once.
-        call_timeout_s: how long a call of the app (an enqueue, an operator's call)
-            waits for Redis before it gives up with ``fastq.RedisUnavailable``
-            (5 s by default, at least 2; with ``min_replicas``, an enqueue waits
-            ``replica_timeout_s`` more). A stalled Redis (a big fork, a slow disk)
-            costs a call this long once, not once per retry. An enqueue that gives
-            up raises ``fastq.EnqueueInterrupted`` naming its ids: the job may have
-            gone in, and ``job_id=exc.ids[0]`` (``job_ids=exc.ids``) makes the
-            retry idempotent.
+        call_timeout_s: how long a call of the app waits for Redis before it gives
+            up with ``fastq.RedisUnavailable`` (5 s by default, at least 2; plus
+            ``replica_timeout_s`` for an enqueue with ``min_replicas``); a stalled
+            Redis costs a call this long once. An enqueue that gives up raises
+            ``fastq.EnqueueInterrupted`` naming its ids (retry with them).
     """
 
     def __init__(
@@ -148,6 +143,7 @@ class App:
         self.producer = Producer(self.store, self.registry, max_payload_bytes, wait)
         self.admin = Admin(self.store, self.registry)
         self.job_admin = JobAdmin(self.store, self.admin)
+        self.batch_book = BatchBook(self.store, self.producer)
 
     # -- configuration -------------------------------------------------------------
 
@@ -497,3 +493,8 @@ class App:
     cancel_by_tag = _delegate("job_admin", JobAdmin.cancel_by_tag)
     jobs_by_tag = _delegate("job_admin", JobAdmin.jobs_by_tag)
     result = _delegate("job_admin", JobAdmin.result)
+    batch = _delegate("batch_book", BatchBook.batch)
+    batch_status = _delegate("batch_book", BatchBook.batch_status)
+    list_batches = _delegate("batch_book", BatchBook.list_batches)
+    close_batch = _delegate("batch_book", BatchBook.close_batch)
+    cancel_batch = _delegate("batch_book", BatchBook.cancel_batch)

@@ -183,3 +183,14 @@ class ResultTimeout(FastqError, TimeoutError):
 class NoResult(FastqError, LookupError):
     """``app.result()`` of a job that is gone without a result: an unknown id, a
     job registered without ``result_ttl_s``, or a result that expired."""
+
+
+class BatchClosed(FastqError, ValueError):
+    """A job or a batch was to join a batch that is closed, cancelled, ended or
+    unknown: nothing joined it. ``batch_id`` names it, ``state`` says which."""
+
+    def __init__(self, batch_id: str, state: str) -> None:
+        why = {"": "does not exist (never opened, or expired)"}.get(state, f"is {state}")
+        super().__init__(f"batch {batch_id!r} {why}: no job joins it now")
+        self.batch_id = batch_id
+        self.state = state

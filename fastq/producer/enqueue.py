@@ -20,6 +20,7 @@ from fastq.job import JobDef
 from fastq.options import EnqueueOptions
 from fastq.policy import ArgChecker
 from fastq.producer import durable
+from fastq.producer.batches import current_batch
 from fastq.producer.durable import Confirmation, Durability
 from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
@@ -198,10 +199,14 @@ class Producer:
         reply (an ``EnqueueReply``) or the error it got, and with ``min_replicas``
         what the replicas confirmed. Raises what stopped it from reading them."""
         due = options.due
+        batch = current_batch()
+        if batch is not None:  # each queue joins it before its first job of it
+            batch.join(client, [name for name, _ in parts])
         extras = enqueue_extras(
             options.tags or (),
             unique.until if unique is not None else None,
             unique.window_ms if unique is not None else 0,
+            batch.id if batch is not None else None,
         )
         commands = []
         keys_of: dict[str, list[str]] = {}

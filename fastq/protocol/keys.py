@@ -180,6 +180,23 @@ class QueueKeys:
         return self.key("wake")
 
     @property
+    def batched(self) -> str:
+        """Job id -> the id of its batch, while the job lives (``lua/lib/batches.lua``)."""
+        return self.key("batched")
+
+    @property
+    def batches(self) -> str:
+        """Batch id -> this queue's share of it: its jobs enqueued, done, dead,
+        cancelled, failed, and whether the batch is sealed (``lua/lib/batches.lua``)."""
+        return self.key("batches")
+
+    @property
+    def batches_due(self) -> str:
+        """Batch ids whose sealed share here has ended: what a settler tells the
+        batch (the worker that ended it at once, else the reaper)."""
+        return self.key("batches_due")
+
+    @property
     def periodic(self) -> str:
         """Periodic job name -> the last slot (Unix ms) fired for it, by any reaper."""
         return self.key("periodic")
@@ -222,3 +239,29 @@ class QueueKeys:
         carrying an older one are refused (``lua/lib/epoch.lua``). Expires a day
         after it was last raised."""
         return self.key(f"epoch:{worker_id}")
+
+
+@dataclass(frozen=True)
+class BatchKeys:
+    """The Redis keys of one batch (``fastq.protocol.batches``): its own hash, in a
+    slot of its own (its id is the hash tag), and the namespace's index of batches."""
+
+    namespace: str
+    batch_id: str
+
+    @property
+    def batch(self) -> str:
+        """The batch: its state, callbacks and the counts of each member
+        (``lua/batch_open.lua``)."""
+        return f"{self.namespace}:batch:{{{self.batch_id}}}"
+
+    @property
+    def index(self) -> str:
+        """Batch id -> when it was opened (ms): the namespace's batches, for listings."""
+        return f"{self.namespace}:batches"
+
+    @property
+    def work(self) -> str:
+        """Batch id -> when a reaper should look at it (ms): a close or an end under
+        way, whose caller may die before it is told everywhere."""
+        return f"{self.namespace}:batches:work"

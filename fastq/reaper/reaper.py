@@ -24,6 +24,7 @@ import redis
 from fastq.connection import cluster
 from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
+from fastq.errors import FastqError
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
 from fastq.protocol.markers import LossWatch, LossWatchThread
 from fastq.reaper.firer import Firer
@@ -52,6 +53,10 @@ CLUSTER_CALL_TIMEOUT_S = SLOW_SWEEP_S
 # A master that does not answer at all is tried again this often at most: each try
 # keeps the others waiting a call timeout.
 SILENT_RETRY_S = 5.0
+# How often the reaper settles batches (fastq.producer.batches): a share that ended
+# while no worker could tell its batch waits this long at most.
+BATCH_EVERY_S = 0.5
+_BATCH_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
 
 @dataclass
@@ -99,6 +104,7 @@ class Reaper:
         self._queues: list[str] = []
         self._queues_read = False
         self._queues_at = 0.0
+        self._batches_at = 0.0  # monotonic: when settle_batches runs next
         self._wake = threading.Event()
         # the queues reaped every sweep (those with work), the others probed in bulk
         self.watch = QueueWatch(app.keys, interval_s)
@@ -266,6 +272,20 @@ class Reaper:
                     sleep_s = min(sleep_s, max(due - now_ms, 0) / 1000 + 0.005)
         return sleep_s, answered
 
+    def settle_batches(self, client: redis.Redis) -> None:
+        """Every ``BATCH_EVERY_S`` at most: tell batches the shares their queues note
+        as ended, and finish the closes and firings whose callers died
+        (``BatchBook.resume``). A failure waits for the next turn (nothing is lost:
+        what is due stays noted in Redis)."""
+        now = time.monotonic()
+        if now < self._batches_at:
+            return
+        self._batches_at = now + BATCH_EVERY_S
+        try:
+            self.app.batch_book.resume(client, self.queues(client))
+        except _BATCH_ERRORS as exc:
+            log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
+
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next
         slot. A refusal (a full Redis refuses new jobs) is logged once and retried,
@@ -307,6 +327,7 @@ class Reaper:
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
+                self.settle_batches(client)
             except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
                 sleep_s = self.outage.failed(exc)
                 for node in self._nodes.values():

@@ -360,7 +360,7 @@ class HttpWorkers:
             (scripts.PLAIN, (), ("SCARD", keys.held(wid))),
         ]
         replies = scripts.call_many(self.client, commands)
-        applied, held_left = int(replies[-3]), int(replies[-1])
+        applied, held_left = ACK.parse(replies[-3]), int(replies[-1])
         if applied:
             if held_left == 1:  # only the sentinel: every job of the claim is settled
                 scripts.call_many(self.client, [self._release_all(keys, wid)])

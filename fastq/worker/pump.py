@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Optional
+from typing import Callable, Optional
 
 import redis
 
@@ -65,8 +65,11 @@ class Pump:
         queues: list[str],
         outage: Outage,
         slot: Optional[HeartbeatSlot] = None,
+        on_batches_ended: Optional[Callable[[str, list[str]], None]] = None,
     ) -> None:
         self.rt = round_trip
+        # told (queue, batch ids) when an ack ended a batch's share of a queue
+        self.on_batches_ended = on_batches_ended
         self.queues = queues
         self.outage = outage
         self.slot = slot  # its ring of finished jobs hears which acks were answered
@@ -239,6 +242,9 @@ class Pump:
         done = time.monotonic()
         self._timed(done - request.written_at, came_first)
         self.outage.recovered()
+        if self.on_batches_ended is not None:
+            for queue, batch_ids in request.batches_ended:
+                self.on_batches_ended(queue, batch_ids)
         return claims
 
     def _gave_up(self, recorded: int = 0) -> None:

@@ -113,6 +113,8 @@ class Request:
         # after result(): the outcomes whose ack Redis refused, in part or whole (it
         # held those jobs no longer: a lease taken back, or Redis lost them)
         self.refused: list[tuple[str, Outcomes]] = []
+        # after result(): the batches whose share of a queue its acks ended, to settle
+        self.batches_ended: list[tuple[str, list[str]]] = []
         self.written_at = time.monotonic()  # built once written: the round trip's start
         # the jobs its worker had noted finished (its heartbeat slot's ring) when it
         # was written: answered, their acks are in
@@ -153,6 +155,9 @@ class Request:
                 queue = queue_of_key(keys[0])
                 if ACK.parse(reply) < self.outcomes[queue].count():
                     self.refused.append((queue, self.outcomes[queue]))
+                ended = ACK.batches_ended(reply)
+                if ended:
+                    self.batches_ended.append((queue, ended))
         n_claims = len(self.claim_queues)
         if self.peek_queues:
             one_clock = self.round_trip.wire.one_clock

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
 __all__ = ["HardStop", "RedisGaveUp", "Worker", "WorkerOptions", "default_worker_id"]
 
 log = logging.getLogger("fastq.worker")
+# what settling a batch may raise: said, and left to a reaper
+_SETTLE_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
 # The lease keeper's calls time out within this (and within a tenth of a lease).
 LEASE_CALL_TIMEOUT_S = 2.0
@@ -238,7 +240,9 @@ class Worker:
             dead_max_len=self.app.dead_max_len,
             max_stalls=self.app.max_stalls,
         )
-        self._pump = Pump(rt, layout.physical, self._outage, self.slot)
+        self._pump = Pump(
+            rt, layout.physical, self._outage, self.slot, on_batches_ended=self._settle_batches
+        )
         self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")
@@ -264,6 +268,21 @@ class Worker:
                 self.runner, self.slots, self._pump, str(self.worker_id), after_s
             )
             self._long_jobs.start()
+
+    def _settle_batches(self, queue: str, batch_ids: list[str]) -> None:
+        """An ack ended these batches' shares of ``queue``: tell the batches now (on a
+        failure the share stays due in Redis, and a reaper tells them)."""
+        assert self._pump is not None
+        try:
+            self.app.batch_book.settle_shares(self._pump.rt.client, queue, batch_ids)
+        except _SETTLE_ERRORS as exc:
+            log.warning(
+                "worker %s: batches %s of %s not settled (%s); a reaper will",
+                self.worker_id,
+                ", ".join(batch_ids),
+                queue,
+                exc,
+            )
 
     def _held(self) -> Held:
         """What it holds (read from the lease keeper's thread): see ``Pump.held``."""

@@ -18,7 +18,7 @@ import pytest
 
 from fastq.protocol import contracts, scripts
 from fastq.protocol.contracts.base import Contract
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import BatchKeys, QueueKeys
 
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)(\s|$)")
 _KEYS_REST = re.compile(r"^-- KEYS\[(\d+)\.\.\]\s+(\w+)(\s|$)")
@@ -104,13 +104,13 @@ def test_header_agrees_with_the_declaration(contract: contracts.Contract[Any]) -
 
 @pytest.mark.parametrize("contract", contracts.ALL, ids=lambda c: c.name)
 def test_declaration_is_consistent(contract: contracts.Contract[Any]) -> None:
-    # every KEYS name is a key of a queue
-    assert all(hasattr(QueueKeys, name) for name in contract.keys), contract.keys
+    # every KEYS name is a key of a queue (or of a batch, for a batch's own scripts)
+    assert all(hasattr(contract.key_space, name) for name in contract.keys), contract.keys
     # the ARGV builder takes the declared ARGV, in order, by name
     params = list(inspect.signature(contract.argv).parameters)
     assert params[: len(contract.argv_names)] == list(contract.argv_names)
     assert len(params) > len(contract.argv_names) or contract.argv_rest is None
-    k = QueueKeys("ns", "q")
+    k = QueueKeys("ns", "q") if contract.key_space is QueueKeys else BatchKeys("ns", "b")
     assert len(contract.keys_for(k, "w")) == len(contract.keys)
 
 

@@ -22,7 +22,7 @@ def test_keys_carry_the_queue_hash_tag() -> None:
     k = QueueKeys("fastq", "mailer")
     assert k.ready == "fastq:{mailer}:ready"
     assert k.held("host:1:ab") == "fastq:{mailer}:held:host:1:ab"
-    every = [key for c in contracts.ALL for key in c.keys_for(k, "w")]
+    every = [key for c in contracts.ALL if c.key_space is QueueKeys for key in c.keys_for(k, "w")]
     assert all("{mailer}" in key for key in every)
 
 

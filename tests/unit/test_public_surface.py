@@ -20,7 +20,8 @@ from fastq.options import (
 )
 
 EXPORTS = {
-    "ACCELERATED", "App", "Backoff", "BoundedDoubling", "Cancelled", "Delays", "EnqueueError",
+    "ACCELERATED", "App", "Backoff", "Batch", "BatchClosed", "BatchStatus", "BoundedDoubling",
+    "Cancelled", "Delays", "EnqueueError",
     "EnqueueInterrupted", "Exponential", "Fail", "FastqError", "Geometric", "JobContext",
     "JobDef", "JobFailed", "JobInfo", "JobPolicy", "NoResult", "NotReplicated", "Polynomial",
     "RedisRefused", "RedisUnavailable", "ResultNotSerializable", "ResultTimeout", "Retry",
@@ -32,8 +33,13 @@ OPTIONS = [f.name for f in dataclasses.fields(EnqueueOptions)]
 APP_METHODS = {
     "after_job": ["fn"],
     "before_job": ["fn"],
+    "batch": ["on_complete", "on_success", "description", "meta", "id", "close"],
+    "batch_status": ["batch_id"],
     "broken_jobs": ["queue", "limit"],
     "cancel": ["job_id", "queue"],
+    "cancel_batch": ["batch_id"],
+    "close_batch": ["batch_id"],
+    "list_batches": ["limit"],
     "cancel_by_tag": ["tag", "queue"],
     "close": [],
     "configure": ["redis_url", "namespace"],
@@ -81,7 +87,8 @@ APP_METHODS = {
 }  # fmt: skip
 APP_PROPERTIES = {"cluster", "max_payload_bytes", "namespace", "redis", "redis_url", "shard_counts"}
 APP_ATTRIBUTES = {
-    "admin", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin", "max_stalls", "min_replicas",
+    "admin", "batch_book", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin", "max_stalls",
+    "min_replicas",
     "producer", "registry", "replica_timeout_s", "schedules", "store", "unknown_job_grace_s",
 }  # fmt: skip
 

@@ -30,6 +30,15 @@ from fastq.protocol.contracts.admin import (
     ReviveSection,
 )
 from fastq.protocol.contracts.base import Contract, declared
+from fastq.protocol.contracts.batches import (
+    BATCH_CLOSE,
+    BATCH_JOIN,
+    BATCH_OPEN,
+    BATCH_SEAL,
+    BATCH_SETTLE,
+    CloseReply,
+    SettleReply,
+)
 from fastq.protocol.contracts.producer import (
     ENQUEUE,
     UNIQUE_MODES,
@@ -67,7 +76,9 @@ NAMES: tuple[str, ...] = tuple(contract.name for contract in ALL)
 BY_NAME: dict[str, Contract[Any]] = {contract.name: contract for contract in ALL}
 
 __all__ = [
-    "ACK", "ACK_TAKEN", "ALL", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM", "ENQUEUE",
+    "ACK", "ACK_TAKEN", "ALL", "BATCH_CLOSE", "BATCH_JOIN", "BATCH_OPEN", "BATCH_SEAL",
+    "BATCH_SETTLE", "CloseReply", "SettleReply", "BY_NAME", "CANCEL", "CANCEL_BATCH_MAX", "CLAIM",
+    "ENQUEUE",
     "EXTEND", "FIRE", "FOLD", "JOB_INFO", "JOB_INFO_VERSION",
     "NAMES", "PAUSED", "PURGE", "PURGE_BATCH_MAX", "RATE_TAKE", "REAP",
     "DELETE", "RELEASE", "REVIVE", "REVIVE_BATCH_MAX", "TAKE", "UNIQUE_MODES", "UNLIMITED",

@@ -19,7 +19,8 @@ PURGE_BATCH_MAX = 5000  # purge.lua refuses more: unpack() is bounded by Lua's s
 class _Purge(Contract[tuple[int, int]]):
     keys = (
         "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
-        "stalls", "stats", "links", "tagged", "unique", "unique_exp",
+        "stalls", "stats", "links", "tagged", "unique", "unique_exp", "batched", "batches",
+        "batches_due",
     )  # fmt: skip
     argv_names = ("limit", "ready", "scheduled", "dead", "broken")
 
@@ -63,7 +64,7 @@ class _Cancel(Contract[CancelReply]):
     keys = (
         "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
         "stats", "links", "tagged", "unique", "unique_exp", "leases", "settings", "records",
-        "records_old",
+        "records_old", "batched", "batches", "batches_due",
     )  # fmt: skip
     keys_rest = "held"
     argv_names = ("tag", "limit", "workers")

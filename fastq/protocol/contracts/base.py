@@ -29,12 +29,15 @@ class Contract(Generic[R]):
 
     Attributes:
         script: the loaded script.
-        keys: its KEYS, in order, as ``QueueKeys`` attribute names; ``keys_rest``
+        keys: its KEYS, in order, as attribute names of ``key_space`` (``QueueKeys``,
+            or ``BatchKeys`` for a batch's own scripts); ``keys_rest``
             names a variadic tail (the caller appends it to ``keys_for``).
         argv_names: its fixed ARGV, in order; ``argv_rest`` names the variadic tail.
     """
 
     keys: tuple[str, ...] = ()
+    # the class whose attributes ``keys`` names: a queue's keys, or a batch's
+    key_space: type = QueueKeys
     # a variadic tail of KEYS (the held sets of several workers), named as ``keys``
     keys_rest: Optional[str] = None
     argv_names: tuple[str, ...] = ()
@@ -50,7 +53,7 @@ class Contract(Generic[R]):
     def name(self) -> str:
         return self.script.name
 
-    def keys_for(self, k: QueueKeys, worker_id: Optional[str] = None) -> list[str]:
+    def keys_for(self, k: Any, worker_id: Optional[str] = None) -> list[str]:
         """The KEYS of a call on ``k``'s queue (for ``worker_id`` if it holds leases).
         Precompute them where a call is repeated: this is not free."""
         out = []

@@ -22,10 +22,15 @@ class EnqueueReply:
 
 
 def enqueue_extras(
-    tags: Sequence[str] = (), unique_until: Optional[str] = None, unique_for_ms: int = 0
+    tags: Sequence[str] = (),
+    unique_until: Optional[str] = None,
+    unique_for_ms: int = 0,
+    batch: Optional[str] = None,
 ) -> bytes:
-    """The ``extras`` ARGV of an enqueue: empty for a plain batch."""
+    """The ``extras`` ARGV of an enqueue: empty for a plain batch of jobs."""
     extras: dict[str, Any] = {}
+    if batch is not None:
+        extras["batch"] = batch
     if tags:
         extras["tags"] = list(tags)
     if unique_until is not None:
@@ -38,6 +43,7 @@ class _Enqueue(Contract[EnqueueReply]):
     keys = (
         "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
         "links", "tagged", "unique", "unique_exp", "settings", "records", "records_old",
+        "batched", "batches",
     )  # fmt: skip
     argv_names = ("priority", "due", "extras")
     argv_rest = "jobs"

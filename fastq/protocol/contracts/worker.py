@@ -165,6 +165,10 @@ class _Ack(Contract[int]):
         "stale",
         "epoch",
         "history",  # jobs done and failed by 10-second slot (lib/history.lua)
+        # the batches of its jobs, counted as they end (lib/batches.lua)
+        "batched",
+        "batches",
+        "batches_due",
     )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id", "epoch")
     argv_rest = "sections"
@@ -206,7 +210,12 @@ class _Ack(Contract[int]):
 
     def parse(self, raw: Any) -> int:
         """The number of outcomes applied (the others were stale)."""
-        return int(raw)
+        return int(raw[0]) if isinstance(raw, list) else int(raw)
+
+    @staticmethod
+    def batches_ended(raw: Any) -> list[str]:
+        """The batches whose sealed share on this queue the ack ended: to settle."""
+        return [b.decode() for b in raw[1:]] if isinstance(raw, list) else []
 
 
 ACK = _Ack("ack")
@@ -233,7 +242,7 @@ class _Release(Contract[ReleaseReply]):
     keys = (
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
         "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
-        "records_old",
+        "records_old", "batched", "batches", "batches_due",
     )  # fmt: skip
     argv_names = ("worker_id", "mode", "max_stalls", "cause")
     argv_rest = "ids"
@@ -300,7 +309,7 @@ TAKE = _Take("take")
 class _AckTaken(Contract[int]):
     keys = (
         "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq", "settings",
-        "records", "records_old", "history",
+        "records", "records_old", "history", "batched", "batches", "batches_due",
     )  # fmt: skip
     argv_names = ("dead_max_age_ms", "dead_max_len")
     argv_rest = "sections"

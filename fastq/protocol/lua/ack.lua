@@ -5,6 +5,7 @@
 --! include links
 --! include records
 --! include history
+--! include batches
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -28,6 +29,9 @@
 -- KEYS[18] stale      zset   "<worker>\n<id>" of stale outcomes counted -> when (ms)
 -- KEYS[19] epoch      string the worker's epoch on this queue (lib/epoch.lua)
 -- KEYS[20] history    hash   jobs done and failed by 10-second slot (lib/history.lua)
+-- KEYS[21] batched    hash   id -> its batch (lib/batches.lua)
+-- KEYS[22] batches    hash   batch id -> this queue's share of it
+-- KEYS[23] batches_due set   batch ids whose sealed share has ended
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -52,7 +56,9 @@
 -- Those are counted as stale_acks, once per job and worker: an ack sent again
 -- (its reply was lost) counts none again (the stale zset remembers them for an
 -- hour), nor does one whose job this worker already ended (its record names it).
--- Returns the number of outcomes applied.
+-- Returns the number of outcomes applied; or, when the jobs it ended were the last
+-- of a sealed batch's share here, {applied, batch id, ...}: those batches' shares
+-- ended (lib/batches.lua), for the worker to tell each batch at once.
 -- A job cancelled while a worker held it (its envelope deleted, a marker in
 -- cancelled) is not brought back by a retry, nor recorded dead or broken: those
 -- records are dropped, and it is recorded and counted cancelled then. One that
@@ -144,6 +150,14 @@ end
 -- a job that once stalled has a stall count to forget when it leaves for good
 local has_stalls = redis.call('EXISTS', KEYS[2]) == 1
 local lk = {links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}
+local bk = {batched = KEYS[21], batches = KEYS[22], batches_due = KEYS[23]}
+local batches_ended = {}
+local function count_ends(ids, slot, failed)
+    local ended = end_batches(bk, ids, slot, failed)
+    for i = 1, #ended do
+        batches_ended[#batches_ended + 1] = ended[i]
+    end
+end
 
 -- One EXISTS per ack that has records, a ZMSCORE only on a queue with cancelled jobs.
 local has_cancelled = nil
@@ -191,6 +205,7 @@ if #done > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'processed', #done)
     end_links(lk, done)
+    count_ends(done, BATCH_DONE)
     local marks = cancel_marks(done)
     if marks then
         local ran = {}
@@ -219,6 +234,7 @@ if #retry > 0 then
     end
     redis.call('HSET', KEYS[9], unpack(marks))
     redis.call('HINCRBY', KEYS[7], 'retried', #retry)
+    fail_batches(bk, first_failures(retry, rstart, 2))
 end
 
 local dead, dstart = not_cancelled(section(2))
@@ -232,6 +248,10 @@ if #dead > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'dead', #dead)
     end_links(lk, dead)
+    local ended = end_dead_batches(bk, dead, dstart, 1)
+    for i = 1, #ended do
+        batches_ended[#batches_ended + 1] = ended[i]
+    end
 end
 
 local broken, bstart = not_cancelled(section(2))
@@ -244,6 +264,7 @@ if #broken > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'broken', #broken)
     end_links(lk, broken)
+    count_ends(broken, BATCH_DEAD, true)
 end
 
 if failed > 0 then
@@ -252,6 +273,7 @@ end
 count_history(KEYS[20], now, #done, failed)
 if #cancelled_now > 0 then
     redis.call('HINCRBY', KEYS[7], 'cancelled', #cancelled_now)
+    count_ends(cancelled_now, BATCH_CANCELLED)
 end
 
 -- Records: done, dead, cancelled (lib/records.lua).
@@ -301,5 +323,8 @@ end
 
 if #dead > 0 then
     trim_dead(KEYS[5], KEYS[1], KEYS[8], now, dead_max_age, dead_max_len)
+end
+if #batches_ended > 0 then
+    return {applied, unpack(batches_ended)}
 end
 return applied

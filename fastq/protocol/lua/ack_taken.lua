@@ -4,6 +4,7 @@
 --! include trim
 --! include records
 --! include history
+--! include batches
 -- ack_taken: settle the at-most-once jobs a worker took (take.lua) before it ran them.
 --
 -- KEYS[1] jobs    hash   id -> envelope
@@ -18,6 +19,9 @@
 -- KEYS[10] records  hash  id -> the record of a job that ended (lib/records.lua)
 -- KEYS[11] records_old hash the previous generation of records (lib/records.lua)
 -- KEYS[12] history  hash  jobs done and failed by 10-second slot (lib/history.lua)
+-- KEYS[13] batched  hash  id -> its batch (lib/batches.lua)
+-- KEYS[14] batches  hash  batch id -> this queue's share of it
+-- KEYS[15] batches_due set batch ids whose sealed share has ended
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -107,8 +111,10 @@ pos = pos + 1 + n_dead * 2
 
 local n_broken = tonumber(ARGV[pos])
 local new_broken = 0
+local broken_ids = {}
 for k = 0, n_broken - 1 do
     local p = pos + 1 + k * 3
+    broken_ids[#broken_ids + 1] = ARGV[p]
     redis.call('HSET', KEYS[1], ARGV[p], ARGV[p + 2])
     new_broken = new_broken + redis.call('HSET', KEYS[3], ARGV[p], ARGV[p + 1])
 end
@@ -133,8 +139,21 @@ if #back > 0 then
 end
 pos = pos + 1 + n_back * 2
 
--- Records: done and dead.
+-- Batches: each id counts once (its end deletes its batch entry), however often sent.
 local n_ended = tonumber(ARGV[pos])
+local bk = {batched = KEYS[13], batches = KEYS[14], batches_due = KEYS[15]}
+end_batches(bk, {unpack(ARGV, pos + 1, pos + n_ended)}, BATCH_DONE)
+if n_dead > 0 then
+    local ids, starts = {}, {}
+    for k = 0, n_dead - 1 do
+        ids[#ids + 1] = ARGV[dead_at + k * 2]
+        starts[#starts + 1] = dead_at + k * 2
+    end
+    end_dead_batches(bk, ids, starts, 1)
+end
+end_batches(bk, broken_ids, BATCH_DEAD, true)
+
+-- Records: done and dead.
 if n_dead + n_ended > 0 then
     local lim = records_limits(KEYS[9])
     local rk = {records = KEYS[10], old = KEYS[11]}

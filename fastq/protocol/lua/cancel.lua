@@ -2,6 +2,7 @@
 --! include args
 --! include links
 --! include records
+--! include batches
 -- cancel: cancel a bounded batch of jobs of one queue, given by id or by tag.
 --
 -- KEYS[1]  jobs       hash   id -> envelope
@@ -21,7 +22,10 @@
 -- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
 -- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
--- KEYS[18..] held     set    the held set of each worker in leases, in the order of
+-- KEYS[18] batched    hash   id -> its batch (lib/batches.lua)
+-- KEYS[19] batches    hash   batch id -> this queue's share of it
+-- KEYS[20] batches_due set   batch ids whose sealed share has ended
+-- KEYS[21..] held     set    the held set of each worker in leases, in the order of
 --                            their ids in ARGV
 --
 -- ARGV[1] tag        '': cancel the ids given; else take (and remove) up to `limit`
@@ -53,8 +57,8 @@ if limit > 1000 then
     error('cancel: limit (ARGV[2]) must be <= 1000, not ' .. ARGV[2])
 end
 local n_workers = arg_int('cancel', 3, 'workers', 0)
-if #KEYS ~= 17 + n_workers or #ARGV < 3 + n_workers then
-    error('cancel: ' .. n_workers .. ' workers need as many held sets (KEYS[18..]) and ids')
+if #KEYS ~= 20 + n_workers or #ARGV < 3 + n_workers then
+    error('cancel: ' .. n_workers .. ' workers need as many held sets (KEYS[21..]) and ids')
 end
 local first = 4 + n_workers  -- the first id to cancel in ARGV
 local ids, members = {}, nil
@@ -122,7 +126,7 @@ end
 local is_held = {}
 if #gone > 0 then
     for w = 1, n_workers do
-        local h = redis.call('SMISMEMBER', KEYS[17 + w], unpack(gone))
+        local h = redis.call('SMISMEMBER', KEYS[20 + w], unpack(gone))
         for i = 1, #gone do
             if h[i] == 1 then
                 is_held[i] = true
@@ -150,6 +154,8 @@ if #gone > 0 then
         redis.call('HINCRBY', KEYS[9], 'cancelled', #stopped)
         keep_records({records = KEYS[16], old = KEYS[17]}, records_limits(KEYS[15]), now,
             stopped, nil, record_text('cancelled', now, '', '', '', ''))
+        end_batches({batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20]}, stopped,
+            BATCH_CANCELLED)
     end
 end
 return {#stopped, n_held, #ids}

@@ -1,5 +1,6 @@
 #!lua
 --! include records
+--! include batches
 -- enqueue: add a batch of jobs to one queue.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -23,6 +24,9 @@
 -- KEYS[15] records_old hash the previous generation of records, the same
 --                           (a call of 13 KEYS, from a producer written before
 --                           records, is served as before: ids not checked there)
+-- KEYS[16] batched   hash   id -> its batch, for the jobs of one (lib/batches.lua)
+-- KEYS[17] batches   hash   batch id -> this queue's share of it: its enqueued count
+--                           (a call of 15 KEYS is served as before, without a batch)
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
 -- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
@@ -30,8 +34,10 @@
 --                    ('@1764579600000'): scheduled then, ready now if it has passed
 -- ARGV[3] extras     '' for a plain batch (it costs nothing more), or a JSON object
 --                    shared by the batch: {"tags": [tag, ...], "unique": "e"|"s"|"w",
---                    "unique_for_ms": window}; with "unique" each job carries its
---                    unique key (see below)
+--                    "unique_for_ms": window, "batch": batch id}; with "unique" each
+--                    job carries its unique key (see below); with "batch" the jobs
+--                    added join that batch, which must have been joined on this
+--                    queue (batch_join.lua) and not sealed (closed or cancelled)
 -- ARGV[4..] jobs     id, envelope pairs; id, envelope, unique key triples when the
 --                    extras name a unique mode
 --
@@ -67,7 +73,7 @@ local MAX_ENQUEUED_AHEAD_MS = 86400000
 local MAX_RETRIES = 2147483648
 local QUEUE_KEYS = {'jobs', 'ready', 'prio', 'scheduled', 'stats', 'wake', 'sched_prio',
     'cancelled', 'links', 'tagged', 'unique', 'unique_exp', 'settings', 'records',
-    'records_old'}
+    'records_old', 'batched', 'batches'}
 local ENVELOPE_FIELDS = {'k', 'p', 'retries', 'age_limit_ms', 'backoff'}
 local WORKER_FIELDS = {'attempts', 'error', 'traceback', 'failed_at', 'rate_slot',
     'unknown_since'}
@@ -147,8 +153,8 @@ local function call_many(command, key, values)
 end
 
 -- KEYS: one queue's, in the declared order (cheap string checks, once per call)
-if #KEYS ~= 15 and #KEYS ~= 13 then
-    refuse('KEYS must be the 15 keys of one queue, NS:{Q}:jobs to NS:{Q}:records_old, '
+if #KEYS ~= 17 and #KEYS ~= 15 and #KEYS ~= 13 then
+    refuse('KEYS must be the 17 keys of one queue, NS:{Q}:jobs to NS:{Q}:batches, '
         .. 'not ' .. #KEYS .. ' keys')
 end
 local prefix = sub(KEYS[1], 1, -5)
@@ -163,7 +169,7 @@ for i = 2, #KEYS do
 end
 
 -- the extras, first: they set the stride of the jobs
-local tags, umode, uwindow = nil, nil, 0
+local tags, umode, uwindow, batch = nil, nil, 0, nil
 local stride = 2
 if ARGV[3] and ARGV[3] ~= '' then
     local ok, extras = pcall(cjson.decode, ARGV[3])
@@ -171,9 +177,9 @@ if ARGV[3] and ARGV[3] ~= '' then
         refuse('extras (ARGV[3]) must be empty or a JSON object, not ' .. shown(ARGV[3]))
     end
     for key in pairs(extras) do
-        if key ~= 'tags' and key ~= 'unique' and key ~= 'unique_for_ms' then
+        if key ~= 'tags' and key ~= 'unique' and key ~= 'unique_for_ms' and key ~= 'batch' then
             refuse('extras: unknown key ' .. shown(key) .. ' (known: tags, unique, '
-                .. 'unique_for_ms)')
+                .. 'unique_for_ms, batch)')
         end
     end
     if extras['tags'] ~= nil then
@@ -202,6 +208,25 @@ if ARGV[3] and ARGV[3] ~= '' then
         stride = 3
     elseif extras['unique_for_ms'] ~= nil then
         refuse('extras: unique_for_ms without unique')
+    end
+    if extras['batch'] ~= nil then
+        batch = extras['batch']
+        if type(batch) ~= 'string' or #batch > MAX_JOB_ID_BYTES or not find(batch, '^[!-~]+$') then
+            refuse('extras: batch must be a batch id (1 to ' .. MAX_JOB_ID_BYTES
+                .. ' printable ASCII characters), not ' .. shown(batch))
+        end
+        if #KEYS ~= 17 then
+            refuse('extras: a batch needs the 17 keys of the queue, NS:{Q}:batched and '
+                .. 'NS:{Q}:batches last')
+        end
+        local share = share_of(redis.call('HGET', KEYS[17], batch))
+        if not share then
+            refuse('batch ' .. shown(batch) .. ' was not joined on this queue (batch_join '
+                .. 'first), or has ended')
+        elseif share[6] ~= '' then
+            refuse('batch ' .. shown(batch) .. ' is ' .. (share[6] == 'x' and 'cancelled'
+                or 'closed') .. ': no job joins it now')
+        end
     end
 end
 if #ARGV < 3 or (#ARGV - 3) % stride ~= 0 then
@@ -458,6 +483,18 @@ local function reply()
 end
 if n == 0 then
     return reply()
+end
+
+if batch then
+    local members = {}
+    for j = 1, n do
+        members[#members + 1] = added[j]
+        members[#members + 1] = batch
+    end
+    call_many('HSET', KEYS[16], members)
+    local share = share_of(redis.call('HGET', KEYS[17], batch))
+    share[1] = share[1] + n
+    redis.call('HSET', KEYS[17], batch, share_text(share))
 end
 
 -- the links records and tag entries of the jobs added (what their end cleans up)

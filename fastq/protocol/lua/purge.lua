@@ -1,6 +1,7 @@
 #!lua flags=allow-oom
 --! include args
 --! include links
+--! include batches
 -- purge: delete up to `limit` waiting jobs of one queue (their envelopes and
 -- index entries), from the sections selected; one bounded call of a loop, so that
 -- purging a queue of any size never blocks Redis for long.
@@ -19,6 +20,10 @@
 -- KEYS[12] tagged     zset   "<tag>\n<id>" of live tagged jobs
 -- KEYS[13] unique     hash   unique key -> the id holding its lock
 -- KEYS[14] unique_exp zset   unique key -> when its lock's window ends (ms)
+-- KEYS[15] batched    hash   id -> its batch (lib/batches.lua): a waiting job
+--                            purged counts cancelled in its batch
+-- KEYS[16] batches    hash   batch id -> this queue's share of it
+-- KEYS[17] batches_due set   batch ids whose sealed share has ended
 --
 -- ARGV[1] limit      ids to delete at most in this call (>= 1)
 -- ARGV[2] ready      1: delete ready jobs (ready list and prio zset), 0: keep
@@ -97,6 +102,8 @@ if #ids == 0 then
 end
 end_links({links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}, ids,
     true)
+end_batches({batched = KEYS[15], batches = KEYS[16], batches_due = KEYS[17]}, ids,
+    BATCH_CANCELLED)
 local deleted = #ids - queued
 if queued > 0 then
     deleted = deleted + redis.call('HDEL', KEYS[8], unpack(ids, 1, queued))

@@ -4,6 +4,7 @@
 --! include requeue
 --! include sentinel
 --! include records
+--! include batches
 -- release: hand a worker's leased jobs back to the front of the queue.
 --
 -- KEYS[1] ready      list   the right end is the front
@@ -24,6 +25,9 @@
 -- KEYS[15] settings   hash   the queue's settings: records_max_age_ms, records_max_len
 -- KEYS[16] records    hash   id -> the record of a job that ended (lib/records.lua)
 -- KEYS[17] records_old hash  the previous generation of records (lib/records.lua)
+-- KEYS[18] batched    hash   id -> its batch (lib/batches.lua)
+-- KEYS[19] batches    hash   batch id -> this queue's share of it
+-- KEYS[20] batches_due set   batch ids whose sealed share has ended
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -121,6 +125,8 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
         redis.call('HINCRBY', KEYS[4], 'cancelled', #dropped)
         keep_records(rk, records_limits(KEYS[15]), now, dropped, nil,
             record_text('cancelled', now, '', '', '', worker))
+        end_batches({batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20]}, dropped,
+            BATCH_CANCELLED)
         mine = keep
         if #mine == 0 then
             return out
@@ -130,7 +136,7 @@ end
 if mode == 'stalled' or mode == 'expired' then
     local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
         poison = KEYS[9], links = KEYS[11], tagged = KEYS[12], unique = KEYS[13],
-        unique_exp = KEYS[14]}
+        unique_exp = KEYS[14], batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20]}
     requeue_stalled(mine, now, max_stalls, k, out, cause)
     if #out > 1 then
         local ids, texts = {}, {}

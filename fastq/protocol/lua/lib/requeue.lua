@@ -1,9 +1,10 @@
 --! include front
 --! include links
+--! include batches
 -- requeue_stalled: count a stall against each id (its holder died or its lease
 -- expired); past max_stalls it is a poison job and goes to the dead set, with
 -- the reason in k.poison (its envelope is left as it is; its tags and unique lock
--- go), else back to the front. k holds the key names. Appends each buried id and
+-- go, and it counts dead in its batch), else back to the front. k holds the key names. Appends each buried id and
 -- the reason to `buried_out`. `cause`: how the worker died this time, if known
 -- ('was killed by SIGSEGV'), said in the reason. Returns requeued, buried.
 local function requeue_stalled(ids, now, max_stalls, k, buried_out, cause)
@@ -37,6 +38,7 @@ local function requeue_stalled(ids, now, max_stalls, k, buried_out, cause)
     if #buried > 0 then
         redis.call('HINCRBY', k.stats, 'dead', #buried)
         end_links(k, buried)
+        end_batches(k, buried, BATCH_DEAD, true)
     end
     return #back, #buried
 end

@@ -1,0 +1,149 @@
+-- Batches (fastq/protocol/batches.py): each queue holds its share of a batch, counted
+-- by the scripts that end its jobs, in the same call, so a count is never missed nor
+-- doubled; the batch's own hash (another slot, maybe another master) learns each
+-- share's final counts from whoever sees it end (batch_settle.lua).
+--
+-- batched  hash  job id -> its batch id, while the job lives: the end of the job
+--                deletes it (so a job counts once, however often its end is told)
+-- batches  hash  batch id -> the queue's share: 'enq,done,dead,cancelled,failed,flag';
+--                flag '' while the batch is open, 'c' once sealed by its close (no
+--                enqueue joins it then), 'x' sealed by a cancel
+-- due      set   batch ids whose sealed share has ended (every job enqueued into it
+--                done, dead or cancelled): what a settler must tell the batch
+-- failed counts the jobs that failed at least once (retried, then done or dead; or
+-- dead at once): once a job, at its first failure.
+
+local BATCH_DONE, BATCH_DEAD, BATCH_CANCELLED = 2, 3, 4
+
+local function share_of(text)
+    if not text then
+        return nil
+    end
+    local e, d, x, c, f, flag = string.match(text, '^(%d+),(%d+),(%d+),(%d+),(%d+),(%a?)$')
+    if not e then
+        return nil
+    end
+    return {tonumber(e), tonumber(d), tonumber(x), tonumber(c), tonumber(f), flag}
+end
+
+local function share_text(s)
+    return string.format('%d,%d,%d,%d,%d,%s', s[1], s[2], s[3], s[4], s[5], s[6])
+end
+
+local function share_ended(s)
+    return s[6] ~= '' and s[2] + s[3] + s[4] >= s[1]
+end
+
+-- The batches of `ids` (those in one), grouped: {bid -> count}, the bids in order,
+-- and the ids in a batch. One EXISTS for a queue that never had a batched job.
+local function batches_of(batched, ids)
+    if #ids == 0 or redis.call('EXISTS', batched) == 0 then
+        return nil
+    end
+    local counts, order, members = {}, {}, {}
+    for lo = 1, #ids, 4000 do
+        local part = {unpack(ids, lo, math.min(lo + 3999, #ids))}
+        local bids = redis.call('HMGET', batched, unpack(part))
+        for i = 1, #part do
+            local b = bids[i]
+            if b then
+                members[#members + 1] = part[i]
+                if not counts[b] then
+                    counts[b] = 0
+                    order[#order + 1] = b
+                end
+                counts[b] = counts[b] + 1
+            end
+        end
+    end
+    if #members == 0 then
+        return nil
+    end
+    return counts, order, members
+end
+
+-- end_batches: the jobs `ids` ended as `slot` (BATCH_DONE, BATCH_DEAD or
+-- BATCH_CANCELLED); `failed`: they failed at their first run too (a death at once).
+-- k holds the key names (batched, batches, batches_due). Returns the batch ids whose
+-- sealed share has now ended (each also noted in due).
+local function end_batches(k, ids, slot, failed)
+    local counts, order, members = batches_of(k.batched, ids)
+    if not counts then
+        return {}
+    end
+    for lo = 1, #members, 4000 do
+        redis.call('HDEL', k.batched, unpack(members, lo, math.min(lo + 3999, #members)))
+    end
+    local ended = {}
+    for _, b in ipairs(order) do
+        local s = share_of(redis.call('HGET', k.batches, b))
+        if s then
+            s[slot] = s[slot] + counts[b]
+            if failed then
+                s[5] = s[5] + counts[b]
+            end
+            redis.call('HSET', k.batches, b, share_text(s))
+            if share_ended(s) then
+                ended[#ended + 1] = b
+            end
+        end
+    end
+    if #ended > 0 then
+        redis.call('SADD', k.batches_due, unpack(ended))
+    end
+    return ended
+end
+
+-- fail_batches: the jobs `ids` failed for the first time and will run again.
+local function fail_batches(k, ids)
+    local counts, order = batches_of(k.batched, ids)
+    if not counts then
+        return
+    end
+    for _, b in ipairs(order) do
+        local s = share_of(redis.call('HGET', k.batches, b))
+        if s then
+            s[5] = s[5] + counts[b]
+            redis.call('HSET', k.batches, b, share_text(s))
+        end
+    end
+end
+
+-- first_failures: of the ids and their new envelopes (pairs from ARGV at `starts`
+-- + `offset`), those whose envelope says this is their first failure (attempts 1).
+local function first_failures(ids, starts, offset)
+    local out = {}
+    for i = 1, #ids do
+        local env = ARGV[starts[i] + offset]
+        local n = string.match(env, '"attempts":(%d+)')
+        if not n or tonumber(n) <= 1 then
+            out[#out + 1] = ids[i]
+        end
+    end
+    return out
+end
+
+-- end_dead_batches: the jobs `ids` died, their envelopes at ARGV[starts[i] + offset]:
+-- those that died at their first failure count failed too. Returns the batch ids
+-- whose sealed share has now ended.
+local function end_dead_batches(k, ids, starts, offset)
+    local first = first_failures(ids, starts, offset)
+    local ended = end_batches(k, first, BATCH_DEAD, true)
+    if #first < #ids then
+        local at_once = {}
+        for i = 1, #first do
+            at_once[first[i]] = true
+        end
+        local later = {}
+        for i = 1, #ids do
+            if not at_once[ids[i]] then
+                later[#later + 1] = ids[i]
+            end
+        end
+        local more = end_batches(k, later, BATCH_DEAD)
+        for i = 1, #more do
+            ended[#ended + 1] = more[i]
+        end
+    end
+    return ended
+end
