@@ -1,0 +1,222 @@
+"""A batch's counts, kept by the scripts that end its jobs (``lua/lib/batches.lua``),
+and the batch scripts themselves, on a real server: each way a job ends counts once."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+import pytest
+import redis
+
+from fastq.protocol import scripts
+from fastq.protocol.batches import Share
+from fastq.protocol.contracts import (
+    ACK,
+    ACK_TAKEN,
+    BATCH_CLOSE,
+    BATCH_JOIN,
+    BATCH_OPEN,
+    BATCH_SEAL,
+    BATCH_SETTLE,
+    CLAIM,
+    ENQUEUE,
+    PURGE,
+    RELEASE,
+    ReleaseMode,
+    enqueue_extras,
+)
+from fastq.protocol.keys import BatchKeys, QueueKeys
+from fastq.protocol.outcomes import Outcomes
+from tests.lua.test_cancel_tags_unique_scripts import cancel
+
+NOW_MS = int(time.time() * 1000)
+B = "b1"
+W = "w1"
+
+
+@pytest.fixture
+def k(namespace: str) -> QueueKeys:
+    return QueueKeys(namespace, "q")
+
+
+@pytest.fixture
+def bk(namespace: str) -> BatchKeys:
+    return BatchKeys(namespace, B)
+
+
+def env(attempts: int = 0) -> bytes:
+    if attempts:
+        return orjson.dumps(["j", [], NOW_MS, {"attempts": attempts}])
+    return orjson.dumps(["j", [], NOW_MS])
+
+
+def joined(r: redis.Redis, k: QueueKeys, bk: BatchKeys) -> None:
+    BATCH_OPEN.call(r, [bk.batch], BATCH_OPEN.argv(60_000, "", b"", ""))
+    assert BATCH_JOIN.call(r, [bk.batch], BATCH_JOIN.argv(f"q:{k.queue}", 60_000)) == "open"
+    BATCH_SEAL.call(r, BATCH_SEAL.keys_for(k), BATCH_SEAL.argv(B, "open"))
+
+
+def enqueue(r: redis.Redis, k: QueueKeys, ids: list[str], batch: str = B, delay_ms: int = 0) -> int:
+    argv = ENQUEUE.argv(0, delay_ms, enqueue_extras(batch=batch), ids, [env() for _ in ids])
+    return ENQUEUE.call(r, ENQUEUE.keys_for(k), argv).added
+
+
+def claim(r: redis.Redis, k: QueueKeys, n: int) -> list[str]:
+    reply = CLAIM.call(r, CLAIM.keys_for(k, W), CLAIM.argv(W, n, 60_000, 100))
+    return [i.decode() for i in reply.ids]
+
+
+def ack(r: redis.Redis, k: QueueKeys, out: Outcomes) -> Any:
+    """The ack's raw reply: the count applied, or [count, batch ids ended...]."""
+    return scripts.call(r, ACK.script, ACK.keys_for(k, W), out.ack_argv(10**9, 1000, W))
+
+
+def share(r: redis.Redis, k: QueueKeys) -> Share:
+    got = Share.parse(r.hget(k.batches, B))
+    assert got is not None
+    return got
+
+
+def seal(r: redis.Redis, k: QueueKeys, mode: str = "seal") -> Share:
+    got = Share.parse(BATCH_SEAL.call(r, BATCH_SEAL.keys_for(k), BATCH_SEAL.argv(B, mode)))
+    assert got is not None
+    return got
+
+
+def test_enqueue_counts_the_jobs_it_adds_once(r: redis.Redis, k: QueueKeys, bk: BatchKeys) -> None:
+    joined(r, k, bk)
+    assert enqueue(r, k, ["a", "b", "c"]) == 3
+    assert enqueue(r, k, ["a", "d"]) == 1  # 'a' exists: left alone, not counted
+    assert share(r, k) == Share(4, 0, 0, 0, 0, "")
+    assert r.hgetall(k.batched) == {i: B.encode() for i in (b"a", b"b", b"c", b"d")}
+
+
+def test_enqueue_into_a_batch_not_joined_or_sealed_is_refused_and_writes_nothing(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    with pytest.raises(redis.ResponseError, match="was not joined on this queue"):
+        enqueue(r, k, ["a"])
+    joined(r, k, bk)
+    seal(r, k)
+    with pytest.raises(redis.ResponseError, match='batch "b1" is closed'):
+        enqueue(r, k, ["a"])
+    seal(r, k, "cancel")
+    with pytest.raises(redis.ResponseError, match='batch "b1" is cancelled'):
+        enqueue(r, k, ["a"])
+    with pytest.raises(redis.ResponseError, match="extras: batch must be a batch id"):
+        enqueue(r, k, ["a"], batch="two words")
+    assert r.exists(k.jobs, k.ready, k.batched) == 0
+
+
+def test_each_way_a_job_ends_in_an_ack_counts_once(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["d1", "d2", "dead1", "dead2", "br", "rt"])
+    assert sorted(claim(r, k, 10)) == ["br", "d1", "d2", "dead1", "dead2", "rt"]
+    out = Outcomes(
+        done=[b"d1", b"d2"],
+        retry=[(b"rt", 10, env(1))],  # its first failure: failed counts it
+        dead=[(b"dead1", env(1)), (b"dead2", env(3))],  # dead2 failed before: not again
+        broken=[(b"br", "bad")],
+        failed=3,
+    )
+    assert ack(r, k, out) == 6  # not sealed yet: nothing to settle
+    assert share(r, k) == Share(6, 2, 3, 0, 3, "")
+    assert ack(r, k, out) == 0  # sent again: nothing counts twice
+    assert share(r, k) == Share(6, 2, 3, 0, 3, "")
+    assert r.hkeys(k.batched) == [b"rt"]
+
+
+def test_the_ack_that_ends_a_sealed_share_says_so_once(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["a", "b"])
+    seal(r, k)
+    claim(r, k, 2)
+    assert ack(r, k, Outcomes(done=[b"a"])) == 1
+    assert ack(r, k, Outcomes(done=[b"b"])) == [1, B.encode()]
+    assert ACK.batches_ended([1, B.encode()]) == [B]
+    assert r.smembers(k.batches_due) == {B.encode()}
+    assert share(r, k) == Share(2, 2, 0, 0, 0, "c")
+
+
+def test_a_poison_job_buried_by_release_counts_dead(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["p"])
+    for _ in range(3):
+        claim(r, k, 1)
+        argv = RELEASE.argv(W, ReleaseMode.STALLED, 2, ids=["p"])
+        RELEASE.call(r, RELEASE.keys_for(k, W), argv)
+    assert share(r, k) == Share(1, 0, 1, 0, 1, "")
+
+
+def test_cancel_counts_what_it_stopped_and_an_ack_the_held_ones(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["held1", "held2", "w1", "w2"])
+    assert sorted(claim(r, k, 2)) == ["held1", "held2"]
+    reply = cancel(r, k, ["held1", "held2", "w1", "w2"])
+    assert (reply.stopped, reply.held) == (2, 2)
+    assert share(r, k) == Share(4, 0, 0, 2, 0, "")
+    # a held one completes after all (done), the other is retried: cancelled then
+    ack(r, k, Outcomes(done=[b"held1"], retry=[(b"held2", 10, env(1))], failed=1))
+    assert share(r, k) == Share(4, 1, 0, 3, 0, "")
+
+
+def test_purge_counts_the_waiting_jobs_it_deletes_cancelled(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["a", "b"])
+    enqueue(r, k, ["s"], delay_ms=60_000)
+    PURGE.call(r, PURGE.keys_for(k), PURGE.argv(100, True, True, False, False))
+    assert share(r, k) == Share(3, 0, 0, 3, 0, "")
+
+
+def test_ack_taken_counts_at_most_once_jobs(r: redis.Redis, k: QueueKeys, bk: BatchKeys) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["t1", "t2", "t3"])
+    argv = ACK_TAKEN.argv(10**9, 1000, [(1, 2)], [(b"t3", env(1))], [], [], [b"t1", b"t2"])
+    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, W), argv)
+    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, W), argv)  # resent: counted once
+    assert share(r, k) == Share(3, 2, 1, 0, 1, "")
+
+
+def settle(r: redis.Redis, bk: BatchKeys, *reports: tuple[str, str], fired: bool = False) -> Any:
+    return BATCH_SETTLE.call(r, [bk.batch], BATCH_SETTLE.argv(60_000, fired, list(reports)))
+
+
+def test_a_batch_ends_once_closed_and_every_member_told_it_ended(
+    r: redis.Redis, bk: BatchKeys
+) -> None:
+    cb = orjson.dumps({"complete": {"name": "report", "queue": "q", "p": 0}})
+    assert BATCH_OPEN.call(r, [bk.batch], BATCH_OPEN.argv(60_000, "d", cb, "")) == (True, "open")
+    for member in ("q:a", "q:b", "k:child"):
+        assert BATCH_JOIN.call(r, [bk.batch], BATCH_JOIN.argv(member, 60_000)) == "open"
+    assert settle(r, bk, ("q:a", "2,2,0,0,0,c")).state == "open"
+    close = BATCH_CLOSE.call(r, [bk.batch], BATCH_CLOSE.argv(False))
+    assert (close.state, close.cancelled, sorted(close.members)) == (
+        "closed",
+        False,
+        ["k:child", "q:a", "q:b"],
+    )
+    assert BATCH_JOIN.call(r, [bk.batch], BATCH_JOIN.argv("q:c", 60_000)) == "closed"
+    assert settle(r, bk, ("q:b", "3,1,1,0,1,c")).state == "closed"  # b is not over
+    assert settle(r, bk, ("q:b", "3,2,1,0,1,c"), ("q:nope", "9,9,0,0,0,c")).state == "closed"
+    assert (
+        settle(r, bk, ("q:b", "3,1,0,0,0,c")).state == "closed"
+    )  # a late report takes nothing back
+    fire = settle(r, bk, ("k:child", "4,3,0,1,0"))
+    assert (fire.state, fire.counts, fire.description) == ("fire", (9, 7, 1, 1, 1), "d")
+    assert orjson.loads(fire.callbacks)["complete"]["name"] == "report"
+    assert settle(r, bk).state == "fire"  # until someone says the callbacks are in
+    assert settle(r, bk, fired=True).state == "fired"
+    assert settle(r, bk).state == "fired"
+    assert settle(r, BatchKeys(bk.namespace, "none")).state == ""
