@@ -167,6 +167,7 @@ class BatchBook:
         self.store = store
         self.producer = producer
         self._ids = IdGenerator()
+        self._trim_at = 0  # ms: when resume() trims the index next
 
     def _keys(self, batch_id: str) -> BatchKeys:
         return BatchKeys(self.store.namespace, batch_id)
@@ -178,6 +179,13 @@ class BatchBook:
         if not isinstance(name, str) or not name:
             raise TypeError(f"{what} must be a job (a JobDef, or its name), not {fn!r}")
         jobdef = self.producer.registry.get(name)
+        if jobdef is not None:  # it will be called with the batch's status: say now if it can't
+            try:
+                jobdef.arg_checker.check(({},), None)
+            except TypeError as exc:
+                raise TypeError(
+                    f"{what} {name!r} must take one argument, the batch: {exc}"
+                ) from None
         queue = getattr(fn, "queue", None) or (jobdef.queue if jobdef else "default")
         priority = getattr(fn, "priority", None) or (jobdef.priority if jobdef else 0)
         return {"name": name, "queue": queue, "p": priority}
@@ -432,6 +440,9 @@ class BatchBook:
                     self.settle_shares(client, queue, sorted(b.decode() for b in due))
         work = self._keys("").work
         now = int(time.time() * 1000)
+        if now >= self._trim_at:  # the index forgets batches that have expired
+            self._trim_at = now + 60_000
+            client.zremrangebyscore(self._keys("").index, "-inf", now - OPEN_TTL_MS - KEEP_MS)
         late: list[bytes] = client.zrangebyscore(work, "-inf", now, start=0, num=100)  # type: ignore[assignment]
         for raw in late:
             batch_id = raw.decode()

@@ -285,6 +285,8 @@ class Reaper:
             self.app.batch_book.resume(client, self.queues(client))
         except _BATCH_ERRORS as exc:
             log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
+        except Exception:  # a bug must not stop the reaper's sweeps: said in full
+            log.exception("reaper: batches not settled this turn; again in a moment")
 
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next

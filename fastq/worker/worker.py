@@ -49,8 +49,6 @@ if TYPE_CHECKING:
 __all__ = ["HardStop", "RedisGaveUp", "Worker", "WorkerOptions", "default_worker_id"]
 
 log = logging.getLogger("fastq.worker")
-# what settling a batch may raise: said, and left to a reaper
-_SETTLE_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
 
 # The lease keeper's calls time out within this (and within a tenth of a lease).
 LEASE_CALL_TIMEOUT_S = 2.0
@@ -275,7 +273,7 @@ class Worker:
         assert self._pump is not None
         try:
             self.app.batch_book.settle_shares(self._pump.rt.client, queue, batch_ids)
-        except _SETTLE_ERRORS as exc:
+        except Exception as exc:  # noqa: BLE001 - the worker goes on whatever it was
             log.warning(
                 "worker %s: batches %s of %s not settled (%s); a reaper will",
                 self.worker_id,

@@ -298,3 +298,16 @@ def test_an_ended_batch_expires_and_leaves_nothing_in_its_queues(
     k = app.keys("mail")
     assert r.exists(k.batched, k.batches, k.batches_due) == 0
     assert [s.id for s in app.list_batches()] == [b.id]
+
+
+def test_a_callback_that_cannot_take_the_batch_is_refused_at_once(app: fastq.App) -> None:
+    @app.job(queue="reports")
+    def no_args() -> None:
+        pass
+
+    with pytest.raises(TypeError, match="on_complete 'no_args' must take one argument"):
+        app.batch(on_complete=no_args)
+    with pytest.raises(TypeError, match="on_success must be a job"):
+        app.batch(on_success=42)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="holds no"):
+        app.batch(id="a{b}")

@@ -220,3 +220,15 @@ def test_a_batch_ends_once_closed_and_every_member_told_it_ended(
     assert settle(r, bk, fired=True).state == "fired"
     assert settle(r, bk).state == "fired"
     assert settle(r, BatchKeys(bk.namespace, "none")).state == ""
+
+
+def test_failed_reads_the_workers_attempts_not_an_argument_of_that_name(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["x"])
+    claim(r, k, 1)
+    # died after retries (attempts 3): counted failed at its first retry, not again
+    dead_env = orjson.dumps(["j", [{"attempts": 1}], NOW_MS, {"attempts": 3, "error": "x"}])
+    ack(r, k, Outcomes(dead=[(b"x", dead_env)], failed=1))
+    assert share(r, k) == Share(1, 0, 1, 0, 0, "")

@@ -111,11 +111,16 @@ end
 
 -- first_failures: of the ids and their new envelopes (pairs from ARGV at `starts`
 -- + `offset`), those whose envelope says this is their first failure (attempts 1).
+-- The workers' fields are in the envelope's last element, its options: the last
+-- '"attempts":' is theirs (one inside the arguments comes before; one inside an
+-- error message is escaped, '\"attempts\":').
 local function first_failures(ids, starts, offset)
     local out = {}
     for i = 1, #ids do
-        local env = ARGV[starts[i] + offset]
-        local n = string.match(env, '"attempts":(%d+)')
+        local n
+        for found in string.gmatch(ARGV[starts[i] + offset], '"attempts":(%d+)') do
+            n = found
+        end
         if not n or tonumber(n) <= 1 then
             out[#out + 1] = ids[i]
         end
