@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from contextlib import AbstractContextManager
 from datetime import tzinfo
-from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, overload
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast, overload
 
 import redis
 
@@ -48,10 +48,10 @@ DEFAULT_UNKNOWN_JOB_GRACE_S = 300.0
 def _delegate(
     part: str, method: Callable[Concatenate[T, P], R]
 ) -> Callable[Concatenate[Any, P], R]:
-    """An App method calling ``method`` of its ``part``, with its signature and doc."""
+    """An App method calling ``method`` by name on its ``part`` (a subclass swapped in answers)."""
 
     def call(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        return method(getattr(self, part), *args, **kwargs)
+        return cast(R, getattr(getattr(self, part), method.__name__)(*args, **kwargs))
 
     return functools.update_wrapper(call, method)
 

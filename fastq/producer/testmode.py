@@ -9,6 +9,10 @@ refused with the same ``TypeError``), the same size limit and option checks, and
 same "unknown queue" refusal. A job then runs from its decoded envelope, as a worker
 would run it: what the function receives is what came through JSON.
 
+Batches are kept in memory (:mod:`fastq.producer.testbatches`): a job enqueued in
+one says so (``QueuedJob.batch``) and is counted as it runs; a batch ends, and its
+callbacks are enqueued, once its last job has run.
+
 Not here: retries, delays (an eager job runs at once; a stub keeps ``due_at``),
 rate limits, uniqueness locks and at-most-once delivery, which live in Redis' scripts;
 test those against a real ``redis-server`` (``fastq.testing.RedisServer``).
@@ -25,9 +29,11 @@ from typing import TYPE_CHECKING, Any, Optional
 
 import orjson
 
-from fastq.errors import UnknownQueue
+from fastq.errors import Fail, Retry, UnknownQueue
+from fastq.producer.batches import current_batch, outside_batches
 from fastq.producer.enqueue import Producer
 from fastq.producer.routing import Part, pick
+from fastq.producer.testbatches import TestBatchBook
 from fastq.protocol.contracts import EnqueueReply
 
 if TYPE_CHECKING:
@@ -50,6 +56,7 @@ class QueuedJob:
     priority: int = 0
     due_at: Optional[float] = None  # Unix s; None: ready at once
     tags: tuple[str, ...] = ()
+    batch: Optional[str] = None  # the id of the batch it joined
 
 
 @dataclass
@@ -59,6 +66,7 @@ class QueuedJobs:
 
     registry: Mapping[str, Any]
     jobs: list[QueuedJob] = field(default_factory=list)
+    book: Optional[TestBatchBook] = field(default=None, repr=False)  # counts batches' jobs
 
     def __iter__(self) -> Iterator[QueuedJob]:
         return iter(list(self.jobs))
@@ -79,7 +87,9 @@ class QueuedJobs:
     def run(self) -> list[Any]:
         """Run every job kept, first in first out, and those they enqueue in turn,
         until none is left; returns their results. An exception a job raises
-        propagates (the jobs after it stay kept).
+        propagates (the jobs after it stay kept). A job of a batch counts in it as
+        done, or as dead if it raised (or returned ``Retry`` or ``Fail``: no retries
+        here); the callbacks of a batch that this ends are kept, and run in turn.
 
         Raises:
             LookupError: a job's name is not registered in the app.
@@ -87,8 +97,29 @@ class QueuedJobs:
         results = []
         while self.jobs:
             job = self.jobs.pop(0)
-            results.append(run_job(self.registry, job))
+            results.append(self.run_one(job))
         return results
+
+    def run_one(self, job: QueuedJob) -> Any:
+        """Run one job (kept or not), outside any batch (as a worker runs it: what it
+        enqueues joins no batch), and count it in its batch."""
+        try:
+            with outside_batches():
+                result = run_job(self.registry, job)
+        except Exception:
+            if job.batch is not None and self.book is not None:
+                self.book.ended(job.batch, ok=False)
+            raise
+        if job.batch is not None and self.book is not None:
+            self.book.ended(job.batch, ok=not isinstance(result, (Retry, Fail)))
+        return result
+
+    def drop(self, batch_id: str) -> int:
+        """Take the jobs of batch ``batch_id`` out of the list (a cancel); how many."""
+        kept = [job for job in self.jobs if job.batch != batch_id]
+        dropped = len(self.jobs) - len(kept)
+        self.jobs[:] = kept
+        return dropped
 
 
 def run_job(registry: Mapping[str, Any], job: QueuedJob) -> Any:
@@ -142,14 +173,18 @@ class TestProducer(Producer):
         unique_keys: Sequence[str] = (),
     ) -> tuple[list[Any], Optional[Confirmation]]:
         due_at = _due_s(options.due)
+        batch, book = current_batch(), self.jobs.book
+        batch_id = book.joining(batch) if batch is not None and book is not None else None
         replies: list[Any] = []
         for queue, at in parts:
             for job_id, env in zip(pick(ids, at), pick(envs, at)):
                 name, args, kwargs = decode_envelope(env)
                 job = QueuedJob(job_id, name, queue, args, kwargs, priority, due_at,
-                                tuple(options.tags or ()))  # fmt: skip
+                                tuple(options.tags or ()), batch_id)  # fmt: skip
+                if batch_id is not None and book is not None:
+                    book.joined(batch_id, queue, 1)
                 if self.eager:
-                    run_job(self.registry, job)
+                    self.jobs.run_one(job)
                 else:
                     self.jobs.jobs.append(job)
             replies.append(EnqueueReply(added=len(at), holders={}))
@@ -173,11 +208,14 @@ def decode_envelope(env: bytes) -> tuple[str, list[Any], dict[str, Any]]:
 
 @contextmanager
 def test_mode(app: Any, eager: bool) -> Iterator[QueuedJobs]:
-    """Swap ``app``'s producer for a :class:`TestProducer` for the ``with`` block."""
-    real = app.producer
+    """Swap ``app``'s producer for a :class:`TestProducer`, and its batch book for a
+    :class:`TestBatchBook`, for the ``with`` block."""
+    real, real_book = app.producer, app.batch_book
     jobs = QueuedJobs(app.registry)
-    app.producer = TestProducer(real, jobs, eager)
+    producer = TestProducer(real, jobs, eager)
+    jobs.book = TestBatchBook(real_book, producer, jobs.drop)
+    app.producer, app.batch_book = producer, jobs.book
     try:
         yield jobs
     finally:
-        app.producer = real
+        app.producer, app.batch_book = real, real_book
