@@ -96,7 +96,7 @@ class TestBatchBook(BatchBook):
         found = self.kept.get(batch_id)
         if found is not None:
             if found.state != "open":
-                raise BatchClosed(batch_id, found.state)
+                raise BatchClosed(batch_id, _state(found))
             return Batch(self, batch_id, close)
         self.kept[batch_id] = KeptBatch(batch_id, description, spec, meta, parent_id, time.time())
         if parent_id is not None:
@@ -117,7 +117,7 @@ class TestBatchBook(BatchBook):
                 "inside the app.stub() / app.eager() block"
             )
         if kept.state != "open":
-            raise BatchClosed(batch.id, "cancelled" if kept.cancelled_at else kept.state)
+            raise BatchClosed(batch.id, _state(kept))
         return batch.id
 
     def joined(self, batch_id: str, queue: str, count: int) -> None:
@@ -130,7 +130,7 @@ class TestBatchBook(BatchBook):
         """A job of batch ``batch_id`` ran: done (``ok``), or dead (it failed its
         one run: counted failed too); the batch ends if it was its last."""
         kept = self.kept.get(batch_id)
-        if kept is None:  # a job kept by a stub of another book
+        if kept is None:  # not one of this block's batches: nothing to count
             return
         kept.own = kept.own + (Share(done=1) if ok else Share(dead=1, failed=1))
         self._end(kept)
@@ -213,12 +213,9 @@ class TestBatchBook(BatchBook):
         if kept is None:
             return None
         totals = self._totals(kept)
-        state = kept.state
-        if state == "closed" and kept.cancelled_at is not None:
-            state = "cancelled"
         return BatchStatus(
             id=kept.id,
-            state=state,
+            state=_state(kept),
             description=kept.description,
             total=totals.enqueued,
             pending=totals.enqueued - totals.done - totals.dead - totals.cancelled,
@@ -246,3 +243,10 @@ class TestBatchBook(BatchBook):
 
     def resume(self, client: Any, queues: list[str]) -> None:
         raise RuntimeError("a test mode settles its batches itself: no reaper runs in it")
+
+
+def _state(kept: KeptBatch) -> str:
+    """Its state as a status says it: open, closed, cancelled or ended."""
+    if kept.state == "closed" and kept.cancelled_at is not None:
+        return "cancelled"
+    return kept.state

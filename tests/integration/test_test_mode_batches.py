@@ -163,6 +163,8 @@ def test_stub_cancel_of_a_batch_whose_jobs_are_running_waits_for_them() -> None:
         def stop(batch_id: str) -> None:
             assert app.cancel_batch(batch_id) == 1  # the job after it; not itself
             assert _state(app, batch_id) == ("cancelled", 3, 1, 1, 0, 0, 1)
+            with pytest.raises(fastq.BatchClosed, match="is cancelled"):
+                app.batch(id=batch_id)
 
         with app.batch(on_complete="report", close=False) as batch:
             shop.send.enqueue(1)
@@ -317,8 +319,13 @@ def test_closed_batches_refuse_jobs_and_status_reads_from_memory() -> None:
             shop.send.enqueue(3)
         with app.batch(description="two", close=False):
             pass
-        assert [s.description for s in app.list_batches()] == ["two", "one"]
-        assert [s.description for s in app.list_batches(limit=1)] == ["two"]
+        with app.batch() as empty:
+            pass  # no job: it ends as it closes
+        with pytest.raises(fastq.BatchClosed, match="is ended"), empty:
+            shop.send.enqueue(4)
+        assert app.batch_status(empty.id).total == 0  # type: ignore[union-attr]
+        assert [s.description for s in app.list_batches()] == ["", "two", "one"]
+        assert [s.description for s in app.list_batches(limit=2)] == ["", "two"]
 
 
 def test_a_batch_opened_outside_the_test_mode_is_refused() -> None:
