@@ -234,6 +234,8 @@ class BatchBook:
         cb = orjson.dumps({**callbacks, "meta": meta}) if callbacks else b""
         parent = current_batch()
         client = self.store.redis
+        if parent is not None and id is not None and client.exists(self._keys(batch_id).batch):
+            parent = None  # joining a batch that exists: it keeps the parent it was opened under
         if parent is not None:
             state = BATCH_JOIN.call(
                 client,

@@ -311,3 +311,23 @@ def test_a_callback_that_cannot_take_the_batch_is_refused_at_once(app: fastq.App
         app.batch(on_success=42)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="holds no"):
         app.batch(id="a{b}")
+
+
+def test_joining_a_batch_inside_another_one_keeps_its_own_parent(app: fastq.App) -> None:
+    calls = _app_with_callbacks(app)
+
+    @app.job(queue="mail")
+    def send(i: int) -> None:
+        pass
+
+    with app.batch(on_complete="report", close=False) as blast:
+        send.enqueue(1)
+    with app.batch(on_complete="report") as other:
+        with app.batch(id=blast.id):  # joins it, and closes it: not other's child
+            send.enqueue(2)
+        send.enqueue(3)
+    assert app.batch_status(other.id).children == []  # type: ignore[union-attr]
+    assert app.batch_status(blast.id).parent is None  # type: ignore[union-attr]
+    drain(app, ["mail"])
+    drain(app, ["reports"])
+    assert sorted(_counts(s) for _, s in calls) == [(1, 1, 0, 0, 0), (2, 2, 0, 0, 0)]
