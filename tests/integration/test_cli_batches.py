@@ -49,9 +49,7 @@ def test_status_of_a_batch_that_ran_for_a_person_and_as_json(
     assert isinstance(status["started_at"], float) and isinstance(status["ended_at"], float)
 
 
-def test_list_newest_first_then_close_and_cancel(
-    redis_server: RedisServer, app: fastq.App
-) -> None:
+def test_list_newest_first_then_close_and_cancel(redis_server: RedisServer, app: fastq.App) -> None:
     with app.batch(description="first", close=False) as first:
         app.enqueue_many("count", [(i,) for i in range(3)], queue="count")
     with app.batch(description="second", close=False) as second:
@@ -79,9 +77,7 @@ def test_list_newest_first_then_close_and_cancel(
     assert (code, out) == (1, f"batch {second.id} has ended: nothing to cancel\n")
 
 
-def test_an_unknown_batch_is_one_line_and_exit_1(
-    redis_server: RedisServer, app: fastq.App
-) -> None:
+def test_an_unknown_batch_is_one_line_and_exit_1(redis_server: RedisServer, app: fastq.App) -> None:
     where = f"{redis_server.url}, namespace {app.namespace!r}"
     for action in ("status", "close", "cancel"):
         code, out, err = batch_cli(redis_server.url, app.namespace, action, "nope")
