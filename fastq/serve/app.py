@@ -98,15 +98,16 @@ def create_app(
 
 
 def _dashboard() -> list[BaseRoute]:
-    """The dashboard's routes (:mod:`fastq.serve.pages`), or none without jinja2."""
+    """The dashboard's routes (:mod:`fastq.serve.pages`, the batches' in
+    :mod:`fastq.serve.batch_pages`), or none without jinja2."""
     try:
-        from fastq.serve import pages
+        from fastq.serve import batch_pages, pages
     except ModuleNotFoundError as exc:
         if exc.name != "jinja2":
             raise
         log.warning("fastq serve: no dashboard at / (it needs jinja2: pip install 'fastq[web]')")
         return []
-    return pages.routes()
+    return [*pages.routes(), *batch_pages.routes()]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:
