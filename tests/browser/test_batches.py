@@ -1,7 +1,7 @@
 """The batch pages, as a person uses them: a batch found on the Batches page with
 its progress, its page's counts, closed, then cancelled after a confirm step; a
-batch that runs to its end followed live; read-only: no button, every action
-refused."""
+batch that runs to its end followed live; one cancelled while a job of it runs,
+``cancelled`` until that job ends; read-only: no button, every action refused."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from playwright.sync_api import Page, expect
 
 import fastq
 from tests.support.dashboard import DashPool, log_in, screenshot
+from tests.support.pool import wait_until
 from tests.support.serve import Server
 
 pytestmark = pytest.mark.timeout(60)
@@ -91,6 +92,41 @@ def test_a_batch_running_is_followed_live_to_its_end(
     expect(page.locator("#state [data-cancelled]")).to_have_count(0)
     expect(page.locator("#cancel-batch")).to_have_count(0)  # the buttons follow the state
     screenshot(page, "batch-ended")
+
+
+def test_a_batch_cancelled_while_a_job_runs_is_cancelled_until_it_ends(
+    page: Page,
+    serve: Callable[..., Server],
+    pool: Callable[..., DashPool],
+    app: fastq.App,
+    r: redis.Redis,
+) -> None:
+    server = serve()
+    with app.batch(description="held") as batch:
+        app.enqueue("held", args=[1], queue="dash")  # runs until released
+        app.enqueue_many("ok", [(i,) for i in range(2, 6)], queue="dash")
+    # one job a claim: the child holds the held job alone, the others wait
+    pool("-c", "1", "-q", "dash", "--batch", "1").wait_children(1)
+    log_in(page, server, f"/batches/{batch.id}")
+    expect(page.locator('#counts td[data-count="pending"]')).to_have_text("5")
+    wait_until(lambda: app.stats("dash")["inflight"] == 1, 20, "the held job to start")
+    page.click("#cancel-batch")
+    page.click("#confirm")
+    expect(page.locator("#flash")).to_have_text(
+        f"batch {batch.id} cancelled: 4 waiting jobs will never run"
+    )
+    expect(page.locator("#state [data-state]")).to_have_text("cancelled")
+    assert (count(page, "cancelled"), count(page, "pending")) == ("4", "1")
+    expect(page.locator("#state [data-cancelled]")).to_have_count(0)  # said once
+    for button in ("#close-batch", "#cancel-batch"):
+        expect(page.locator(button)).to_have_count(0)
+    screenshot(page, "batch-cancelling")
+    r.rpush(f"{app.namespace}:release", 1)
+    # the running job finishes, counted done; the page follows by itself
+    expect(page.locator("#state [data-state]")).to_have_text("ended", timeout=20_000)
+    expect(page.locator("#state [data-cancelled]")).to_have_text("cancelled")
+    counts = [count(page, n) for n in ("total", "pending", "done", "cancelled")]
+    assert counts == ["5", "0", "1", "4"]
 
 
 def test_read_only_shows_no_batch_action_and_refuses_them(
