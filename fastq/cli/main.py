@@ -1,9 +1,10 @@
 """The ``fastq`` command. The only place that reads argv and the environment.
 
 The commands live by what they act on: :mod:`fastq.cli.run` (worker, pool, reaper,
-demo), :mod:`fastq.cli.ops` (queues), :mod:`fastq.cli.jobs` (jobs); what they share is
-:mod:`fastq.cli.common`; who serves them, :mod:`fastq.cli.workers`. This module
-assembles their parsers and runs one.
+demo), :mod:`fastq.cli.ops` (queues), :mod:`fastq.cli.jobs` (jobs),
+:mod:`fastq.cli.batches` (batches); what they share is :mod:`fastq.cli.common`;
+who serves them, :mod:`fastq.cli.workers`. This module assembles their parsers and
+runs one.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import sys
 from typing import Any, Callable, Optional, Sequence
 
 from fastq._version import __version__
-from fastq.cli import jobs, ops, run, serve, workers
+from fastq.cli import batches, jobs, ops, run, serve, workers
 from fastq.cli.common import CliError, Parser
 from fastq.errors import FastqError
 from fastq.logs import FORMATS, configure_logging
@@ -23,7 +24,7 @@ from fastq.logs import FORMATS, configure_logging
 ORDER = (
     "stats", "queues", "dead", "broken", "enqueue", "wait", "workers",
     "worker", "pool", "reaper",
-    "pause", "resume", "purge", "inspect", "limit", "cancel", "jobs", "periodic",
+    "pause", "resume", "purge", "inspect", "limit", "cancel", "jobs", "batch", "periodic",
     "demo", "lua", "serve",
 )  # fmt: skip
 
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
         **run.COMMANDS,
         **ops.COMMANDS,
         **jobs.COMMANDS,
+        **batches.COMMANDS,
         **workers.COMMANDS,
         **serve.COMMANDS,
     }

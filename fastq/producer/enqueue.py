@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import logging
+import re
 import time
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from redis import Redis
+from redis.exceptions import ResponseError
 
 from fastq._accel import codec
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.errors import (
+    BatchClosed,
     FastqError,
     RedisUnavailable,
     ShardCountMismatch,
@@ -224,7 +227,10 @@ class Producer:
             replies, confirmed = durable.send(
                 client, [name for name, _ in parts], commands, self.store.keys, self._durability
             )
-        return [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies], confirmed
+        out = [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
+        if batch is not None:
+            out = [_batch_refusal(r, batch.id) for r in out]
+        return out, confirmed
 
     def enqueue(
         self,
@@ -432,6 +438,8 @@ class Producer:
             # none, after resending it on its own retries): some may be in.
             raise blast_error(self.store.redis_url, ids, [], exc, sent=True) from exc
         failed = [c for c, reply in enumerate(replies) if isinstance(reply, Exception)]
+        if len(failed) == len(replies) and isinstance(replies[0], BatchClosed):
+            raise replies[0]  # nothing went in: as a refused join
         if failed:
             written = [
                 job_id
@@ -476,3 +484,13 @@ class Producer:
             except TypeError as exc:
                 raise TypeError(f"call {i}: {exc}") from None
             i = codec.first_misfit(calls, low, high, i + 1)
+
+
+_BATCH_REFUSED = re.compile(r"batch .* (is (closed|cancelled): no job|was not joined on this)")
+
+
+def _batch_refusal(reply: Any, batch_id: str) -> Any:
+    """The enqueue script's refusal of a batch closed (or ended) since this process
+    joined it, as the ``BatchClosed`` a join raises; any other reply as it is."""
+    found = _BATCH_REFUSED.search(str(reply)) if isinstance(reply, ResponseError) else None
+    return BatchClosed(batch_id, found.group(2) or "ended") if found else reply

@@ -1,7 +1,8 @@
 """The ASGI app of ``fastq serve``: :func:`create_app`.
 
-Its routes: the producer's (:mod:`fastq.serve.producers`) and, once present, the
-HTTP workers' (``fastq.serve.workers``: its ``ROUTES``, ``OPENAPI_PATHS`` and
+Its routes: the producer's (:mod:`fastq.serve.producers`), the batches'
+(:mod:`fastq.serve.batches`) and, once present, the HTTP workers'
+(``fastq.serve.workers``: its ``ROUTES``, ``OPENAPI_PATHS`` and
 ``OPENAPI_SCHEMAS``), behind the guard (:mod:`fastq.serve.guard`: the token, the
 body's bound and type on every ``/api/`` route), and the OpenAPI document of them
 all at ``/api/v1/openapi.json``. It holds no state but the :class:`fastq.App`:
@@ -23,7 +24,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from fastq.app import App
-from fastq.serve import openapi, producers
+from fastq.serve import batches, openapi, producers
 from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
 from fastq.serve.reply import JSONReply, error_reply
 from fastq.serve.session import Sessions
@@ -69,9 +70,9 @@ def create_app(
         or max_body_bytes < 1
     ):
         raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
-    routes: list[BaseRoute] = list(producers.ROUTES)
-    paths = dict(openapi.PRODUCER_PATHS)
-    schemas = dict(openapi.SCHEMAS)
+    routes: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES]
+    paths = {**openapi.PRODUCER_PATHS, **batches.OPENAPI_PATHS}
+    schemas = {**openapi.SCHEMAS, **batches.OPENAPI_SCHEMAS}
     workers = _workers()
     if workers is not None:
         routes += list(workers.ROUTES)
@@ -97,15 +98,16 @@ def create_app(
 
 
 def _dashboard() -> list[BaseRoute]:
-    """The dashboard's routes (:mod:`fastq.serve.pages`), or none without jinja2."""
+    """The dashboard's routes (:mod:`fastq.serve.pages`, the batches' in
+    :mod:`fastq.serve.batch_pages`), or none without jinja2."""
     try:
-        from fastq.serve import pages
+        from fastq.serve import batch_pages, pages
     except ModuleNotFoundError as exc:
         if exc.name != "jinja2":
             raise
         log.warning("fastq serve: no dashboard at / (it needs jinja2: pip install 'fastq[web]')")
         return []
-    return pages.routes()
+    return [*pages.routes(), *batch_pages.routes()]
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

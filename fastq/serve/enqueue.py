@@ -7,7 +7,8 @@ registered function (when it has one) and its payload limit, all before the
 first is sent, so that a request with one bad job writes nothing; then runs of
 jobs of one name and the same options go through ``App.submit_many`` (its
 chunks of 1,000 jobs a script call, one round trip), a job with both positional
-and keyword arguments through ``App.submit``.
+and keyword arguments through ``App.submit``. Jobs that name a ``batch`` (one for
+the whole request) join it, as enqueue calls inside ``with app.batch(...)`` do.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from fastq._accel import codec
 from fastq.app import App
 from fastq.errors import EnqueueError, EnqueueInterrupted
 from fastq.options import EnqueueOptions
+from fastq.producer.batches import Batch
 from fastq.producer.unique import unique_plan
 from fastq.serve.reply import NO_BODY, HTTPError, json_type, refusal
 from fastq.validate import MAX_PRIORITY, check_job_id, check_queue_name
@@ -45,7 +47,9 @@ OPTION_FIELDS = {
     "age_limit_s": "age_limit_s",
     "shard_key": "shard_key",
 }
-JOB_FIELDS = (*CALL_FIELDS, *OPTION_FIELDS)
+# the batch the job joins (``app.batch``): one for every job of a request, or none
+BATCH_FIELD = "batch"
+JOB_FIELDS = (*CALL_FIELDS, *OPTION_FIELDS, BATCH_FIELD)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +62,7 @@ class JobCall:
     options: EnqueueOptions
     job_id: Optional[str]
     options_key: Optional[bytes] = None  # the options' JSON: equal for equal options
+    batch: Optional[str] = None  # the batch it joins
 
     def batch_key(self) -> tuple[Any, ...]:
         """Jobs of equal keys go in one ``submit_many``: one name, the same options,
@@ -98,7 +103,7 @@ def parse_job(item: Any, queue: str, where: str, made: dict[bytes, EnqueueOption
         raise HTTPError(422, f"{what} must be a job object, not {json_type(item)}")
     given: dict[str, Any] = {}
     for key, value in item.items():
-        if key in CALL_FIELDS:
+        if key in CALL_FIELDS or key == BATCH_FIELD:
             continue
         field = OPTION_FIELDS.get(key)
         if field is None:
@@ -118,6 +123,12 @@ def parse_job(item: Any, queue: str, where: str, made: dict[bytes, EnqueueOption
     if not isinstance(kwargs, dict):
         raise HTTPError(422, f"{where}kwargs: must be an object, not {json_type(kwargs)}")
     job_id = given.pop("job_id", None)
+    batch = item.get(BATCH_FIELD)
+    if batch is not None:
+        try:
+            check_batch_id(batch)
+        except (TypeError, ValueError) as exc:
+            raise HTTPError(422, f"{where}batch: {exc}") from None
     try:
         if job_id is not None:
             check_job_id(job_id)
@@ -131,7 +142,24 @@ def parse_job(item: Any, queue: str, where: str, made: dict[bytes, EnqueueOption
                 made[key] = options
     except (TypeError, ValueError) as exc:
         raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
-    return JobCall(name, args, kwargs, options, job_id, key)
+    return JobCall(name, args, kwargs, options, job_id, key, batch)
+
+
+def check_batch_id(batch_id: Any) -> str:
+    """A batch id as ``app.batch(id=...)`` takes it: a job id without ``{`` or ``}``.
+
+    Raises:
+        TypeError, ValueError: it is not one.
+    """
+    if not isinstance(batch_id, str):
+        raise TypeError(f"a batch id must be a str, not {type(batch_id).__name__}")
+    try:
+        check_job_id(batch_id)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("job_id", "batch id")) from None
+    if "{" in batch_id or "}" in batch_id:
+        raise ValueError(f"a batch id holds no '{{' nor '}}': {batch_id!r}")
+    return batch_id
 
 
 def _options_key(given: dict[str, Any]) -> Optional[bytes]:
@@ -174,7 +202,7 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
             422, f"{len(items):,} jobs in one request, more than {MAX_JOBS_PER_REQUEST:,}: "
             "send them in several requests",
         )  # fmt: skip
-    jobs = []
+    jobs: list[JobCall] = []
     seen: dict[str, int] = {}
     made: dict[bytes, EnqueueOptions] = {}
     tails: dict[str, Any] = {}
@@ -188,6 +216,11 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
                     422, f"{where}id: {job.job_id!r} is also jobs[{seen[job.job_id]}]'s"
                 )
             seen[job.job_id] = i
+        if jobs and job.batch != jobs[0].batch:
+            raise HTTPError(
+                422, f"{where}batch: every job of a request joins one batch (jobs[0]'s: "
+                f"{jobs[0].batch!r}), or none",
+            )  # fmt: skip
         jobs.append(job)
     return jobs
 
@@ -244,6 +277,18 @@ def send(app: App, jobs: list[JobCall]) -> list[str]:
         HTTPError: 503 with ``written``, the ids that went in, when Redis took only
             some (or could not be reached); what :func:`refusal` maps otherwise.
     """
+    if jobs and jobs[0].batch is not None:
+        # the enqueue calls made inside the block join the batch (a contextvar, set
+        # and reset in this thread of the pool, by this request alone). Not
+        # app.batch(id=...): that opens a batch of an id it does not find, and a
+        # mistyped id would open one that nothing ever closes; a Batch's join
+        # refuses it (BatchClosed: a 409)
+        with Batch(app.batch_book, jobs[0].batch, close=False):
+            return _send(app, jobs)
+    return _send(app, jobs)
+
+
+def _send(app: App, jobs: list[JobCall]) -> list[str]:
     ids: list[str] = []
     for run in runs(jobs):
         first = run[0]

@@ -51,8 +51,9 @@ ERRORS = {
     "400": "the body is not JSON, or not of the expected kind",
     "401": "no bearer token, or a wrong one",
     "403": "a server without a token answers only requests to localhost",
-    "404": "no such job or queue",
-    "409": "the job or the queue is in another state than the request needs",
+    "404": "no such job, queue or batch",
+    "409": "the job, the queue or the batch is in another state than the request needs "
+    "(a batch that takes no job: `batch` names it, `state` says why)",
     "413": "the body is larger than the server takes",
     "415": "a body that is not Content-Type: application/json",
     "422": "a value is invalid: the message names it",
@@ -88,7 +89,12 @@ SCHEMAS: dict[str, Schema] = {
                 "items": {"type": "string"},
                 "description": "the ids of this request that went in",
             },
-            "state": {"type": "string", "description": "the job's state (409)"},
+            "state": {
+                "type": "string",
+                "description": "the job's or the batch's state (409): a batch's is closed, "
+                "ended or unknown (never opened, or expired)",
+            },
+            "batch": {"type": "string", "description": "the batch refused (409)"},
         },
     },  # fmt: skip
     "Job": {
@@ -142,6 +148,14 @@ SCHEMAS: dict[str, Schema] = {
             "age_limit_s": nullable({"type": "number", "exclusiveMinimum": 0}),
             "shard_key": nullable(
                 {"type": "string", "minLength": 1, "maxLength": MAX_UNIQUE_KEY_CHARS}
+            ),
+            "batch": nullable(
+                {
+                    "type": "string",
+                    "pattern": f"^(?!fastq:)[!-z|~]{{1,{MAX_JOB_ID_BYTES}}}$",
+                    "description": "the open batch it joins (POST /api/v1/batches): one "
+                    "for every job of a request; a batch that is not open: 409",
+                }
             ),
         },
     },  # fmt: skip

@@ -348,13 +348,13 @@ def purge(app: App, request: Request, form: dict[str, str]) -> Rendered:
         raise Refused("purge: choose what to delete (ready, scheduled, dead, broken)")
     named = ", ".join(what for what, on in chosen.items() if on)
     if form.get("confirmed") != "1":
-        return _confirm(request, form, f"Delete every {named} job of queue {queue}, for good?",
+        return confirm(request, form, f"Delete every {named} job of queue {queue}, for good?",
                         f"Yes, purge {queue}")  # fmt: skip
     n = app.purge(queue, **chosen)
     return back(request, form, f"purged {n} jobs ({named}) from {queue}")
 
 
-def _confirm(request: Request, form: dict[str, str], question: str, yes: str) -> Response:
+def confirm(request: Request, form: dict[str, str], question: str, yes: str) -> Response:
     """The confirm step of a destructive action: the same form again, confirmed."""
     fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
     return render(
@@ -403,7 +403,7 @@ def retry_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
 def cancel_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
     job_id, queue = _job_form(app, form)
     if form.get("confirmed") != "1":
-        return _confirm(request, form, f"Cancel job {job_id}?", "Yes, cancel it")
+        return confirm(request, form, f"Cancel job {job_id}?", "Yes, cancel it")
     done = app.cancel(job_id, queue)
     if not done:
         raise Refused(f"job {job_id} has ended: only a job yet to end can be cancelled")
@@ -413,7 +413,7 @@ def cancel_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
 def delete_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
     job_id, queue = _job_form(app, form)
     if form.get("confirmed") != "1":
-        return _confirm(request, form, f"Delete job {job_id} for good?", "Yes, delete it")
+        return confirm(request, form, f"Delete job {job_id} for good?", "Yes, delete it")
     if not app.delete_job(job_id, queue):
         raise Refused(f"job {job_id} is neither dead nor broken: nothing deleted")
     return back(request, form, f"job {job_id} deleted")

@@ -20,6 +20,7 @@ from starlette.responses import Response
 
 from fastq.app import App
 from fastq.errors import (
+    BatchClosed,
     EnqueueError,
     RedisRefused,
     RedisUnavailable,
@@ -132,10 +133,13 @@ def _guarded(
 
 def refusal(exc: BaseException) -> Optional[HTTPError]:
     """The reply to an error of fastq's that is not a bug of the server: bad input
-    (422), an unknown queue (404), a shard count in conflict (409), Redis out of
-    reach or refusing (503); None for any other (a bug: a 500, logged)."""
+    (422), an unknown queue (404), a shard count in conflict or a batch that takes no
+    job (409), Redis out of reach or refusing (503); None for any other (a bug: a
+    500, logged)."""
     if isinstance(exc, UnknownQueue):
         return HTTPError(404, str(exc))
+    if isinstance(exc, BatchClosed):  # a ValueError, but of the batch's state
+        return HTTPError(409, str(exc), batch=exc.batch_id, state=exc.state or "unknown")
     if isinstance(exc, ShardCountMismatch):
         return HTTPError(409, str(exc))
     if isinstance(exc, EnqueueError):

@@ -30,3 +30,9 @@ def report(steps: int) -> dict:
 @app.job(queue="web", retries=0)
 def boom(message: str) -> None:
     raise RuntimeError(message)
+
+
+@app.job(queue="web")
+def batch_done(status: dict) -> None:
+    """A batch's on_complete: notes the id it ran under (``<batch>.complete``)."""
+    app.redis.rpush(f"{app.namespace}:batch_done", fastq.current_job().id)
