@@ -178,7 +178,7 @@ def test_no_job_joins_a_closed_batch(app: fastq.App) -> None:
     # a process that joined before the close is refused by the script itself
     batch = fastq.Batch(app.batch_book, b.id, close=False)
     batch._joined.add("mail")
-    with batch, pytest.raises(fastq.EnqueueError, match=f"batch .{b.id}. is closed"):
+    with batch, pytest.raises(fastq.BatchClosed, match=f"batch .{b.id}. is closed"):
         send.enqueue_many([(2,), (3,)])
     assert app.stats("mail")["ready"] == 1
 
