@@ -11,6 +11,7 @@ import redis
 
 import fastq
 from fastq.producer.batches import KEEP_MS
+from fastq.protocol.contracts import CLAIM
 from fastq.protocol.keys import BatchKeys
 from tests.support.workers import drain
 
@@ -331,3 +332,20 @@ def test_joining_a_batch_inside_another_one_keeps_its_own_parent(app: fastq.App)
     drain(app, ["mail"])
     drain(app, ["reports"])
     assert sorted(_counts(s) for _, s in calls) == [(1, 1, 0, 0, 0), (2, 2, 0, 0, 0)]
+
+
+def test_joining_a_cancelled_batch_says_it_is_cancelled(app: fastq.App) -> None:
+    @app.job(queue="mail")
+    def send(i: int) -> None:
+        pass
+
+    with app.batch(close=False) as b:
+        send.enqueue_many([(1,), (2,)])
+    # a worker holds one of them: the cancel cannot stop it, the batch waits for it
+    keys = app.keys("mail")
+    CLAIM.call(app.redis, CLAIM.keys_for(keys, "w"), CLAIM.argv("w", 1, 60_000, 100))
+    assert app.cancel_batch(b.id) == 1
+    with pytest.raises(fastq.BatchClosed, match="is cancelled") as info, app.batch(id=b.id):
+        pass
+    assert info.value.state == "cancelled"
+    assert app.batch_status(b.id).state == "cancelled"  # type: ignore[union-attr]
