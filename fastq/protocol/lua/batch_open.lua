@@ -16,13 +16,15 @@
 -- ARGV[4] parent       the id of the batch that holds this one, or ''
 --
 -- Returns {created, state}: created 1 when this call made it; state 'open', or
--- 'closed' / 'ended' for a batch of this id that exists and is not open.
+-- 'closed' / 'cancelled' / 'ended' for a batch of this id that exists and is not open.
 
 local ttl = arg_int('batch_open', 1, 'ttl_ms', 1)
 local st = redis.call('HGET', KEYS[1], 'st')
 if st then
     if st == 'open' then
         redis.call('PEXPIRE', KEYS[1], ttl)
+    elseif st == 'closed' and redis.call('HEXISTS', KEYS[1], 'cx') == 1 then
+        st = 'cancelled'
     end
     return {0, st}
 end
