@@ -285,6 +285,10 @@ class Reaper:
             self.app.batch_book.resume(client, self.queues(client))
         except _BATCH_ERRORS as exc:
             log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
+        try:  # the links of chains done whose worker did not forward them
+            self.app.chain_book.resume(client, self.queues(client))
+        except _BATCH_ERRORS as exc:
+            log.warning("reaper: chains not forwarded this turn (%s); again in a moment", exc)
 
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next
