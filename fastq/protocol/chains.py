@@ -100,9 +100,10 @@ class Forwarder:
         entries = [(i, parse_entry(r)[1]) for i, r in zip(link_ids, raw) if r is not None]
         return self._send(client, queue, entries)
 
-    def forward_left(self, client: redis.Redis, queue: str, grace_ms: int = GRACE_MS) -> int:
+    def forward_left(self, client: redis.Redis, queue: str) -> int:
         """A reaper's turn on ``queue``: forward the outbox entries moved at least
-        ``grace_ms`` ago (or marked for at once); returns how many were."""
+        ``GRACE_MS`` ago (or marked for at once); returns how many were."""
+        grace_ms = GRACE_MS
         out_key = self.keys_of(queue).chain_out
         now_ms = int(time.time() * 1000)
         cursor, n = 0, 0
