@@ -111,7 +111,7 @@ class ChainBook:
                 {"q": link["q"], "id": link["id"], "n": steps[k].job.name}
                 for k, link in enumerate(links)
             ]
-            pipe = client.pipeline(transaction=True)
+            pipe = client.pipeline(transaction=False)
             pipe.hsetnx(key, "links", orjson.dumps(about))
             pipe.pexpire(key, KEEP_MS)
             pipe.execute()

@@ -157,3 +157,25 @@ def test_a_reaper_forwards_the_link_whose_worker_died_after_its_ack(
     assert r.exists(k.chain_out) == 0
     assert run_links(app, ["q"], chain_id).state == "done"
     assert calls == [("note", 2)]
+
+
+def test_a_chain_across_queues_of_a_cluster(capp: fastq.App) -> None:
+    """Links on queues in other slots (often other masters), the chain's own key in
+    a slot of its own: forwarded, and read back, as on one Redis."""
+    runs: list[Any] = []
+
+    @capp.job(queue="east", result_ttl_s=60)
+    def start(x: int) -> int:
+        runs.append(("start", x))
+        return x + 1
+
+    @capp.job(queue="west", result_ttl_s=60)
+    def double(x: int) -> int:
+        runs.append(("double", x))
+        return x * 2
+
+    chain_id = capp.chain(start.step(1), double.step(), start.step(), pass_results=True)
+    status = run_links(capp, ["east", "west"], chain_id)
+    assert status.state == "done"
+    assert runs == [("start", 1), ("double", 2), ("start", 4)]
+    assert capp.result(f"{chain_id}.3") == 5
