@@ -145,7 +145,7 @@ class App:
         self.admin = Admin(self.store, self.registry)
         self.job_admin = JobAdmin(self.store, self.admin)
         self.batch_book = BatchBook(self.store, self.producer)
-        self.chain_book = ChainBook(self.producer)
+        self.chain_book = ChainBook(lambda: self.producer)
 
     # -- configuration -------------------------------------------------------------
 

@@ -11,7 +11,7 @@ forwards their links (for the worker and the reaper).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import orjson
 import redis
@@ -20,6 +20,7 @@ from fastq._accel import codec
 from fastq.job import Step
 from fastq.producer.batches import current_batch
 from fastq.producer.routing import plan_calls
+from fastq.producer.testmode import TestProducer
 from fastq.protocol import scripts
 from fastq.protocol.chains import KEEP_MS, Forwarder, Link, link_command
 from fastq.protocol.introspect import get_job
@@ -63,9 +64,10 @@ class ChainStatus:
 class ChainBook:
     """An app's chains (``fastq.App`` delegates ``chain`` and ``chain_status``)."""
 
-    def __init__(self, producer: Producer) -> None:
-        self.producer = producer
-        self.store = producer.store
+    def __init__(self, producer_of: Callable[[], Producer]) -> None:
+        # the app's producer, read at each call: a test mode swaps it
+        self.producer_of = producer_of
+        self.store = producer_of().store
         self.forwarder = Forwarder(self.store.keys, self.store.namespace)
 
     def chain(self, *steps: Step, pass_results: bool = False, id: Optional[str] = None) -> str:  # noqa: A002
@@ -88,6 +90,12 @@ class ChainBook:
                 counted in a batch: make it outside the block).
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`fastq.App.enqueue`.
         """
+        producer = self.producer_of()
+        if isinstance(producer, TestProducer):
+            raise ValueError(
+                "app.chain needs Redis: inside app.stub() or app.eager() a chain is not "
+                "run; test it against a redis-server (fastq.testing.RedisServer)"
+            )
         if current_batch() is not None:
             raise ValueError(
                 "a chain cannot join a batch: its links after the first are enqueued "
@@ -99,12 +107,12 @@ class ChainBook:
         for i, step in enumerate(steps):
             if not isinstance(step, Step):
                 raise TypeError(f"step {i + 1} must be a job's .step(...), not {step!r}")
-        chain_id = id if id is not None else self.producer._ids.next_ids(1)[0]
+        chain_id = id if id is not None else producer._ids.next_ids(1)[0]
         check_job_id(chain_id)
         for i in range(2, len(steps) + 1):
             check_job_id(f"{chain_id}.{i}")
         with self.store.producer_call():
-            links, envelopes = self._links(chain_id, steps, pass_results)
+            links, envelopes = self._links(producer, chain_id, steps, pass_results)
             client = self.store.redis
             key = ChainKeys(self.store.namespace, chain_id).chain
             about = [
@@ -121,10 +129,9 @@ class ChainBook:
         return chain_id
 
     def _links(
-        self, chain_id: str, steps: tuple[Step, ...], pass_results: bool
+        self, producer: Producer, chain_id: str, steps: tuple[Step, ...], pass_results: bool
     ) -> tuple[list[Link], list[bytes]]:
-        """Each step as a link, and the first's envelope as sent."""
-        producer = self.producer
+        """Each step as a link, and its envelope as sent."""
         links: list[Link] = []
         envelopes: list[bytes] = []
         for i, step in enumerate(steps, 1):

@@ -135,6 +135,8 @@ def test_what_a_chain_refuses_before_anything_is_sent(app: fastq.App, calls: lis
         note.step(1).options(delay_s=3)
     with pytest.raises(ValueError, match="a chain cannot join a batch"), app.batch():
         app.chain(note.step(1), note.step(2))
+    with app.eager(), pytest.raises(ValueError, match=r"app.chain needs Redis: inside app.stub"):
+        app.chain(note.step(1), note.step(2))
     assert app.stats("q")["enqueued"] == 0
 
 
