@@ -275,7 +275,8 @@ class Reaper:
     def settle_batches(self, client: redis.Redis) -> None:
         """Every ``BATCH_EVERY_S`` at most: tell batches the shares their queues note
         as ended, and finish the closes and firings whose callers died
-        (``BatchBook.resume``). A failure waits for the next turn (nothing is lost:
+        (``BatchBook.resume``); forward the links of chains left in the queues'
+        outboxes (``ChainBook.resume``). A failure waits for the next turn (nothing is lost:
         what is due stays noted in Redis)."""
         now = time.monotonic()
         if now < self._batches_at:
@@ -286,7 +287,9 @@ class Reaper:
         except _BATCH_ERRORS as exc:
             log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
         try:  # the links of chains done whose worker did not forward them
-            self.app.chain_book.resume(client, self.queues(client))
+            forwarded = self.app.chain_book.resume(client, self.queues(client))
+            if forwarded:
+                log.info("reaper: forwarded %d links of chains their workers did not", forwarded)
         except _BATCH_ERRORS as exc:
             log.warning("reaper: chains not forwarded this turn (%s); again in a moment", exc)
 
