@@ -9,7 +9,7 @@ import pytest
 import redis
 from test_scripts import ack, claim, env, release
 
-from fastq.protocol.contracts import ACK, CANCEL, ENQUEUE, ReleaseMode
+from fastq.protocol.contracts import ACK, ACK_TAKEN, CANCEL, ENQUEUE, PURGE, TAKE, ReleaseMode
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
 
@@ -94,3 +94,25 @@ def test_a_plain_ack_still_answers_a_number(r: redis.Redis, k: QueueKeys) -> Non
     claim(r, k, "w1", 1)
     assert ack(r, k, "w1", Outcomes(done=[b"plain"])) == 1
     assert ack_raw(r, k, "w1", Outcomes()) == 0
+
+
+def test_an_at_most_once_link_done_is_left_for_a_reaper_at_once(
+    r: redis.Redis, k: QueueKeys
+) -> None:
+    """ack_taken answers no list of links: it marks them 0, forward at once."""
+    enqueue_link(r, k, "x")
+    enqueue_link(r, k, "y")
+    claim(r, k, "w1", 2)
+    TAKE.call(r, TAKE.keys_for(k, "w1"), TAKE.argv([b"x", b"y"]))
+    argv = ACK_TAKEN.argv(10**9, 1000, [(1, 1)], dead=[(b"y", env("y"))], done_ids=[b"x"])
+    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)
+    ACK_TAKEN.call(r, ACK_TAKEN.keys_for(k, "w1"), argv)  # resent: nothing moves twice
+    assert r.hgetall(k.chain_out) == {b"x": b"0 " + REST.encode()}
+    assert r.exists(k.chained) == 0
+
+
+def test_a_purged_link_drops_its_rest(r: redis.Redis, k: QueueKeys) -> None:
+    enqueue_link(r, k, "w")
+    taken, deleted = PURGE.call(r, PURGE.keys_for(k), PURGE.argv(10, True, True, True, True))
+    assert (taken, deleted) == (1, 1)
+    assert r.exists(k.chained, k.jobs) == 0
