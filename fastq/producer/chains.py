@@ -226,7 +226,8 @@ def _status(chain_id: str, links: list[LinkStatus], stopped: Optional[bytes]) ->
             return ChainStatus(chain_id, "failed", links, link, error)
     if stopped is not None:
         at = orjson.loads(stopped)
-        link = links[at["link"] - 1]
+        index = at.get("link")
+        link = links[index - 1] if isinstance(index, int) and 0 < index <= len(links) else links[-1]
         why = f"link {link.index} ({link.name}) was not enqueued: {at['why']}"
         return ChainStatus(chain_id, "failed", links, link, why)
     if links and links[-1].state == "done":

@@ -97,8 +97,8 @@ class Forwarder:
             return 0
         out_key = self.keys_of(queue).chain_out
         raw: list[Optional[bytes]] = client.hmget(out_key, list(link_ids))  # type: ignore[assignment]
-        entries = [(i, parse_entry(r)[1]) for i, r in zip(link_ids, raw) if r is not None]
-        return self._send(client, queue, entries)
+        found = [(i, r) for i, r in zip(link_ids, raw) if r is not None]
+        return self._send(client, queue, self._read(client, queue, found))
 
     def forward_left(self, client: redis.Redis, queue: str) -> int:
         """A reaper's turn on ``queue``: forward the outbox entries moved at least
@@ -110,14 +110,47 @@ class Forwarder:
         while True:
             cursor, raw_page = client.hscan(out_key, cursor, count=SCAN_COUNT)
             page: dict[bytes, bytes] = raw_page  # type: ignore[assignment]
-            entries = []
+            due = []
             for link_id, raw in page.items():
-                stamp, rest = parse_entry(raw)
+                stamp = _stamp(raw)
                 if stamp == 0 or now_ms - stamp >= grace_ms:
-                    entries.append((link_id.decode(), rest))
-            n += self._send(client, queue, entries)
+                    due.append((link_id.decode(), raw))
+            n += self._send(client, queue, self._read(client, queue, due))
             if cursor == 0:
                 return n
+
+    def _read(
+        self, client: redis.Redis, queue: str, found: list[tuple[str, bytes]]
+    ) -> list[tuple[str, list[Link]]]:
+        """The (done link id, rest) of each outbox entry; one that cannot be read
+        (written by hand, or by a producer of another language gone wrong) is said
+        in the log and deleted: its chain stops there."""
+        entries, bad = [], []
+        for link_id, raw in found:
+            try:
+                rest = parse_entry(raw)[1]
+                link = rest[0]
+                if not (
+                    isinstance(link["q"], str)
+                    and isinstance(link["id"], str)
+                    and isinstance(link["e"], list)
+                    and len(link["e"]) >= 3
+                ):
+                    raise TypeError("a link needs a queue, an id and an envelope")
+            except (ValueError, TypeError, KeyError, IndexError) as exc:
+                log.error(
+                    "chains: the rest of the chain after %s on %s cannot be read (%s): "
+                    "deleted, the chain stops there",
+                    link_id,
+                    queue,
+                    exc,
+                )
+                bad.append(link_id)
+                continue
+            entries.append((link_id, rest))
+        if bad:
+            client.hdel(self.keys_of(queue).chain_out, *bad)
+        return entries
 
     def _send(self, client: redis.Redis, queue: str, entries: list[tuple[str, list[Link]]]) -> int:
         """Enqueue the next link of each (done link id, rest) of ``queue``, then
@@ -126,25 +159,32 @@ class Forwarder:
             return 0
         keys = self.keys_of(queue)
         results = self._results(client, keys, entries)
-        commands, sent, stopped = [], [], []
+        commands: list[Any] = []
+        sent: list[str] = []
+        links: list[Link] = []
+        stopped: list[tuple[str, Link, str]] = []
         for (link_id, rest), result in zip(entries, results):
             link = rest[0]
             envelope = list(link["e"])
             envelope[2] = int(time.time() * 1000)  # enqueued now, as a job enqueued now
             if link.get("r"):
                 if result is None:
-                    stopped.append((link_id, link))
+                    why = f"the return value of the link before ({link_id}) is gone"
+                    stopped.append((link_id, link, why))
                     continue
                 envelope[1] = [orjson.loads(result), *envelope[1]]
             commands.append(
                 link_command(self.keys_of(link["q"]), link, rest[1:], orjson.dumps(envelope))
             )
             sent.append(link_id)
+            links.append(link)
         done = []
         if commands:
             replies = scripts.call_many(client, commands, raise_on_error=False)
-            for link_id, reply in zip(sent, replies):
-                if isinstance(reply, Exception):
+            for link_id, link, reply in zip(sent, links, replies):
+                if isinstance(reply, redis.ResponseError) and "fastq enqueue:" in str(reply):
+                    stopped.append((link_id, link, f"the enqueue was refused: {reply}"))
+                elif isinstance(reply, Exception):
                     log.warning(
                         "chains: the link after %s not enqueued (%s); a reaper tries again",
                         link_id,
@@ -152,8 +192,8 @@ class Forwarder:
                     )
                 else:
                     done.append(link_id)
-        for link_id, link in stopped:
-            self._stop(client, link, f"the return value of the link before ({link_id}) is gone")
+        for link_id, link, why in stopped:
+            self._stop(client, link, why)
             done.append(link_id)
         if done:
             client.hdel(keys.chain_out, *done)
@@ -174,6 +214,17 @@ class Forwarder:
 
     def _stop(self, client: redis.Redis, link: Link, why: str) -> None:
         """The chain cannot go on at ``link``: said in its status and the log."""
-        log.error("chains: chain %s stops before link %s: %s", link["c"], link["i"], why)
-        key = ChainKeys(self.namespace, link["c"]).chain
-        client.hset(key, "stopped", orjson.dumps({"link": link["i"], "why": why}))
+        log.error("chains: chain %s stops before link %s: %s", link.get("c"), link.get("i"), why)
+        key = ChainKeys(self.namespace, str(link.get("c"))).chain
+        pipe = client.pipeline(transaction=False)
+        pipe.hset(key, "stopped", orjson.dumps({"link": link.get("i"), "why": why}))
+        pipe.pexpire(key, KEEP_MS)
+        pipe.execute()
+
+
+def _stamp(raw: bytes) -> int:
+    """When an outbox entry was moved (ms); 0 (at once) if it does not say."""
+    try:
+        return int(raw.partition(b" ")[0])
+    except ValueError:
+        return 0

@@ -181,3 +181,34 @@ def test_a_chain_across_queues_of_a_cluster(capp: fastq.App) -> None:
     assert status.state == "done"
     assert runs == [("start", 1), ("double", 2), ("start", 4)]
     assert capp.result(f"{chain_id}.3") == 5
+
+
+def test_a_value_gone_before_its_link_is_forwarded_stops_the_chain_and_says_so(
+    app: fastq.App, r: redis.Redis, calls: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("fastq.protocol.chains.GRACE_MS", 0)
+    fetch, parse = app.registry["fetch"], app.registry["parse"]
+    chain_id = app.chain(fetch.step("u"), parse.step(), pass_results=True)
+    k = app.keys("q")
+    claimed = CLAIM.call(r, CLAIM.keys_for(k, "w-gone"), CLAIM.argv("w-gone", 1, 60_000, 100))
+    # acked with no value kept (as if it expired before the forward)
+    ACK.call(r, ACK.keys_for(k, "w-gone"), Outcomes(done=claimed.ids).ack_argv(10**9, 1000, "w"))
+    assert app.chain_book.resume(app.new_client(retries=0), ["q"]) == 0
+    assert r.exists(k.chain_out) == 0 and app.stats("q2")["enqueued"] == 0
+    status = app.chain_status(chain_id)
+    assert status is not None and status.state == "failed"
+    assert status.failed_link is not None and status.failed_link.index == 2
+    assert status.error == (
+        f"link 2 (parse) was not enqueued: the return value of the link before ({chain_id}) is gone"
+    )
+
+
+def test_an_outbox_entry_that_cannot_be_read_is_dropped_and_said(
+    app: fastq.App, r: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    k = app.keys("q")
+    r.hset(k.chain_out, mapping={"bad1": b"0 not json", "bad2": b"0 []", "bad3": b'0 [{"q": 1}]'})
+    assert app.chain_book.forward(app.redis, "q", ["bad1", "bad2", "bad3"]) == 0
+    assert r.exists(k.chain_out) == 0
+    lines = [rec.getMessage() for rec in caplog.records if rec.name == "fastq.chains"]
+    assert len(lines) == 3 and all("the chain stops there" in line for line in lines)
