@@ -135,6 +135,9 @@ class Forwarder:
                     and isinstance(link["id"], str)
                     and isinstance(link["e"], list)
                     and len(link["e"]) >= 3
+                    and isinstance(link["e"][1], list)
+                    and isinstance(link.get("p", 0), int)
+                    and isinstance(rest[1:], list)
                 ):
                     raise TypeError("a link needs a queue, an id and an envelope")
             except (ValueError, TypeError, KeyError, IndexError) as exc:
@@ -172,7 +175,13 @@ class Forwarder:
                     why = f"the return value of the link before ({link_id}) is gone"
                     stopped.append((link_id, link, why))
                     continue
-                envelope[1] = [orjson.loads(result), *envelope[1]]
+                try:
+                    value = orjson.loads(result)
+                except orjson.JSONDecodeError:
+                    why = f"the return value of the link before ({link_id}) is not JSON"
+                    stopped.append((link_id, link, why))
+                    continue
+                envelope[1] = [value, *envelope[1]]
             commands.append(
                 link_command(self.keys_of(link["q"]), link, rest[1:], orjson.dumps(envelope))
             )
