@@ -153,14 +153,19 @@ class ChainBook:
             if len(env) > producer.max_payload_bytes:
                 raise ValueError(f"step {i}: {producer._too_large(name, len(env))}")
             link_id = chain_id if i == 1 else f"{chain_id}.{i}"
-            _, shards = producer._connect(queue)
-            parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, [link_id])
-            link: Link = {"c": chain_id, "i": i, "q": parts[0][0], "id": link_id, "p": priority}
+            link: Link = {"c": chain_id, "i": i, "q": queue, "id": link_id, "p": priority}
             link["e"] = orjson.loads(env)
             if takes:
                 link["r"] = 1
             links.append(link)
             envelopes.append(env)
+        # every step checked: now each queue known to Redis, and each link's shard
+        for step, link in zip(steps, links):
+            _, shards = producer._connect(link["q"])
+            route = [link["id"]]
+            options = step.enqueue_options
+            parts = plan_calls(self.store.shard_counts, link["q"], shards, 1, 1, options, route)
+            link["q"] = parts[0][0]
         return links, envelopes
 
     def chain_status(self, chain_id: str) -> Optional[ChainStatus]:

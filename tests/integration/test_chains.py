@@ -212,3 +212,18 @@ def test_an_outbox_entry_that_cannot_be_read_is_dropped_and_said(
     assert r.exists(k.chain_out) == 0
     lines = [rec.getMessage() for rec in caplog.records if rec.name == "fastq.chains"]
     assert len(lines) == 3 and all("the chain stops there" in line for line in lines)
+
+
+def test_a_chain_on_a_sharded_queue_goes_to_each_links_own_shard(
+    app: fastq.App, calls: list[Any]
+) -> None:
+    app.declare_queue("sq", shards=3)
+    note = app.registry["note"]
+    steps = [note.step(i).options(queue="sq") for i in (1, 2, 3)]
+    chain_id = app.chain(*steps, id="sharded")
+    status = run_links(app, ["sq"], chain_id)
+    assert status.state == "done" and calls == [("note", 1), ("note", 2), ("note", 3)]
+    shards = {"sq", "sq#1", "sq#2"}
+    assert {link.queue for link in status.links} <= shards
+    for link in status.links:  # the shard fastq's producers route the id to
+        assert app.get_job(link.id, queue="sq") is not None
