@@ -31,9 +31,10 @@ from fastq.errors import (
     ShardCountMismatch,
     UnknownQueue,
 )
-from fastq.job import JobDef
+from fastq.job import JobDef, Step
 from fastq.policy import JobPolicy
 from fastq.producer.batches import Batch
+from fastq.producer.chains import ChainStatus, LinkStatus
 from fastq.protocol.batches import BatchStatus
 from fastq.protocol.introspect import JobInfo, TaggedJob, TagPage
 from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
@@ -45,6 +46,7 @@ __all__ = [
     "Backoff",
     "BatchClosed",
     "BatchStatus",
+    "ChainStatus",
     "BoundedDoubling",
     "Cancelled",
     "Delays",
@@ -59,6 +61,7 @@ __all__ = [
     "JobFailed",
     "JobInfo",
     "JobPolicy",
+    "LinkStatus",
     "NoResult",
     "NotReplicated",
     "Polynomial",
@@ -67,6 +70,7 @@ __all__ = [
     "ResultNotSerializable",
     "ResultTimeout",
     "Retry",
+    "Step",
     "ShardCountMismatch",
     "TagPage",
     "TaggedJob",

@@ -19,6 +19,7 @@ from fastq.options import JobOptions
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.policy import ArgChecker, check_runnable
 from fastq.producer.batches import BatchBook
+from fastq.producer.chains import ChainBook
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
 from fastq.producer.testmode import QueuedJobs, test_mode
@@ -61,8 +62,8 @@ class App:
 
     Here: configuration, connections and registration. The other methods are its
     parts': enqueue its :attr:`producer`'s, queues (stats, pause...) its
-    :attr:`admin`'s, jobs (inspect, cancel...) its :attr:`job_admin`'s, batches its
-    :attr:`batch_book`'s; all share its :attr:`store`.
+    :attr:`admin`'s, jobs (inspect, cancel...) its :attr:`job_admin`'s, batches
+    and chains its :attr:`batch_book`'s and :attr:`chain_book`'s; all share its :attr:`store`.
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
@@ -144,6 +145,7 @@ class App:
         self.admin = Admin(self.store, self.registry)
         self.job_admin = JobAdmin(self.store, self.admin)
         self.batch_book = BatchBook(self.store, self.producer)
+        self.chain_book = ChainBook(lambda: self.producer)
 
     # -- configuration -------------------------------------------------------------
 
@@ -200,8 +202,6 @@ class App:
     def close(self) -> None:
         self.store.close()
 
-    # -- test mode -------------------------------------------------------------------
-
     def stub(self) -> AbstractContextManager[QueuedJobs]:
         """For a test: inside ``with app.stub() as jobs:``, enqueues are checked and
         encoded as always but kept in ``jobs`` instead of Redis (no Redis needed);
@@ -213,8 +213,6 @@ class App:
         in-process, from its encoded envelope; an exception it raises propagates
         to the enqueue call (:mod:`fastq.producer.testmode`)."""
         return test_mode(self, eager=True)
-
-    # -- hooks ---------------------------------------------------------------------
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Register ``fn`` to run in every worker process once it starts (after
@@ -498,3 +496,5 @@ class App:
     list_batches = _delegate("batch_book", BatchBook.list_batches)
     close_batch = _delegate("batch_book", BatchBook.close_batch)
     cancel_batch = _delegate("batch_book", BatchBook.cancel_batch)
+    chain = _delegate("chain_book", ChainBook.chain)
+    chain_status = _delegate("chain_book", ChainBook.chain_status)

@@ -119,6 +119,13 @@ class JobDef(Generic[R]):
         """
         return self.producer.submit(self.name, args, kwargs, NO_OPTIONS)
 
+    def step(self, *args: Any, **kwargs: Any) -> Step:
+        """A call of this job as a link of a chain (``app.chain(a.step(1), b.step())``):
+        checked against the function when the chain is made (a link given the
+        previous link's return value takes it as its first argument). Options of
+        its own (a queue, a priority, retries) with :meth:`Step.options`."""
+        return Step(self, args, kwargs, NO_OPTIONS, None)
+
     def enqueue_with(self, **options: Unpack[EnqueueKeywords]) -> EnqueueCall:
         """This job with enqueue options; call the result with the job's arguments.
 
@@ -238,6 +245,55 @@ class EnqueueCall:
 
     def __repr__(self) -> str:
         return f"<fastq enqueue {self.job.name!r} with {self.options}>"
+
+
+# the enqueue options a link of a chain may have: the others (an id, a delay, tags,
+# a unique lock, a shard key) are the chain's to decide
+STEP_OPTIONS = ("queue", "priority", "retry", "retries", "age_limit_s")
+
+
+class Step:
+    """A call of a job as a link of a chain (see :meth:`JobDef.step`)."""
+
+    __slots__ = ("args", "enqueue_options", "job", "kwargs", "pass_result")
+
+    def __init__(
+        self,
+        job: JobDef[Any],
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        options: EnqueueOptions,
+        pass_result: Optional[bool],
+    ) -> None:
+        self.job = job
+        self.args = tuple(args)
+        self.kwargs = kwargs
+        self.enqueue_options = options
+        # None: as the chain says (``app.chain(..., pass_results=...)``)
+        self.pass_result = pass_result
+
+    def options(self, *, pass_result: Optional[bool] = None, **options: Any) -> Step:
+        """This step with enqueue options (``queue``, ``priority``, ``retry``,
+        ``retries``, ``age_limit_s``), and ``pass_result``: whether it takes the
+        previous link's return value as its first argument (None: as the chain
+        says).
+
+        Raises:
+            TypeError, ValueError: another option, or a bad value (checked here).
+        """
+        other = sorted(set(options) - set(STEP_OPTIONS))
+        if other:
+            raise TypeError(
+                f"a step takes the options {', '.join(STEP_OPTIONS)}, not {', '.join(other)} "
+                "(a chain chooses its links' ids and enqueues each when the one before "
+                "it succeeds)"
+            )
+        made = EnqueueOptions.of(options, "step")
+        keep = self.pass_result if pass_result is None else bool(pass_result)
+        return Step(self.job, self.args, self.kwargs, made, keep)
+
+    def __repr__(self) -> str:
+        return f"<fastq step {self.job.name!r}{self.args!r}>"
 
 
 # (id, job, args, kwargs, attempt, envelope): a claimed job as the codec decodes it

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS, Outage
+from fastq.protocol import scripts
 from fastq.protocol.contracts import ACK, RELEASE, ReleaseMode
 from fastq.protocol.keys import shard_names
 from fastq.shm.heartbeat import HeartbeatSlot
@@ -179,6 +180,14 @@ class HandBacks(threading.Thread):
                 ", ".join(h.worker_id for h in left),
             )
 
+    def _forward(self, client: redis.Redis, queue: str, link_ids: list[str]) -> None:
+        """Enqueue the next links of the chains its ack moved on (else a reaper will)."""
+        if link_ids:
+            try:
+                self.app.chain_book.forward(client, queue, link_ids)
+            except REDIS_ERRORS as exc:
+                log.warning("master: links of chains on %s left to a reaper (%s)", queue, exc)
+
     def _send(self, item: HandBack) -> bool:
         """Send one hand-back; False if it must be tried again (after a backoff)."""
         with self.fork_gate:
@@ -254,7 +263,10 @@ class HandBacks(threading.Thread):
                     argv = ACK.argv(
                         app.dead_max_age_ms, app.dead_max_len, 0, item.worker_id, done=held
                     )
-                    acked += ACK.call(client, ACK.keys_for(keys, item.worker_id), argv)
+                    command = ACK.command(ACK.keys_for(keys, item.worker_id), argv)
+                    raw = scripts.call_many(client, [command])[0]
+                    acked += ACK.parse(raw)
+                    self._forward(client, name, ACK.chains_moved(raw))
             if acked:
                 log.info(
                     "master: acknowledged %d jobs that %s finished on %s",

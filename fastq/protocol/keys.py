@@ -197,6 +197,18 @@ class QueueKeys:
         return self.key("batches_due")
 
     @property
+    def chained(self) -> str:
+        """Job id -> the rest of its chain, while the job (a link) lives
+        (``lua/lib/chains.lua``)."""
+        return self.key("chained")
+
+    @property
+    def chain_out(self) -> str:
+        """Id of a link that ended done -> the rest of its chain: what a forwarder
+        enqueues next (the worker that acked it at once, else the reaper)."""
+        return self.key("chain_out")
+
+    @property
     def periodic(self) -> str:
         """Periodic job name -> the last slot (Unix ms) fired for it, by any reaper."""
         return self.key("periodic")
@@ -265,3 +277,17 @@ class BatchKeys:
         """Batch id -> when a reaper should look at it (ms): a close or an end under
         way, whose caller may die before it is told everywhere."""
         return f"{self.namespace}:batches:work"
+
+
+@dataclass(frozen=True)
+class ChainKeys:
+    """The Redis key of one chain (``fastq.protocol.chains``): what its links are,
+    for its status, in a slot of its own (its id is the hash tag)."""
+
+    namespace: str
+    chain_id: str
+
+    @property
+    def chain(self) -> str:
+        """The chain: its links (queue, id, name) and, once it stopped short, why."""
+        return f"{self.namespace}:chain:{{{self.chain_id}}}"

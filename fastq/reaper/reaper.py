@@ -275,7 +275,8 @@ class Reaper:
     def settle_batches(self, client: redis.Redis) -> None:
         """Every ``BATCH_EVERY_S`` at most: tell batches the shares their queues note
         as ended, and finish the closes and firings whose callers died
-        (``BatchBook.resume``). A failure waits for the next turn (nothing is lost:
+        (``BatchBook.resume``); forward the links of chains left in the queues'
+        outboxes (``ChainBook.resume``). A failure waits for the next turn (nothing is lost:
         what is due stays noted in Redis)."""
         now = time.monotonic()
         if now < self._batches_at:
@@ -287,6 +288,14 @@ class Reaper:
             log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
         except Exception:  # a bug must not stop the reaper's sweeps: said in full
             log.exception("reaper: batches not settled this turn; again in a moment")
+        try:  # the links of chains done whose worker did not forward them
+            forwarded = self.app.chain_book.resume(client, self.queues(client))
+            if forwarded:
+                log.info("reaper: forwarded %d links of chains their workers did not", forwarded)
+        except _BATCH_ERRORS as exc:
+            log.warning("reaper: chains not forwarded this turn (%s); again in a moment", exc)
+        except Exception:  # a bug must not stop the reaper's sweeps: said in full
+            log.exception("reaper: chains not forwarded this turn; again in a moment")
 
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next

@@ -66,10 +66,13 @@ class Pump:
         outage: Outage,
         slot: Optional[HeartbeatSlot] = None,
         on_batches_ended: Optional[Callable[[str, list[str]], None]] = None,
+        on_chains_moved: Optional[Callable[[str, list[str]], None]] = None,
     ) -> None:
         self.rt = round_trip
         # told (queue, batch ids) when an ack ended a batch's share of a queue
         self.on_batches_ended = on_batches_ended
+        # told (queue, link ids) when an ack moved links of chains out, to forward
+        self.on_chains_moved = on_chains_moved
         self.queues = queues
         self.outage = outage
         self.slot = slot  # its ring of finished jobs hears which acks were answered
@@ -245,6 +248,9 @@ class Pump:
         if self.on_batches_ended is not None:
             for queue, batch_ids in request.batches_ended:
                 self.on_batches_ended(queue, batch_ids)
+        if self.on_chains_moved is not None:
+            for queue, link_ids in request.chains_moved:
+                self.on_chains_moved(queue, link_ids)
         return claims
 
     def _gave_up(self, recorded: int = 0) -> None:

@@ -115,6 +115,8 @@ class Request:
         self.refused: list[tuple[str, Outcomes]] = []
         # after result(): the batches whose share of a queue its acks ended, to settle
         self.batches_ended: list[tuple[str, list[str]]] = []
+        # after result(): the links of chains whose acks moved them out, to forward
+        self.chains_moved: list[tuple[str, list[str]]] = []
         self.written_at = time.monotonic()  # built once written: the round trip's start
         # the jobs its worker had noted finished (its heartbeat slot's ring) when it
         # was written: answered, their acks are in
@@ -158,6 +160,9 @@ class Request:
                 ended = ACK.batches_ended(reply)
                 if ended:
                     self.batches_ended.append((queue, ended))
+                moved = ACK.chains_moved(reply)
+                if moved:
+                    self.chains_moved.append((queue, moved))
         n_claims = len(self.claim_queues)
         if self.peek_queues:
             one_clock = self.round_trip.wire.one_clock

@@ -239,7 +239,12 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         self._pump = Pump(
-            rt, layout.physical, self._outage, self.slot, on_batches_ended=self._settle_batches
+            rt,
+            layout.physical,
+            self._outage,
+            self.slot,
+            on_batches_ended=self._settle_batches,
+            on_chains_moved=self._forward_chains,
         )
         self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
@@ -278,6 +283,21 @@ class Worker:
                 "worker %s: batches %s of %s not settled (%s); a reaper will",
                 self.worker_id,
                 ", ".join(batch_ids),
+                queue,
+                exc,
+            )
+
+    def _forward_chains(self, queue: str, link_ids: list[str]) -> None:
+        """An ack moved these links of chains out on ``queue``: enqueue their next
+        links now (on a failure they stay in the queue's outbox, for a reaper)."""
+        assert self._pump is not None
+        try:
+            self.app.chain_book.forward(self._pump.rt.client, queue, link_ids)
+        except Exception as exc:  # noqa: BLE001 - the worker goes on whatever it was
+            log.warning(
+                "worker %s: %d links of chains on %s not forwarded (%s); a reaper will",
+                self.worker_id,
+                len(link_ids),
                 queue,
                 exc,
             )

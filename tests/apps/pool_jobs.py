@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from typing import Optional
 
 import fastq
 
@@ -149,3 +150,20 @@ def hold(i: int) -> None:
             f.write(str(os.getpid()))
         time.sleep(120)
     _note(str(i))
+
+
+def _record_link(chain: str, step: int) -> None:
+    app.redis.hincrby(f"{app.namespace}:link_runs", f"{chain}#{step}", 1)
+
+
+@app.job(queue="q", result_ttl_s=600)
+def hop(prev: Optional[list[int]], chain: str, step: int) -> list[int]:
+    """A link of a chain that passes its value on: the steps so far."""
+    _record_link(chain, step)
+    return [*(prev or []), step]
+
+
+@app.job(queue="q")
+def hop_plain(chain: str, step: int) -> None:
+    """A link of a chain that keeps no value (noted finished: never run twice)."""
+    _record_link(chain, step)

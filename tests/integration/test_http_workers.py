@@ -381,3 +381,22 @@ def test_a_failure_follows_the_servers_registered_job_policy(
     (job,) = claim(http)
     status, body = post(http, "/api/v1/jobs/s2/fail", {"token": job["token"], "error": "no"})
     assert (status, body) == (200, {"ok": True, "outcome": "retry"})
+
+
+def test_an_http_workers_done_carries_a_chain_on_at_once(
+    app: fastq.App, http: httpx.Client
+) -> None:
+    """The ack of a link done over HTTP enqueues the next link with it (no reaper)."""
+
+    @app.job(queue=Q)
+    def hop(i: int) -> None: ...
+
+    chain_id = app.chain(hop.step(1), hop.step(2))
+    (first,) = claim(http)
+    assert first["id"] == chain_id
+    assert done(http, first)[0] == 200
+    (second,) = claim(http)
+    assert (second["id"], second["args"]) == (f"{chain_id}.2", [2])
+    assert done(http, second)[0] == 200
+    status = app.chain_status(chain_id)
+    assert status is not None and status.state == "done"

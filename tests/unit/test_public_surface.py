@@ -21,7 +21,7 @@ from fastq.options import (
 
 EXPORTS = {
     "ACCELERATED", "App", "Backoff", "Batch", "BatchClosed", "BatchStatus", "BoundedDoubling",
-    "Cancelled", "Delays", "EnqueueError",
+    "Cancelled", "ChainStatus", "LinkStatus", "Step", "Delays", "EnqueueError",
     "EnqueueInterrupted", "Exponential", "Fail", "FastqError", "Geometric", "JobContext",
     "JobDef", "JobFailed", "JobInfo", "JobPolicy", "NoResult", "NotReplicated", "Polynomial",
     "RedisRefused", "RedisUnavailable", "ResultNotSerializable", "ResultTimeout", "Retry",
@@ -38,6 +38,8 @@ APP_METHODS = {
     "broken_jobs": ["queue", "limit"],
     "cancel": ["job_id", "queue"],
     "cancel_batch": ["batch_id"],
+    "chain": ["steps", "pass_results", "id"],
+    "chain_status": ["chain_id"],
     "close_batch": ["batch_id"],
     "list_batches": ["limit"],
     "cancel_by_tag": ["tag", "queue"],
@@ -87,8 +89,8 @@ APP_METHODS = {
 }  # fmt: skip
 APP_PROPERTIES = {"cluster", "max_payload_bytes", "namespace", "redis", "redis_url", "shard_counts"}
 APP_ATTRIBUTES = {
-    "admin", "batch_book", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin", "max_stalls",
-    "min_replicas",
+    "admin", "batch_book", "chain_book", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin",
+    "max_stalls", "min_replicas",
     "producer", "registry", "replica_timeout_s", "schedules", "store", "unknown_job_grace_s",
 }  # fmt: skip
 

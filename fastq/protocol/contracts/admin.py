@@ -20,7 +20,7 @@ class _Purge(Contract[tuple[int, int]]):
     keys = (
         "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
         "stalls", "stats", "links", "tagged", "unique", "unique_exp", "batched", "batches",
-        "batches_due",
+        "batches_due", "chained",
     )  # fmt: skip
     argv_names = ("limit", "ready", "scheduled", "dead", "broken")
 
@@ -64,7 +64,7 @@ class _Cancel(Contract[CancelReply]):
     keys = (
         "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
         "stats", "links", "tagged", "unique", "unique_exp", "leases", "settings", "records",
-        "records_old", "batched", "batches", "batches_due",
+        "records_old", "batched", "batches", "batches_due", "chained",
     )  # fmt: skip
     keys_rest = "held"
     argv_names = ("tag", "limit", "workers")

@@ -43,7 +43,7 @@ class _Enqueue(Contract[EnqueueReply]):
     keys = (
         "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
         "links", "tagged", "unique", "unique_exp", "settings", "records", "records_old",
-        "batched", "batches",
+        "batched", "batches", "chained",
     )  # fmt: skip
     argv_names = ("priority", "due", "extras")
     argv_rest = "jobs"

@@ -169,6 +169,9 @@ class _Ack(Contract[int]):
         "batched",
         "batches",
         "batches_due",
+        # the rest of the chains of its jobs: moved out for forwarding (lib/chains.lua)
+        "chained",
+        "chain_out",
     )
     argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id", "epoch")
     argv_rest = "sections"
@@ -215,7 +218,22 @@ class _Ack(Contract[int]):
     @staticmethod
     def batches_ended(raw: Any) -> list[str]:
         """The batches whose sealed share on this queue the ack ended: to settle."""
-        return [b.decode() for b in raw[1:]] if isinstance(raw, list) else []
+        if not isinstance(raw, list):
+            return []
+        out = []
+        for b in raw[1:]:
+            if not b:  # the links of chains follow
+                break
+            out.append(b.decode())
+        return out
+
+    @staticmethod
+    def chains_moved(raw: Any) -> list[str]:
+        """The links done whose chain goes on (its rest now in the queue's
+        ``chain_out``): to forward."""
+        if not isinstance(raw, list) or b"" not in raw:
+            return []
+        return [i.decode() for i in raw[raw.index(b"") + 1 :]]
 
 
 ACK = _Ack("ack")
@@ -242,7 +260,7 @@ class _Release(Contract[ReleaseReply]):
     keys = (
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
         "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
-        "records_old", "batched", "batches", "batches_due",
+        "records_old", "batched", "batches", "batches_due", "chained",
     )  # fmt: skip
     argv_names = ("worker_id", "mode", "max_stalls", "cause")
     argv_rest = "ids"
@@ -309,7 +327,8 @@ TAKE = _Take("take")
 class _AckTaken(Contract[int]):
     keys = (
         "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq", "settings",
-        "records", "records_old", "history", "batched", "batches", "batches_due",
+        "records", "records_old", "history", "batched", "batches", "batches_due", "chained",
+        "chain_out",
     )  # fmt: skip
     argv_names = ("dead_max_age_ms", "dead_max_len")
     argv_rest = "sections"

@@ -6,6 +6,7 @@
 --! include records
 --! include history
 --! include batches
+--! include chains
 -- ack: settle the outcomes of a batch one worker ran.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -32,6 +33,8 @@
 -- KEYS[21] batched    hash   id -> its batch (lib/batches.lua)
 -- KEYS[22] batches    hash   batch id -> this queue's share of it
 -- KEYS[23] batches_due set   batch ids whose sealed share has ended
+-- KEYS[24] chained    hash   id -> the rest of its chain (lib/chains.lua)
+-- KEYS[25] chain_out  hash   id of a link done -> the rest of its chain, to forward
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -57,8 +60,11 @@
 -- (its reply was lost) counts none again (the stale zset remembers them for an
 -- hour), nor does one whose job this worker already ended (its record names it).
 -- Returns the number of outcomes applied; or, when the jobs it ended were the last
--- of a sealed batch's share here, {applied, batch id, ...}: those batches' shares
--- ended (lib/batches.lua), for the worker to tell each batch at once.
+-- of a sealed batch's share here, or links of chains that go on,
+-- {applied, batch id, ..., '', link id, ...}: those batches' shares ended
+-- (lib/batches.lua), for the worker to tell each batch at once, and (after an empty
+-- string, when there are any) the links done whose chain's rest it moved to
+-- chain_out (lib/chains.lua), for the worker to forward at once.
 -- A job cancelled while a worker held it (its envelope deleted, a marker in
 -- cancelled) is not brought back by a retry, nor recorded dead or broken: those
 -- records are dropped, and it is recorded and counted cancelled then. One that
@@ -151,6 +157,8 @@ end
 local has_stalls = redis.call('EXISTS', KEYS[2]) == 1
 local lk = {links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = KEYS[14]}
 local bk = {batched = KEYS[21], batches = KEYS[22], batches_due = KEYS[23]}
+local ck = {chained = KEYS[24], chain_out = KEYS[25]}
+local chains_moved = {}
 local batches_ended = {}
 local function count_ends(ids, slot, failed)
     local ended = end_batches(bk, ids, slot, failed)
@@ -206,6 +214,7 @@ if #done > 0 then
     redis.call('HINCRBY', KEYS[7], 'processed', #done)
     end_links(lk, done)
     count_ends(done, BATCH_DONE)
+    chains_moved = chain_done(ck, done, string.format('%d', now))
     local marks = cancel_marks(done)
     if marks then
         local ran = {}
@@ -248,6 +257,7 @@ if #dead > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'dead', #dead)
     end_links(lk, dead)
+    chain_drop(ck, dead)
     local ended = end_dead_batches(bk, dead, dstart, 1)
     for i = 1, #ended do
         batches_ended[#batches_ended + 1] = ended[i]
@@ -264,6 +274,7 @@ if #broken > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'broken', #broken)
     end_links(lk, broken)
+    chain_drop(ck, broken)
     count_ends(broken, BATCH_DEAD, true)
 end
 
@@ -274,6 +285,7 @@ count_history(KEYS[20], now, #done, failed)
 if #cancelled_now > 0 then
     redis.call('HINCRBY', KEYS[7], 'cancelled', #cancelled_now)
     count_ends(cancelled_now, BATCH_CANCELLED)
+    chain_drop(ck, cancelled_now)
 end
 
 -- Records: done, dead, cancelled (lib/records.lua).
@@ -324,7 +336,17 @@ end
 if #dead > 0 then
     trim_dead(KEYS[5], KEYS[1], KEYS[8], now, dead_max_age, dead_max_len)
 end
-if #batches_ended > 0 then
-    return {applied, unpack(batches_ended)}
+if #batches_ended + #chains_moved > 0 then
+    local out = {applied}
+    for i = 1, #batches_ended do
+        out[#out + 1] = batches_ended[i]
+    end
+    if #chains_moved > 0 then
+        out[#out + 1] = ''
+        for i = 1, #chains_moved do
+            out[#out + 1] = chains_moved[i]
+        end
+    end
+    return out
 end
 return applied

@@ -5,6 +5,7 @@
 --! include records
 --! include history
 --! include batches
+--! include chains
 -- ack_taken: settle the at-most-once jobs a worker took (take.lua) before it ran them.
 --
 -- KEYS[1] jobs    hash   id -> envelope
@@ -22,6 +23,8 @@
 -- KEYS[13] batched  hash  id -> its batch (lib/batches.lua)
 -- KEYS[14] batches  hash  batch id -> this queue's share of it
 -- KEYS[15] batches_due set batch ids whose sealed share has ended
+-- KEYS[16] chained  hash  id -> the rest of its chain (lib/chains.lua)
+-- KEYS[17] chain_out hash id of a link done -> the rest of its chain, to forward
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
@@ -44,6 +47,8 @@
 -- back section once only, never again after a lost reply (that could run a job
 -- twice); the others may be sent again (with what came since), and count once:
 -- done by its seq, dead and broken as they are new in their set.
+-- A link of a chain done has the rest of its chain moved to chain_out (a reaper
+-- forwards it); one dead or broken has it deleted (lib/chains.lua).
 -- Returns the number of jobs handed back.
 -- allow-oom: it mostly records what ended; it must go on while Redis is over maxmemory.
 
@@ -152,6 +157,16 @@ if n_dead > 0 then
     end_dead_batches(bk, ids, starts, 1)
 end
 end_batches(bk, broken_ids, BATCH_DEAD, true)
+local ck = {chained = KEYS[16], chain_out = KEYS[17]}
+chain_done(ck, {unpack(ARGV, pos + 1, pos + n_ended)}, '0')
+if n_dead > 0 then
+    local ids = {}
+    for k = 0, n_dead - 1 do
+        ids[#ids + 1] = ARGV[dead_at + k * 2]
+    end
+    chain_drop(ck, ids)
+end
+chain_drop(ck, broken_ids)
 
 -- Records: done and dead.
 if n_dead + n_ended > 0 then

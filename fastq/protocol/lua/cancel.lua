@@ -3,6 +3,7 @@
 --! include links
 --! include records
 --! include batches
+--! include chains
 -- cancel: cancel a bounded batch of jobs of one queue, given by id or by tag.
 --
 -- KEYS[1]  jobs       hash   id -> envelope
@@ -25,7 +26,9 @@
 -- KEYS[18] batched    hash   id -> its batch (lib/batches.lua)
 -- KEYS[19] batches    hash   batch id -> this queue's share of it
 -- KEYS[20] batches_due set   batch ids whose sealed share has ended
--- KEYS[21..] held     set    the held set of each worker in leases, in the order of
+-- KEYS[21] chained    hash   id -> the rest of its chain: a job cancelled loses it
+--                            (lib/chains.lua)
+-- KEYS[22..] held     set    the held set of each worker in leases, in the order of
 --                            their ids in ARGV
 --
 -- ARGV[1] tag        '': cancel the ids given; else take (and remove) up to `limit`
@@ -57,8 +60,8 @@ if limit > 1000 then
     error('cancel: limit (ARGV[2]) must be <= 1000, not ' .. ARGV[2])
 end
 local n_workers = arg_int('cancel', 3, 'workers', 0)
-if #KEYS ~= 20 + n_workers or #ARGV < 3 + n_workers then
-    error('cancel: ' .. n_workers .. ' workers need as many held sets (KEYS[21..]) and ids')
+if #KEYS ~= 21 + n_workers or #ARGV < 3 + n_workers then
+    error('cancel: ' .. n_workers .. ' workers need as many held sets (KEYS[22..]) and ids')
 end
 local first = 4 + n_workers  -- the first id to cancel in ARGV
 local ids, members = {}, nil
@@ -126,7 +129,7 @@ end
 local is_held = {}
 if #gone > 0 then
     for w = 1, n_workers do
-        local h = redis.call('SMISMEMBER', KEYS[20 + w], unpack(gone))
+        local h = redis.call('SMISMEMBER', KEYS[21 + w], unpack(gone))
         for i = 1, #gone do
             if h[i] == 1 then
                 is_held[i] = true
@@ -156,6 +159,7 @@ if #gone > 0 then
             stopped, nil, record_text('cancelled', now, '', '', '', ''))
         end_batches({batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20]}, stopped,
             BATCH_CANCELLED)
+        chain_drop({chained = KEYS[21]}, stopped)
     end
 end
 return {#stopped, n_held, #ids}

@@ -27,6 +27,9 @@
 -- KEYS[16] batched   hash   id -> its batch, for the jobs of one (lib/batches.lua)
 -- KEYS[17] batches   hash   batch id -> this queue's share of it: its enqueued count
 --                           (a call of 15 KEYS is served as before, without a batch)
+-- KEYS[18] chained   hash   id -> the rest of its chain, for a link of one
+--                           (lib/chains.lua; a call of 17 KEYS is served as before,
+--                           without "then")
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
 -- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
@@ -37,7 +40,11 @@
 --                    "unique_for_ms": window, "batch": batch id}; with "unique" each
 --                    job carries its unique key (see below); with "batch" the jobs
 --                    added join that batch, which must have been joined on this
---                    queue (batch_join.lua) and not sealed (closed or cancelled)
+--                    queue (batch_join.lua) and not sealed (closed or cancelled);
+--                    "then": the rest of a chain (a JSON array, as a string, that
+--                    only forwarders read: fastq/protocol/chains.py), for a call of
+--                    one job, which becomes a link of that chain: kept in chained
+--                    while the job lives, if the job is added
 -- ARGV[4..] jobs     id, envelope pairs; id, envelope, unique key triples when the
 --                    extras name a unique mode
 --
@@ -73,7 +80,7 @@ local MAX_ENQUEUED_AHEAD_MS = 86400000
 local MAX_RETRIES = 2147483648
 local QUEUE_KEYS = {'jobs', 'ready', 'prio', 'scheduled', 'stats', 'wake', 'sched_prio',
     'cancelled', 'links', 'tagged', 'unique', 'unique_exp', 'settings', 'records',
-    'records_old', 'batched', 'batches'}
+    'records_old', 'batched', 'batches', 'chained'}
 local ENVELOPE_FIELDS = {'k', 'p', 'retries', 'age_limit_ms', 'backoff'}
 local WORKER_FIELDS = {'attempts', 'error', 'traceback', 'failed_at', 'rate_slot',
     'unknown_since'}
@@ -153,8 +160,8 @@ local function call_many(command, key, values)
 end
 
 -- KEYS: one queue's, in the declared order (cheap string checks, once per call)
-if #KEYS ~= 17 and #KEYS ~= 15 and #KEYS ~= 13 then
-    refuse('KEYS must be the 17 keys of one queue, NS:{Q}:jobs to NS:{Q}:batches, '
+if #KEYS ~= 18 and #KEYS ~= 17 and #KEYS ~= 15 and #KEYS ~= 13 then
+    refuse('KEYS must be the 18 keys of one queue, NS:{Q}:jobs to NS:{Q}:chained, '
         .. 'not ' .. #KEYS .. ' keys')
 end
 local prefix = sub(KEYS[1], 1, -5)
@@ -169,7 +176,7 @@ for i = 2, #KEYS do
 end
 
 -- the extras, first: they set the stride of the jobs
-local tags, umode, uwindow, batch = nil, nil, 0, nil
+local tags, umode, uwindow, batch, chain_rest = nil, nil, 0, nil, nil
 local stride = 2
 if ARGV[3] and ARGV[3] ~= '' then
     local ok, extras = pcall(cjson.decode, ARGV[3])
@@ -177,9 +184,10 @@ if ARGV[3] and ARGV[3] ~= '' then
         refuse('extras (ARGV[3]) must be empty or a JSON object, not ' .. shown(ARGV[3]))
     end
     for key in pairs(extras) do
-        if key ~= 'tags' and key ~= 'unique' and key ~= 'unique_for_ms' and key ~= 'batch' then
+        if key ~= 'tags' and key ~= 'unique' and key ~= 'unique_for_ms' and key ~= 'batch'
+                and key ~= 'then' then
             refuse('extras: unknown key ' .. shown(key) .. ' (known: tags, unique, '
-                .. 'unique_for_ms, batch)')
+                .. 'unique_for_ms, batch, then)')
         end
     end
     if extras['tags'] ~= nil then
@@ -215,9 +223,9 @@ if ARGV[3] and ARGV[3] ~= '' then
             refuse('extras: batch must be a batch id (1 to ' .. MAX_JOB_ID_BYTES
                 .. ' printable ASCII characters), not ' .. shown(batch))
         end
-        if #KEYS ~= 17 then
-            refuse('extras: a batch needs the 17 keys of the queue, NS:{Q}:batched and '
-                .. 'NS:{Q}:batches last')
+        if #KEYS < 17 then
+            refuse('extras: a batch needs 17 keys of the queue or more, NS:{Q}:batched and '
+                .. 'NS:{Q}:batches 16th and 17th')
         end
         local share = share_of(redis.call('HGET', KEYS[17], batch))
         if not share then
@@ -228,6 +236,20 @@ if ARGV[3] and ARGV[3] ~= '' then
                 or 'closed') .. ': no job joins it now')
         end
     end
+    if extras['then'] ~= nil then
+        chain_rest = extras['then']
+        if type(chain_rest) ~= 'string' or byte(chain_rest, 1) ~= 91 then
+            refuse('extras: then must be the rest of a chain, a JSON array as a string, '
+                .. 'not ' .. shown(chain_rest))
+        end
+        if #KEYS ~= 18 then
+            refuse('extras: then needs the 18 keys of the queue, NS:{Q}:chained last')
+        end
+    end
+end
+if chain_rest and #ARGV ~= 3 + stride then
+    refuse('extras: "then" (the rest of a chain) goes with one job, not '
+        .. floor((#ARGV - 3) / stride))
 end
 if #ARGV < 3 or (#ARGV - 3) % stride ~= 0 then
     refuse('ARGV must be priority, delay_ms (or @at_ms), extras, then id/envelope pairs'
@@ -483,6 +505,10 @@ local function reply()
 end
 if n == 0 then
     return reply()
+end
+
+if chain_rest then
+    redis.call('HSET', KEYS[18], added[1], chain_rest)
 end
 
 if batch then

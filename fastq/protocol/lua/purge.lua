@@ -2,6 +2,7 @@
 --! include args
 --! include links
 --! include batches
+--! include chains
 -- purge: delete up to `limit` waiting jobs of one queue (their envelopes and
 -- index entries), from the sections selected; one bounded call of a loop, so that
 -- purging a queue of any size never blocks Redis for long.
@@ -24,6 +25,7 @@
 --                            purged counts cancelled in its batch
 -- KEYS[16] batches    hash   batch id -> this queue's share of it
 -- KEYS[17] batches_due set   batch ids whose sealed share has ended
+-- KEYS[18] chained    hash   id -> the rest of its chain: a job purged loses it
 --
 -- ARGV[1] limit      ids to delete at most in this call (>= 1)
 -- ARGV[2] ready      1: delete ready jobs (ready list and prio zset), 0: keep
@@ -104,6 +106,7 @@ end_links({links = KEYS[11], tagged = KEYS[12], unique = KEYS[13], unique_exp = 
     true)
 end_batches({batched = KEYS[15], batches = KEYS[16], batches_due = KEYS[17]}, ids,
     BATCH_CANCELLED)
+chain_drop({chained = KEYS[18]}, ids)
 local deleted = #ids - queued
 if queued > 0 then
     deleted = deleted + redis.call('HDEL', KEYS[8], unpack(ids, 1, queued))

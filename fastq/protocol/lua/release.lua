@@ -5,6 +5,7 @@
 --! include sentinel
 --! include records
 --! include batches
+--! include chains
 -- release: hand a worker's leased jobs back to the front of the queue.
 --
 -- KEYS[1] ready      list   the right end is the front
@@ -28,6 +29,8 @@
 -- KEYS[18] batched    hash   id -> its batch (lib/batches.lua)
 -- KEYS[19] batches    hash   batch id -> this queue's share of it
 -- KEYS[20] batches_due set   batch ids whose sealed share has ended
+-- KEYS[21] chained    hash   id -> the rest of its chain: a job buried or dropped
+--                            loses it, its chain stops (lib/chains.lua)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -127,6 +130,7 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
             record_text('cancelled', now, '', '', '', worker))
         end_batches({batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20]}, dropped,
             BATCH_CANCELLED)
+        chain_drop({chained = KEYS[21]}, dropped)
         mine = keep
         if #mine == 0 then
             return out
@@ -136,7 +140,8 @@ end
 if mode == 'stalled' or mode == 'expired' then
     local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
         poison = KEYS[9], links = KEYS[11], tagged = KEYS[12], unique = KEYS[13],
-        unique_exp = KEYS[14], batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20]}
+        unique_exp = KEYS[14], batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20],
+        chained = KEYS[21]}
     requeue_stalled(mine, now, max_stalls, k, out, cause)
     if #out > 1 then
         local ids, texts = {}, {}

@@ -1,6 +1,7 @@
 --! include front
 --! include links
 --! include batches
+--! include chains
 -- requeue_stalled: count a stall against each id (its holder died or its lease
 -- expired); past max_stalls it is a poison job and goes to the dead set, with
 -- the reason in k.poison (its envelope is left as it is; its tags and unique lock
@@ -39,6 +40,9 @@ local function requeue_stalled(ids, now, max_stalls, k, buried_out, cause)
         redis.call('HINCRBY', k.stats, 'dead', #buried)
         end_links(k, buried)
         end_batches(k, buried, BATCH_DEAD, true)
+        if k.chained then
+            chain_drop(k, buried)
+        end
     end
     return #back, #buried
 end
