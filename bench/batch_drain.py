@@ -281,9 +281,14 @@ def main(argv: Optional[list[str]] = None) -> int:
         client.close()
         cost: dict[str, dict[str, float]] = {}
         if args.cost_jobs:
+            # the least of --repeat alternated runs: a busy box only ever adds to them
+            tries: dict[str, list[dict[str, float]]] = {"plain": [], "batch": []}
+            for _ in range(args.repeat):
+                for label, batched in (("plain", False), ("batch", True)):
+                    tries[label].append(script_cost(args.cost_jobs, args.batch, batched))
             cost = {
-                label: script_cost(args.cost_jobs, args.batch, batched)
-                for label, batched in (("plain", False), ("batch", True))
+                label: {key: min(t[key] for t in these) for key in these[0]}
+                for label, these in tries.items()
             }
     except BenchFailure as exc:
         print(f"FAILED: {exc}", file=sys.stderr)
@@ -331,7 +336,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     )
     for label, figures in cost.items():
         print(
-            f"Redis µs per job, scripts driven straight ({args.cost_jobs:,} jobs), {label}:"
+            f"Redis µs per job, scripts driven straight ({args.cost_jobs:,} jobs, least of"
+            f" {args.repeat}), {label}:"
             f" enqueue {figures['enqueue_us']:.2f}, claim {figures['claim_us']:.2f},"
             f" ack {figures['ack_us']:.2f}"
         )

@@ -31,7 +31,6 @@ from typing import Any, Optional
 import psutil
 import pytest
 import redis
-from redis.cluster import key_slot
 
 import fastq
 from fastq.protocol.batches import BatchStatus
@@ -39,8 +38,7 @@ from fastq.testing.cluster_server import ClusterServer
 from fastq.testing.redis_server import RedisServer
 from tests.apps import batch_jobs
 from tests.apps.batch_jobs import Runs, read_runs
-from tests.fault.test_cluster_pool import replicas_caught_up
-from tests.support.cluster import queues_on_each_master, slot_owners
+from tests.support.cluster import port_of, queues_on_each_master, replicas_caught_up
 from tests.support.pool import Pool, gone, wait_until
 from tests.support.processes import ROOT, subprocess_env
 
@@ -217,18 +215,9 @@ def test_a_blast_under_child_and_reaper_kills_calls_back_once(
 
 
 def batch_id_away_from(cluster: ClusterServer, port: int) -> str:
-    """A batch id whose hash slot is on another master than ``port``."""
-    owners = slot_owners(cluster)
-    for i in range(1000):
-        slot = key_slot(f"blast-{i}".encode())
-        if next(p for lo, hi, p in owners if lo <= slot <= hi) != port:
-            return f"blast-{i}"
-    raise AssertionError("no batch id away from the queue's master")
-
-
-def master_of_slot(cluster: ClusterServer, key: str) -> int:
-    slot = key_slot(key.encode())
-    return next(p for lo, hi, p in slot_owners(cluster) if lo <= slot <= hi)
+    """A batch id whose hash slot (its hash's key is tagged with the id) is on
+    another master than ``port``."""
+    return next(f"blast-{i}" for i in range(1000) if port_of(cluster, f"blast-{i}") != port)
 
 
 @pytest.mark.parametrize("failing_over", ["batch", "queue"])
@@ -240,8 +229,8 @@ def test_a_blast_on_a_cluster_calls_back_once_through_a_failover(
     queue_port = min(owners)
     queue = owners[queue_port]
     batch_id = batch_id_away_from(cluster, queue_port)
-    victim_port = queue_port if failing_over == "queue" else master_of_slot(cluster, batch_id)
-    assert master_of_slot(cluster, batch_id) != queue_port
+    victim_port = queue_port if failing_over == "queue" else port_of(cluster, batch_id)
+    assert port_of(cluster, batch_id) != queue_port
     victim = next(node for node in cluster.nodes if node.port == victim_port)
     runs_file = tmp_path / "runs.txt"
     n, failing_every = 3000, 50
