@@ -13,7 +13,7 @@ import pytest
 
 import fastq
 from fastq.testing.cluster_server import ClusterServer
-from tests.support.cluster import queues_on_each_master
+from tests.support.cluster import queues_on_each_master, replicas_caught_up
 from tests.support.pool import Pool, kill_children_while, noted_runs, wait_until
 
 pytestmark = [pytest.mark.fault, pytest.mark.timeout(120)]
@@ -62,22 +62,6 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
     print(f"{kills} kills, {duplicates} re-runs, {handed_back} handed back")
     assert kills >= 3, "the drain ended before the test could kill anything"
     assert "handed back" in pool.log()  # by the master, on each queue's own master
-
-
-def replicas_caught_up(cluster: ClusterServer) -> bool:
-    """Has every replica the whole replication stream of its master?"""
-    for port in cluster.ports:
-        node = cluster.client(port)
-        try:
-            info = node.info("replication")
-        finally:
-            node.close()
-        if info["role"] != "master":
-            continue
-        offsets = [v["offset"] for k, v in info.items() if k.startswith("slave")]
-        if not offsets or min(offsets) < info["master_repl_offset"]:
-            return False
-    return True
 
 
 def settled(app: fastq.App, queues: list[str]) -> bool:

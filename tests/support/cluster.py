@@ -36,3 +36,19 @@ def queues_on_each_master(cluster: ClusterServer, prefix: str) -> dict[int, str]
         owners.setdefault(port_of(cluster, f"{prefix}{i}"), f"{prefix}{i}")
         i += 1
     return owners
+
+
+def replicas_caught_up(cluster: ClusterServer) -> bool:
+    """Has every replica the whole replication stream of its master?"""
+    for port in cluster.ports:
+        node = cluster.client(port)
+        try:
+            info = node.info("replication")
+        finally:
+            node.close()
+        if info["role"] != "master":
+            continue
+        offsets = [v["offset"] for k, v in info.items() if k.startswith("slave")]
+        if not offsets or min(offsets) < info["master_repl_offset"]:
+            return False
+    return True

@@ -21,13 +21,21 @@ from tests.support.processes import fastq_cmd, subprocess_env
 
 
 class Pool:
-    """A ``fastq pool`` subprocess on the test app ``tests.apps.pool_jobs``."""
+    """A ``fastq pool`` subprocess on the test app ``tests.apps.pool_jobs`` (or ``app``)."""
 
     def __init__(
-        self, url: str, namespace: str, log_path: Path, *args: str, wrap: Sequence[str] = ()
+        self,
+        url: str,
+        namespace: str,
+        log_path: Path,
+        *args: str,
+        wrap: Sequence[str] = (),
+        app: str = "tests.apps.pool_jobs",
+        env: Optional[dict[str, str]] = None,
     ) -> None:
         """``wrap``: a command that runs the pool's (``ip netns exec NAME``): it must
-        exec it, so that the pool is the process started."""
+        exec it, so that the pool is the process started. ``env``: more variables of
+        its environment."""
         self.log_path = log_path
         # where the ``note`` job records its runs
         self.runs_file = log_path.with_name("runs.txt")
@@ -37,14 +45,14 @@ class Pool:
                 + fastq_cmd(
                     "pool",
                     "--app",
-                    "tests.apps.pool_jobs",
+                    app,
                     "--namespace",
                     namespace,
                     "-q",
                     "q",
                     *args,
                 ),
-                env=subprocess_env(url, POOL_JOBS_RUNS_FILE=str(self.runs_file)),
+                env=subprocess_env(url, POOL_JOBS_RUNS_FILE=str(self.runs_file), **(env or {})),
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
