@@ -232,3 +232,33 @@ def test_failed_reads_the_workers_attempts_not_an_argument_of_that_name(
     dead_env = orjson.dumps(["j", [{"attempts": 1}], NOW_MS, {"attempts": 3, "error": "x"}])
     ack(r, k, Outcomes(dead=[(b"x", dead_env)], failed=1))
     assert share(r, k) == Share(1, 0, 1, 0, 0, "")
+
+
+def test_two_batches_and_plain_jobs_in_one_queue_each_count_their_own(
+    r: redis.Redis, k: QueueKeys, namespace: str
+) -> None:
+    """One batch live in a queue is counted by HDEL alone (lib/batches.lua's ' live');
+    two take the lookup of each job's batch; plain jobs count in neither."""
+    other = BatchKeys(namespace, "b2")
+    joined(r, k, BatchKeys(namespace, B))
+    for bk in (BatchKeys(namespace, B), other):
+        BATCH_OPEN.call(r, [bk.batch], BATCH_OPEN.argv(60_000, "", b"", ""))
+        BATCH_JOIN.call(r, [bk.batch], BATCH_JOIN.argv(f"q:{k.queue}", 60_000))
+    BATCH_SEAL.call(r, BATCH_SEAL.keys_for(k), BATCH_SEAL.argv("b2", "open"))
+    enqueue(r, k, ["a1", "a2"])
+    assert r.hget(k.batches, " live") == b"1 b1"
+    enqueue(r, k, ["c1", "c2"], batch="b2")
+    assert r.hget(k.batches, " live") == b"2"
+    plain = ENQUEUE.argv(0, 0, b"", ["p1"], [env()])
+    ENQUEUE.call(r, ENQUEUE.keys_for(k), plain)
+    claimed = claim(r, k, 10)
+    assert sorted(claimed) == ["a1", "a2", "c1", "c2", "p1"]
+    ack(r, k, Outcomes(done=[b"a1", b"c1", b"p1"]))
+    assert share(r, k) == Share(2, 1, 0, 0, 0, "")
+    assert Share.parse(r.hget(k.batches, "b2")) == Share(2, 1, 0, 0, 0, "")
+    ack(r, k, Outcomes(done=[b"c2"]))  # b2's share ends: b1 is the one live left
+    assert r.hget(k.batches, " live") == b"1 b1"
+    ack(r, k, Outcomes(done=[b"a2"]))
+    assert share(r, k) == Share(2, 2, 0, 0, 0, "")
+    assert r.hget(k.batches, " live") is None
+    assert r.exists(k.batched) == 0

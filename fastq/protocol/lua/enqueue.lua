@@ -518,9 +518,7 @@ if batch then
         members[#members + 1] = batch
     end
     call_many('HSET', KEYS[16], members)
-    local share = share_of(redis.call('HGET', KEYS[17], batch))
-    share[1] = share[1] + n
-    redis.call('HSET', KEYS[17], batch, share_text(share))
+    add_enqueued(KEYS[17], batch, n)
 end
 
 -- the links records and tag entries of the jobs added (what their end cleans up)

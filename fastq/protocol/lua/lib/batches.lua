@@ -10,8 +10,16 @@
 --                enqueue joins it then), 'x' sealed by a cancel
 -- due      set   batch ids whose sealed share has ended (every job enqueued into it
 --                done, dead or cancelled): what a settler must tell the batch
+--                and one field ' live' (a batch id holds no space): '<n>' or, when
+--                n is 1, '1 <batch id>': how many shares have jobs not ended yet, and
+--                which one when it is one
 -- failed counts the jobs that failed at least once (retried, then done or dead; or
 -- dead at once): once a job, at its first failure.
+--
+-- The ' live' field is what keeps a blast in a batch fast: while one batch alone
+-- has jobs live in the queue (every entry in batched is then its own), a job's end
+-- is counted by one HDEL of its entry, the count HDEL returns going to that batch,
+-- with no HMGET to find each job's batch.
 
 local BATCH_DONE, BATCH_DEAD, BATCH_CANCELLED = 2, 3, 4
 
@@ -32,6 +40,62 @@ end
 
 local function share_ended(s)
     return s[6] ~= '' and s[2] + s[3] + s[4] >= s[1]
+end
+
+local LIVE = ' live'
+
+local function share_live(s)
+    return s[1] > s[2] + s[3] + s[4]
+end
+
+-- live_of: how many shares of the queue have jobs not ended, and which when one.
+local function live_of(batches)
+    local v = redis.call('HGET', batches, LIVE)
+    if not v then
+        return 0, nil
+    end
+    local n, one = string.match(v, '^(%d+) ?(.*)$')
+    return tonumber(n), one ~= '' and one or nil
+end
+
+-- note_live: the number of live shares changed by delta (the share of `bid` became
+-- live, or stopped being so; it is written already).
+local function note_live(batches, delta, bid)
+    local n, one = live_of(batches)
+    n = n + delta
+    if n <= 0 then
+        redis.call('HDEL', batches, LIVE)
+        return
+    end
+    if n == 1 then
+        if delta > 0 then
+            one = bid
+        else  -- which is left: a scan, once a batch's share ends
+            one = nil
+            local all = redis.call('HGETALL', batches)
+            for i = 1, #all, 2 do
+                local s = all[i] ~= LIVE and share_of(all[i + 1])
+                if s and share_live(s) then
+                    one = all[i]
+                    break
+                end
+            end
+        end
+        redis.call('HSET', batches, LIVE, '1 ' .. (one or ''))
+    else
+        redis.call('HSET', batches, LIVE, string.format('%d', n))
+    end
+end
+
+-- add_enqueued: n jobs joined the share of `bid` (enqueue.lua).
+local function add_enqueued(batches, bid, n)
+    local s = share_of(redis.call('HGET', batches, bid))
+    local was = share_live(s)
+    s[1] = s[1] + n
+    redis.call('HSET', batches, bid, share_text(s))
+    if not was then
+        note_live(batches, 1, bid)
+    end
 end
 
 -- The batches of `ids` (those in one), grouped: {bid -> count}, the bids in order,
@@ -67,22 +131,44 @@ end
 -- k holds the key names (batched, batches, batches_due). Returns the batch ids whose
 -- sealed share has now ended (each also noted in due).
 local function end_batches(k, ids, slot, failed)
-    local counts, order, members = batches_of(k.batched, ids)
-    if not counts then
+    if #ids == 0 or redis.call('EXISTS', k.batched) == 0 then
         return {}
     end
-    for lo = 1, #members, 4000 do
-        redis.call('HDEL', k.batched, unpack(members, lo, math.min(lo + 3999, #members)))
+    local counts, order
+    local n_live, one = live_of(k.batches)
+    if n_live == 1 and one then  -- every entry is one batch's: HDEL counts them
+        local removed = 0
+        for lo = 1, #ids, 4000 do
+            removed = removed + redis.call('HDEL', k.batched,
+                unpack(ids, lo, math.min(lo + 3999, #ids)))
+        end
+        if removed == 0 then
+            return {}
+        end
+        counts, order = {[one] = removed}, {one}
+    else
+        local members
+        counts, order, members = batches_of(k.batched, ids)
+        if not counts then
+            return {}
+        end
+        for lo = 1, #members, 4000 do
+            redis.call('HDEL', k.batched, unpack(members, lo, math.min(lo + 3999, #members)))
+        end
     end
     local ended = {}
     for _, b in ipairs(order) do
         local s = share_of(redis.call('HGET', k.batches, b))
         if s then
+            local was = share_live(s)
             s[slot] = s[slot] + counts[b]
             if failed then
                 s[5] = s[5] + counts[b]
             end
             redis.call('HSET', k.batches, b, share_text(s))
+            if was and not share_live(s) then
+                note_live(k.batches, -1, b)
+            end
             if share_ended(s) then
                 ended[#ended + 1] = b
             end
