@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import FrameType
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import redis
 
@@ -282,14 +282,18 @@ class Reaper:
         if now < self._batches_at:
             return
         self._batches_at = now + BATCH_EVERY_S
+        # the sweep's last list (read, not refreshed: this runs beside the sweep)
+        queues = self._queues
+        if not self._queues_read:
+            queues = self.app.physical_queues_on(client, self.fixed_queues)
         try:
-            self.app.batch_book.resume(client, self.queues(client))
+            self.app.batch_book.resume(client, queues)
         except _BATCH_ERRORS as exc:
             log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
         except Exception:  # a bug must not stop the reaper's sweeps: said in full
             log.exception("reaper: batches not settled this turn; again in a moment")
         try:  # the links of chains done whose worker did not forward them
-            forwarded = self.app.chain_book.resume(client, self.queues(client))
+            forwarded = self.app.chain_book.resume(client, queues)
             if forwarded:
                 log.info("reaper: forwarded %d links of chains their workers did not", forwarded)
         except _BATCH_ERRORS as exc:
@@ -324,6 +328,10 @@ class Reaper:
         # (the first look is made here, before the first sweep)
         losses = LossWatchThread(self.loss_watch, self._new_client, self.queues)
         losses.start()
+        # batches and chains from a thread of their own too, with their own client: a
+        # master that stalls holds up their calls, never the sweeps and the firing
+        settler = SettleThread(self.settle_batches, self._new_client)
+        settler.start()
         client: Optional[redis.Redis] = None
         log.info("reaper: sweeping every %.1fs at most", self.interval_s)
         while not self.stopping:
@@ -338,7 +346,6 @@ class Reaper:
                 # periodic jobs first: a slot is due now, a sweep can wait a few ms
                 fire_s = self.fire(client)
                 sleep_s = self.sweep(client)
-                self.settle_batches(client)
             except REDIS_ERRORS as exc:  # no client, or no queue list: no sweep at all
                 sleep_s = self.outage.failed(exc)
                 for node in self._nodes.values():
@@ -348,6 +355,39 @@ class Reaper:
             self._wake.wait(min(sleep_s, fire_s))
         beat.stop()
         losses.stop()
+        settler.stop()
         if client is not None:
             client.close()
         log.info("reaper: stopped")
+
+
+class SettleThread(threading.Thread):
+    """Calls ``settle(client)`` every ``BATCH_EVERY_S``, on a client of its own made
+    by ``connect`` (again after a failure)."""
+
+    def __init__(
+        self, settle: Callable[[redis.Redis], None], connect: Callable[[], redis.Redis]
+    ) -> None:
+        super().__init__(name="fastq-reaper-settle", daemon=True)
+        self.settle = settle
+        self.connect = connect
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        self.join(CALL_TIMEOUT_S)
+
+    def run(self) -> None:
+        client: Optional[redis.Redis] = None
+        while not self._stop_event.wait(BATCH_EVERY_S):
+            try:
+                if client is None:
+                    client = self.connect()
+                self.settle(client)
+            except REDIS_ERRORS as exc:  # no client, or no queue list: next turn
+                log.debug("reaper: batches and chains wait (%s)", exc)
+                if client is not None:
+                    client.close()
+                client = None
+        if client is not None:
+            client.close()
