@@ -120,11 +120,12 @@ def test_a_worker_drains_a_sharded_queue_over_every_master(
         t0 = time.monotonic()
         for i in range(SHARDS):
             send.enqueue(100_000 + i)  # a shard each in turn
-        deadline = time.monotonic() + 3
+        # woken by the enqueues, not at its idle timeout (5 s): well before that,
+        # however slow the machine
+        deadline = t0 + 4.0
         while sum(runs.values()) < SHARDS * 1000 + 1 + SHARDS:
             assert time.monotonic() < deadline, "an idle worker missed a wake-up"
             time.sleep(0.005)
-        assert time.monotonic() - t0 < 1.0  # woken, not after its idle timeout
     finally:
         worker.stop()
         thread.join(10)

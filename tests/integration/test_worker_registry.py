@@ -44,9 +44,10 @@ def test_a_pool_lists_its_children_idle_and_busy_and_leaves_when_stopped(
         workers = [c for c in entry["children"] if c["kind"] == "worker"]
         assert {c["state"] for c in workers} <= {"idle", "waiting"}
         assert all(c["rss"] > 1 << 20 for c in entry["children"])
-        # a job that runs 3 s: one child busy with it, since when it started
+        # a job that runs 8 s (the CLI below starts in seconds on a loaded machine): one
+        # child busy with it, since when it started
         before = time.time()
-        job_id = app.enqueue("work", [1], {"sleep_s": 3.0}, queue="q")
+        job_id = app.enqueue("work", [1], {"sleep_s": 8.0}, queue="q")
 
         def busy() -> list[dict[str, Any]]:
             return [c for c in _pool_entry(app)["children"] if c.get("state") == "busy"]
