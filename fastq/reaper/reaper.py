@@ -56,7 +56,8 @@ SILENT_RETRY_S = 5.0
 # How often the reaper settles batches (fastq.producer.batches): a share that ended
 # while no worker could tell its batch waits this long at most.
 BATCH_EVERY_S = 0.5
-_BATCH_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+# and at most this long after a failure (doubling from BATCH_EVERY_S)
+SETTLE_BACKOFF_MAX_S = 16.0
 
 
 @dataclass
@@ -276,8 +277,9 @@ class Reaper:
         """Every ``BATCH_EVERY_S`` at most: tell batches the shares their queues note
         as ended, and finish the closes and firings whose callers died
         (``BatchBook.resume``); forward the links of chains left in the queues'
-        outboxes (``ChainBook.resume``). A failure waits for the next turn (nothing is lost:
-        what is due stays noted in Redis)."""
+        outboxes (``ChainBook.resume``). Nothing is lost to a failure: what is due
+        stays noted in Redis. A Redis error is raised, once both were tried (the
+        caller backs off; the sweep says Redis is away); any other is logged."""
         now = time.monotonic()
         if now < self._batches_at:
             return
@@ -286,20 +288,21 @@ class Reaper:
         queues = self._queues
         if not self._queues_read:
             queues = self.app.physical_queues_on(client, self.fixed_queues)
-        try:
-            self.app.batch_book.resume(client, queues)
-        except _BATCH_ERRORS as exc:
-            log.warning("reaper: batches not settled this turn (%s); again in a moment", exc)
-        except Exception:  # a bug must not stop the reaper's sweeps: said in full
-            log.exception("reaper: batches not settled this turn; again in a moment")
-        try:  # the links of chains done whose worker did not forward them
-            forwarded = self.app.chain_book.resume(client, queues)
-            if forwarded:
-                log.info("reaper: forwarded %d links of chains their workers did not", forwarded)
-        except _BATCH_ERRORS as exc:
-            log.warning("reaper: chains not forwarded this turn (%s); again in a moment", exc)
-        except Exception:  # a bug must not stop the reaper's sweeps: said in full
-            log.exception("reaper: chains not forwarded this turn; again in a moment")
+        failure: Optional[BaseException] = None
+        for what, resume in (("batches", self.app.batch_book.resume),
+                             ("chains", self.app.chain_book.resume)):  # fmt: skip
+            try:
+                done = resume(client, queues)
+                if what == "chains" and done:
+                    log.info("reaper: forwarded %d links of chains their workers did not", done)
+            except REDIS_ERRORS as exc:
+                failure = exc
+            except FastqError as exc:  # a callback's enqueue refused, say
+                log.warning("reaper: %s not settled this turn (%s); again in a moment", what, exc)
+            except Exception:  # a bug must not stop the reaper: said in full
+                log.exception("reaper: %s not settled this turn; again in a moment", what)
+        if failure is not None:
+            raise failure
 
     def fire(self, client: redis.Redis) -> float:
         """Fire the periodic jobs that are due; returns the seconds until the next
@@ -379,15 +382,15 @@ class SettleThread(threading.Thread):
 
     def run(self) -> None:
         client: Optional[redis.Redis] = None
-        while not self._stop_event.wait(BATCH_EVERY_S):
+        wait_s = BATCH_EVERY_S
+        while not self._stop_event.wait(wait_s):
             try:
                 if client is None:
                     client = self.connect()
                 self.settle(client)
-            except REDIS_ERRORS as exc:  # no client, or no queue list: next turn
+                wait_s = BATCH_EVERY_S
+            except REDIS_ERRORS as exc:  # Redis away or refusing: back off (no storm)
                 log.debug("reaper: batches and chains wait (%s)", exc)
-                if client is not None:
-                    client.close()
-                client = None
+                wait_s = min(wait_s * 2, SETTLE_BACKOFF_MAX_S)
         if client is not None:
             client.close()
