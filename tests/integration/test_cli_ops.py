@@ -12,6 +12,7 @@ import redis
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.pool import wait_until
 from tests.support.processes import fastq_cmd, subprocess_env, wait_while_working
 from tests.support.workers import drain
 
@@ -406,7 +407,8 @@ def test_workers_lists_who_holds_which_job(
         stderr=subprocess.DEVNULL,
     )
     try:
-        assert r.blpop([f"{app.namespace}:started"], timeout=30) is not None
+        # polled: a BLPOP of 30 s outlasts the client's socket timeout (5 s with redis-py 7)
+        wait_until(lambda: r.lpop(f"{app.namespace}:started") is not None, 30, "the job to start")
         proc = run_cli(redis_server.url, "workers", *base, "-q", "slow", "-v")
         assert proc.returncode == 0, proc.stderr
         alone, child, holding, head, job = proc.stdout.splitlines()
