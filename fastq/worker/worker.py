@@ -421,8 +421,10 @@ class Worker:
     def _wait_interruptibly(self, wait: Callable[[], object]) -> bool:
         """Block in ``wait`` (nothing running meanwhile), which a stop signal cuts
         short: then the worker is stopping and this returns False."""
-        self._waiting = True
         try:
+            self._waiting = True  # from here a stop signal raises HardStop
+            if self.stopping:  # a signal came since the loop last looked
+                return False
             wait()
             return True
         except HardStop:

@@ -42,6 +42,9 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
     )  # fmt: skip
     try:
         pool.wait_children(3)
+        # kill only once the children work: on a loaded machine the first kills met
+        # children still importing, which held nothing to hand back
+        wait_until(lambda: processed(capp, queues) >= n * 0.1, 30, "the drain to start")
         kills = kill_children_while(
             pool.children, lambda: processed(capp, queues) < n * 0.8, max_kills=4, every_s=0.15
         )

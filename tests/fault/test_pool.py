@@ -192,12 +192,16 @@ def test_a_job_that_crashes_its_worker_is_that_jobs_fault_alone(
     times: its child is replaced at once each time (no crash-loop backoff), its
     batch-mates each run once, it goes dead saying how its worker died, and a job
     due on another queue meanwhile starts on time."""
-    app.enqueue_many("work", [(i,) for i in range(300)], queue="q")
+    # 5 ms jobs: the drain lasts 1.5 s at least, and the poison's three crashes
+    # fall in it, around when the job on 'other' falls due
+    app.enqueue_many("work", [(i, 0.005) for i in range(300)], queue="q")
     poison = app.enqueue(job, [999], queue="q")
-    app.enqueue_many("work", [(i,) for i in range(300, 600)], queue="q")
-    due_at = time.time() + 2  # the test's clock is the pool's and Redis'
-    app.enqueue("stamp", [1], queue="other", at=due_at)
+    app.enqueue_many("work", [(i, 0.005) for i in range(300, 600)], queue="q")
     pool = pools("-c", "2", "--batch", "50", "--max-stalls", "2", "-q", "q,other")
+    # due once the children work: their start on a loaded machine is not the point
+    wait_until(lambda: app.stats("q")["processed"] > 0, 30, "the drain to start")
+    due_at = time.time() + 1  # the test's clock is the pool's and Redis'
+    app.enqueue("stamp", [1], queue="other", at=due_at)
     wait_until(
         lambda: app.stats("q")["processed"] == 600 and app.stats("q")["dead"] == 1, 60, "the drain"
     )

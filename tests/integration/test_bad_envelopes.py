@@ -6,7 +6,6 @@ whole queue)."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 
 import orjson
@@ -14,7 +13,7 @@ import redis
 
 import fastq
 from fastq.testing.redis_server import RedisServer
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import run_cli
 
 NOW_MS = int(time.time() * 1000)
 DEAD = {
@@ -27,12 +26,6 @@ BROKEN = {
     "good-broken": ["send", "x", NOW_MS],
     "bad-broken": ["send", [], "yesterday"],
 }
-
-
-def run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=60
-    )
 
 
 def write(r: redis.Redis, app: fastq.App) -> None:

@@ -16,7 +16,7 @@ import redis
 import fastq
 from fastq.testing.redis_server import RedisServer
 from fastq.worker.worker import Worker
-from tests.support.processes import ROOT, fastq_cmd, subprocess_env
+from tests.support.processes import ROOT, run_cli, subprocess_env
 from tests.support.workers import drain, drain_in_thread
 
 
@@ -398,10 +398,8 @@ def test_bad_input_gets_a_clear_error_and_writes_nothing(
 
 def test_cli_cancel_by_id_and_tag_and_list_jobs(redis_server: RedisServer, app: fastq.App) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            fastq_cmd(*args, "--app", "tests.apps.counting", "--namespace", app.namespace),
-            env=subprocess_env(redis_server.url), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        base = ("--app", "tests.apps.counting", "--namespace", app.namespace)
+        return run_cli(redis_server.url, *args, *base)
 
     ids = app.enqueue_many("count", [(i,) for i in range(5)], queue="count", tags=["batch:1"])
     proc = cli("jobs", "--tag", "batch:1")

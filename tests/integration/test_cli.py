@@ -11,13 +11,7 @@ import redis
 
 import fastq
 from fastq.testing.redis_server import RedisServer
-from tests.support.processes import fastq_cmd, subprocess_env
-
-
-def run_cli(url: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=timeout
-    )
+from tests.support.processes import fastq_cmd, run_cli, subprocess_env
 
 
 @pytest.mark.slow

@@ -4,10 +4,10 @@ batch, for a person or as JSON; an unknown id is one line and exit status 1."""
 from __future__ import annotations
 
 import orjson
-from test_cli import run_cli
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import run_cli
 from tests.support.workers import drain
 
 

@@ -6,10 +6,10 @@ import time
 
 import orjson
 import redis
-from test_cli import run_cli
 
 import fastq
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import run_cli
 from tests.support.workers import drain
 
 

@@ -13,16 +13,10 @@ import redis
 import fastq
 from fastq.testing.redis_server import RedisServer
 from tests.support.pool import wait_until
-from tests.support.processes import fastq_cmd, subprocess_env, wait_while_working
+from tests.support.processes import fastq_cmd, run_cli, subprocess_env, wait_while_working
 from tests.support.workers import drain
 
 OPS_APP = "tests.apps.ops_jobs"
-
-
-def run_cli(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=timeout
-    )
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

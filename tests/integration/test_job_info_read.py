@@ -13,11 +13,11 @@ from typing import Any, Optional
 import orjson
 import pytest
 import redis
-from test_cli import run_cli
 
 import fastq
 from fastq.protocol.contracts import CLAIM, JOB_INFO
 from fastq.testing.redis_server import RedisServer
+from tests.support.processes import run_cli
 from tests.support.workers import drain
 
 SUFFIXES = (

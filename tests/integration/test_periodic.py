@@ -18,7 +18,7 @@ import fastq
 from fastq.protocol.contracts import FIRE, FireOutcome
 from fastq.reaper.firer import Firer
 from fastq.testing.redis_server import RedisServer
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import fastq_cmd, run_cli, subprocess_env
 
 APP = "tests.apps.periodic_jobs"
 
@@ -155,12 +155,6 @@ def test_the_firer_fires_only_its_queues(app: fastq.App, r: redis.Redis) -> None
 
     assert [j.name for j in Firer(app, ["b"]).jobs] == ["b"]
     assert Firer(app, ["c"]).fire_due(r) == float("inf")
-
-
-def run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=60
-    )
 
 
 def test_fastq_periodic_lists_last_and_next_fire_times(

@@ -17,7 +17,7 @@ import redis
 import fastq
 from fastq.connection.client import new_client
 from fastq.testing.redis_server import RedisSentinel, RedisServer, free_port
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import fastq_cmd, run_cli, subprocess_env
 
 PASSWORD = "Pw-7f3a9c-s3cret"  # grepped for in every output
 SENTINEL_PASSWORD = "Spw-41d2e8-s3cret"  # the sentinels' own, grepped for too
@@ -63,12 +63,6 @@ def _run_pool_until(url: str, namespace: str, n: int, log: Path, level: str = "I
     return log.read_text() + "\n".join(titles)
 
 
-def _cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=60
-    )
-
-
 @pytest.fixture(scope="module")
 def locked_server() -> Iterator[RedisServer]:
     """A server with a default password, and an ACL user ``worker`` that may not
@@ -93,7 +87,7 @@ def test_a_pool_with_a_password_runs_jobs_and_never_shows_the_password(
     outputs = {"pool": output}
     for args in (["--help"], ["pool", "--help"], ["worker", "--help"],
                  ["stats", "--app", "tests.apps.counting", "--namespace", namespace]):  # fmt: skip
-        proc = _cli(url, *args)
+        proc = run_cli(url, *args)
         assert proc.returncode == 0, proc.stderr
         outputs[" ".join(args)] = proc.stdout + proc.stderr
     # an error naming the URL: a queue that is down, as producers see it
@@ -168,7 +162,7 @@ def test_a_sentinel_url_with_passwords_runs_jobs_and_never_shows_them(
         assert "persists nothing" in output  # the start-up check reached the master
         assert f"redis+sentinel://:***@127.0.0.1:{sentinel.port}/mymaster/0" in output
         outputs = {"pool": output}
-        proc = _cli(url, "stats", "--app", "tests.apps.counting", "--namespace", namespace)
+        proc = run_cli(url, "stats", "--app", "tests.apps.counting", "--namespace", namespace)
         assert proc.returncode == 0 and "count" in proc.stdout, proc.stderr
         outputs["stats"] = proc.stdout + proc.stderr
         # the same URL given on the command line
@@ -347,12 +341,12 @@ def test_the_tls_files_as_cli_options(tls_server: tuple[int, Path], namespace: s
     )
     tls = ["--tls-ca-cert", str(d / "ca.crt"), "--tls-cert", str(d / "client.crt"),
            "--tls-key", str(d / "client.key")]  # fmt: skip
-    proc = _cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
+    proc = run_cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
                 "-q", "count", "--burst", *tls)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "stopped after 5 jobs" in proc.stderr
     plain = f"redis://127.0.0.1:{port}/0"
-    proc = _cli(plain, "stats", "--app", "tests.apps.counting", *tls)
+    proc = run_cli(plain, "stats", "--app", "tests.apps.counting", *tls)
     assert proc.returncode == 2
     assert proc.stderr == (f"fastq: error: --tls-* options need a rediss:// URL, not '{plain}'\n")
 
@@ -376,7 +370,7 @@ def test_a_unix_socket_url_with_the_password_as_a_query_parameter(
     with RedisServer(extra_args=extra):  # its TCP port stays unused here
         url = f"unix://{sock}?db=0&password={PASSWORD}"
         _enqueue_counting(url, namespace, 5)
-        proc = _cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
+        proc = run_cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
                     "-q", "count", "--burst")  # fmt: skip
         assert proc.returncode == 0, proc.stderr
         assert "stopped after 5 jobs" in proc.stderr

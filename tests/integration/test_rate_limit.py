@@ -23,7 +23,7 @@ from fastq.testing.redis_server import RedisServer
 from fastq.validate import MAX_RATE, RateLimit
 from fastq.worker.pump import Pump
 from tests.support.keys import namespace_keys
-from tests.support.processes import fastq_cmd, subprocess_env
+from tests.support.processes import fastq_cmd, run_cli, subprocess_env
 from tests.support.workers import drain
 
 HOUR_MS = 3_600_000
@@ -315,12 +315,6 @@ def test_a_limit_on_an_unknown_or_bad_queue_is_refused_and_nothing_is_written(
 
 
 # -- the CLI -------------------------------------------------------------------------
-
-
-def run_cli(url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=60
-    )
 
 
 def test_cli_limit_sets_shows_and_lifts(redis_server: RedisServer, app: fastq.App) -> None:

@@ -3,22 +3,14 @@ line per shard), and the commands without ``--app`` find its shards in Redis."""
 
 from __future__ import annotations
 
-import subprocess
-
 import orjson
 import redis
 
 import fastq
 from fastq.testing.redis_server import RedisServer
-from tests.support.processes import fastq_cmd, subprocess_env, wait_while_working
+from tests.support.processes import fastq_cmd, run_cli, wait_while_working
 
 APP = "tests.apps.sharded_jobs"
-
-
-def run_cli(url: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        fastq_cmd(*args), env=subprocess_env(url), capture_output=True, text=True, timeout=timeout
-    )
 
 
 def test_queues_stats_pause_inspect_wait_and_a_worker_on_a_sharded_queue(

@@ -18,9 +18,10 @@ import fastq
 from fastq import retry
 from fastq._pyimpl import backoff as ref_backoff
 from fastq_ext import backoff as native_backoff
+from tests.support.examples import examples
 
 KERNELS = pytest.mark.parametrize("kernels", [ref_backoff, native_backoff], ids=["ref", "native"])
-SETTINGS = settings(max_examples=200, deadline=None, database=None)
+SETTINGS = settings(max_examples=examples(200), deadline=None, database=None)
 SECONDS = st.integers(0, 10**6).map(lambda ms: ms / 1000)  # whole ms, up to ~11 days
 RAND = st.floats(0.0, 1.0, exclude_max=True)
 

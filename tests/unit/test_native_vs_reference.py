@@ -27,9 +27,10 @@ from fastq._pyimpl import ids as ref_ids
 from fastq_ext import backoff as native_backoff
 from fastq_ext import codec as native_codec
 from fastq_ext import ids as native_ids
+from tests.support.examples import examples
 
 SETTINGS = settings(
-    max_examples=150,
+    max_examples=examples(150),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -624,7 +625,7 @@ WIDE_FLOAT = (
 )
 
 
-@settings(max_examples=1500, deadline=None, database=None)
+@settings(max_examples=examples(1500), deadline=None, database=None)
 @given(WIDE_INT, WIDE_INT, WIDE_INT, WIDE_FLOAT, WIDE_FLOAT)
 def test_backoff_ms(attempt: int, base_ms: int, max_ms: int, jitter: float, rand: float) -> None:
     assert_same(
@@ -632,7 +633,7 @@ def test_backoff_ms(attempt: int, base_ms: int, max_ms: int, jitter: float, rand
     )
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=examples(300), deadline=None, database=None)
 @given(
     WIDE_INT | st.booleans(),
     WIDE_INT | st.booleans(),
@@ -722,13 +723,13 @@ def same_sequence(ref_fn: Callable[..., Any], nat_fn: Callable[..., Any], *param
         assert_same(ref_fn, nat_fn, attempt, *params)
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=examples(400), deadline=None, database=None)
 @given(MS, RAND)
 def test_polynomial_sequences(max_ms: int, rand: float) -> None:
     same_sequence(ref_backoff.polynomial_ms, native_backoff.polynomial_ms, max_ms, rand)
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=examples(400), deadline=None, database=None)
 @given(MS, MS, st.integers(0, 62))
 def test_doubling_sequences(a_ms: int, b_ms: int, max_doublings: int) -> None:
     min_ms, max_ms = min(a_ms, b_ms), max(a_ms, b_ms)
@@ -737,7 +738,7 @@ def test_doubling_sequences(a_ms: int, b_ms: int, max_doublings: int) -> None:
     )
 
 
-@settings(max_examples=400, deadline=None, database=None)
+@settings(max_examples=examples(400), deadline=None, database=None)
 @given(
     MS,
     st.floats(1.0, 1e6) | st.floats(1.0, 1.5) | st.sampled_from([1.0, 1.5, 2.0, 10.0, 1e300]),
@@ -747,7 +748,7 @@ def test_geometric_sequences(base_ms: int, ratio: float, max_ms: int) -> None:
     same_sequence(ref_backoff.geometric_ms, native_backoff.geometric_ms, base_ms, ratio, max_ms)
 
 
-@settings(max_examples=300, deadline=None, database=None)
+@settings(max_examples=examples(300), deadline=None, database=None)
 @given(st.lists(MS, min_size=1, max_size=100).map(tuple))
 def test_listed_sequences(delays_ms: tuple[int, ...]) -> None:
     same_sequence(ref_backoff.listed_ms, native_backoff.listed_ms, delays_ms)

@@ -26,6 +26,7 @@ from fastq.runners import sync as runner
 from fastq.runners.sync import HardStop, SyncRunner
 from fastq.shm.heartbeat import HeartbeatBoard
 from fastq_ext import runner as native_runner
+from tests.support.examples import examples
 
 LOOPS = {"native": native_runner, "reference": ref_runner}
 
@@ -166,7 +167,7 @@ def attempts_of(out: Outcomes) -> dict[bytes, int]:
     return attempts
 
 
-@settings(max_examples=120, deadline=None, database=None,
+@settings(max_examples=examples(120), deadline=None, database=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
 @given(kinds=st.lists(st.integers(0, len(JOBS) - 1), max_size=12), long_id=st.booleans())
 def test_native_loop_matches_reference(
@@ -227,7 +228,9 @@ def test_a_done_job_notes_its_run_time_and_attempt(
     assert 30 <= s1 < 2000 and 30 <= s2 < 2000 and attempt == 4
     # what the ack carries for their records: a no-op's first run is '' (0 ms)
     runs = codec.encode_runs(out.done, out.runs).split(b",")
-    assert runs[:2] == [b"%d" % s1, b"%d:4" % s2] and runs[2] in (b"", b"1")
+    # a no-op's first run is '' (0 ms, not noted) or, when the machine is busy, its ms
+    o = out.runs.get(b"o")
+    assert runs == [b"%d" % s1, b"%d:4" % s2, b"" if o is None else b"%d" % o]
 
 
 @pytest.mark.parametrize("name", sorted(LOOPS))
