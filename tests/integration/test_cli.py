@@ -380,3 +380,17 @@ def test_a_bad_number_of_async_jobs_is_a_one_line_error_in_either_spelling(
     proc = run_cli(redis_server.url, "worker", "--app", "tests.apps.in_flight", option, value)
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [f"fastq: error: {message}"]
+
+
+def test_commands_run_to_their_end_are_forked_from_the_zygote(redis_server: RedisServer) -> None:
+    """run_cli (tests/support/processes.py) forks a command from a process that
+    imported fastq once, in a test as pytest runs it (it sets PYTEST_CURRENT_TEST at
+    each phase): its exit code and both outputs are the command's."""
+    from tests.support import processes
+
+    before = processes._zygote().forked
+    proc = run_cli(redis_server.url, "--version")
+    assert (proc.returncode, proc.stdout.startswith("fastq "), proc.stderr) == (0, True, "")
+    proc = run_cli(redis_server.url, "stats", "-q", "no such queue!")
+    assert proc.returncode == 2 and proc.stderr.startswith("fastq: error: "), proc.stderr
+    assert processes._zygote().forked == before + 2

@@ -76,8 +76,9 @@ def run_cli(url: str, *args: str, timeout: float = 120) -> subprocess.CompletedP
 
 
 # what the zygote's imports may have read from the environment: a command with other
-# values than the zygote's runs as a subprocess of its own
-_PER_COMMAND = ("FASTQ_REDIS_URL",)
+# values than the zygote's runs as a subprocess of its own; these two are not read
+# at import (pytest sets the second at each test's every phase)
+_PER_COMMAND = ("FASTQ_REDIS_URL", "PYTEST_CURRENT_TEST")
 
 
 class _Zygote:
@@ -89,6 +90,7 @@ class _Zygote:
         )  # fmt: skip
         self.lock = threading.Lock()
         self.pending = b""  # what was read of the replies and not yet taken
+        self.forked = 0  # the commands it ran (the others ran as subprocesses)
 
     def _same_imports(self, env: dict[str, str]) -> bool:
         def fixed(e: dict[str, str]) -> dict[str, str]:
@@ -127,6 +129,7 @@ class _Zygote:
             self.proc.stdin.write(orjson.dumps(request) + b"\n")
             self.proc.stdin.flush()
             pid = self._reply(None)["pid"]  # type: ignore[index]
+            self.forked += 1
             done = self._reply(timeout)
             if done is None:
                 os.kill(pid, signal.SIGKILL)
