@@ -76,11 +76,15 @@ def read_history(
 
 def merge(histories: list[list[tuple[int, int, int]]]) -> list[tuple[int, int, int]]:
     """The slot-by-slot sums of several histories of the same window (a sharded
-    queue's shards, or every queue of the overview), by slot time."""
+    queue's shards, or every queue of the overview), by slot time. Read one after
+    the other, they may end a slot apart (a slot began between two reads): the
+    window keeps its length, from the newest slot back."""
     sums: dict[int, list[int]] = {}
     for history in histories:
         for slot_ms, processed, failed in history:
             both = sums.setdefault(slot_ms, [0, 0])
             both[0] += processed
             both[1] += failed
-    return [(slot_ms, p, f) for slot_ms, (p, f) in sorted(sums.items())]
+    length = max((len(history) for history in histories), default=0)
+    merged = [(slot_ms, p, f) for slot_ms, (p, f) in sorted(sums.items())]
+    return merged[len(merged) - length :]

@@ -200,7 +200,9 @@ def test_an_idle_worker_stops_at_once_on_sigterm(redis_server: RedisServer, app:
     t0 = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=10) == 0
-    assert time.monotonic() - t0 < 1.0
+    # not the rest of the idle wait (4.5 s at least): its stop alone took 1.2 s on
+    # a loaded machine
+    assert time.monotonic() - t0 < 3.0
     assert "stopped after 0 jobs" in proc.stderr.read()
 
 

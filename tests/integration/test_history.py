@@ -69,3 +69,17 @@ def test_history_refuses_a_window_out_of_the_ring(app: fastq.App, window_s: obje
     app.declare_queue("h")
     with pytest.raises(ValueError, match="window_s"):
         app.history("h", window_s=window_s)  # type: ignore[arg-type]
+
+
+def test_histories_read_a_slot_apart_merge_into_one_window() -> None:
+    """The overview reads each queue's history in turn: a slot that begins between
+    two reads must not make the merged window a slot longer (the chart drew 361
+    points of a 360-point hour)."""
+    from fastq.protocol.history import SLOT_MS, merge
+
+    first = [(n * SLOT_MS, 1, 0) for n in range(0, 360)]
+    second = [(n * SLOT_MS, 2, 1) for n in range(1, 361)]  # read a slot later
+    merged = merge([first, second])
+    assert len(merged) == 360
+    assert merged[0] == (SLOT_MS, 3, 1) and merged[-1] == (360 * SLOT_MS, 2, 1)
+    assert merge([]) == []
