@@ -48,11 +48,12 @@ if [ $# -gt 0 ]; then
   "$PY" -m pytest -q -p no:cacheprovider "$@" || status=$?
 else
   # The suite mostly waits on Redis, on child processes and on the timers of the
-  # faults it injects, so tests run side by side, four at a time: the unit, Lua,
-  # integration, benchmark smoke and browser tests, then the fault tests, which kill
-  # and pause processes on timers and fsync every write (the longest pauses Redis'
-  # memory for over a minute). In one run of five at a time, the two took 15
-  # minutes, not 10: their disks' and CPUs' waits added up.
+  # faults it injects, so tests run side by side: the unit, Lua, integration,
+  # benchmark smoke and browser tests four at a time, then the fault tests six at a
+  # time, which kill and pause processes on timers and fsync every write (the
+  # longest pauses Redis' memory for over a minute): they mostly wait (six at a time:
+  # 2.5 min, four: 3.6). In one run of five at a time, the two took 15 minutes, not
+  # 10: their disks' and CPUs' waits added up.
   for dir in tests/*/; do  # a new folder of tests must join one of the two runs
     case "$dir" in
       tests/unit/ | tests/lua/ | tests/integration/ | tests/bench/ | tests/browser/ | tests/fault/) ;;
@@ -67,7 +68,7 @@ else
     tests/unit tests/lua tests/integration tests/bench tests/browser || status=$?
   echo "== $(date +%T) the fault tests"
   fault_status=0
-  "$PY" -m pytest -q -p no:cacheprovider -n 4 --durations=10 tests/fault || fault_status=$?
+  "$PY" -m pytest -q -p no:cacheprovider -n 6 --durations=10 tests/fault || fault_status=$?
   [ "$status" -ne 0 ] || status=$fault_status
 fi
 if [ "$status" -eq 0 ] && [ $# -eq 0 ]; then
