@@ -8,15 +8,19 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 VENV="${FASTQ_VENV:-.venv}"
 PYTHON="${FASTQ_PYTHON:-python3}"
+# the extras installed with it: all that the suite uses, or fewer (ci/pythons.sh)
+EXTRAS="${FASTQ_EXTRAS:-test,cron,progress,docs,reload,web}"
 # A set-up already done is skipped: the stamp is the hash of what decides it (this
 # script, the packaging files, the extension's sources); any change redoes it all.
 STAMP="$VENV/.fastq-setup-stamp"
 want_stamp() {
   # the files that exist of these (there may be no .pxd): a missing one is not an error
   local f
-  for f in ci/setup.sh pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd; do
+  { for f in ci/setup.sh pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd; do
     if [ -f "$f" ]; then printf '%s\n' "$f"; cat "$f"; fi
-  done | sha256sum | cut -d' ' -f1
+  done
+  printf 'extras %s\n' "$EXTRAS"
+  } | sha256sum | cut -d' ' -f1
 }
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(want_stamp)" ] \
   && command -v redis-server >/dev/null 2>&1 && [ -x /usr/bin/chromium ] \
@@ -57,6 +61,6 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
 # editable: the Cython extension is compiled in place, so tests import what they test
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e '.[test,cron,progress,docs,reload,web]'
+"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
 "$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'
 want_stamp >"$STAMP"

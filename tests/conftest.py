@@ -19,6 +19,13 @@ from fastq.testing.cluster_server import ClusterServer
 from fastq.testing.redis_server import RedisServer
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (a stable sort): run side by side with the rest by
+    pytest-xdist, not alone at the end of the run, where a minute-long benchmark
+    smoke started last held the whole run up."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     server = RedisServer().start()
