@@ -57,11 +57,6 @@ for i in "${!versions[@]}"; do
   FASTQ_EXTRAS="test-core,cron,progress,reload,web,metrics" \
     FASTQ_VENV=".venv-py${versions[$i]}" FASTQ_PYTHON="${pythons[$i]}" nice -n 19 bash ci/setup.sh
 done
-# ci/test.sh names a file that it makes once its main run is over: the tests below
-# are timed tests too, and run beside the fault tests, which mostly wait
-if [ -n "${FASTQ_CI_TESTS_AFTER:-}" ]; then
-  while [ ! -e "$FASTQ_CI_TESTS_AFTER" ]; do sleep 1; done
-fi
 
 # side by side, each printed whole when it ends: they mostly wait on Redis and children
 logs="$(mktemp -d)"
