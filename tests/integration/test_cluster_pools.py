@@ -85,12 +85,13 @@ def test_leases_are_extended_on_every_master_while_long_jobs_run(
     redis_cluster: ClusterServer, pools: Pools, capp: fastq.App
 ) -> None:
     """Jobs that run 2.5 leases: the lease keeper extends them on each queue's
-    master, so the reaper (sweeping every lease) takes none back."""
+    master, so the reaper (sweeping every lease) takes none back. Leases of 2 s: a
+    loaded CI machine left the keeper's thread unscheduled past a lease of 1 s."""
     queues = list(queues_on_each_master(redis_cluster, "lease").values())
     for k, q in enumerate(queues):
-        capp.enqueue("work", (k, 2.5), queue=q)
-    pools.start("tests.apps.pool_jobs", "-q", ",".join(queues), "-c", "3", "--lease", "1")
-    deadline = time.monotonic() + 20
+        capp.enqueue("work", (k, 5.0), queue=q)
+    pools.start("tests.apps.pool_jobs", "-q", ",".join(queues), "-c", "3", "--lease", "2")
+    deadline = time.monotonic() + 30
     while sum(capp.stats(q)["processed"] for q in queues) < 3 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert pools.stop() == [0], pools.logs()
