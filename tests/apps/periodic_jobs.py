@@ -1,5 +1,5 @@
-"""An app with periodic jobs for subprocess tests: each run of ``tick`` records when
-it started, in Redis."""
+"""An app with periodic jobs for subprocess tests: each run of ``tick`` records its
+slot (from its id) and when it started, in Redis."""
 
 import os
 import time
@@ -12,7 +12,8 @@ app = fastq.App(os.environ.get("FASTQ_REDIS_URL", "redis://127.0.0.1:1/0"))
 # on a queue of its own: a pool started without -q must serve it
 @app.periodic(every_s=1, queue="ticks")
 def tick() -> None:
-    app.redis.rpush(f"{app.namespace}:ticks", repr(time.time()))
+    slot_ms = fastq.current_job().id.rsplit(":", 1)[1]
+    app.redis.rpush(f"{app.namespace}:ticks", f"{slot_ms} {time.time()!r}")
 
 
 @app.periodic(cron="30 2 * * *", tz="Europe/Berlin", queue="maint", overlap=True)

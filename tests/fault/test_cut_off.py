@@ -153,10 +153,9 @@ def test_requests_given_up_on_that_land_late_strand_nothing(
         assert at_cut, "the workers held nothing when the cut began"
         # their leases lapse and the reaper takes the jobs back
         wait_until(lambda: app.stats("q")["inflight"] == 0, 30, "the leases taken back")
-        # a worker gives up on a round trip (a claim in it) and closes that connection;
-        # not always both: a worker whose request had gone through before the cut
-        # waits for a reply the proxy holds, and its next connection's handshake is
-        # held too, so it never sends another request before the restore
+        # a worker gives up on a round trip (a claim in it) and closes that connection
+        # (the replies to what went through before the cut pass: each worker sends
+        # one more request, which the cut holds)
         claim = CLAIM.script.sha.encode()
         wait_until(
             lambda: len(givers_up(proxy.held_by_closed(), claim)) >= 1,

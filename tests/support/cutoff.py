@@ -1,6 +1,8 @@
 """A TCP proxy in front of a Redis that a test cuts, as a network does: while cut, it
 holds every byte each way (a connection made meanwhile is accepted, its bytes held
-too: the partition lets a connect through, not a request); restored, it delivers what
+too: the partition lets a connect through, not a request), except, for a moment after
+the cut, the replies already on their way (to requests that went through before it);
+restored, it delivers what
 it held on the connections still open (TCP's retransmissions after a link comes
 back), and keeps what a client sent on a connection it closed meanwhile (a request
 its worker gave up on) until the test delivers it, late, to Redis
@@ -16,10 +18,15 @@ import queue
 import selectors
 import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 CHUNK = 65536
+# After a cut, replies still pass this long: those to requests that went through
+# before it. Without them, a worker whose request had just gone through waits for a
+# reply held, and never sends the next request (a claim) that the cut should hold.
+REPLIES_IN_FLIGHT_S = 0.2
 
 
 @dataclass
@@ -42,6 +49,7 @@ class CutProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream_addr = ("127.0.0.1", upstream_port)
         self.is_cut = False
+        self._replies_pass_until = 0.0
         self.pairs: list[_Pair] = []
         self._sel = selectors.DefaultSelector()
         self._calls: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
@@ -61,7 +69,8 @@ class CutProxy:
     # -- what a test calls (run in the proxy's thread) ---------------------------
 
     def cut(self) -> None:
-        """From now: every byte held, on new connections too."""
+        """From now: every byte held, on new connections too (replies already on
+        their way pass for ``REPLIES_IN_FLIGHT_S`` more)."""
         self._call(self._cut)
 
     def restore(self) -> None:
@@ -180,7 +189,7 @@ class CutProxy:
             return
         if pair.client is None:
             return  # a reply to a request its client gave up on: nobody reads it
-        if self.is_cut:
+        if self.is_cut and time.monotonic() >= self._replies_pass_until:
             pair.to_client += data
         else:
             pair.client.sendall(data)
@@ -199,10 +208,11 @@ class CutProxy:
             pair.upstream = None
 
     def _cut(self) -> None:
-        # a worker that gave up on a request connects again and sends its next one,
-        # held as well: each worker's given-up requests hold a claim, whichever of
-        # its requests had gone through before the cut
+        # a worker that gave up on a request connects again, and its handshake is
+        # held: only the requests a worker sends on its open connections after the
+        # cut (an ack and a claim) are held and given up on
         self.is_cut = True
+        self._replies_pass_until = time.monotonic() + REPLIES_IN_FLIGHT_S
 
     def _restore(self) -> None:
         self.is_cut = False
