@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # fastq under the oldest and the newest Python this machine has (pyenv's 3.9, which
-# requires-python promises, and 3.13): each in a virtualenv of its own (.venv-py3.9,
-# .venv-py3.13), set up by ci/setup.sh and stamped like .venv, so the package and its
-# Cython extension are built by and for that Python once, and a rerun is quick. Then
-# what can differ by Python: every module imported (syntax, annotations), the
-# compiled kernels against the pure-Python reference, and a short real drain: the
-# fastq command end to end (a burst worker of 10,000 jobs, `fastq demo` draining
-# 3,000 with a pool on its own throwaway redis-server, signals), jobs in an
-# in-process worker, async jobs, and the one-line errors (redis-py 7, the newest for
-# 3.9, words its errors differently). Not the whole unit suite: it tests fastq, not
-# the Python, and beside the main runs on a 2-core machine it doubled CI's time.
+# requires-python promises, and 3.13), each in a copy of the source tree of its own
+# (.pythons/3.9, .pythons/3.13: the files git tracks or would, copied afresh each run)
+# with a virtualenv in it, set up by that copy's ci/setup.sh and stamped like .venv,
+# so the package and its Cython extension are built by and for that Python once, and
+# a rerun is quick. In copies: their builds write fastq_ext/*.c, and so they can run
+# beside the main tree's set-up (ci/test.sh starts this script before it) without a
+# build reading what another writes. Then what can differ by Python: every module
+# imported (syntax, annotations), the compiled kernels against the pure-Python
+# reference, and a short real drain: the fastq command end to end (a burst worker of
+# 10,000 jobs, `fastq demo` draining 3,000 with a pool on its own throwaway
+# redis-server, signals), jobs in an in-process worker, async jobs, and the one-line
+# errors (redis-py 7, the newest for 3.9, words its errors differently). Not the
+# whole unit suite: it tests fastq, not the Python, and beside the main runs on a
+# 2-core machine it doubled CI's time.
 #
 # Run by ci/test.sh. Alone: bash ci/pythons.sh [VERSION...] (default: 3.9 3.13).
 # A Python that is missing fails the run, with a line saying so: never a silent skip.
@@ -49,24 +53,48 @@ for v in "${versions[@]}"; do
   pythons+=("$py")
 done
 
-# one at a time: each builds the extension in place (fastq_ext/*.c are shared). At
-# the lowest priority: beside ci/test.sh's main run, they take the CPU it leaves.
+# the files of the tree (tracked, or untracked and not ignored), copied into each
+# Python's own; what a build made there (its venv, the extension) is kept for a rerun
+files="$(mktemp)"
+trap 'rm -f "$files"' EXIT
+if ! git ls-files -z --cached --others --exclude-standard >"$files" 2>/dev/null; then
+  # not a git checkout: every file but the venvs, the copies and what builds make
+  find . \( -name '.venv*' -o -name .pythons -o -name .git -o -name build \
+    -o -name __pycache__ -o -name '*.so' -o -name '*.egg-info' \) -prune \
+    -o -type f -print0 >"$files"
+fi
+for v in "${versions[@]}"; do
+  tree=".pythons/$v"
+  mkdir -p "$tree"
+  find "$tree" -mindepth 1 -maxdepth 1 ! -name .venv ! -name fastq_ext ! -name build \
+    -exec rm -rf {} +
+  if [ -d "$tree/fastq_ext" ]; then
+    find "$tree/fastq_ext" -type f ! -name '*.so' ! -name '*.c' -delete
+  fi
+  # (a file deleted but not yet committed is listed, and not there: skipped)
+  xargs -0 -r sh -c 'for f; do [ -e "$f" ] && printf "%s\0" "$f"; done' sh <"$files" \
+    | tar --null -T - -cf - | tar -xf - -C "$tree"
+done
+
+# one at a time, at the lowest priority: beside ci/test.sh's own set-up and first run,
+# they take the CPU those leave. With the test runner and the runtime extras (every
+# module must import), not the linters nor the browser and API tests' tools; the
+# extension built without optimisation (these runs test what it does, not its speed:
+# gcc -O2 took 15 s of CPU a Python)
 for i in "${!versions[@]}"; do
-  # the test runner and the runtime extras (every module must import), not the
-  # linters nor the browser and API tests' tools (51 CPU-s a venv, not 71)
-  FASTQ_EXTRAS="test-core,cron,progress,reload,web,metrics" \
-    FASTQ_VENV=".venv-py${versions[$i]}" FASTQ_PYTHON="${pythons[$i]}" nice -n 19 bash ci/setup.sh
+  FASTQ_EXTRAS="test-core,cron,progress,reload,web,metrics" CFLAGS="${CFLAGS:-} -O0" \
+    FASTQ_VENV=.venv FASTQ_PYTHON="${pythons[$i]}" nice -n 19 bash ".pythons/${versions[$i]}/ci/setup.sh"
 done
 
 # side by side, each printed whole when it ends: they mostly wait on Redis and children
 logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
+trap 'rm -rf "$logs" "$files"' EXIT
 pids=()
 for v in "${versions[@]}"; do
   (
-    venv=".venv-py$v"
-    echo "== $("$venv/bin/python" -V 2>&1): unit tests and a short drain"
-    "$venv/bin/python" -m pytest -q -p no:cacheprovider -n 2 "${TESTS[@]}"
+    cd ".pythons/$v"
+    echo "== $(.venv/bin/python -V 2>&1): unit tests and a short drain"
+    .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "${TESTS[@]}"
   ) >"$logs/$v" 2>&1 &
   pids+=($!)
 done

@@ -3,8 +3,12 @@
 # compiled extension and test extras) into a virtualenv: .venv, or $FASTQ_VENV,
 # made by python3, or by the interpreter $FASTQ_PYTHON names (ci/pythons.sh).
 # Run by ci/test.sh and ci/demo.sh; safe to run again (it only adds what lacks).
+# With --system: only what the machine lacks (ci/test.sh, before the other Pythons'
+# builds start beside this one).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+SYSTEM_ONLY=0
+if [ "${1:-}" = "--system" ]; then SYSTEM_ONLY=1; fi
 
 VENV="${FASTQ_VENV:-.venv}"
 PYTHON="${FASTQ_PYTHON:-python3}"
@@ -22,12 +26,12 @@ want_stamp() {
   printf 'extras %s\n' "$EXTRAS"
   } | sha256sum | cut -d' ' -f1
 }
-if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(want_stamp)" ] \
+if [ "$SYSTEM_ONLY" -eq 0 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$(want_stamp)" ] \
   && command -v redis-server >/dev/null 2>&1 && [ -x /usr/bin/chromium ] \
   && "$VENV/bin/python" -c 'import fastq, sys; sys.exit(not fastq.ACCELERATED)' 2>/dev/null; then
   exit 0
 fi
-rm -f "$STAMP"
+[ "$SYSTEM_ONLY" -eq 1 ] || rm -f "$STAMP"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -55,6 +59,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
+
+[ "$SYSTEM_ONLY" -eq 0 ] || exit 0
 
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"

@@ -3,10 +3,6 @@
 # Extra arguments go to pytest (e.g. ci/test.sh -k priority).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-echo "== $(date +%T) setting up"
-bash ci/setup.sh
-VENV="${FASTQ_VENV:-.venv}"
-PY="$VENV/bin/python"
 # Python's compiled modules are kept (this machine's environment sets
 # PYTHONDONTWRITEBYTECODE=1): the suite starts hundreds of Pythons, and each compiled
 # fastq afresh, 0.15 s of CPU
@@ -14,6 +10,36 @@ unset PYTHONDONTWRITEBYTECODE
 # a third of each property test's examples (tests/support/examples.py): each run
 # draws others, and at full count they were a tenth of the suite's CPU time
 export FASTQ_TEST_EXAMPLES="${FASTQ_TEST_EXAMPLES:-0.3}"
+
+echo "== $(date +%T) setting up"
+# what the machine lacks first (a compiler, redis-server...): the other Pythons'
+# builds, started next beside this one, need it too
+bash ci/setup.sh --system
+
+# Beside the main runs, in the background: the oldest and newest Pythons
+# (ci/pythons.sh: what differs by Python, each in a copy of the tree and a venv of
+# its own), whose builds start now, at the lowest priority, on the CPU that this
+# set-up leaves idle (pip's steps run one at a time); then, once the main venv is set up
+# (the flag file), the integration tests on Valkey (ci/valkey.sh). They end during
+# the first run: the fault tests, beside them, missed their timers (a periodic
+# slot, a hand-back). Their output is printed after the main runs'. In a session of
+# their own, so that an early exit of this script ends them all, their servers too.
+beside_pid=""
+if [ $# -eq 0 ]; then
+  beside_dir="$(mktemp -d)"
+  setsid bash -c 'status=0
+    bash ci/pythons.sh || status=1
+    while [ ! -e "$1/main-venv" ]; do sleep 1; done
+    bash ci/valkey.sh || status=1
+    exit "$status"' beside "$beside_dir" >"$beside_dir/log" 2>&1 &
+  beside_pid=$!
+  trap '[ -z "$beside_pid" ] || kill -- -"$beside_pid" 2>/dev/null || true; rm -rf "$beside_dir"' EXIT
+fi
+
+bash ci/setup.sh
+VENV="${FASTQ_VENV:-.venv}"
+PY="$VENV/bin/python"
+[ -z "$beside_pid" ] || touch "$beside_dir/main-venv"
 
 echo "== $(date +%T) ruff, mypy, the docs site"
 "$PY" -m ruff check fastq tests bench
@@ -26,24 +52,6 @@ docs_log="$(NO_MKDOCS_2_WARNING=1 "$PY" -m mkdocs build --strict --site-dir "$do
   || { printf '%s\n' "$docs_log" >&2; rm -rf "$docs_site"
        echo "ci/test.sh: the docs site did not build" >&2; exit 1; }
 rm -rf "$docs_site"
-
-# Beside the main runs, one after the other in the background: the oldest and
-# newest Pythons (ci/pythons.sh: what differs by Python, in venvs of their own, set
-# up at the lowest priority), then the integration tests on Valkey (ci/valkey.sh).
-# They end during the first run: the fault tests, beside them, missed their timers
-# (a periodic slot, a hand-back). Their output is printed after the main runs'. In
-# a session of their own, so that an early exit of this script ends them all,
-# their servers too.
-beside_pid=""
-if [ $# -eq 0 ]; then
-  beside_log="$(mktemp)"
-  setsid bash -c 'status=0
-    bash ci/pythons.sh || status=1
-    bash ci/valkey.sh || status=1
-    exit "$status"' >"$beside_log" 2>&1 &
-  beside_pid=$!
-  trap '[ -z "$beside_pid" ] || kill -- -"$beside_pid" 2>/dev/null || true; rm -f "$beside_log"' EXIT
-fi
 
 status=0
 if [ $# -gt 0 ]; then
@@ -84,7 +92,7 @@ if [ -n "$beside_pid" ]; then
   wait "$beside_pid" || beside_status=$?
   beside_pid=""
   echo "== $(date +%T) beside the main runs: Python 3.9 and 3.13, then Valkey"
-  cat "$beside_log"
+  cat "$beside_dir/log"
   [ "$status" -ne 0 ] || status=$beside_status
 fi
 if [ "$status" -eq 5 ]; then
