@@ -138,6 +138,19 @@ def test_a_stale_ack_changes_nothing(r: redis.Redis, namespace: str) -> None:
     assert not r.hexists(k.jobs, "a") and held(r, k, "w2") == set()
 
 
+def test_an_ack_sent_again_counts_its_failures_once(r: redis.Redis, namespace: str) -> None:
+    """A worker whose reply was lost sends its ack again: the failures it carries were
+    counted by the first, and the second (every record stale) counts none."""
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a", "b"])
+    assert claimed_ids(claim(r, k, "w1", 2)) == ["a", "b"]
+    out = Outcomes(retry=[(b"a", 1000, env("a"))], dead=[(b"b", env("b"))], failed=2)
+    assert ack(r, k, "w1", out) == 2
+    assert ack(r, k, "w1", out) == 0
+    assert r.hget(k.stats, "failed") == b"2"
+    assert r.hget(k.stats, "retried") == b"1" and r.hget(k.stats, "dead") == b"1"
+
+
 def test_ack_twice_is_harmless(r: redis.Redis, namespace: str) -> None:
     k = QueueKeys(namespace, "q")
     enqueue(r, k, ["a", "b"])

@@ -38,7 +38,8 @@
 --
 -- ARGV[1] dead_max_age_ms   dead jobs older than this are deleted
 -- ARGV[2] dead_max_len      the dead set keeps at most this many
--- ARGV[3] n_failed          attempts in this batch that raised or failed
+-- ARGV[3] n_failed          attempts in this batch that raised or failed (none
+--                           counted when every record of the ack is stale)
 -- ARGV[4] worker_id         the worker that ran them, for their records ('' unknown)
 -- ARGV[5] epoch             the worker's epoch: an ack carrying an older one than
 --                           recorded (a request it gave up on, landing late) is
@@ -278,6 +279,12 @@ if #broken > 0 then
     count_ends(broken, BATCH_DEAD, true)
 end
 
+-- an ack whose every record this worker no longer held (sent again, its reply lost):
+-- the ack that settled them counted its failures (an at-most-once job's failure
+-- comes with no record here: its ack_taken settles it)
+if applied == 0 and #stale_ids > 0 then
+    failed = 0
+end
 if failed > 0 then
     redis.call('HINCRBY', KEYS[7], 'failed', failed)
 end
