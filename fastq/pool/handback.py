@@ -236,7 +236,7 @@ class HandBacks(threading.Thread):
             for name in shard_names(queue_name, counts.get(queue_name, 1)):
                 keys = RELEASE.keys_for(self.app.keys(name), wid)
                 if ran:
-                    argv = RELEASE.argv(wid, item.running_mode, max_stalls, item.cause, ran)
+                    argv = RELEASE.argv(wid, item.running_mode, max_stalls, item.cause, ids=ran)
                     RELEASE.call(client, keys, argv).log_buried(log, name)
                 argv = RELEASE.argv(wid, item.rest_mode, max_stalls)
                 moved = RELEASE.call(client, keys, argv).moved

@@ -331,7 +331,7 @@ class RoundTrip:
             for mode, ids in out.releases():
                 if ids:
                     cause = out.stalled_cause if mode is ReleaseMode.STALLED else ""
-                    argv = RELEASE.argv(wid, mode, self.max_stalls, cause, ids)
+                    argv = RELEASE.argv(wid, mode, self.max_stalls, cause, self.epoch, ids)
                     commands.append(RELEASE.command(self._release_keys[queue], argv))
             if out.has_taken():  # after the releases: a job given back is the frontmost
                 argv = out.ack_taken_argv(self.dead_max_age_ms, self.dead_max_len)
@@ -341,7 +341,7 @@ class RoundTrip:
                 commands.append((scripts.PLAIN, (), ("HDEL", progress_key, *out.progress_ended)))
         if release_all:
             for queue in self.keys:
-                argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls)
+                argv = RELEASE.argv(wid, ReleaseMode.UNSTARTED, self.max_stalls, epoch=self.epoch)
                 commands.append(RELEASE.command(self._release_keys[queue], argv))
         if peek:
             one_clock = self.wire.one_clock

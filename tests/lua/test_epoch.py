@@ -1,5 +1,5 @@
 """A worker's epoch (``lua/lib/epoch.lua``): once a call of a newer epoch has landed,
-a claim, an ack or an extension carrying an older one (a request the worker gave up
+a claim, an ack, a hand-back or an extension carrying an older one (a request the worker gave up
 on, landing late on a connection it had closed) is refused and changes nothing."""
 
 from __future__ import annotations
@@ -102,3 +102,31 @@ def test_a_request_given_up_on_that_lands_after_the_next_leases_nothing(
     assert r.hget(k.stats, "processed") == b"2"
     assert r.hget(k.stats, "stale_acks") is None
     assert r.llen(k.ready) == 6
+
+
+def test_a_hand_back_given_up_on_that_lands_late_takes_back_nothing_claimed_since(
+    r: redis.Redis, namespace: str
+) -> None:
+    """A stopping worker's hand-back of its unstarted jobs, given up on: its next
+    request handed every lease back and claimed the same jobs again (they were at the
+    front). The hand-back landing late must not take them from the worker running
+    them (another would run them too); its master's and a reaper's calls, which
+    carry no epoch, still move them."""
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["0", "1", "2"])
+    assert claim(r, k, "w1", 2, epoch=0) == ["0", "1"]
+    late = RELEASE.argv("w1", ReleaseMode.UNSTARTED, 2, ids=[b"0", b"1"], epoch=0)
+
+    release_all = RELEASE.argv("w1", ReleaseMode.UNSTARTED, 2, epoch=1)
+    assert RELEASE.call(r, RELEASE.keys_for(k, "w1"), release_all).moved == 2
+    assert sorted(claim(r, k, "w1", 2, epoch=1)) == ["0", "1"]
+
+    refused(r, namespace, lambda: RELEASE.call(r, RELEASE.keys_for(k, "w1"), late), recorded=1)
+    assert r.smembers(k.held("w1")) >= {b"0", b"1"}
+
+    # the worker's own hand-back of its epoch, and its master's (no epoch), move them
+    own = RELEASE.argv("w1", ReleaseMode.UNSTARTED, 2, ids=[b"0"], epoch=1)
+    assert RELEASE.call(r, RELEASE.keys_for(k, "w1"), own).moved == 1
+    master = RELEASE.argv("w1", ReleaseMode.STALLED, 2, "was killed by SIGKILL", ids=[b"1"])
+    assert RELEASE.call(r, RELEASE.keys_for(k, "w1"), master).moved == 1
+    assert r.lrange(k.ready, 0, -1) == [b"2", b"0", b"1"]

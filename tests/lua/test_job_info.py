@@ -190,7 +190,7 @@ def test_a_dead_job_reads_from_its_envelope_and_its_record(r: redis.Redis, k: Qu
 def test_a_poison_job_says_how_it_died(r: redis.Redis, k: QueueKeys) -> None:
     put(r, k, "p", env(error="earlier failure"))
     claim(r, k, "w1")
-    argv = RELEASE.argv("w1", ReleaseMode.STALLED, 0, "killed by SIGKILL", [b"p"])
+    argv = RELEASE.argv("w1", ReleaseMode.STALLED, 0, "killed by SIGKILL", ids=[b"p"])
     RELEASE.call(r, RELEASE.keys_for(k, "w1"), argv)
     info = get_job(r, k, "p")
     assert info is not None and info.state == "dead"

@@ -216,7 +216,9 @@ def test_a_poison_job_says_how_its_worker_died(r: redis.Redis, namespace: str) -
     enqueue(r, k, ["segv"])
     for round_ in range(2):
         claim(r, k, f"w{round_}", 1)
-        argv = RELEASE.argv(f"w{round_}", ReleaseMode.STALLED, 1, "was killed by SIGSEGV", ["segv"])
+        argv = RELEASE.argv(
+            f"w{round_}", ReleaseMode.STALLED, 1, "was killed by SIGSEGV", ids=["segv"]
+        )
         reply = RELEASE.call(r, RELEASE.keys_for(k, f"w{round_}"), argv)
     assert reply.buried == [
         ("segv", "stalled 2 times, the last: its worker was killed by SIGSEGV while running it "

@@ -260,9 +260,9 @@ class _Release(Contract[ReleaseReply]):
     keys = (
         "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
         "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
-        "records_old", "batched", "batches", "batches_due", "chained",
+        "records_old", "batched", "batches", "batches_due", "chained", "epoch",
     )  # fmt: skip
-    argv_names = ("worker_id", "mode", "max_stalls", "cause")
+    argv_names = ("worker_id", "mode", "max_stalls", "cause", "epoch")
     argv_rest = "ids"
 
     def argv(
@@ -271,12 +271,14 @@ class _Release(Contract[ReleaseReply]):
         mode: ReleaseMode,
         max_stalls: int,
         cause: str = "",
+        epoch: Optional[int] = None,
         ids: Iterable[Any] = (),
     ) -> list[Any]:
         """``ids`` none: every id the worker holds, and its lease is dropped.
         ``cause``: how the worker died (``"was killed by SIGSEGV"``), if known:
-        a job buried as poison says so."""
-        return [worker_id, mode.value, max_stalls, cause, *ids]
+        a job buried as poison says so. ``epoch``: the worker's, on its own call
+        (see ``is_stale``); None on a call for it by another (its master, a reaper)."""
+        return [worker_id, mode.value, max_stalls, cause, "" if epoch is None else epoch, *ids]
 
     def parse(self, raw: Any) -> ReleaseReply:
         """``{moved, buried_id1, reason1, ...}``"""

@@ -6,6 +6,7 @@
 --! include records
 --! include batches
 --! include chains
+--! include epoch
 -- release: hand a worker's leased jobs back to the front of the queue.
 --
 -- KEYS[1] ready      list   the right end is the front
@@ -31,6 +32,7 @@
 -- KEYS[20] batches_due set   batch ids whose sealed share has ended
 -- KEYS[21] chained    hash   id -> the rest of its chain: a job buried or dropped
 --                            loses it, its chain stops (lib/chains.lua)
+-- KEYS[22] epoch      string the worker's epoch on this queue (lib/epoch.lua)
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -49,7 +51,12 @@
 -- ARGV[4] cause       how its worker died, when the pool's master knows ('was
 --                     killed by SIGSEGV'; '' if not known): a poison job's reason
 --                     says it
--- ARGV[5..] ids       the ids to release, the first at the very front; none =
+-- ARGV[5] epoch       the worker's epoch, on its own call: one carrying an older
+--                     one than recorded (a request it gave up on, landing late,
+--                     which could hand back jobs it claimed again since) is
+--                     refused with a STALE error and moves nothing; '' on a call
+--                     for a worker by another (its master, a reaper): no check
+-- ARGV[6..] ids       the ids to release, the first at the very front; none =
 --                     every id the worker holds, in no particular order, after
 --                     which the worker holds nothing and its lease is dropped
 --
@@ -70,21 +77,28 @@ if not MODES[mode] then
 end
 local max_stalls = arg_int('release', 3, 'max_stalls', 0)
 local cause = ARGV[4] or ''
+local IDS_AT = 6
+if (ARGV[5] or '') ~= '' then
+    local refused = epoch_refused(KEYS[22], arg_int('release', 5, 'epoch', 0))
+    if refused then
+        return refused
+    end
+end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 if mode == 'expired' then
     local deadline = redis.call('ZSCORE', KEYS[2], worker)
-    if not deadline or tonumber(deadline) > now or #ARGV > 4 then
+    if not deadline or tonumber(deadline) > now or #ARGV >= IDS_AT then
         return {0}
     end
 end
 
 local mine = {}
-if #ARGV > 4 then
+if #ARGV >= IDS_AT then
     local ids = {}
-    for i = 5, #ARGV do
+    for i = IDS_AT, #ARGV do
         ids[#ids + 1] = ARGV[i]
     end
     local held = redis.call('SMISMEMBER', KEYS[3], unpack(ids))
