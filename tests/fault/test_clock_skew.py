@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from fastq.testing.redis_server import RedisServer
-from tests.support.periodic import check_each_slot_once
+from tests.support.periodic import check_each_slot_once, recorded_runs
 from tests.support.pool import wait_until
 from tests.support.processes import fastq_cmd, subprocess_env
 
@@ -67,16 +67,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             proc.wait()
 
 
-def _runs(r: redis.Redis, namespace: str) -> list[tuple[int, int]]:
-    """(slot, Redis' time when its run started), in ms, of every run so far."""
-    out = []
-    for raw in r.lrange(f"{namespace}:ticks", 0, -1):
-        slot, started = raw.split()
-        out.append((int(slot), int(started)))
-    return out
-
-
-def _check_every_slot_once_on_time(runs: list[tuple[int, int]], log: str) -> None:
+def _check_every_slot_once_on_time(runs: list[tuple[int, float]], log: str) -> None:
     check_each_slot_once([slot for slot, _ in runs], log)
     # on time by Redis' clock: not early (the script refuses that), and not an
     # hour (nor a second) late; the median bound leaves room for a loaded box
@@ -92,12 +83,12 @@ def test_a_pool_an_hour_off_redis_clock_fires_every_slot_once_on_time(
     log_path = tmp_path / "pool.log"
     pool = _start_pool(redis_server.url, namespace, log_path, FAKETIME=offset)
     try:
-        wait_until(lambda: len(_runs(r, namespace)) >= 8, 60, "eight slots run")
+        wait_until(lambda: len(recorded_runs(r, namespace)) >= 8, 60, "eight slots run")
     finally:
         _stop(pool)
     log = log_path.read_text(errors="replace")
     assert "this host's clock is 3600" in log, log  # said once, by the reaper
-    _check_every_slot_once_on_time(_runs(r, namespace), log)
+    _check_every_slot_once_on_time(recorded_runs(r, namespace), log)
     assert "Traceback" not in log, log
 
 
@@ -115,15 +106,17 @@ def test_a_pool_whose_clock_is_stepped_back_an_hour_fires_on(
         FAKETIME_CACHE_DURATION="1",  # the file is read again every second
     )
     try:
-        wait_until(lambda: len(_runs(r, namespace)) >= 4, 60, "four slots run")
+        wait_until(lambda: len(recorded_runs(r, namespace)) >= 4, 60, "four slots run")
         offset_file.write_text("-3600\n")  # the step: an hour back
-        stepped_at = len(_runs(r, namespace))
+        stepped_at = len(recorded_runs(r, namespace))
         wait_until(
-            lambda: len(_runs(r, namespace)) >= stepped_at + 6, 60, "six slots after the step"
+            lambda: len(recorded_runs(r, namespace)) >= stepped_at + 6,
+            60,
+            "six slots after the step",
         )
     finally:
         _stop(pool)
     log = log_path.read_text(errors="replace")
     assert "this host's clock is 3600" in log, log  # the step was seen
-    _check_every_slot_once_on_time(_runs(r, namespace), log)
+    _check_every_slot_once_on_time(recorded_runs(r, namespace), log)
     assert "Traceback" not in log, log

@@ -17,7 +17,7 @@ import fastq
 from fastq.protocol.contracts import FIRE, FireOutcome
 from fastq.reaper.firer import Firer
 from fastq.testing.redis_server import RedisServer
-from tests.support.periodic import check_each_slot_once
+from tests.support.periodic import check_each_slot_once, recorded_runs
 from tests.support.processes import fastq_cmd, run_cli, subprocess_env
 
 APP = "tests.apps.periodic_jobs"
@@ -64,15 +64,6 @@ def procs(redis_server: RedisServer, namespace: str, tmp_path: Path) -> Iterator
     p.stop()
 
 
-def ticks(r: redis.Redis, namespace: str) -> list[tuple[int, float]]:
-    """(slot in ms, when its run started in s) of every run so far."""
-    runs = []
-    for raw in r.lrange(f"{namespace}:ticks", 0, -1):
-        slot, started = raw.split()
-        runs.append((int(slot), float(started)))
-    return runs
-
-
 @pytest.mark.slow
 def test_two_pools_and_a_reaper_fire_each_slot_exactly_once(
     procs: Procs, r: redis.Redis, app: fastq.App, namespace: str
@@ -83,9 +74,9 @@ def test_two_pools_and_a_reaper_fire_each_slot_exactly_once(
     procs.start("reaper")
     k = app.keys("ticks")
     deadline = time.monotonic() + 30
-    while not ticks(r, namespace) and time.monotonic() < deadline:
+    while not recorded_runs(r, namespace) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert ticks(r, namespace), procs.logs()
+    assert recorded_runs(r, namespace), procs.logs()
     late_looks = 0
     looked: set[int] = set()
     end = time.monotonic() + 22
@@ -102,7 +93,7 @@ def test_two_pools_and_a_reaper_fire_each_slot_exactly_once(
                 late_looks += 1
         time.sleep(0.05)
     procs.stop()
-    started = ticks(r, namespace)
+    started = recorded_runs(r, namespace)
     assert len(started) >= 20, procs.logs()
     # once per slot, and no slot missed between the first and the last
     check_each_slot_once([slot for slot, _ in started], procs.logs())
@@ -115,7 +106,7 @@ def test_two_pools_and_a_reaper_fire_each_slot_exactly_once(
     # each run started soon after its slot: a reaper sleeps until the slot; one that
     # polled every second would start them ~500 ms late on the median. (~5 ms here on a
     # quiet box; the bound leaves room for a loaded CI one.)
-    lateness_ms = sorted(t * 1000 - slot for slot, t in started)
+    lateness_ms = sorted(t - slot for slot, t in started)
     assert statistics.median(lateness_ms) < 250, lateness_ms
     print(
         f"{len(started)} slots; start - slot: median {statistics.median(lateness_ms):.1f} ms, "

@@ -1,11 +1,22 @@
-"""Checks shared by the periodic tests: which slots of a 1 s schedule ran."""
+"""What the periodic tests share: the runs their apps record (``tests/apps/
+periodic_jobs.py``, ``clock_ticks.py``) and which slots of a 1 s schedule ran."""
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 _SKIPPED = re.compile(r"slot (\d+) skipped, its last run is still queued or running")
+
+
+def recorded_runs(client: Any, namespace: str) -> list[tuple[int, float]]:
+    """(slot, when its run started), both in Unix ms, of every run recorded so far."""
+    runs = []
+    for raw in client.lrange(f"{namespace}:ticks", 0, -1):
+        slot, started = raw.split()
+        runs.append((int(slot), float(started)))
+    return runs
 
 
 def check_each_slot_once(slots: list[int], log: str, every_ms: int = 1000) -> None:
