@@ -5,11 +5,13 @@ replace the old ones, which finish the job in hand."""
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import logging
 import os
 import signal
 import threading
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Iterable, Optional
 
 if TYPE_CHECKING:
     from fastq.pool.handback import HandBacks
@@ -45,6 +47,7 @@ class ReloadWatch(threading.Thread):
         for changes in watch(*self.paths, watch_filter=PythonFilter(), stop_event=self._stop_event,
                              raise_interrupt=False):  # fmt: skip
             changed = sorted({os.path.relpath(path) for _, path in changes})
+            forget_bytecode(path for _, path in changes)
             with self.gate:
                 log.info("master %d: %s changed; reloading the app", self.pid, ", ".join(changed))
             os.kill(self.pid, signal.SIGHUP)
@@ -52,6 +55,17 @@ class ReloadWatch(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join(2.0)
+
+
+def forget_bytecode(paths: Iterable[str]) -> None:
+    """Delete the cached bytecode of these changed sources. Python checks a cache
+    against its source's mtime in whole seconds and its size: an edit of the same
+    size within the second of the last compile would leave the new children running
+    the old code."""
+    for path in paths:
+        if path.endswith(".py"):
+            with contextlib.suppress(OSError, ValueError):
+                os.unlink(importlib.util.cache_from_source(path))
 
 
 def watch_for_changes(paths: list[str], pid: int, hand_backs: HandBacks) -> Optional[ReloadWatch]:
