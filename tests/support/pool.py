@@ -105,13 +105,19 @@ def kill_children_while(
     *,
     max_kills: int,
     every_s: float,
+    working: Optional[Callable[[], set[int]]] = None,
 ) -> int:
     """SIGKILL a random child (of ``children()``) every ``every_s`` while ``busy()``,
-    at most ``max_kills`` times; returns how many were killed."""
+    at most ``max_kills`` times; returns how many were killed. With ``working`` (the
+    pids that have run a job), only a child that has started on its jobs is killed:
+    one just respawned, still booting, holds nothing a kill could test."""
     kills = 0
     while busy() and kills < max_kills:
         time.sleep(every_s)
         victims = children()
+        if working is not None:
+            started = working()
+            victims = [child for child in victims if child.pid in started]
         if victims:
             try:
                 random.choice(victims).kill()
@@ -155,6 +161,7 @@ def drain_while_killing_children(
         lambda: app.stats("q")["processed"] < n * until,
         max_kills=max_kills,
         every_s=every_s,
+        working=lambda: {int(pid) for pid in r.smembers(f"{app.namespace}:pids")},
     )
     wait_until(lambda: app.stats("q")["processed"] == n, 90, "the drain")
     assert pool.stop() == 0, pool.log()
