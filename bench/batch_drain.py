@@ -208,7 +208,9 @@ def script_cost(n: int, claim: int, batched: bool) -> dict[str, float]:
             claim_us += claimed - before
             if not reply.ids:
                 break
-            argv = Outcomes(done=reply.ids).ack_argv(10**9, 1000, "host:123:w0.1")
+            batch_of: dict[bytes, str] = {}  # as a worker learns it from the claim
+            reply.decode({}, batch_of)
+            argv = Outcomes(done=reply.ids).ack_argv(10**9, 1000, "host:123:w0.1", 0, batch_of)
             ended += ACK.batches_ended(scripts.call(client, ACK.script, ack_keys, argv))
             ack_us += _evalsha_us(client) - claimed
         if batched and len(ended) != 1:

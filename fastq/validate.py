@@ -84,6 +84,9 @@ MAX_ENQUEUED_AHEAD_MS = 24 * 3600 * 1000
 # those only workers write (a producer's would change how its job is retried).
 ENVELOPE_FIELDS = ("k", "p", "retries", "age_limit_ms", "backoff")
 WORKER_FIELDS = ("attempts", "error", "traceback", "failed_at", "rate_slot", "unknown_since")
+# The field the enqueue script writes into the envelope of a job in a batch: its
+# batch's id (a worker groups its acks by it). No producer sends it.
+BATCH_FIELD = "b"
 # when a unique job's lock ends: as it ends (done, dead, broken, cancelled), as it
 # starts (one copy may wait while one runs), or when its window does
 UNIQUE_UNTIL = ("end", "start", "window")

@@ -1,12 +1,15 @@
 """Typed stub of the native envelope codec (same API as ``fastq._pyimpl.codec``)."""
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 def envelope_tail(name: Any, enqueued_at_ms: Any, fields: Mapping[str, Any]) -> tuple[bytes, ...]: ...
 def encode_envelope(args: Any, kwargs: Any, tail: tuple[bytes, ...]) -> bytes: ...
 def encode_calls(calls: Sequence[Any], tail: tuple[bytes, ...]) -> list[bytes]: ...
 def decode_claim(
-    reply: Sequence[Any], start: int, registry: Mapping[str, Any]
+    reply: Sequence[Any],
+    start: int,
+    registry: Mapping[str, Any],
+    batched: Optional[dict[bytes, str]] = None,
 ) -> tuple[
     list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
     list[tuple[bytes, str]],

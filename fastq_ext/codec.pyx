@@ -55,12 +55,14 @@ cdef enum:
     _L_KWARGS = 6    # ,{"k":
     _L_EMPTY = 2     # [] or {}
 cdef const char* _C_KWARGS = b',{"k":'
+cdef const char* _C_BATCH = b',{"b":"'
 
 # a decoded array's first three items
 cdef str _K_NAME = "n"
 cdef str _K_ARGS = "a"
 cdef str _K_TIME = "t"
 cdef str _K_KWARGS = "k"
+cdef str _K_BATCH = "b"  # a job's batch, which the enqueue script writes
 cdef tuple _POSITIONAL = ("n", "a", "t")
 # the object of the format before (jobs queued across an upgrade still run)
 cdef str _K_OLD_NAME = "name"
@@ -456,12 +458,14 @@ cdef inline long long _int_at(const unsigned char* b, Py_ssize_t pos, Py_ssize_t
 
 
 cdef object _fast_args(const unsigned char* b, Py_ssize_t size, Py_ssize_t* name_end,
-                       long long* t):
+                       long long* t, Py_ssize_t* batch_at):
     """The args of a compact envelope ``["name",[...],t]`` whose args are a flat array
     of integers, plain strings, booleans and nulls (what most jobs carry), parsed
-    without orjson; the name is ``b[2:name_end]`` and the enqueue time ``t``. None
-    when the envelope is anything else: orjson's then, so that results and errors
-    stay the reference's."""
+    without orjson; the name is ``b[2:name_end]`` and the enqueue time ``t``. A job of
+    a batch, ``["name",[...],t,{"b":"<batch>"}]`` as the enqueue script writes it,
+    too: its batch is ``b[batch_at:size - 3]`` (``batch_at`` 0: none). None when the
+    envelope is anything else: orjson's then, so that results and errors stay the
+    reference's."""
     cdef Py_ssize_t pos, end
     cdef object item
     cdef list args
@@ -514,12 +518,20 @@ cdef object _fast_args(const unsigned char* b, Py_ssize_t size, Py_ssize_t* name
             if b[pos] != b',':
                 return None
             pos += 1
-    # then ,<t>] to the end: the envelope's enqueue time, an integer
+    # then ,<t>] to the end: the envelope's enqueue time, an integer; or ,<t>,{"b":"…"}]
     if pos >= size or b[pos] != b',':
         return None
     end = _int_end(b, pos + 1, size)
-    if end != size - 1:
+    if end < 0:
         return None
+    batch_at[0] = 0
+    if end != size - 1:
+        # ,{"b":" then a plain string, closed by "}] at the very end
+        if size - end < 11 or memcmp(b + end, _C_BATCH, 7) != 0:
+            return None
+        if _string_end(b, end + 7, size) != size - 3 or b[size - 2] != b'}':
+            return None
+        batch_at[0] = end + 7
     t[0] = _int_at(b, pos + 1, end)
     return args
 
@@ -532,7 +544,7 @@ cdef inline object _lookup(object registry, bint reg_is_dict, str name):
     return registry.get(name)
 
 
-cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
+cdef tuple _decode_list(list reply, Py_ssize_t start, object registry, object batched):
     cdef list runnable = []
     cdef list broken = []
     cdef list unknown = []
@@ -545,8 +557,10 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     cdef object job_id, raw, env, name, target, args, kwargs, failed, more
     cdef const unsigned char* rb
     cdef const unsigned char* last_at = NULL
-    cdef Py_ssize_t name_end = 0, last_len = -1
+    cdef Py_ssize_t name_end = 0, last_len = -1, batch_at = 0, size
     cdef long long t = 0
+    cdef object bid
+    cdef dict env_fields
     cdef object last_name = None, last_target = None, last_raw = None
     cdef dict fields
     while i < stop:
@@ -554,7 +568,8 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
         raw = _item(reply, i + 1)
         if PyBytes_CheckExact(raw):
             rb = <const unsigned char*>PyBytes_AS_STRING(raw)
-            args = _fast_args(rb, PyBytes_GET_SIZE(raw), &name_end, &t)
+            size = PyBytes_GET_SIZE(raw)
+            args = _fast_args(rb, size, &name_end, &t, &batch_at)
             if args is not None:
                 i += 2
                 # a batch is mostly one job: its name decoded and looked up once
@@ -569,12 +584,16 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
                         last_name, last_target = name, _lookup(registry, reg_is_dict, name)
                         last_raw, last_at, last_len = raw, rb + 2, name_end - 2
                 if last_len >= 0:
+                    env_fields = {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}
+                    if batch_at:
+                        bid = (<char*>rb + batch_at)[:size - 3 - batch_at].decode("ascii")
+                        env_fields[_K_BATCH] = bid
+                        if batched is not None:
+                            batched[job_id] = bid
                     if last_target is None:
-                        unknown.append((job_id, last_name,
-                                        {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}))
+                        unknown.append((job_id, last_name, env_fields))
                     else:
-                        runnable.append((job_id, last_target, args, {},  1,
-                                         {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}))
+                        runnable.append((job_id, last_target, args, {},  1, env_fields))
                     continue
                 i -= 2  # a name that is not UTF-8: orjson's error
         try:
@@ -628,6 +647,9 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
             fields = {_K_NAME: name, _K_ARGS: args, _K_TIME: <object>PyList_GET_ITEM(env, 2)}
             if more is not None:
                 fields.update(<dict>more)
+                found = PyDict_GetItem(more, _K_BATCH)
+                if found is not NULL and batched is not None and PyUnicode_CheckExact(<object>found):
+                    batched[job_id] = <object>found
             env = fields
         if target is None:
             unknown.append((job_id, name, env))
@@ -643,7 +665,7 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry):
     return runnable, broken, unknown
 
 
-def decode_claim(reply, start, registry):
+def decode_claim(reply, start, registry, batched=None):
     """Decode the jobs of a claim reply.
 
     ``reply[start:]`` holds pairs ``id, envelope`` (bytes, bytes). The attempt
@@ -655,12 +677,14 @@ def decode_claim(reply, start, registry):
     a string, or that carry args/kwargs of the wrong type; unknown a list of
     ``(id, name, envelope_dict)`` for well-formed envelopes whose name (a string)
     ``registry`` lacks: a job of a newer deploy, perhaps (fastq.worker.unknown).
+    ``batched``: a dict that learns the batch of each job in one (id -> batch id,
+    its envelope's ``b``), for the ack to count them by.
     """
     if not PyList_CheckExact(reply):
         reply = list(reply)
     if start < 0:
         raise ValueError(f"start must be >= 0, not {start}")
-    return _decode_list(<list>reply, start, registry)
+    return _decode_list(<list>reply, start, registry, batched)
 
 
 def update_envelope(env, fields):

@@ -257,7 +257,10 @@ def encode_calls(calls: Sequence[Any], tail: tuple[bytes, ...]) -> list[bytes]:
 
 
 def decode_claim(
-    reply: Sequence[Any], start: int, registry: Mapping[str, Any]
+    reply: Sequence[Any],
+    start: int,
+    registry: Mapping[str, Any],
+    batched: Optional[dict[bytes, str]] = None,
 ) -> tuple[
     list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
     list[tuple[bytes, str]],
@@ -274,6 +277,8 @@ def decode_claim(
     a string, or that carry args/kwargs of the wrong type; unknown a list of
     ``(id, name, envelope_dict)`` for well-formed envelopes whose name (a string)
     ``registry`` lacks: a job of a newer deploy, perhaps (fastq.worker.unknown).
+    ``batched``: a dict that learns the batch of each job in one (id -> batch id,
+    its envelope's ``b``), for the ack to count them by.
     """
     if start < 0:
         raise ValueError(f"start must be >= 0, not {start}")
@@ -328,6 +333,9 @@ def decode_claim(
             fields = {"n": name, "a": args, "t": env[2]}
             if more is not None:
                 fields.update(more)
+                batch = more.get("b")
+                if batched is not None and type(batch) is str:
+                    batched[job_id] = batch
             env = fields
         if target is None:
             unknown.append((job_id, name, env))

@@ -11,10 +11,14 @@ import redis
 from fastq.protocol.contracts import REVIVE, REVIVE_BATCH_MAX, ReviveSection
 from fastq.protocol.keys import QueueKeys
 from fastq.ratelimit import SLOT_FIELD
+from fastq.validate import BATCH_FIELD
 
 # what a failed run wrote into the envelope: a new run starts without it (and with a
-# new grace period for a job name no worker knew: fastq.worker.unknown.UNKNOWN_SINCE)
-_RUN_FIELDS = ("attempts", "error", "traceback", "failed_at", SLOT_FIELD, "unknown_since")
+# new grace period for a job name no worker knew: fastq.worker.unknown.UNKNOWN_SINCE);
+# and its batch ("b"), which counted its end: a new run is outside it
+_RUN_FIELDS = (
+    "attempts", "error", "traceback", "failed_at", SLOT_FIELD, "unknown_since", BATCH_FIELD,
+)  # fmt: skip
 
 
 def fresh_envelope(raw: bytes) -> tuple[bytes, int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 from fastq._accel import codec
 from fastq.protocol.contracts import ACK, ACK_TAKEN, ReleaseMode
@@ -116,20 +116,46 @@ class Outcomes:
         return len(self.done) + len(self.retry) + len(self.dead) + len(self.broken)
 
     def ack_argv(
-        self, dead_max_age_ms: int, dead_max_len: int, worker_id: str = "", epoch: int = 0
+        self,
+        dead_max_age_ms: int,
+        dead_max_len: int,
+        worker_id: str = "",
+        epoch: int = 0,
+        batch_of: Optional[dict[bytes, str]] = None,
     ) -> list[Any]:
-        """The ARGV of an ack of these outcomes, by ``worker_id`` of ``epoch``."""
+        """The ARGV of an ack of these outcomes, by ``worker_id`` of ``epoch``.
+        ``batch_of``: the batch of each job claimed in one (``ClaimReply.decode``'s),
+        by which the done ones are grouped, each counted for its batch with no
+        lookup; the entries of the jobs acked here leave it (a job sent again,
+        its reply lost, is looked up)."""
+        done, groups = self.done, []
+        if batch_of:
+            by_batch: dict[str, list[bytes]] = {}
+            rest = []
+            for job_id in done:
+                batch_id = batch_of.pop(job_id, None)
+                if batch_id is None:
+                    rest.append(job_id)
+                else:
+                    by_batch.setdefault(batch_id, []).append(job_id)
+            if by_batch:
+                done = [job_id for ids in by_batch.values() for job_id in ids] + rest
+                groups = [(batch_id, len(ids)) for batch_id, ids in by_batch.items()]
+            ended = [r[0] for r in self.retry] + [r[0] for r in self.dead]
+            for job_id in ended + [r[0] for r in self.broken]:
+                batch_of.pop(job_id, None)
         return ACK.argv(
             dead_max_age_ms,
             dead_max_len,
             self.failed,
             worker_id,
             epoch,
-            self.done,
+            groups,
+            done,
             self.retry,
             self.dead,
             self.broken,
-            codec.encode_runs(self.done, self.runs),
+            codec.encode_runs(done, self.runs),
         )
 
     def has_taken(self) -> bool:

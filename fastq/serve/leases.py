@@ -351,7 +351,7 @@ class HttpWorkers:
         wid = claim.worker_id
         app = self.app
         argv = ACK.argv(
-            app.dead_max_age_ms, app.dead_max_len, failed, wid, 0, done, retry, dead, ()
+            app.dead_max_age_ms, app.dead_max_len, failed, wid, 0, done=done, retry=retry, dead=dead
         )
         commands = [
             *commands,

@@ -49,6 +49,10 @@ log = logging.getLogger("fastq.worker")
 FLUSH_PATIENCE_S = 1.5
 # With jobs in flight and the queues empty, a worker looks for new work this often.
 BUSY_POLL_S = 0.1
+# The batches a worker remembers of the jobs it claimed (RoundTrip.batch_of), per
+# queue: an ack pops those it carries; the rest (handed back, failed) are forgotten
+# past this many. One it forgot is looked up by its ack, as an HTTP worker's are.
+BATCH_OF_MAX = 50_000
 
 
 class Flags(Protocol):
@@ -394,7 +398,10 @@ class ClaimLoop:
         """Decode a claimed batch and take its at-most-once jobs out of the queue,
         before a claim is written ahead: the take's reply comes at once, not after
         Redis ran that claim."""
-        runnable, broken, unknown = claim.reply.decode(self.registry)
+        batch_of = self.rt.batch_of[claim.queue]
+        if len(batch_of) > BATCH_OF_MAX:  # ids released or lost since: looked up instead
+            batch_of.clear()
+        runnable, broken, unknown = claim.reply.decode(self.registry, batch_of)
         deferred: list[tuple[bytes, int, bytes]] = []
         if unknown:  # a rolling deploy's new jobs, perhaps: back for a while
             deferred, expired = self.unknown.sort(unknown, claim.queue, claim.reply.now_ms)

@@ -243,6 +243,10 @@ class RoundTrip:
         self.max_stalls = max_stalls
         self.promote_max = promote_max
         self.epoch = 0
+        # the batch of each job claimed in one, by queue (its envelope's "b"), for
+        # the ack to group its done jobs by: a cache, bounded, since a job missing
+        # from it is looked up in Redis instead
+        self.batch_of: dict[str, dict[bytes, str]] = {q: {} for q in queues}
         self._ack_keys = {q: ACK.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._claim_keys = {q: CLAIM.keys_for(k, worker_id) for q, k in self.keys.items()}
         self._release_keys = {q: RELEASE.keys_for(k, worker_id) for q, k in self.keys.items()}
@@ -326,7 +330,9 @@ class RoundTrip:
                 for cmd in store_commands(self.keys[queue], job_id, encoded, ttl_ms):
                     commands.append((scripts.PLAIN, (), cmd))
             if out.count() or out.failed:
-                argv = out.ack_argv(self.dead_max_age_ms, self.dead_max_len, wid, self.epoch)
+                argv = out.ack_argv(
+                    self.dead_max_age_ms, self.dead_max_len, wid, self.epoch, self.batch_of[queue]
+                )
                 commands.append(ACK.command(self._ack_keys[queue], argv))
             for mode, ids in out.releases():
                 if ids:

@@ -10,6 +10,7 @@ import orjson
 import pytest
 import redis
 
+from fastq.admin.revive import revive_ids
 from fastq.protocol import scripts
 from fastq.protocol.batches import Share
 from fastq.protocol.contracts import (
@@ -25,6 +26,7 @@ from fastq.protocol.contracts import (
     PURGE,
     RELEASE,
     ReleaseMode,
+    ReviveSection,
     enqueue_extras,
 )
 from fastq.protocol.keys import BatchKeys, QueueKeys
@@ -262,3 +264,162 @@ def test_two_batches_and_plain_jobs_in_one_queue_each_count_their_own(
     assert share(r, k) == Share(2, 2, 0, 0, 0, "")
     assert r.hget(k.batches, " live") is None
     assert r.exists(k.batched) == 0
+
+
+# -- an ack grouped by batch: the worker read each job's batch in its envelope -----------
+
+
+def claim_learning(r: redis.Redis, k: QueueKeys, n: int, batch_of: dict[bytes, str]) -> list[str]:
+    """A claim as a worker makes it: the batch of each job claimed learned from its
+    envelope (``ClaimReply.decode``), for the ack to group the done ones by."""
+    reply = CLAIM.call(r, CLAIM.keys_for(k, W), CLAIM.argv(W, n, 60_000, 100))
+    reply.decode({}, batch_of)
+    return [i.decode() for i in reply.ids]
+
+
+def ack_grouped(r: redis.Redis, k: QueueKeys, out: Outcomes, batch_of: dict[bytes, str]) -> Any:
+    argv = out.ack_argv(10**9, 1000, W, 0, batch_of)
+    return scripts.call(r, ACK.script, ACK.keys_for(k, W), argv)
+
+
+def test_the_enqueue_writes_the_batch_into_each_envelope_whatever_its_form(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    t = str(NOW_MS).encode()
+    envs = {
+        "compact": b'["j",[1],' + t + b"]",
+        "kwargs": b'["j",[],' + t + b',{"k":{"x":1},"retries":2}]',
+        "empty": b'["j",[],' + t + b",{}]",
+        "blank": b'[ "j" , [ 1 ] , ' + t + b' , { "retries" : 2 } ]\n',
+        "blank_empty": b'["j",[],' + t + b",{ }] ",
+        "blank_compact": b'["j",[],' + t + b" ]",
+    }
+    argv = ENQUEUE.argv(0, 0, enqueue_extras(batch=B), list(envs), list(envs.values()))
+    assert ENQUEUE.call(r, ENQUEUE.keys_for(k), argv).added == len(envs)
+    for job_id, sent in envs.items():
+        stored = orjson.loads(r.hget(k.jobs, job_id))
+        before = orjson.loads(sent)
+        assert stored[:3] == before[:3], job_id
+        assert stored[3] == {**(before[3] if len(before) == 4 else {}), "b": B}, job_id
+    batch_of: dict[bytes, str] = {}
+    claim_learning(r, k, 10, batch_of)
+    assert batch_of == {job_id.encode(): B for job_id in envs}
+    # a plain job's envelope is stored as sent
+    plain = ENQUEUE.argv(0, 0, b"", ["p"], [envs["compact"]])
+    ENQUEUE.call(r, ENQUEUE.keys_for(k), plain)
+    assert r.hget(k.jobs, "p") == envs["compact"]
+
+
+@pytest.mark.parametrize("batch", [B, ""])
+def test_a_batch_field_a_producer_sends_is_refused(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys, batch: str
+) -> None:
+    joined(r, k, bk)
+    for sent in (
+        orjson.dumps(["j", [], NOW_MS, {"b": "b2"}]),
+        orjson.dumps(["j", [], NOW_MS, {"k": {"x": 1}, "b": "b2"}]),
+        b'[ "j", [], %d, {"b": "b2"} ]' % NOW_MS,
+    ):
+        argv = ENQUEUE.argv(0, 0, enqueue_extras(batch=batch or None), ["a"], [sent])
+        with pytest.raises(redis.ResponseError, match="field b is written by the enqueue script"):
+            ENQUEUE.call(r, ENQUEUE.keys_for(k), argv)
+    assert r.exists(k.jobs, k.ready, k.batched) == 0
+
+
+def test_an_ack_grouped_by_batch_counts_once_and_its_entries_go_with_the_share(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["a", "b", "c", "d"])
+    seal(r, k)
+    batch_of: dict[bytes, str] = {}
+    assert sorted(claim_learning(r, k, 4, batch_of)) == ["a", "b", "c", "d"]
+    assert ack_grouped(r, k, Outcomes(done=[b"a", b"b"]), batch_of) == 2
+    assert share(r, k) == Share(4, 2, 0, 0, 0, "c")
+    assert r.hlen(k.batched) == 4  # no delete per job: they go once the share ends
+    # sent again (its reply lost), still grouped: the worker holds them no more
+    resent = {b"a": B, b"b": B}
+    assert ack_grouped(r, k, Outcomes(done=[b"a", b"b"]), resent) == 0
+    assert share(r, k) == Share(4, 2, 0, 0, 0, "c")
+    # in one ack: one sent again (stale), one grouped, one the worker could not tell
+    # (looked up): the share ends
+    del batch_of[b"d"]
+    batch_of[b"b"] = B
+    out = Outcomes(done=[b"b", b"c", b"d"])
+    assert ack_grouped(r, k, out, batch_of) == [2, B.encode()]
+    assert share(r, k) == Share(4, 4, 0, 0, 0, "c")
+    assert r.exists(k.batched) == 0
+    assert r.hget(k.batches, " live") is None and r.hget(k.batches, " sweep") is None
+
+
+def test_a_share_that_ends_beside_another_live_one_is_swept_from_batched(
+    r: redis.Redis, k: QueueKeys, namespace: str
+) -> None:
+    """The entries an ack grouped by batch leaves: once their share ends while another
+    lives, a sweep (a step per call that counts ends) deletes them, and only them."""
+    n = 1000  # past the listpack: HSCAN then takes several steps
+    joined(r, k, BatchKeys(namespace, B))
+    other = BatchKeys(namespace, "b2")
+    BATCH_OPEN.call(r, [other.batch], BATCH_OPEN.argv(60_000, "", b"", ""))
+    BATCH_JOIN.call(r, [other.batch], BATCH_JOIN.argv(f"q:{k.queue}", 60_000))
+    BATCH_SEAL.call(r, BATCH_SEAL.keys_for(k), BATCH_SEAL.argv("b2", "open"))
+    enqueue(r, k, [f"a{i}" for i in range(n)])
+    enqueue(r, k, [f"c{i}" for i in range(n)], batch="b2")
+    batch_of: dict[bytes, str] = {}
+    claimed = claim_learning(r, k, 2 * n, batch_of)
+    assert len(batch_of) == 2 * n
+    ours = [i.encode() for i in claimed if i.startswith("a")]
+    theirs = [i.encode() for i in claimed if i.startswith("c")]
+    ack_grouped(r, k, Outcomes(done=ours), batch_of)  # b1's share ends: b2 lives on
+    assert share(r, k) == Share(n, n, 0, 0, 0, "")
+    assert r.hget(k.batches, " live") == b"1 b2"
+    swept_at = None
+    for step in range(0, n, 10):
+        if swept_at is None and r.hget(k.batches, " sweep") is None:
+            swept_at = step
+        ack_grouped(r, k, Outcomes(done=theirs[step : step + 10]), batch_of)
+        if step == n // 2:
+            left = set(r.hvals(k.batched))
+            assert left == {b"b2"} and r.hlen(k.batched) == n  # b2's, ended or not
+    assert swept_at is not None and swept_at > 0  # it took steps
+    assert Share.parse(r.hget(k.batches, "b2")) == Share(n, n, 0, 0, 0, "")
+    assert r.exists(k.batched) == 0 and r.hkeys(k.batches) == [B.encode(), b"b2"]
+
+
+def test_a_dead_job_revived_runs_outside_the_batch_that_counted_its_death(
+    r: redis.Redis, k: QueueKeys, bk: BatchKeys
+) -> None:
+    joined(r, k, bk)
+    enqueue(r, k, ["x"])
+    batch_of: dict[bytes, str] = {}
+    claim_learning(r, k, 1, batch_of)
+    dead_env = r.hget(k.jobs, "x")[:-2] + b',"attempts":1,"error":"boom"}]'
+    ack_grouped(r, k, Outcomes(dead=[(b"x", dead_env)], failed=1), batch_of)
+    assert share(r, k) == Share(1, 0, 1, 0, 1, "")
+    assert revive_ids(r, k, ReviveSection.DEAD, ["x"]) == 1
+    assert orjson.loads(r.hget(k.jobs, "x")) == ["j", [], NOW_MS]  # its run fields and batch gone
+    assert claim_learning(r, k, 1, batch_of) == ["x"] and batch_of == {}
+    assert ack_grouped(r, k, Outcomes(done=[b"x"]), batch_of) == 1
+    assert share(r, k) == Share(1, 0, 1, 0, 1, "")  # its death counted; this run not
+
+
+def test_an_id_enqueued_again_plain_after_its_batched_run_is_in_no_batch(
+    r: redis.Redis, k: QueueKeys, namespace: str
+) -> None:
+    """A grouped ack leaves the entry of its job while the share lives; once the
+    job's record is gone its id may come back, as a plain job: its end then counts
+    for no batch."""
+    joined(r, k, BatchKeys(namespace, B))
+    enqueue(r, k, ["x", "y"])
+    batch_of: dict[bytes, str] = {}
+    claim_learning(r, k, 1, batch_of)
+    ack_grouped(r, k, Outcomes(done=[b"x"]), batch_of)
+    assert r.hget(k.batched, "x") == B.encode()
+    r.delete(k.records, k.records_old)  # its record expired
+    plain = ENQUEUE.argv(0, 0, b"", ["x"], [env()])
+    assert ENQUEUE.call(r, ENQUEUE.keys_for(k), plain).added == 1
+    assert r.hget(k.batched, "x") is None
+    assert sorted(claim(r, k, 2)) == ["x", "y"]
+    ack(r, k, Outcomes(dead=[(b"x", env(1))], failed=1))  # looked up: in no batch
+    assert share(r, k) == Share(2, 1, 0, 0, 0, "")

@@ -192,7 +192,7 @@ def test_a_done_record_holds_its_run_time_and_attempts(r: redis.Redis, k: QueueK
     # a caller that sends no runs (written before them): not known
     enqueue(r, k, ["d"])
     claim(r, k, "w1", 1)
-    argv = ACK.argv(10**9, 1000, 0, "w1", 0, [b"d"])
+    argv = ACK.argv(10**9, 1000, 0, "w1", 0, done=[b"d"])
     assert ACK.call(r, ACK.keys_for(k, "w1"), argv) == 1
     d = records.read(r, k, "d")
     assert d is not None and (d.attempts, d.run_ms, d.worker) == (None, None, "w1")

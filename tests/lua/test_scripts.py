@@ -414,11 +414,14 @@ def test_dead_set_is_trimmed_by_size_and_age(r: redis.Redis, namespace: str) -> 
         (EXTEND, ["w1", 60_000, "x"], "epoch"),
         (REAP, [0, 10**9, 1000], "limit"),
         (RELEASE, ["w1", "stalled", -1, "a"], "max_stalls"),
-        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0], "section 4"),  # a section missing
-        (ACK, [10**9, 1000, 0, "w1", 0, 9, "a", 0, 0, 0], "section 1"),  # a count too large
-        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 0, 0, 0, "runs", "extra"], "sections hold"),
-        (ACK, [10**9, 1000, 0, "w1", 0, 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
-        (ACK, [10**9, 1000, 0, "w1", "new", 1, "a", 0, 0, 0], "epoch"),
+        (ACK, [10**9, 1000, 0, "w1", 0, "", 1, "a", 0, 0], "section 4"),  # a section missing
+        (ACK, [10**9, 1000, 0, "w1", 0, "", 9, "a", 0, 0, 0], "section 1"),  # count too large
+        (ACK, [10**9, 1000, 0, "w1", 0, "", 1, "a", 0, 0, 0, "runs", "x"], "sections hold"),
+        (ACK, [10**9, 1000, 0, "w1", 0, "", 1, "a", 1, "b", "later", "env", 0, 0], "delay_ms"),
+        (ACK, [10**9, 1000, 0, "w1", "new", "", 1, "a", 0, 0, 0], "epoch"),
+        # the batches of the done jobs: more than are done, or not "n batch" pairs
+        (ACK, [10**9, 1000, 0, "w1", 0, "2 b1", 1, "a", 0, 0, 0], "more than the 1 done"),
+        (ACK, [10**9, 1000, 0, "w1", 0, "b1 1", 1, "a", 0, 0, 0], "must be groups"),
     ],
 )
 def test_bad_argv_is_refused_before_any_write(

@@ -611,6 +611,41 @@ def test_decode_claim_edge_cases(reply: Any, start: Any, registry: Any) -> None:
     assert_same(ref_codec.decode_claim, native_codec.decode_claim, reply, start, registry)
 
 
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'["tasks.add",[1,"x"],5,{"b":"b-1"}]',  # as the enqueue script writes it
+        b'["tasks.add",[],5,{"b":"b-1"}]',
+        b'["missing",[1],5,{"b":"b-1"}]',  # a name the registry lacks: its batch all the same
+        b'["tasks.add",[1],5,{"k":{"x":1},"b":"b-1"}]',  # with keyword arguments
+        b'["tasks.add",[1],5,{"attempts":2,"b":"b-1"}]',  # retried
+        b'["tasks.add",[1],5,{"b":"b\\/1"}]',  # escaped: orjson's
+        b'["tasks.add",[1],5,{"b":""}]',
+        b'["tasks.add",[1],5,{"b":7}]',  # not a string: no batch
+        b'["tasks.add",[1],5,{"b":"b-1"},]',  # not JSON: broken
+        b'["tasks.add",[1],5,{"b":"b-1"}',
+        b'["tasks.add",[1],5,{"b":"b-1"}}]',
+        b'["tasks.add",[1],5]',  # no batch
+    ],
+)
+def test_decode_claim_learns_the_batch_of_each_job(raw: bytes) -> None:
+    """The batch (the envelope's "b") a worker groups its acks by, from both decoders."""
+    learned = []
+    for impl in (ref_codec, native_codec):
+        batched: dict[bytes, str] = {}
+        decoded = impl.decode_claim([b"x", b"id", raw], 1, REGISTRY, batched)
+        learned.append((decoded, batched))
+    assert learned[0] == learned[1]
+    decoded, batched = learned[1]
+    try:
+        batch = orjson.loads(raw)[3].get("b")
+    except (orjson.JSONDecodeError, IndexError):
+        batch = None
+    assert batched == ({b"id": batch} if isinstance(batch, str) else {})
+    if batched:
+        assert [env["b"] for *_, env in decoded[0] + decoded[2]] == [batch]
+
+
 # --- backoff_ms -----------------------------------------------------------------------------
 
 WIDE_INT = (

@@ -62,6 +62,7 @@ LUA = lua_constants()
         ("QUEUE_KEYS", ENQUEUE.keys),
         ("ENVELOPE_FIELDS", validate.ENVELOPE_FIELDS),
         ("WORKER_FIELDS", validate.WORKER_FIELDS),
+        ("BATCH_FIELD", validate.BATCH_FIELD),
     ],
 )
 def test_the_script_checks_the_limits_python_checks(name: str, python: Any) -> None:
@@ -75,6 +76,8 @@ def test_the_producer_sends_calls_the_script_takes() -> None:
     assert 3 * validate.MAX_JOBS_PER_CALL <= LUA["UNPACK_CHUNK"] < 8000
 
 
-def test_the_fields_workers_write_are_those_revive_clears() -> None:
-    assert set(validate.WORKER_FIELDS) == set(_RUN_FIELDS)
+def test_the_fields_workers_and_scripts_write_are_those_revive_clears() -> None:
+    # a revived job is a new run, outside the batch that counted its end
+    assert set(validate.WORKER_FIELDS) | {validate.BATCH_FIELD} == set(_RUN_FIELDS)
     assert not set(validate.WORKER_FIELDS) & set(validate.ENVELOPE_FIELDS)
+    assert validate.BATCH_FIELD not in validate.ENVELOPE_FIELDS + validate.WORKER_FIELDS

@@ -108,14 +108,15 @@ class ClaimReply:
         return envs
 
     def decode(
-        self, registry: Mapping[str, Any]
+        self, registry: Mapping[str, Any], batched: Optional[dict[bytes, str]] = None
     ) -> tuple[
         list[tuple[bytes, Any, list[Any], dict[str, Any], int, dict[str, Any]]],
         list[tuple[bytes, str]],
         list[tuple[bytes, str, dict[str, Any]]],
     ]:
-        """``codec.decode_claim`` of the jobs: ``(runnable, broken, unknown)``."""
-        decoded: Any = codec.decode_claim(self.raw, _CLAIM_JOBS_AT, registry)
+        """``codec.decode_claim`` of the jobs: ``(runnable, broken, unknown)``;
+        ``batched`` learns the batch of each job in one (id -> batch id)."""
+        decoded: Any = codec.decode_claim(self.raw, _CLAIM_JOBS_AT, registry, batched)
         return decoded  # type: ignore[no-any-return]
 
 
@@ -173,7 +174,7 @@ class _Ack(Contract[int]):
         "chained",
         "chain_out",
     )
-    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id", "epoch")
+    argv_names = ("dead_max_age_ms", "dead_max_len", "n_failed", "worker_id", "epoch", "batches")
     argv_rest = "sections"
 
     def argv(
@@ -183,6 +184,7 @@ class _Ack(Contract[int]):
         n_failed: int,
         worker_id: str = "",
         epoch: int = 0,
+        batches: Sequence[tuple[str, int]] = (),
         done: Sequence[bytes] = (),
         retry: Sequence[tuple[bytes, int, bytes]] = (),
         dead: Sequence[tuple[bytes, bytes]] = (),
@@ -194,8 +196,12 @@ class _Ack(Contract[int]):
         ``worker_id``: the worker that ran them, named in their records ('': not
         known); its stale outcomes are counted once per job. ``epoch``: the
         worker's (see ``is_stale``). ``runs``: the done jobs' run times and
-        attempts for their records (``codec.encode_runs``; None: not known)."""
-        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id, epoch]
+        attempts for their records (``codec.encode_runs``; None: not known).
+        ``batches``: (batch id, n) of the first done ids, in order: the first n of
+        that batch (their envelopes' ``b``), counted for it with no lookup; the
+        done ids after them are looked up."""
+        groups = " ".join(f"{n} {batch_id}" for batch_id, n in batches)
+        argv: list[Any] = [dead_max_age_ms, dead_max_len, n_failed, worker_id, epoch, groups]
         argv.append(len(done))
         argv.extend(done)
         argv.append(len(retry))

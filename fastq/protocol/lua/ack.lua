@@ -44,7 +44,13 @@
 -- ARGV[5] epoch             the worker's epoch: an ack carrying an older one than
 --                           recorded (a request it gave up on, landing late) is
 --                           refused with a STALE error and settles nothing
--- ARGV[6..] sections        four sections, each a count followed by its records:
+-- ARGV[6] batches          the batches of the first done ids (lib/batches.lua,
+--                           done_groups): '' none known, or 'n1 b1 n2 b2 ...', the
+--                           first n1 of batch b1 (their envelopes' "b"), the next n2
+--                           of b2...; these count for their batch with no lookup.
+--                           The done ids after them (a worker that could not tell)
+--                           are looked up in batched
+-- ARGV[7..] sections        four sections, each a count followed by its records:
 --   done    id                      -> deleted
 --   retry   id, delay_ms, envelope  -> scheduled at now + delay (a whole ms: slot 0),
 --                                      envelope updated, marked 'r' in sched_prio
@@ -83,7 +89,7 @@ local failed = arg_int('ack', 3, 'n_failed', 0)
 local worker = ARGV[4] or ''
 local epoch = arg_int('ack', 5, 'epoch', 0)
 -- where the sections start
-local SECTIONS_AT = 6
+local SECTIONS_AT = 7
 
 -- the four sections, read through before the first write
 local at = SECTIONS_AT
@@ -99,6 +105,7 @@ for s, width in ipairs({1, 3, 2, 2}) do
     end
     at = at + 1 + count * width
 end
+local groups = done_groups('ack', 6, tonumber(ARGV[SECTIONS_AT]))
 local runs = nil
 if at == #ARGV then
     runs = ARGV[at]
@@ -214,7 +221,15 @@ if #done > 0 then
     end
     redis.call('HINCRBY', KEYS[7], 'processed', #done)
     end_links(lk, done)
-    count_ends(done, BATCH_DONE)
+    if #groups > 0 then  -- their batches told: counted by group, no lookup
+        local rest, ended = end_grouped(bk, groups, done, n_sent, done_at, SECTIONS_AT)
+        for i = 1, #ended do
+            batches_ended[#batches_ended + 1] = ended[i]
+        end
+        count_ends(rest, BATCH_DONE)
+    else
+        count_ends(done, BATCH_DONE)
+    end
     chains_moved = chain_done(ck, done, string.format('%d', now))
     local marks = cancel_marks(done)
     if marks then

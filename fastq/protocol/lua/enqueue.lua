@@ -40,7 +40,10 @@
 --                    "unique_for_ms": window, "batch": batch id}; with "unique" each
 --                    job carries its unique key (see below); with "batch" the jobs
 --                    added join that batch, which must have been joined on this
---                    queue (batch_join.lua) and not sealed (closed or cancelled);
+--                    queue (batch_join.lua) and not sealed (closed or cancelled),
+--                    and the script writes it into each envelope's object, as
+--                    "b" (the claim hands it to the worker, whose ack counts the
+--                    batch's jobs by it: no lookup per job);
 --                    "then": the rest of a chain (a JSON array, as a string, that
 --                    only forwarders read: fastq/protocol/chains.py), for a call of
 --                    one job, which becomes a link of that chain: kept in chained
@@ -84,6 +87,8 @@ local QUEUE_KEYS = {'jobs', 'ready', 'prio', 'scheduled', 'stats', 'wake', 'sche
 local ENVELOPE_FIELDS = {'k', 'p', 'retries', 'age_limit_ms', 'backoff'}
 local WORKER_FIELDS = {'attempts', 'error', 'traceback', 'failed_at', 'rate_slot',
     'unknown_since'}
+-- a job's batch: written here, from the extras
+local BATCH_FIELD = 'b'
 -- values per unpack(): Lua's own limit is about 8,000
 local UNPACK_CHUNK = 4000
 
@@ -317,6 +322,9 @@ local function check_fields(fields, nth)
         local bad = nil
         if worker_fields[key] then
             bad = 'is written by workers: never send it'
+        elseif key == BATCH_FIELD then
+            bad = 'is written by the enqueue script, from the batch in the extras: never '
+                .. 'send it'
         elseif not known_fields[key] then
             bad = 'is not a field a producer sets (k, p, retries, age_limit_ms, backoff)'
         elseif key == 'k' then
@@ -456,6 +464,35 @@ if umode and #ARGV > 3 then
     ends = call_many('ZMSCORE', KEYS[12], ukeys)
 end
 
+-- A job's batch, written into its envelope (checked: a JSON array of 3 or 4 items,
+-- the third an integer) as the last field of its object, item 4 (added if absent).
+local batch_field = batch and '"b":' .. cjson.encode(batch)
+local function last_solid(env, at)  -- the last byte at or before `at` not JSON blank
+    local c = byte(env, at)
+    while c == 32 or c == 10 or c == 13 or c == 9 do
+        at = at - 1
+        c = byte(env, at)
+    end
+    return at, c
+end
+-- a compact envelope without an object (fastq's, most often): one concatenation
+local batch_tail = batch and ',{' .. batch_field .. '}]'
+local function with_batch(env)
+    local n = #env
+    local c = byte(env, n - 1)
+    if byte(env, n) == 93 and c >= 48 and c <= 57 then  -- ends with a digit and ']'
+        return sub(env, 1, n - 1) .. batch_tail
+    end
+    local close = last_solid(env, n)  -- the array's ']'
+    local last, c = last_solid(env, close - 1)
+    if c ~= 125 then  -- '}': item 4; else item 3 ends the array, an integer
+        return sub(env, 1, last) .. ',{' .. batch_field .. '}' .. sub(env, last + 1)
+    end
+    local _, before = last_solid(env, last - 1)
+    return sub(env, 1, last - 1) .. (before == 123 and '' or ',') .. batch_field
+        .. sub(env, last)
+end
+
 local added, refused, links, locks, taken = {}, {}, {}, {}, {}
 for i = 4, #ARGV, stride do
     local id = ARGV[i]
@@ -472,7 +509,8 @@ for i = 4, #ARGV, stride do
         if holder then
             refused[#refused + 1] = nth
             refused[#refused + 1] = holder
-        elseif redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
+        elseif redis.call('HSETNX', KEYS[1], id, batch and with_batch(ARGV[i + 1])
+                or ARGV[i + 1]) == 1 then
             added[#added + 1] = id
             taken[ukey] = id
             locks[#locks + 1] = ukey
@@ -480,7 +518,8 @@ for i = 4, #ARGV, stride do
             links[#links + 1] = id
             links[#links + 1] = umode .. ukey
         end
-    elseif redis.call('HSETNX', KEYS[1], id, ARGV[i + 1]) == 1 then
+    elseif redis.call('HSETNX', KEYS[1], id, batch and with_batch(ARGV[i + 1])
+            or ARGV[i + 1]) == 1 then
         added[#added + 1] = id
     end
 end
@@ -518,7 +557,11 @@ if batch then
         members[#members + 1] = batch
     end
     call_many('HSET', KEYS[16], members)
-    add_enqueued(KEYS[17], batch, n)
+    add_enqueued({batched = KEYS[16], batches = KEYS[17]}, batch, n)
+elseif #KEYS >= 16 and redis.call('EXISTS', KEYS[16]) == 1 then
+    -- an id that ended in a batch may have left its entry (an ack grouped by batch
+    -- does, until the share ends): a plain job of that id again is in no batch
+    call_many('HDEL', KEYS[16], added)
 end
 
 -- the links records and tag entries of the jobs added (what their end cleans up)

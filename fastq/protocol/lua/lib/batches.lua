@@ -3,23 +3,33 @@
 -- doubled; the batch's own hash (another slot, maybe another master) learns each
 -- share's final counts from whoever sees it end (batch_settle.lua).
 --
--- batched  hash  job id -> its batch id, while the job lives: the end of the job
---                deletes it (so a job counts once, however often its end is told)
+-- batched  hash  job id -> its batch id (also in the job's envelope, as "b"): for
+--                the ends that do not come with their batch (a cancel, a hand-back,
+--                a purge, an ack not grouped by batch), which look it up and delete
+--                it. An ack grouped by batch (the worker read "b") leaves it, a
+--                lookup and a delete per job saved: a job counts once all the same,
+--                since its ack counts only the jobs its worker still held. What it
+--                leaves goes with the whole hash once no share is live (UNLINK), or
+--                by a sweep (' sweep') once the share ends while others live.
 -- batches  hash  batch id -> the queue's share: 'enq,done,dead,cancelled,failed,flag';
 --                flag '' while the batch is open, 'c' once sealed by its close (no
---                enqueue joins it then), 'x' sealed by a cancel
--- due      set   batch ids whose sealed share has ended (every job enqueued into it
---                done, dead or cancelled): what a settler must tell the batch
+--                enqueue joins it then), 'x' sealed by a cancel;
 --                and one field ' live' (a batch id holds no space): '<n>' or, when
 --                n is 1, '1 <batch id>': how many shares have jobs not ended yet, and
---                which one when it is one
+--                which one when it is one; and ' sweep': the HSCAN cursor of a
+--                sweep of batched under way, which deletes the entries of shares
+--                not live (a step per call that counts ends: ack, cancel, release,
+--                purge); a '+' after it: another pass once this one is through (a
+--                share ended meanwhile, maybe behind the cursor)
+-- due      set   batch ids whose sealed share has ended (every job enqueued into it
+--                done, dead or cancelled): what a settler must tell the batch
 -- failed counts the jobs that failed at least once (retried, then done or dead; or
 -- dead at once): once a job, at its first failure.
 --
--- The ' live' field is what keeps a blast in a batch fast: while one batch alone
--- has jobs live in the queue (every entry in batched is then its own), a job's end
--- is counted by one HDEL of its entry, the count HDEL returns going to that batch,
--- with no HMGET to find each job's batch.
+-- The ' live' field is what keeps the other ends of a blast cheap: while one batch
+-- alone has jobs live in the queue (every live entry in batched is then its own), a
+-- job's end is counted by one HDEL of its entry, the count HDEL returns going to
+-- that batch, with no HMGET to find each job's batch.
 
 local BATCH_DONE, BATCH_DEAD, BATCH_CANCELLED = 2, 3, 4
 
@@ -43,6 +53,9 @@ local function share_ended(s)
 end
 
 local LIVE = ' live'
+local SWEEP = ' sweep'
+-- entries a sweep step reads (HSCAN's COUNT): about 20 us of Redis' time
+local SWEEP_STEP = 200
 
 local function share_live(s)
     return s[1] > s[2] + s[3] + s[4]
@@ -59,13 +72,27 @@ local function live_of(batches)
 end
 
 -- note_live: the number of live shares changed by delta (the share of `bid` became
--- live, or stopped being so; it is written already).
-local function note_live(batches, delta, bid)
+-- live, or stopped being so; it is written already). k holds the key names
+-- (batched, batches). Once none is live, every entry left in batched is of a job
+-- that ended: the hash goes (UNLINK: freed off Redis' main thread); when a share
+-- stops being live beside others, a sweep starts (or one more pass of it: a pass
+-- must begin after this share ended to be sure to see all of its entries).
+local function note_live(k, delta, bid)
+    local batches = k.batches
     local n, one = live_of(batches)
     n = n + delta
     if n <= 0 then
-        redis.call('HDEL', batches, LIVE)
+        redis.call('HDEL', batches, LIVE, SWEEP)
+        redis.call('UNLINK', k.batched)
         return
+    end
+    if delta < 0 then  -- a sweep, or another pass once the one under way is through
+        local cursor = redis.call('HGET', batches, SWEEP)
+        if not cursor then
+            redis.call('HSET', batches, SWEEP, '0')
+        elseif string.sub(cursor, -1) ~= '+' then
+            redis.call('HSET', batches, SWEEP, cursor .. '+')
+        end
     end
     if n == 1 then
         if delta > 0 then
@@ -88,14 +115,78 @@ local function note_live(batches, delta, bid)
 end
 
 -- add_enqueued: n jobs joined the share of `bid` (enqueue.lua).
-local function add_enqueued(batches, bid, n)
-    local s = share_of(redis.call('HGET', batches, bid))
+local function add_enqueued(k, bid, n)
+    local s = share_of(redis.call('HGET', k.batches, bid))
     local was = share_live(s)
     s[1] = s[1] + n
-    redis.call('HSET', batches, bid, share_text(s))
+    redis.call('HSET', k.batches, bid, share_text(s))
     if not was then
-        note_live(batches, 1, bid)
+        note_live(k, 1, bid)
     end
+end
+
+-- sweep_step: a step of the sweep under way, if one is: of SWEEP_STEP entries of
+-- batched, those whose share is not live (ended, or gone) are deleted.
+local function sweep_step(k)
+    local cursor = redis.call('HGET', k.batches, SWEEP)
+    if not cursor then
+        return
+    end
+    local again = string.sub(cursor, -1) == '+'
+    if again then
+        cursor = string.sub(cursor, 1, -2)
+    end
+    local reply = redis.call('HSCAN', k.batched, cursor, 'COUNT', SWEEP_STEP)
+    local entries, live, gone = reply[2], {}, {}
+    for i = 1, #entries, 2 do
+        local b = entries[i + 1]
+        local is_live = live[b]
+        if is_live == nil then
+            local s = share_of(redis.call('HGET', k.batches, b))
+            is_live = s ~= nil and share_live(s)
+            live[b] = is_live
+        end
+        if not is_live then
+            gone[#gone + 1] = entries[i]
+        end
+    end
+    if #gone > 0 then
+        redis.call('HDEL', k.batched, unpack(gone))
+    end
+    if reply[1] == '0' and not again then
+        redis.call('HDEL', k.batches, SWEEP)
+    else
+        redis.call('HSET', k.batches, SWEEP, reply[1] .. (again and '+' or ''))
+    end
+end
+
+-- add_ends: counts[b] jobs of each batch b of `order` ended as `slot`; `failed`:
+-- they failed at their first run too. Returns the batch ids whose sealed share has
+-- now ended (each also noted in due).
+local function add_ends(k, counts, order, slot, failed)
+    local ended = {}
+    for _, b in ipairs(order) do
+        local s = share_of(redis.call('HGET', k.batches, b))
+        if s then
+            local was = share_live(s)
+            s[slot] = s[slot] + counts[b]
+            if failed then
+                s[5] = s[5] + counts[b]
+            end
+            redis.call('HSET', k.batches, b, share_text(s))
+            if was and not share_live(s) then
+                note_live(k, -1, b)
+            end
+            if share_ended(s) then
+                ended[#ended + 1] = b
+            end
+        end
+    end
+    if #ended > 0 then
+        redis.call('SADD', k.batches_due, unpack(ended))
+    end
+    sweep_step(k)
+    return ended
 end
 
 -- The batches of `ids` (those in one), grouped: {bid -> count}, the bids in order,
@@ -156,28 +247,78 @@ local function end_batches(k, ids, slot, failed)
             redis.call('HDEL', k.batched, unpack(members, lo, math.min(lo + 3999, #members)))
         end
     end
-    local ended = {}
-    for _, b in ipairs(order) do
-        local s = share_of(redis.call('HGET', k.batches, b))
-        if s then
-            local was = share_live(s)
-            s[slot] = s[slot] + counts[b]
-            if failed then
-                s[5] = s[5] + counts[b]
+    return add_ends(k, counts, order, slot, failed)
+end
+
+-- The groups of an ack's done section, ARGV[at]: '' (none), or 'n1 b1 n2 b2 ...',
+-- the first n1 done ids of batch b1, the next n2 of b2... (the batch each job's
+-- envelope names, "b"). Checked before any write: {batch, last index}, in order.
+local function done_groups(script, at, n_done)
+    local text = ARGV[at] or ''
+    if text == '' then
+        return {}
+    end
+    if string.gsub(text, '%d+ [!-~]+ ?', '') ~= '' then
+        error(script .. ': ARGV[' .. at .. '] must be groups "n batch n batch ...", not "'
+            .. string.sub(text, 1, 60) .. '"')
+    end
+    local groups, upto = {}, 0
+    for n, b in string.gmatch(text, '(%d+) ([!-~]+)') do
+        upto = upto + tonumber(n)
+        groups[#groups + 1] = {b, upto}
+    end
+    if upto > n_done then
+        error(script .. ': the groups of ARGV[' .. at .. '] hold ' .. upto
+            .. ' jobs, more than the ' .. n_done .. ' done')
+    end
+    return groups
+end
+
+-- end_grouped: the done jobs `ids` of a done section of `n_sent` ids grouped by
+-- `groups` (done_groups), ended; `pos[i] - offset` is the index in the section of
+-- ids[i] (increasing). Those in a group count for its batch, without touching
+-- batched. Returns the rest (not in a group: for the caller to look up) and the
+-- batch ids whose sealed share has now ended.
+local function end_grouped(k, groups, ids, n_sent, pos, offset)
+    local counts, order, rest = {}, {}, {}
+    if #ids == n_sent then  -- none stale (most often): each group whole
+        local from = 0
+        for g = 1, #groups do
+            local b, upto = groups[g][1], groups[g][2]
+            if not counts[b] then
+                counts[b] = 0
+                order[#order + 1] = b
             end
-            redis.call('HSET', k.batches, b, share_text(s))
-            if was and not share_live(s) then
-                note_live(k.batches, -1, b)
+            counts[b] = counts[b] + upto - from
+            from = upto
+        end
+        if from < #ids then
+            rest = {unpack(ids, from + 1)}
+        end
+    else
+        local g = 1
+        for i = 1, #ids do
+            local at = pos[i] - offset
+            while groups[g] and at > groups[g][2] do
+                g = g + 1
             end
-            if share_ended(s) then
-                ended[#ended + 1] = b
+            local group = groups[g]
+            if group then
+                local b = group[1]
+                if not counts[b] then
+                    counts[b] = 0
+                    order[#order + 1] = b
+                end
+                counts[b] = counts[b] + 1
+            else
+                rest[#rest + 1] = ids[i]
             end
         end
     end
-    if #ended > 0 then
-        redis.call('SADD', k.batches_due, unpack(ended))
+    if #order == 0 then
+        return rest, {}
     end
-    return ended
+    return rest, add_ends(k, counts, order, BATCH_DONE)
 end
 
 -- fail_batches: the jobs `ids` failed for the first time and will run again.
