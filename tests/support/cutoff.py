@@ -1,8 +1,8 @@
 """A TCP proxy in front of a Redis that a test cuts, as a network does: while cut, it
 holds every byte each way (a connection made meanwhile is accepted, its bytes held
-too: the partition lets a connect through, not a request), except, for a moment after
-the cut, the replies already on their way (to requests that went through before it);
-restored, it delivers what
+too: the partition lets a connect through, not a request), except the replies to
+requests that went through before it, on a connection whose client has sent nothing
+since (what was on the wire); restored, it delivers what
 it held on the connections still open (TCP's retransmissions after a link comes
 back), and keeps what a client sent on a connection it closed meanwhile (a request
 its worker gave up on) until the test delivers it, late, to Redis
@@ -18,15 +18,10 @@ import queue
 import selectors
 import socket
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 CHUNK = 65536
-# After a cut, replies still pass this long: those to requests that went through
-# before it. Without them, a worker whose request had just gone through waits for a
-# reply held, and never sends the next request (a claim) that the cut should hold.
-REPLIES_IN_FLIGHT_S = 0.2
 
 
 @dataclass
@@ -35,6 +30,12 @@ class _Pair:
     upstream: Optional[socket.socket]
     to_upstream: bytearray = field(default_factory=bytearray)  # held while cut
     to_client: bytearray = field(default_factory=bytearray)  # held while cut
+    # its client sent something since the cut (held): from then its replies are held
+    # too. Until then they pass, however long Redis takes: replies to requests that
+    # went through before the cut. Held, a worker whose request had just gone through
+    # would wait on its reply and never send the next request (a claim) the cut
+    # should hold; a time allowed for them failed on a crowded machine.
+    sent_since_cut: bool = False
 
     @property
     def orphaned(self) -> bool:
@@ -49,7 +50,6 @@ class CutProxy:
     def __init__(self, upstream_port: int) -> None:
         self.upstream_addr = ("127.0.0.1", upstream_port)
         self.is_cut = False
-        self._replies_pass_until = 0.0
         self.pairs: list[_Pair] = []
         self._sel = selectors.DefaultSelector()
         self._calls: queue.Queue[tuple[Callable[[], Any], queue.Queue[Any]]] = queue.Queue()
@@ -69,8 +69,8 @@ class CutProxy:
     # -- what a test calls (run in the proxy's thread) ---------------------------
 
     def cut(self) -> None:
-        """From now: every byte held, on new connections too (replies already on
-        their way pass for ``REPLIES_IN_FLIGHT_S`` more)."""
+        """From now: every byte held, on new connections too (but the replies to
+        what went through before, on a connection that has sent nothing since)."""
         self._call(self._cut)
 
     def restore(self) -> None:
@@ -171,6 +171,7 @@ class CutProxy:
             return
         if self.is_cut:
             pair.to_upstream += data
+            pair.sent_since_cut = True
         else:
             pair.upstream.sendall(data)
 
@@ -189,7 +190,7 @@ class CutProxy:
             return
         if pair.client is None:
             return  # a reply to a request its client gave up on: nobody reads it
-        if self.is_cut and time.monotonic() >= self._replies_pass_until:
+        if self.is_cut and (pair.sent_since_cut or pair.to_client):
             pair.to_client += data
         else:
             pair.client.sendall(data)
@@ -212,7 +213,8 @@ class CutProxy:
         # held: only the requests a worker sends on its open connections after the
         # cut (an ack and a claim) are held and given up on
         self.is_cut = True
-        self._replies_pass_until = time.monotonic() + REPLIES_IN_FLIGHT_S
+        for pair in self.pairs:
+            pair.sent_since_cut = False
 
     def _restore(self) -> None:
         self.is_cut = False
