@@ -559,7 +559,9 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry, object ba
     cdef const unsigned char* last_at = NULL
     cdef Py_ssize_t name_end = 0, last_len = -1, batch_at = 0, size
     cdef long long t = 0
-    cdef object bid
+    cdef object bid, last_bid = None, last_bid_raw = None
+    cdef const unsigned char* last_bid_at = NULL
+    cdef Py_ssize_t last_bid_len = -1
     cdef dict env_fields
     cdef object last_name = None, last_target = None, last_raw = None
     cdef dict fields
@@ -586,7 +588,13 @@ cdef tuple _decode_list(list reply, Py_ssize_t start, object registry, object ba
                 if last_len >= 0:
                     env_fields = {_K_NAME: last_name, _K_ARGS: args, _K_TIME: t}
                     if batch_at:
-                        bid = (<char*>rb + batch_at)[:size - 3 - batch_at].decode("ascii")
+                        # a claim is mostly one batch: its id decoded once
+                        if size - 3 - batch_at != last_bid_len or memcmp(
+                                rb + batch_at, last_bid_at, last_bid_len) != 0:
+                            last_bid = (<char*>rb + batch_at)[:size - 3 - batch_at].decode("ascii")
+                            last_bid_raw, last_bid_at = raw, rb + batch_at
+                            last_bid_len = size - 3 - batch_at
+                        bid = last_bid
                         env_fields[_K_BATCH] = bid
                         if batched is not None:
                             batched[job_id] = bid

@@ -129,18 +129,20 @@ class Outcomes:
         lookup; the entries of the jobs acked here leave it (a job sent again,
         its reply lost, is looked up)."""
         done, groups = self.done, []
-        if batch_of:
-            by_batch: dict[str, list[bytes]] = {}
-            rest = []
-            for job_id in done:
-                batch_id = batch_of.pop(job_id, None)
-                if batch_id is None:
-                    rest.append(job_id)
-                else:
+        if batch_of and done:
+            pop = batch_of.pop
+            batches = [pop(job_id, None) for job_id in done]
+            first = batches[0]
+            if first is not None and batches.count(first) == len(batches):
+                groups = [(first, len(done))]  # most often: all of one batch
+            else:
+                by_batch: dict[Optional[str], list[bytes]] = {}
+                for job_id, batch_id in zip(done, batches):
                     by_batch.setdefault(batch_id, []).append(job_id)
-            if by_batch:
+                rest = by_batch.pop(None, [])
                 done = [job_id for ids in by_batch.values() for job_id in ids] + rest
-                groups = [(batch_id, len(ids)) for batch_id, ids in by_batch.items()]
+                groups = [(batch_id, len(ids)) for batch_id, ids in by_batch.items() if batch_id]
+        if batch_of and (self.retry or self.dead or self.broken):
             ended = [r[0] for r in self.retry] + [r[0] for r in self.dead]
             for job_id in ended + [r[0] for r in self.broken]:
                 batch_of.pop(job_id, None)

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from fastq.admin.revive import revive_ids
-from fastq.protocol import scripts
+from fastq.protocol import records, scripts
 from fastq.protocol.batches import Share
 from fastq.protocol.contracts import (
     ACK,
@@ -423,3 +423,31 @@ def test_an_id_enqueued_again_plain_after_its_batched_run_is_in_no_batch(
     assert sorted(claim(r, k, 2)) == ["x", "y"]
     ack(r, k, Outcomes(dead=[(b"x", env(1))], failed=1))  # looked up: in no batch
     assert share(r, k) == Share(2, 1, 0, 0, 0, "")
+
+
+def test_one_ack_of_two_batches_and_plain_jobs_counts_each_and_keeps_their_runs(
+    r: redis.Redis, k: QueueKeys, namespace: str
+) -> None:
+    """The worker reorders its done ids into groups: each batch counts its own, the
+    plain ones none, and each record keeps its own run time."""
+    joined(r, k, BatchKeys(namespace, B))
+    other = BatchKeys(namespace, "b2")
+    BATCH_OPEN.call(r, [other.batch], BATCH_OPEN.argv(60_000, "", b"", ""))
+    BATCH_JOIN.call(r, [other.batch], BATCH_JOIN.argv(f"q:{k.queue}", 60_000))
+    BATCH_SEAL.call(r, BATCH_SEAL.keys_for(k), BATCH_SEAL.argv("b2", "open"))
+    enqueue(r, k, ["a1", "a2"])
+    enqueue(r, k, ["c1"], batch="b2")
+    ENQUEUE.call(r, ENQUEUE.keys_for(k), ENQUEUE.argv(0, 0, b"", ["p1"], [env()]))
+    batch_of: dict[bytes, str] = {}
+    assert len(claim_learning(r, k, 10, batch_of)) == 4
+    out = Outcomes()
+    for run_ms, job_id in enumerate([b"p1", b"a1", b"c1", b"a2"], start=11):
+        out.note_done(job_id, run_ms, 1)
+    assert ack_grouped(r, k, out, batch_of) == 4
+    assert batch_of == {}
+    assert share(r, k) == Share(2, 2, 0, 0, 0, "")
+    assert Share.parse(r.hget(k.batches, "b2")) == Share(1, 1, 0, 0, 0, "")
+    ran = {i: records.read(r, k, i) for i in ("p1", "a1", "c1", "a2")}
+    assert {i: rec.run_ms for i, rec in ran.items() if rec} == {
+        "p1": 11, "a1": 12, "c1": 13, "a2": 14,
+    }  # fmt: skip
