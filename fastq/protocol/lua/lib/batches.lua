@@ -189,6 +189,15 @@ local function add_ends(k, counts, order, slot, failed)
     return ended
 end
 
+-- n more jobs of batch b: counts[b], b added to `order` the first time.
+local function tally(counts, order, b, n)
+    if not counts[b] then
+        counts[b] = 0
+        order[#order + 1] = b
+    end
+    counts[b] = counts[b] + n
+end
+
 -- The batches of `ids` (those in one), grouped: {bid -> count}, the bids in order,
 -- and the ids in a batch. One EXISTS for a queue that never had a batched job.
 local function batches_of(batched, ids)
@@ -203,11 +212,7 @@ local function batches_of(batched, ids)
             local b = bids[i]
             if b then
                 members[#members + 1] = part[i]
-                if not counts[b] then
-                    counts[b] = 0
-                    order[#order + 1] = b
-                end
-                counts[b] = counts[b] + 1
+                tally(counts, order, b, 1)
             end
         end
     end
@@ -284,12 +289,8 @@ local function end_grouped(k, groups, ids, n_sent, pos, offset)
     if #ids == n_sent then  -- none stale (most often): each group whole
         local from = 0
         for g = 1, #groups do
-            local b, upto = groups[g][1], groups[g][2]
-            if not counts[b] then
-                counts[b] = 0
-                order[#order + 1] = b
-            end
-            counts[b] = counts[b] + upto - from
+            local upto = groups[g][2]
+            tally(counts, order, groups[g][1], upto - from)
             from = upto
         end
         if from < #ids then
@@ -304,12 +305,7 @@ local function end_grouped(k, groups, ids, n_sent, pos, offset)
             end
             local group = groups[g]
             if group then
-                local b = group[1]
-                if not counts[b] then
-                    counts[b] = 0
-                    order[#order + 1] = b
-                end
-                counts[b] = counts[b] + 1
+                tally(counts, order, group[1], 1)
             else
                 rest[#rest + 1] = ids[i]
             end
