@@ -23,15 +23,11 @@ bash ci/setup.sh --system
 # (the flag file), the integration tests on Valkey (ci/valkey.sh). They end during
 # the first run: the fault tests, beside them, missed their timers (a periodic
 # slot, a hand-back). Their output is printed after the main runs'. In a session of
-# their own, so that an early exit of this script ends them all, their servers too;
-# at a lower priority (nice 10; the builds 19), so that they fill the CPU the first
-# run leaves while it waits on its children and servers (alone it keeps 1.35 of 2
-# cores busy), instead of slowing it: at equal priority it took 6:50 beside them
-# against 5:44 alone, and CI over 11 minutes on a slow day.
+# their own, so that an early exit of this script ends them all, their servers too.
 beside_pid=""
 if [ $# -eq 0 ]; then
   beside_dir="$(mktemp -d)"
-  setsid nice -n 10 bash -c 'status=0
+  setsid bash -c 'status=0
     bash ci/pythons.sh || status=1
     while [ ! -e "$1/main-venv" ]; do sleep 1; done
     bash ci/valkey.sh || status=1
