@@ -466,7 +466,7 @@ cdef object _fast_args(const unsigned char* b, Py_ssize_t size, Py_ssize_t* name
     too: its batch is ``b[batch_at:size - 3]`` (``batch_at`` 0: none). None when the
     envelope is anything else: orjson's then, so that results and errors stay the
     reference's."""
-    cdef Py_ssize_t pos, end
+    cdef Py_ssize_t pos, end, at
     cdef object item
     cdef list args
     if size < 8 or b[0] != b'[' or b[1] != b'"' or b[size - 1] != b']':
@@ -531,6 +531,9 @@ cdef object _fast_args(const unsigned char* b, Py_ssize_t size, Py_ssize_t* name
             return None
         if _string_end(b, end + 7, size) != size - 3 or b[size - 2] != b'}':
             return None
+        for at in range(end + 7, size - 3):
+            if b[at] >= 0x80:  # not the ASCII the script writes: orjson's
+                return None
         batch_at[0] = end + 7
     t[0] = _int_at(b, pos + 1, end)
     return args

@@ -621,6 +621,8 @@ def test_decode_claim_edge_cases(reply: Any, start: Any, registry: Any) -> None:
         b'["tasks.add",[1],5,{"attempts":2,"b":"b-1"}]',  # retried
         b'["tasks.add",[1],5,{"b":"b\\/1"}]',  # escaped: orjson's
         b'["tasks.add",[1],5,{"b":""}]',
+        '["tasks.add",[1],5,{"b":"é"}]'.encode(),  # written by hand: not ASCII
+        b'["tasks.add",[1],5,{"b":"\xff"}]',  # not UTF-8: broken, never raised
         b'["tasks.add",[1],5,{"b":7}]',  # not a string: no batch
         b'["tasks.add",[1],5,{"b":"b-1"},]',  # not JSON: broken
         b'["tasks.add",[1],5,{"b":"b-1"}',
