@@ -12,6 +12,9 @@ if [ "${1:-}" = "--system" ]; then SYSTEM_ONLY=1; fi
 
 VENV="${FASTQ_VENV:-.venv}"
 PYTHON="${FASTQ_PYTHON:-python3}"
+# the exact version of every package installed (ci/lock.sh writes the locks): the
+# main lock, or another (ci/pythons.sh: the oldest releases, or the newest of today)
+CONSTRAINTS="${FASTQ_CONSTRAINTS:-ci/constraints.txt}"
 # the extras installed with it: all that the suite uses, or fewer (ci/pythons.sh)
 EXTRAS="${FASTQ_EXTRAS:-test,cron,progress,docs,reload,web}"
 # A set-up already done is skipped: the stamp is the hash of what decides it (this
@@ -20,7 +23,7 @@ STAMP="$VENV/.fastq-setup-stamp"
 want_stamp() {
   # the files that exist of these (there may be no .pxd): a missing one is not an error
   local f
-  { for f in ci/setup.sh pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd; do
+  { for f in ci/setup.sh "$CONSTRAINTS" pyproject.toml setup.py fastq_ext/*.pyx fastq_ext/*.pxd; do
     if [ -f "$f" ]; then printf '%s\n' "$f"; cat "$f"; fi
   done
   printf 'extras %s\n' "$EXTRAS"
@@ -65,8 +68,12 @@ fi
 if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check --upgrade pip
+pip=("$VENV/bin/python" -m pip install -q --disable-pip-version-check -c "$CONSTRAINTS")
+"${pip[@]}" pip
+# what builds the extension, from the lock: the build below uses them (no isolated
+# build environment, which would take the newest setuptools and Cython of the day)
+"${pip[@]}" setuptools Cython uv
 # editable: the Cython extension is compiled in place, so tests import what they test
-"$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[$EXTRAS]"
+"${pip[@]}" --no-build-isolation -e ".[$EXTRAS]"
 "$VENV/bin/python" -c 'import fastq, sys; sys.exit(0 if fastq.ACCELERATED else "fastq_ext did not build")'
 want_stamp >"$STAMP"
