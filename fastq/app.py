@@ -67,8 +67,8 @@ class App:
 
     Args:
         redis_url: where Redis is; without it, ``$FASTQ_REDIS_URL``, else
-            ``redis://127.0.0.1:6379/0``. ``--redis-url`` or ``$FASTQ_REDIS_URL``
-            given to the CLI override it.
+            ``redis://127.0.0.1:6379/0``. A CLI command given ``--app`` uses
+            the app's; ``--redis-url`` overrides it.
         namespace: prefix of every key, so several apps can share one Redis: 1 to
             100 ASCII letters, digits, ``_``, ``.``, ``-`` or ``:``.
         dead_max_age_s: dead jobs older than this are deleted.
