@@ -118,17 +118,29 @@ def add_json_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def write_report(report: Any, benchmark: str, path: Optional[str] = None) -> Path:
+def write_report(report: dict[str, Any], benchmark: str, path: Optional[str] = None) -> Path:
     """Write a run's figures as JSON to ``path`` (``--json``), or else to
-    ``bench/results/<benchmark>-<UTC time>.json``; say where on stdout."""
+    ``bench/results/<benchmark>-<UTC time>.json``; say where on stdout.
+
+    The report starts with the benchmark's name, the UTC ``date`` it was written and
+    the ``source`` measured (the commit, and the files of the package that differ
+    from it), unless the benchmark set them itself (``announce``'s, taken at the
+    start): a figure quoted from the file carries its date and commit
+    (``bench/docs_figures.py`` renders the docs' figures from them)."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    stamped = {
+        "benchmark": benchmark,
+        "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": report.get("source") or source_state(),
+        **report,
+    }
     if path is None:
-        stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H%M%SZ")
-        out = RESULTS / f"{benchmark}-{stamp}.json"
+        out = RESULTS / f"{benchmark}-{now.strftime('%Y-%m-%dT%H%M%SZ')}.json"
     else:
         out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     options = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
-    out.write_bytes(orjson.dumps(report, option=options) + b"\n")
+    out.write_bytes(orjson.dumps(stamped, option=options) + b"\n")
     print(f"JSON: {out}")
     return out
 

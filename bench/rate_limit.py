@@ -139,7 +139,7 @@ def main() -> int:
             f"{f['max_starts_per_period']:>5}/{f['allowed_per_period']:<5} "
             f"{f['script_calls_per_job']:>10.1f}"
         )
-    write_report(results, "rate_limit", args.json)
+    write_report({"cases": results}, "rate_limit", args.json)
     return 0
 
 

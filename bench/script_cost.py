@@ -111,7 +111,7 @@ def main() -> int:
             f"{batch:>6} {fastq_us:>8.2f} {fold_us:>6.2f} {off_us:>11.2f} {bare_us:>8.2f}"
             f" {no_lp_us:>18.2f}"
         )
-    write_report(rows, "script_cost", args.json)
+    write_report({"jobs": args.jobs, "rows": rows}, "script_cost", args.json)
     return 0
 
 

@@ -66,6 +66,7 @@ from bench.harness import (
     configure_progress,
     drain_bar,
     machine_info,
+    source_state,
 )
 from bench.peers.chart import draw_chart
 from fastq.testing.redis_server import RedisServer
@@ -713,6 +714,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     )  # fmt: skip
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    source = source_state()  # the commit measured, as every benchmark's report has it
     with RedisServer() as server:
         machine = machine_info(redis.Redis.from_url(server.url))
     machine["machine"] = platform.machine()
@@ -767,6 +769,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"\n(run took {run_s:.0f} s)")
     report = {
         "date": date,
+        "source": source,
         "machine": machine,
         "options": {
             "quick": args.quick,

@@ -13,7 +13,8 @@ from tests.support.bench import run_bench
 @pytest.mark.slow
 def test_rate_limit_bench_tiny_run(tmp_path: Path) -> None:
     args = ["--cases", "40", "--rate", "20", "--pools", "1", "-c", "2"]
-    [case], _ = run_bench("rate_limit", *args, tmp_path=tmp_path, timeout_s=180)
+    report, _ = run_bench("rate_limit", *args, tmp_path=tmp_path, timeout_s=180)
+    [case] = report["cases"]
     assert (case["jobs"], case["rate"], case["burst"]) == (40, 20, 1)
     # not a speed but the limit: 40 starts span at least the intervals the limit puts
     # between their claims, less what the 2 workers may hold claimed but not started
