@@ -1,0 +1,541 @@
+"""The docs' benchmark figures, rendered from the results files the benchmarks write.
+
+    python -m bench.docs_figures            # rewrite every block in place
+    python -m bench.docs_figures --check    # change nothing; exit 1 naming each stale
+                                            # block and each figure outside a block
+
+A block is the text between a line ``<!-- figures: NAME ... -->`` and a line
+``<!-- /figures -->`` in README.md, bench/README.md or docs/*.md (HTML comments: GitHub
+and mkdocs show neither); ``BLOCKS`` says how each NAME is written. A block reads
+only the JSON reports committed under ``bench/results/`` (``git ls-files``: a run is
+kept with ``git add -f``), and names the date and commit of every run it quotes.
+
+Outside the blocks, the sections that quote benchmarks (``SECTIONS``) carry no
+figure: a number followed by a unit only a measurement has (``jobs/s``, ``jobs a
+second``, ``µs``, ``B``, ``bytes``, ``KB``/``MB``/``KiB``/``MiB``, ``×``, ``x``,
+``times``, ``%``), or a number with a decimal part (a ratio, a latency: ``0.67``,
+``1.52 ms``), versions aside (``3.11.7``, ``Python 3.9``, ``Redis 7.0``), or a table cell
+that is a number alone (``| 5,259 (6,497) |``). A workload's
+settings are whole numbers (``20,000 jobs``, ``5 ms``, ``-c 2``) and may stay. Code
+spans, fenced code, HTML comments and link targets are not read.
+
+Standard library only: ``tests/unit/test_docs_figures.py`` runs the check in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+ROOT = Path(__file__).resolve().parent.parent  # the repository's top
+RESULTS = "bench/results"  # where the reports are, relative to ROOT
+
+
+def doc_files() -> list[str]:
+    """The files whose blocks are rendered, relative to ROOT."""
+    docs = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+    return ["README.md", "bench/README.md", *docs]
+
+
+# the sections that quote benchmarks: (file, heading); None is the whole file
+SECTIONS: tuple[tuple[str, Optional[str]], ...] = (
+    ("README.md", "## Benchmarks"),
+    ("docs/benchmarks.md", None),
+    ("docs/internals.md", "## Measured figures"),
+    ("bench/README.md", "### Peers"),
+)
+
+
+# -- the runs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Run:
+    """One committed JSON report: where it is (relative to ROOT) and what it holds."""
+
+    path: str
+    report: dict[str, Any]
+
+    @property
+    def date(self) -> str:
+        """When it ran, UTC to the minute: ``2026-11-23 21:19 UTC``."""
+        stamp = self.report.get("date")
+        if not isinstance(stamp, str):
+            raise ValueError(f"{self.path}: no date: a figure quoted from it could not say when")
+        found = re.fullmatch(r"(\d{4}-\d\d-\d\d)(?:T(\d\d):?(\d\d).*)?", stamp)
+        if found is None:
+            raise ValueError(f"{self.path}: a date not in ISO form: {stamp!r}")
+        day, hour, minute = found.groups()
+        return f"{day} {hour}:{minute} UTC" if hour else day
+
+    @property
+    def commit(self) -> str:
+        """The commit measured, abbreviated, and the files that differed from it: the
+        harness's ``source``, or else (the peer harness before it had one) the commit
+        its fastq reported."""
+        source = self.report.get("source") or {}
+        commit = source.get("commit") or self.report.get("versions", {}).get("fastq", {}).get(
+            "commit", ""
+        )
+        found = re.match(r"[0-9a-f]{7,40}\b", commit)
+        if found is None:
+            raise ValueError(f"{self.path}: no commit: a figure quoted from it could not say what")
+        dirty = source.get("dirty") or []
+        return found.group()[:7] + (f" (uncommitted: {', '.join(dirty)})" if dirty else "")
+
+    @property
+    def name(self) -> str:
+        return Path(self.path).name
+
+    def machine(self) -> str:
+        m = self.report.get("machine", {})
+        return (
+            f"{m.get('cpus')} CPUs, Python {m.get('python')}, "
+            f"redis-server {m.get('redis_server')}, fastq.ACCELERATED {m.get('fastq_accelerated')}"
+        )
+
+
+def committed_reports() -> list[str]:
+    """The JSON reports under bench/results that git tracks (staged ones included),
+    relative to ROOT: a run left in the tree but not added changes nothing."""
+    proc = subprocess.run(
+        ["git", "ls-files", "-z", "--", f"{RESULTS}/*.json"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    if proc.returncode:
+        raise RuntimeError(f"git ls-files failed: {proc.stderr.strip()}")
+    return sorted(name for name in proc.stdout.split("\0") if name)
+
+
+def load_runs(paths: Optional[list[str]] = None) -> list[Run]:
+    """The committed runs (or those of ``paths``), oldest first by their dates."""
+    runs = [
+        Run(path, json.loads((ROOT / path).read_text()))
+        for path in (committed_reports() if paths is None else paths)
+    ]
+    return sorted(runs, key=lambda r: str(r.report.get("date", "")))
+
+
+# -- the peer comparison (bench/peers/run.py's reports) ---------------------------------
+
+WORKLOADS = ("drain", "io", "rtt", "blast", "memory")  # bench/peers/run.py's order
+SHOWN = {
+    "fastq": "fastq",
+    "rq": "RQ",
+    "dramatiq": "Dramatiq",
+    "huey": "huey",
+    "celery": "Celery",
+    "arq": "arq",
+    "saq": "SAQ",
+    "taskiq": "taskiq",
+    "streaq": "streaq",
+    "bullmq": "BullMQ",
+}
+
+
+def peer_runs(runs: list[Run]) -> list[Run]:
+    """Full-size runs of the peer harness that compared fastq with another queue."""
+    return [
+        run
+        for run in runs
+        if run.name.startswith("peers-")
+        and not run.report.get("options", {}).get("quick")
+        and "fastq" in run.report.get("results", {})
+        and len(run.report["results"]) > 1
+    ]
+
+
+def measured(run: Run, workload: str) -> bool:
+    """Whether ``run`` measured ``workload`` with fastq, every job counted once."""
+    return bool(run.report["results"]["fastq"].get(workload, {}).get("ok"))
+
+
+def size(run: Run, workload: str) -> int:
+    """The jobs of a workload fastq ran (a peer's may be capped: ``--cap``)."""
+    return int(run.report["results"]["fastq"][workload]["jobs"])
+
+
+def latest(runs: list[Run], want: Callable[[Run], bool]) -> Optional[Run]:
+    """The latest of ``runs`` (oldest first) that ``want`` accepts."""
+    found = [run for run in runs if want(run)]
+    return found[-1] if found else None
+
+
+def latest_of(runs: list[Run], workload: str, want: Callable[[Run], bool]) -> Optional[Run]:
+    """The latest of ``runs`` that measured ``workload`` as ``want`` asks."""
+    return latest(runs, lambda run: measured(run, workload) and want(run))
+
+
+def best_peer(run: Run, workload: str) -> Optional[tuple[str, float]]:
+    """The run's own verdict: the best peer of a workload and fastq's ratio to it
+    (``fastq_vs_fastest_peer`` before the memory workload, ``fastq_vs_best_peer`` since)."""
+    ratios = run.report.get("fastq_vs_best_peer") or run.report.get("fastq_vs_fastest_peer", {})
+    entry = ratios.get(workload)
+    if not entry:
+        return None
+    return entry.get("best_peer") or entry["fastest_peer"], float(entry["ratio"])
+
+
+def figure(result: dict[str, Any], workload: str) -> str:
+    key = "bytes_per_job" if workload == "memory" else "jobs_s"
+    value = result.get(key)
+    return f"{value:,.0f}" if value else "—"
+
+
+def io_setting(run: Run) -> str:
+    options = run.report["options"]
+    text = f"{options.get('io_ms', 5):g} ms"
+    if options.get("io_concurrency"):
+        text += f", {options['io_concurrency']} in flight per process"
+    return text
+
+
+def workload_setting(run: Run, workload: str) -> str:
+    """What a workload's size does not say: `` of 5 ms`` (io), `` at 1 ms RTT`` (rtt)."""
+    if workload == "io":
+        return f" of {io_setting(run)}"
+    if workload == "rtt":
+        return f" at {2 * run.report['options'].get('rtt_hold_ms', 0.5):g} ms RTT"
+    return ""
+
+
+def workload_label(run: Run, workload: str) -> str:
+    n = size(run, workload)
+    if workload == "drain":
+        return f"drain: {n:,} queued no-op jobs, jobs/s"
+    if workload == "io":
+        settings = io_setting(run)
+        if "in flight" not in settings:
+            settings += ", each peer at its own settings"
+        return f"io: {n:,} jobs that each wait {settings}, jobs/s"
+    if workload == "rtt":
+        rtt_ms = 2 * run.report["options"].get("rtt_hold_ms", 0.5)
+        return f"rtt: the drain of {n:,} jobs through a proxy adding {rtt_ms:g} ms of RTT, jobs/s"
+    if workload == "blast":
+        return f"blast: {n:,} jobs enqueued with the bulk API, jobs/s"
+    return f"memory: Redis bytes per queued `send_email(...)` job, {n:,} queued (fewer is better)"
+
+
+# the summary's rows: a workload, and which runs of it count (io at each peer's own
+# settings, or at the same number in flight for every async peer: --io-concurrency)
+SUMMARY_ROWS: tuple[tuple[str, Callable[[Run], bool]], ...] = (
+    ("drain", lambda run: True),
+    ("io", lambda run: not run.report["options"].get("io_concurrency")),
+    ("rtt", lambda run: True),
+    ("blast", lambda run: True),
+    ("io", lambda run: bool(run.report["options"].get("io_concurrency"))),
+    ("memory", lambda run: True),
+)
+
+
+def peers_summary(runs: list[Run]) -> str:
+    """fastq against the best peer, each workload from the latest run that measured it."""
+    peers = peer_runs(runs)
+    lines = [
+        "| workload | fastq | best peer | fastq / best | run |",
+        "|---|---:|---|---:|---|",
+    ]
+    cited: list[Run] = []
+    for workload, want in SUMMARY_ROWS:
+        run = latest_of(peers, workload, want)
+        if run is None:
+            continue
+        results = run.report["results"]
+        best = best_peer(run, workload)
+        others = sum(1 for name, r in results.items() if name != "fastq" and workload in r)
+        if best is None:
+            peer, ratio = f"none of {others} counted every job once", "—"
+        else:
+            name, value = best
+            peer, ratio = (
+                f"{SHOWN.get(name, name)} {figure(results[name][workload], workload)},"
+                f" best of {others}",
+                f"{value:.2f}",
+            )
+        fastq = figure(results["fastq"][workload], workload)
+        lines.append(
+            f"| {workload_label(run, workload)} | {fastq} | {peer} | {ratio} | "
+            f"{run.date}, {run.commit} |"
+        )
+        if run not in cited:
+            cited.append(run)
+    if not cited:
+        return "No full run of `python -m bench.peers.run` is committed under `bench/results/`."
+    machines = {run.machine() for run in cited}
+    if len(machines) == 1:
+        sources = ", ".join(f"`{run.name}`" for run in cited) + f"; each on {machines.pop()}"
+    else:
+        sources = ", ".join(f"`{run.name}` ({run.machine()})" for run in cited)
+    return "\n".join(lines) + (
+        "\n\nEach row from the latest full run of `python -m bench.peers.run` committed under"
+        f" `bench/results/` that measured it, its date and commit in the last column: {sources}."
+        " Two worker processes a peer, every job counted in Redis; the best peer is the"
+        " fastest (or smallest) of those that ran every job exactly once."
+    )
+
+
+def counts(result_of: dict[str, dict[str, Any]]) -> str:
+    """``exact``, or the duplicates and losses of each workload that was not."""
+    notes = []
+    for what in ("duplicates", "lost"):
+        found = [f"{w} {r[what]}" for w, r in result_of.items() if r.get(what)]
+        if found:
+            notes.append(f"{what}: {', '.join(found)}")
+    failed = [f"{w} ({r['error']})" for w, r in result_of.items() if r.get("error")]
+    if failed:
+        notes.append(f"failed: {', '.join(failed)}")
+    if not notes and not all(r.get("ok") for r in result_of.values()):
+        notes.append("not exactly N")
+    return "; ".join(notes) or "exact"
+
+
+def peers_table(runs: list[Run]) -> str:
+    """Every peer in the latest full run that measured the drain."""
+    return peer_table(latest_of(peer_runs(runs), "drain", lambda run: True))
+
+
+def peers_async_io(runs: list[Run]) -> str:
+    """Every peer in the latest full run of io jobs at the same number in flight for
+    every async peer (``--io-concurrency``)."""
+    at_once = latest_of(
+        peer_runs(runs), "io", lambda r: bool(r.report["options"].get("io_concurrency"))
+    )
+    return peer_table(at_once)
+
+
+def peer_table(run: Optional[Run]) -> str:
+    """Every peer of ``run``, a column per workload, best first."""
+    if run is None:
+        return "No such run of `python -m bench.peers.run` is committed under `bench/results/`."
+    results = run.report["results"]
+    shown = [w for w in WORKLOADS if measured(run, w)]
+    heads = {
+        "drain": "drain jobs/s (steady)",
+        "io": f"io {run.report['options'].get('io_ms', 5):g} ms jobs/s (steady)",
+        "rtt": "rtt jobs/s (rtt/drain)",
+        "blast": "blast jobs/s",
+        "memory": "memory B/job",
+    }
+    lines = [
+        "| peer | " + " | ".join(heads[w] for w in shown) + " | counts |",
+        "|---|" + "---:|" * len(shown) + "---|",
+    ]
+
+    def cell(r: Optional[dict[str, Any]], workload: str) -> str:
+        if not r or r.get("error"):
+            return "failed"
+        text = figure(r, workload)
+        if workload in ("drain", "io") and r.get("steady_jobs_s"):
+            text += f" ({r['steady_jobs_s']:,.0f})"
+        if workload == "rtt" and r.get("vs_drain"):
+            text += f" ({r['vs_drain']:.2f})"
+        return text
+
+    first = shown[0]
+
+    def order(name: str) -> float:
+        value = results[name].get(first, {}).get("jobs_s") or 0.0
+        return -float(value)
+
+    sizes = {w: size(run, w) for w in shown}
+    for name in sorted(results, key=order):
+        label = SHOWN.get(name, name)
+        jobs = {w: results[name].get(w, {}).get("jobs") for w in shown}
+        if any(n is not None and n != sizes[w] for w, n in jobs.items()):  # capped (--cap)
+            label += f" ({', '.join(sorted({f'{n:,}' for n in jobs.values() if n}))} jobs)"
+        if name == "fastq":
+            label = f"**{label}**"
+        cells = [cell(results[name].get(w), w) for w in shown]
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {counts(results[name])} |")
+    how = ", ".join(f"{w} {sizes[w]:,}{workload_setting(run, w)}" for w in shown)
+    caps = run.report["options"].get("caps") or {}
+    capped = "".join(
+        f"; {SHOWN.get(p, p)} at most {n:,} a workload" for p, n in caps.items() if p in results
+    )
+    return "\n".join(lines) + (
+        f"\n\n`python -m bench.peers.run` ({how}{capped}), {run.date} at commit {run.commit}:"
+        f" `{RESULTS}/{run.name}`; {run.machine()}."
+    )
+
+
+BLOCKS: dict[str, Callable[[list[Run]], str]] = {
+    "peers-summary": peers_summary,
+    "peers-table": peers_table,
+    "peers-async-io": peers_async_io,
+}
+
+
+# -- the blocks -------------------------------------------------------------------------
+
+OPEN = re.compile(r"^<!-- figures: ([\w-]+)\b.*-->$")
+CLOSE = "<!-- /figures -->"
+
+
+@dataclass(frozen=True)
+class Block:
+    name: str
+    first: int  # the index of its opening line
+    last: int  # the index of its closing line
+
+
+def find_blocks(text: str, where: str) -> list[Block]:
+    lines = text.split("\n")
+    blocks: list[Block] = []
+    opened: Optional[tuple[str, int]] = None
+    for i, line in enumerate(lines):
+        found = OPEN.match(line)
+        if found:
+            if opened is not None:
+                raise ValueError(f"{where}:{i + 1}: a block opens inside block {opened[0]}")
+            opened = (found.group(1), i)
+        elif line == CLOSE:
+            if opened is None:
+                raise ValueError(f"{where}:{i + 1}: {CLOSE} closes no block")
+            blocks.append(Block(opened[0], opened[1], i))
+            opened = None
+        elif line.startswith("<!-- figures"):
+            raise ValueError(f"{where}:{i + 1}: not a block's marker: {line!r}")
+    if opened is not None:
+        raise ValueError(f"{where}:{opened[1] + 1}: block {opened[0]} is never closed")
+    for block in blocks:
+        if block.name not in BLOCKS:
+            raise ValueError(f"{where}:{block.first + 1}: no block is named {block.name!r}")
+    return blocks
+
+
+def render(text: str, runs: list[Run], where: str = "<text>") -> str:
+    """``text`` with every block's body as the runs write it now."""
+    lines = text.split("\n")
+    for block in reversed(find_blocks(text, where)):
+        body = ["", *BLOCKS[block.name](runs).split("\n"), ""]
+        lines[block.first + 1 : block.last] = body
+    return "\n".join(lines)
+
+
+def stale_blocks(text: str, runs: list[Run], where: str = "<text>") -> list[str]:
+    """The names of the blocks of ``text`` that differ from what the runs write."""
+    now = render(text, runs, where)
+    old_blocks, new_blocks = find_blocks(text, where), find_blocks(now, where)
+    old, new = text.split("\n"), now.split("\n")
+    return [
+        a.name
+        for a, b in zip(old_blocks, new_blocks)
+        if old[a.first : a.last + 1] != new[b.first : b.last + 1]
+    ]
+
+
+# -- figures outside the blocks ---------------------------------------------------------
+
+NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
+UNIT = r"(?:\s?(?:jobs/s|jobs a second|jobs per second|µs|B\b|bytes\b|[KMG]i?B\b|×|times\b|%)|x\b)"
+FIGURE = re.compile(rf"{NUMBER}{UNIT}|(?<![\w.])\d[\d,]*\.\d+(?!\.?\d)")
+CELL = re.compile(r"\**\d[\d,]*(?:\.\d+)?\**(?:\s*\([^)]*\))?")  # a table cell of a number
+VERSION = re.compile(r"\b(?:Python|Redis|redis-server|Valkey|node)\s+v?\d+(?:\.\d+)+|\d+\.\d+\.\d+")
+NOT_READ = re.compile(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)")
+
+
+def section_lines(text: str, heading: Optional[str]) -> list[tuple[int, str]]:
+    """(index, line) of the lines of a section: from ``heading`` (a line that starts
+    with it) to the next heading of its level or above; the whole text for None.
+    Fenced code is left out (a ``#`` there is no heading)."""
+    lines = text.split("\n")
+    level = heading.split(" ")[0] if heading else ""
+    inside = heading is None
+    fenced = False
+    found = False
+    out: list[tuple[int, str]] = []
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            continue
+        if fenced:
+            continue
+        if heading is not None and line.startswith("#"):
+            hashes = line.split(" ")[0]
+            if line.startswith(heading):
+                inside = found = True
+                continue
+            if inside and set(hashes) == {"#"} and len(hashes) <= len(level):
+                inside = False
+        if inside:
+            out.append((i, line))
+    if heading is not None and not found:
+        raise ValueError(f"no section {heading!r}")
+    return out
+
+
+def stray_figures(text: str, heading: Optional[str], where: str = "<text>") -> list[str]:
+    """Each figure of the section outside a block: ``where:line: figure in 'line'``."""
+    in_block: set[int] = set()
+    for block in find_blocks(text, where):
+        in_block.update(range(block.first, block.last + 1))
+    found = []
+    for i, line in section_lines(text, heading):
+        if i in in_block:
+            continue
+        readable = VERSION.sub(" ", NOT_READ.sub(" ", line))
+        figures = [match.group().strip() for match in FIGURE.finditer(readable)]
+        if readable.lstrip().startswith("|"):
+            figures += [c.strip() for c in readable.split("|") if CELL.fullmatch(c.strip())]
+        found += [f"{where}:{i + 1}: {figure!r} in {line.strip()!r}" for figure in figures]
+    return found
+
+
+# -- the command ------------------------------------------------------------------------
+
+
+def check(runs: list[Run]) -> list[str]:
+    """What is wrong with the docs: stale blocks, then figures outside blocks."""
+    problems = []
+    for path in doc_files():
+        text = (ROOT / path).read_text()
+        for name in stale_blocks(text, runs, path):
+            problems.append(f"{path}: block {name} is stale (python -m bench.docs_figures)")
+    for path, heading in SECTIONS:
+        problems += stray_figures((ROOT / path).read_text(), heading, path)
+    return problems
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if anything is stale"
+    )
+    args = parser.parse_args(argv)
+    try:
+        runs = load_runs()
+        if args.check:
+            problems = check(runs)
+            for problem in problems:
+                print(problem)
+            return 1 if problems else 0
+        for path in doc_files():
+            text = (ROOT / path).read_text()
+            stale = stale_blocks(text, runs, path)
+            if stale:
+                (ROOT / path).write_text(render(text, runs, path))
+                print(f"{path}: rewrote {', '.join(stale)}")
+    except ValueError as exc:  # a marker or a report the blocks cannot use
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    strays = [
+        p
+        for path, heading in SECTIONS
+        for p in stray_figures((ROOT / path).read_text(), heading, path)
+    ]
+    for stray in strays:
+        print(f"not rendered: {stray}")
+    return 1 if strays else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
