@@ -1,0 +1,122 @@
+"""The docs' benchmark figures are measured, never copied: every table between
+``<!-- figures: NAME -->`` and ``<!-- /figures -->`` is what ``python -m
+bench.docs_figures`` writes from the JSON reports committed under bench/results/, and
+the sections that quote benchmarks hold no figure outside those tables (what counts
+as a figure: ``bench/docs_figures.py``'s docstring, and the cases below)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bench import docs_figures
+from bench.docs_figures import ROOT, Run
+
+
+@pytest.fixture(scope="module")
+def runs() -> list[Run]:
+    return docs_figures.load_runs()
+
+
+def read(path: str) -> str:
+    return (ROOT / path).read_text()
+
+
+def test_every_block_is_what_the_committed_reports_give(runs: list[Run]) -> None:
+    stale = [
+        f"{path}: {name}"
+        for path in docs_figures.doc_files()
+        for name in docs_figures.stale_blocks(read(path), runs, path)
+    ]
+    assert not stale, "stale blocks (python -m bench.docs_figures rewrites them): " + "; ".join(
+        stale
+    )
+
+
+def test_no_figure_outside_a_block(runs: list[Run]) -> None:
+    strays = [
+        stray
+        for path, heading in docs_figures.SECTIONS
+        for stray in docs_figures.stray_figures(read(path), heading, path)
+    ]
+    assert not strays, (
+        "figures typed by hand: render them from a committed report (bench/docs_figures.py)"
+        " or name the command that measures them instead:\n" + "\n".join(strays)
+    )
+
+
+def test_the_docs_quote_the_peer_comparison(runs: list[Run]) -> None:
+    for path in ("README.md", "docs/benchmarks.md"):
+        names = [b.name for b in docs_figures.find_blocks(read(path), path)]
+        assert "peers-summary" in names, path
+    summary = docs_figures.peers_summary(runs)
+    full = docs_figures.latest_of(docs_figures.peer_runs(runs), "drain", lambda run: True)
+    assert full is not None and f"{full.date}, {full.commit}" in summary
+
+
+def test_each_run_quoted_says_when_and_what_it_measured(runs: list[Run]) -> None:
+    for run in runs:
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", run.date), run.path
+        assert re.match(r"[0-9a-f]{7}\b", run.commit), run.path
+    with pytest.raises(ValueError, match="no date"):
+        _ = Run("bench/results/x.json", {"source": {"commit": "0" * 40}}).date
+    with pytest.raises(ValueError, match="no commit"):
+        _ = Run("bench/results/x.json", {"date": "2026-11-23T21:19:08Z"}).commit
+
+
+def test_a_block_edited_by_hand_is_stale(runs: list[Run]) -> None:
+    text = read("README.md")
+    [block] = [b for b in docs_figures.find_blocks(text, "README.md") if b.name == "peers-summary"]
+    lines = text.split("\n")
+    inside = "\n".join(lines[block.first : block.last + 1])
+    fastq = docs_figures.peer_runs(runs)[-1].report["results"]["fastq"]
+    figure = next(f"{r['jobs_s']:,.0f}" for r in fastq.values() if r.get("jobs_s"))
+    assert figure in inside
+    edited = text.replace(inside, inside.replace(figure, "1" + figure, 1))
+    assert docs_figures.stale_blocks(edited, runs) == ["peers-summary"]
+    assert docs_figures.render(edited, runs) == text
+
+
+def test_a_figure_typed_below_a_heading_is_found() -> None:
+    text = read("README.md").replace(
+        "## Benchmarks\n", "## Benchmarks\n\nA drain at 1.47× the best peer (BullMQ).\n", 1
+    )
+    [stray] = docs_figures.stray_figures(text, "## Benchmarks", "README.md")
+    assert "'1.47×'" in stray
+
+
+@pytest.mark.parametrize(
+    ("line", "figures"),
+    [
+        ("a drain at 1.47× and a bulk enqueue at 13.65× the best peer", ["1.47×", "13.65×"]),
+        ("176 bytes of Redis per queued job (0.97 of huey's 181)", ["176 bytes", "0.97"]),
+        ("`enqueue_many` 311,363 jobs/s vs bare 92,653", ["311,363 jobs/s"]),
+        ("fastq 1.58–1.81 µs at batch 100", ["1.58", "1.81 µs"]),
+        ("lateness p50 1.52 ms, p99 4.79, max 10.6", ["1.52", "4.79", "10.6"]),
+        (
+            "over 20 times faster, 20x the rate, 152 B a job, at 95%",
+            ["20 times", "20x", "152 B", "95%"],
+        ),
+        ("USS 7.1 → 7.9 MiB per child", ["7.1", "7.9 MiB"]),
+        ("| bullmq | 5,259 (6,497) | **19,500** |", ["5,259 (6,497)", "**19,500**"]),
+        ("drain 20,000 queued jobs with 2 worker processes, batch 100", []),
+        ("async jobs of 20 ms through a proxy adding 1 ms of RTT, `-c 2`", []),
+        ("`--memory-jobs 20000 --io-ms 0.5` in code is not read", []),
+        ("Python 3.11.7, redis-server 7.0.15, Redis 7.0, on 2026-11-23 at 90a2975", []),
+        ("[notes](results/peers-2026-11-23.md) <!-- figures: x 1.5× -->", []),
+        ("| `python -m bench.e2e_worker` | 100,000 no-op jobs, batch 100 |", []),
+    ],
+)
+def test_what_counts_as_a_figure(line: str, figures: list[str]) -> None:
+    found = docs_figures.stray_figures(line, None)
+    assert [f.split("'")[1] for f in found] == figures
+
+
+def test_markers_that_do_not_pair_are_refused() -> None:
+    with pytest.raises(ValueError, match="never closed"):
+        docs_figures.find_blocks("<!-- figures: peers-table -->\ntext", "x.md")
+    with pytest.raises(ValueError, match="closes no block"):
+        docs_figures.find_blocks("<!-- /figures -->", "x.md")
+    with pytest.raises(ValueError, match="no block is named"):
+        docs_figures.find_blocks("<!-- figures: e2e-typed -->\n<!-- /figures -->", "x.md")
