@@ -252,15 +252,14 @@ def new_client(
 
     Options given in the URL win over these, as with redis-py's ``from_url``.
     """
-    retry = (
-        RedisRetry(
-            ExponentialBackoff(cap=0.5, base=0.05),
-            retries,
-            **({} if retry_timeouts else {"supported_errors": (rex.ConnectionError,)}),
+    if not retries:
+        retry = RedisRetry(NoBackoff(), 0)
+    elif retry_timeouts:
+        retry = RedisRetry(ExponentialBackoff(cap=0.5, base=0.05), retries)
+    else:
+        retry = RedisRetry(
+            ExponentialBackoff(cap=0.5, base=0.05), retries, supported_errors=(rex.ConnectionError,)
         )
-        if retries
-        else RedisRetry(NoBackoff(), 0)
-    )
     options: dict[str, Any] = {
         "socket_connect_timeout": connect_timeout_s,
         "socket_timeout": socket_timeout_s,
