@@ -8,6 +8,7 @@ from typing import Any, Mapping, Optional
 from redis import Redis
 
 from fastq.admin.sharded import Sharded
+from fastq.connection.typed import sync_reply
 from fastq.job import JobDef
 from fastq.protocol import control, records
 from fastq.protocol.history import check_window_s, merge, read_history
@@ -283,7 +284,7 @@ class Admin:
 
     def queues_on(self, client: Redis) -> list[str]:
         """:meth:`queues`, read with ``client``, raising what it raises."""
-        members = client.smembers(f"{self.store.namespace}:queues")
+        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
         seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
         return sorted(seen | {j.queue for j in self.registry.values()})
 

@@ -8,6 +8,7 @@ from typing import Any, Optional
 import orjson
 import redis
 
+from fastq.connection.typed import hash_page
 from fastq.protocol.contracts import REVIVE, REVIVE_BATCH_MAX, ReviveSection
 from fastq.protocol.keys import QueueKeys
 from fastq.ratelimit import SLOT_FIELD
@@ -52,8 +53,8 @@ def _page(
     if section is ReviveSection.DEAD:
         ids: list[bytes] = client.zrange(keys.dead, cursor, cursor + count - 1)  # type: ignore[assignment]
         return ids, (cursor if len(ids) == count else None)
-    scan_cursor, found = client.hscan(keys.broken, cursor, count=count)
-    return list(found), (scan_cursor or None)  # type: ignore[arg-type]
+    scan_cursor, found = hash_page(client, keys.broken, cursor, count)
+    return list(found), (scan_cursor or None)
 
 
 def revive(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS, Outage
+from fastq.connection.typed import sync_reply
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ACK, RELEASE, ReleaseMode
 from fastq.protocol.keys import shard_names
@@ -257,7 +258,7 @@ class HandBacks(threading.Thread):
             acked = 0
             for name in shard_names(queue_name, counts.get(queue_name, 1)):
                 keys = app.keys(name)
-                holds = client.smismember(keys.held(item.worker_id), ids)
+                holds = sync_reply(client.smismember(keys.held(item.worker_id), ids))
                 held = [job_id for job_id, h in zip(ids, holds) if h]
                 if held:
                     argv = ACK.argv(

@@ -31,6 +31,7 @@ import orjson
 import redis
 
 from fastq.admin.cancel import cancel_ids
+from fastq.connection.typed import hash_page
 from fastq.errors import BatchClosed
 from fastq.options import EnqueueOptions
 from fastq.producer.ids import IdGenerator
@@ -389,7 +390,7 @@ class BatchBook:
             "meta": spec.get("meta"),
         }
         if reply.cancelled:
-            raw = client.hget(self._keys(batch_id).batch, "cx")
+            raw: Optional[bytes] = client.hget(self._keys(batch_id).batch, "cx")  # type: ignore[assignment]
             status["cancelled_at"] = int(raw) / 1000 if raw else reply.ended_ms / 1000
         succeeded = done == total and not reply.cancelled
         with outside_batches():
@@ -449,7 +450,7 @@ class BatchBook:
         for raw in late:
             batch_id = raw.decode()
             keys = self._keys(batch_id)
-            state = client.hget(keys.batch, "st")
+            state: Optional[bytes] = client.hget(keys.batch, "st")  # type: ignore[assignment]
             if state == b"closed":
                 self._close(client, batch_id, cancel=False)  # a cancel's flag stays set
             elif state == b"ended":
@@ -461,8 +462,7 @@ def _batched_ids(client: redis.Redis, key: str, batch_id: bytes) -> Iterator[lis
     """The ids of one batch's jobs in a queue's batched hash, a scan's page at a time."""
     cursor = 0
     while True:
-        cursor, raw = client.hscan(key, cursor, count=SCAN_COUNT)
-        page: dict[bytes, bytes] = raw  # type: ignore[assignment]
+        cursor, page = hash_page(client, key, cursor, SCAN_COUNT)
         ids = [job_id.decode() for job_id, b in page.items() if b == batch_id]
         if ids:
             yield ids

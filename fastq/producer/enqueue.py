@@ -12,6 +12,7 @@ from redis.exceptions import ResponseError
 
 from fastq._accel import codec
 from fastq.connection.faults import REDIS_ERRORS
+from fastq.connection.typed import sync_reply
 from fastq.errors import (
     BatchClosed,
     FastqError,
@@ -183,7 +184,7 @@ class Producer:
         return client, shards
 
     def _known_to(self, client: Redis) -> set[str]:
-        members = client.smembers(f"{self.store.namespace}:queues")
+        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
         return names | {job.queue for job in self.registry.values()} | self._declared_queues
 

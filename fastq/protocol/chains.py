@@ -31,6 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 import orjson
 import redis
 
+from fastq.connection.typed import hash_page
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE
 from fastq.protocol.keys import ChainKeys, QueueKeys
@@ -108,8 +109,7 @@ class Forwarder:
         now_ms = int(time.time() * 1000)
         cursor, n = 0, 0
         while True:
-            cursor, raw_page = client.hscan(out_key, cursor, count=SCAN_COUNT)
-            page: dict[bytes, bytes] = raw_page  # type: ignore[assignment]
+            cursor, page = hash_page(client, out_key, cursor, SCAN_COUNT)
             due = []
             for link_id, raw in page.items():
                 stamp = _stamp(raw)

@@ -48,7 +48,8 @@ def resume(client: redis.Redis, keys: QueueKeys) -> None:
 
 
 def is_paused(client: redis.Redis, keys: QueueKeys) -> bool:
-    return client.hget(keys.settings, "paused") == b"1"
+    paused: Optional[bytes] = client.hget(keys.settings, "paused")  # type: ignore[assignment]
+    return paused == b"1"
 
 
 _RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")

@@ -13,6 +13,7 @@ from typing import Any, Optional
 import orjson
 import redis
 
+from fastq.connection.typed import hash_page
 from fastq.protocol import records
 from fastq.protocol.contracts.reader import JOB_INFO, JobInfoReply
 from fastq.protocol.keys import QueueKeys
@@ -400,8 +401,8 @@ def broken_jobs(client: redis.Redis, keys: QueueKeys, limit: int) -> list[JobInf
     reasons: dict[bytes, bytes] = {}
     cursor = 0
     while len(reasons) < limit:
-        cursor, found = client.hscan(keys.broken, cursor, count=limit)
-        reasons.update(found)  # type: ignore[arg-type]
+        cursor, found = hash_page(client, keys.broken, cursor, limit)
+        reasons.update(found)
         if not cursor:
             break
     ids = list(reasons)[:limit]

@@ -9,6 +9,7 @@ from typing import Optional
 
 import redis
 
+from fastq.connection.typed import sync_reply
 from fastq.protocol.introspect import JobInfo, _listed
 from fastq.protocol.keys import QueueKeys
 
@@ -19,7 +20,7 @@ WAITING = ("queued", "scheduled")
 def _ready_ids(client: redis.Redis, keys: QueueKeys, start: int, count: int) -> list[bytes]:
     """Ids ``start`` to ``start + count`` of the ready jobs in the order of their
     claims: the prio zset's, then the list's from its right end (the front)."""
-    n_prio = int(client.zcard(keys.prio))
+    n_prio = int(sync_reply(client.zcard(keys.prio)))
     ids: list[bytes] = []
     if start < n_prio:
         ids += client.zrange(keys.prio, start, min(start + count, n_prio) - 1)  # type: ignore[arg-type]
@@ -39,7 +40,7 @@ def waiting_count(client: redis.Redis, keys: QueueKeys, state: str) -> int:
         pipe.zcard(keys.prio)
         pipe.llen(keys.ready)
         return sum(int(n) for n in pipe.execute())
-    return int(client.zcard(keys.scheduled))
+    return int(sync_reply(client.zcard(keys.scheduled)))
 
 
 def waiting_jobs(

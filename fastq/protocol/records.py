@@ -19,6 +19,7 @@ from typing import Optional
 
 import redis
 
+from fastq.connection.typed import sync_reply
 from fastq.protocol.contracts import FOLD
 from fastq.protocol.keys import QueueKeys
 
@@ -132,7 +133,7 @@ def configure(
 
 def limits(client: redis.Redis, keys: QueueKeys) -> tuple[int, int]:
     """A queue's ``(max_age_ms, max_len)`` of records (max_len 0: off)."""
-    age, length = client.hmget(keys.settings, ["records_max_age_ms", "records_max_len"])
+    age, length = sync_reply(client.hmget(keys.settings, ["records_max_age_ms", "records_max_len"]))
     return (
         int(age) if age is not None else DEFAULT_MAX_AGE_MS,
         int(length) if length is not None else DEFAULT_MAX_LEN,

@@ -17,6 +17,7 @@ from typing import Any
 import redis
 
 from fastq.connection.cluster import is_cluster
+from fastq.connection.typed import sync_reply
 from fastq.errors import JobFailed, NoResult, ResultNotSerializable, ResultTimeout
 from fastq.protocol.introspect import get_job
 from fastq.protocol.keys import QueueKeys
@@ -80,7 +81,7 @@ def wait_for_result(
             # the state first: a worker keeps a result before it deletes the job,
             # so a job found gone here has its result there already
             info = get_job(client, keys, job_id)
-            raw = client.get(keys.result(job_id))
+            raw = sync_reply(client.get(keys.result(job_id)))
             if raw is not None:
                 return json.loads(raw)
             if info is None or info.state in ("cancelled", "done"):
@@ -101,7 +102,7 @@ def wait_for_result(
         # one BLPOP takes keys of one slot: the first queue's, the others looked at
         # between blocks
         ready = [k.result_ready(job_id) for k in alive[: 1 if is_cluster(client) else None]]
-        popped = client.blpop(ready, timeout=min(left_s, block_s))
+        popped = sync_reply(client.blpop(ready, timeout=min(left_s, block_s)))
         if popped is not None:
             _pass_on(client, popped[0])
         block_s = min(block_s * 2, MAX_BLOCK_S)

@@ -35,6 +35,7 @@ from typing import Any, Optional
 
 import redis
 
+from fastq.connection.typed import sync_reply
 from fastq.errors import ShardCountMismatch
 from fastq.protocol import control
 from fastq.protocol.keys import QueueKeys, shard_names
@@ -122,7 +123,7 @@ class ShardCounts:
         if not ask:
             return out
         key = shards_key(namespace)
-        stored = _counts(client.hmget(key, ask))
+        stored = _counts(sync_reply(client.hmget(key, ask)))
         missing = [q for q, n in zip(ask, stored) if n is None and q in self.declared]
         if missing:
             pipe = client.pipeline(transaction=False)
@@ -181,7 +182,7 @@ def _counts(values: Sequence[Any]) -> list[Optional[int]]:
 def recorded(client: redis.Redis, namespace: str) -> dict[str, int]:
     """Every queue Redis records with more than one shard (valid names only)."""
     out = {}
-    for name, value in client.hgetall(shards_key(namespace)).items():
+    for name, value in sync_reply(client.hgetall(shards_key(namespace))).items():
         queue = name.decode() if isinstance(name, bytes) else str(name)
         try:
             check_queue_name(queue)

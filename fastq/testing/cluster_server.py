@@ -14,7 +14,7 @@ import socket
 import subprocess
 import time
 from types import TracebackType
-from typing import Optional
+from typing import Any, Optional
 
 import redis
 
@@ -165,7 +165,8 @@ class ClusterServer:
         for port in self.ports:
             client = self.client(port)
             try:
-                info = client.cluster("INFO")
+                # Any: redis-py 7 types a reply as Awaitable | Any
+                info: Any = client.cluster("INFO")
                 if isinstance(info, bytes):
                     info = info.decode()
                 if isinstance(info, str):  # redis-py parses it into a dict
@@ -174,7 +175,7 @@ class ClusterServer:
                     return False
                 if int(info.get("cluster_known_nodes", 0)) != total:
                     return False
-                replication = client.info("replication")
+                replication: Any = client.info("replication")
                 if replication.get("role") == "slave" and (
                     replication.get("master_link_status") != "up"
                 ):
