@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 import redis
 
+from fastq.connection.typed import unchecked
 from fastq.protocol.contracts import CANCEL, CANCEL_BATCH_MAX, CancelReply
 from fastq.protocol.keys import QueueKeys
 
@@ -102,7 +103,10 @@ def cancel_by_tag(
         raise ValueError(
             f"cancel: batch must be an int within 1..{CANCEL_BATCH_MAX}, not {batch!r}"
         )
-    calls_left = client.zlexcount(keys.tagged, f"[{tag}\n", f"({tag}\x0b") // batch + 1
+    # zlexcount is untyped in redis-py 7
+    calls_left: int = (
+        unchecked(client).zlexcount(keys.tagged, f"[{tag}\n", f"({tag}\x0b") // batch + 1
+    )
     total = Cancelled()
     while calls_left > 0:
         reply = cancel_call(client, keys, tag, batch, ())

@@ -31,6 +31,7 @@ from redis.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnect
 
 from fastq._version import __version__
 from fastq.connection.cluster import is_cluster_url, new_cluster_client, parse_cluster_url
+from fastq.connection.typed import unchecked
 from fastq.connection.url import mask_url
 
 try:
@@ -213,7 +214,8 @@ class Sentinels(Sentinel):
 
     def discover_master(self, service_name: str) -> tuple[str, int]:
         try:
-            found = super().discover_master(service_name)  # type: ignore[no-untyped-call]
+            # untyped in redis-py 7
+            found = unchecked(super()).discover_master(service_name)
             return cast("tuple[str, int]", found)
         except MasterNotFoundError as exc:
             text = str(exc)
@@ -293,8 +295,9 @@ def new_client(
         options["connection_class"] = SentinelMasterSSLConnection
         sentinel_options["ssl"] = True
         sentinel_options.update((k, v) for k, v in options.items() if k.startswith("ssl_"))
-    sentinel = Sentinels(parsed.sentinels, sentinel_kwargs=sentinel_options)  # type: ignore[no-untyped-call]
-    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+    # Sentinel's __init__ and master_for are untyped in redis-py 7
+    sentinel = unchecked(Sentinels)(parsed.sentinels, sentinel_kwargs=sentinel_options)
+    client: redis.Redis = sentinel.master_for(
         parsed.service_name, redis_class=SentinelMasterClient, **options
     )
     return client

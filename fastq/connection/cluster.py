@@ -27,6 +27,7 @@ from redis.exceptions import RedisClusterException
 from redis.retry import Retry
 
 from fastq.connection.faults import REDIS_ERRORS
+from fastq.connection.typed import unchecked
 from fastq.connection.url import mask_url
 
 if TYPE_CHECKING:
@@ -240,4 +241,4 @@ def refresh_slots(client: RedisCluster) -> None:
     """Read the slot map again (after a MOVED or a lost node, outside the cluster
     client's own retries); a cluster that cannot be reached keeps the old one."""
     with contextlib.suppress(RedisClusterException, redis.RedisError):
-        client.nodes_manager.initialize()
+        unchecked(client.nodes_manager).initialize()  # untyped in redis-py 7.0

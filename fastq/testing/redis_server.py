@@ -236,7 +236,8 @@ class RedisSentinel(RedisServer):
         """The port of the master this sentinel names now (None: it cannot say)."""
         client = redis.Redis(port=self.port, password=self.password, socket_timeout=1.0)
         try:
-            address: Any = client.sentinel_get_master_addr_by_name(self.service_name)
+            sentinel: Any = client  # its SENTINEL commands are untyped in redis-py 7
+            address = sentinel.sentinel_get_master_addr_by_name(self.service_name)
         except redis.RedisError:
             return None
         finally:

@@ -48,6 +48,7 @@ from redis import exceptions as rex
 from redis.cluster import ClusterNode, RedisCluster
 from redis.crc import key_slot
 
+from fastq.connection.typed import unchecked
 from fastq.protocol import scripts
 from fastq.worker.wire.base import NO_REPLY_S, has_claim, no_reply, wait_until
 
@@ -136,7 +137,7 @@ class NodeWire:
     def _refresh(self) -> None:
         """Read the slot map again (raises while the cluster cannot say), and drop
         the connections to nodes that no longer serve as masters."""
-        self._cluster.nodes_manager.initialize()
+        unchecked(self._cluster.nodes_manager).initialize()  # untyped in redis-py 7.0
         self._stale = False
         masters = {node.name for node in self._cluster.get_primaries()}  # type: ignore[no-untyped-call]
         for conns in (self._conns, self._ask_conns):
