@@ -2,9 +2,10 @@
 
 The two type the same calls differently: 7 types a command's reply ``Awaitable[T] | T``
 (one command class serves the sync and the asyncio clients; 8 overloads by client),
-and leaves some functions untyped that 8 types. A ``type: ignore`` that one needs, the
-other flags as unused; these say what holds under both instead. Each returns what it
-is given: nothing changes at run time.
+types some values ``str`` where any encodable value goes, and leaves some functions
+untyped that 8 types. A ``type: ignore`` that one needs, the other flags as unused;
+these say what holds under both instead. Each returns what it is given: nothing
+changes at run time.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ def sync_reply(reply: Union[Awaitable[T], T]) -> T:
 
 def unchecked(value: object) -> Any:
     """``value``, unchecked: to call a function of it that redis-py 7 leaves
-    untyped (mypy --strict refuses the call)."""
+    untyped (mypy --strict refuses the call), or to pass it where one version
+    types the parameter narrower than what redis-py takes."""
     return value
 
 

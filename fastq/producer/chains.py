@@ -17,6 +17,7 @@ import orjson
 import redis
 
 from fastq._accel import codec
+from fastq.connection.typed import unchecked
 from fastq.job import Step
 from fastq.producer.batches import current_batch
 from fastq.producer.routing import plan_calls
@@ -120,7 +121,8 @@ class ChainBook:
                 for k, link in enumerate(links)
             ]
             pipe = client.pipeline(transaction=False)
-            pipe.hsetnx(key, "links", orjson.dumps(about))
+            # bytes: redis-py 7 types HSETNX's value as str
+            pipe.hsetnx(key, "links", unchecked(orjson.dumps(about)))
             pipe.pexpire(key, KEEP_MS)
             pipe.execute()
             first = links[0]

@@ -226,7 +226,8 @@ class Forwarder:
         log.error("chains: chain %s stops before link %s: %s", link.get("c"), link.get("i"), why)
         key = ChainKeys(self.namespace, str(link.get("c"))).chain
         pipe = client.pipeline(transaction=False)
-        pipe.hset(key, "stopped", orjson.dumps({"link": link.get("i"), "why": why}))
+        # a mapping: redis-py 7 types a value given alone as str
+        pipe.hset(key, mapping={"stopped": orjson.dumps({"link": link.get("i"), "why": why})})
         pipe.pexpire(key, KEEP_MS)
         pipe.execute()
 

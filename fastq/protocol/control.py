@@ -84,7 +84,8 @@ def set_rate_limit(
 
 def rate_limit(client: redis.Redis, keys: QueueKeys) -> Optional[RateLimit]:
     """The queue's rate limit, None when it has none."""
-    fields: list[Optional[bytes]] = client.hmget(keys.settings, _RATE_FIELDS)  # type: ignore[assignment]
+    # a list: redis-py 7 types hmget's fields as one
+    fields: list[Optional[bytes]] = client.hmget(keys.settings, list(_RATE_FIELDS))  # type: ignore[assignment]
     rate, period_ms, burst = fields
     if rate is None or period_ms is None or burst is None:
         return None

@@ -127,7 +127,8 @@ def configure(
         if value is None:
             pipe.hdel(keys.settings, name)
         else:
-            pipe.hset(keys.settings, name, value)
+            # a mapping: redis-py 7 types a value given alone as str
+            pipe.hset(keys.settings, mapping={name: value})
     pipe.execute()
 
 

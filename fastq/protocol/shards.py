@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 import redis
 
-from fastq.connection.typed import sync_reply
+from fastq.connection.typed import sync_reply, unchecked
 from fastq.errors import ShardCountMismatch
 from fastq.protocol import control
 from fastq.protocol.keys import QueueKeys, shard_names
@@ -128,7 +128,8 @@ class ShardCounts:
         if missing:
             pipe = client.pipeline(transaction=False)
             for queue in missing:
-                pipe.hsetnx(key, queue, self.declared[queue])
+                # an int: redis-py 7 types HSETNX's value as str
+                pipe.hsetnx(key, queue, unchecked(self.declared[queue]))
             pipe.hmget(key, ask)  # another process may have written first
             *written, now_stored = pipe.execute()
             stored = _counts(now_stored)

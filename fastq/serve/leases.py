@@ -191,7 +191,8 @@ class HttpWorkers:
             # only while held: a job handed back must not show a lost run's progress
             ttl_ms = max(PROGRESS_TTL_LEASES * claim.lease_ms, 60_000)
             pipe = self.client.pipeline(transaction=False)
-            pipe.hset(keys.progress, job_id, report)
+            # a mapping: redis-py 7 types a value given alone as str
+            pipe.hset(keys.progress, mapping={job_id: report})
             pipe.pexpire(keys.progress, ttl_ms)
             pipe.execute()
         return covered

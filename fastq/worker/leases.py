@@ -13,6 +13,7 @@ import redis
 
 from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
+from fastq.connection.typed import unchecked
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
 from fastq.protocol.contracts import EXTEND, is_stale
 from fastq.protocol.keys import QueueKeys
@@ -115,7 +116,9 @@ class LeaseKeeper(threading.Thread):
             for _, node_keys in by_node:
                 pipe = client.pipeline(transaction=False)
                 for k in node_keys:
-                    pipe.hset(k.progress, mapping=latest[k.queue])  # type: ignore[arg-type]
+                    # a dict[bytes, bytes] is not the Mapping[FieldT, ...] redis-py 8
+                    # asks for (a mapping's keys are invariant)
+                    pipe.hset(k.progress, mapping=unchecked(latest[k.queue]))
                     # the reports of a worker that died are deleted by no one: the
                     # hash goes once no worker reported for a while
                     pipe.pexpire(k.progress, self.progress_ttl_ms)
