@@ -34,9 +34,10 @@ from fastq.connection.cluster import is_cluster_url, new_cluster_client, parse_c
 from fastq.connection.typed import unchecked
 from fastq.connection.url import mask_url
 
-try:
-    from redis import DriverInfo
-except ImportError:  # redis-py before 7: it reads its version once, at import
+# looked up, not imported: redis-py 7.0 (the newest for Python 3.9) has none, and
+# mypy refuses an import of a name that one version lacks
+DriverInfo: Any = getattr(redis, "DriverInfo", None)
+if DriverInfo is None:  # redis-py 7.0 and older: it reads its version once, at import
     CLIENT_OPTIONS: dict[str, Any] = {}
 else:
     # The library name and version sent at connect (CLIENT SETINFO), given once:
