@@ -4,7 +4,7 @@ and the extras are written there only).
     python ci/deps.py extras          the extras a user runs fastq with, comma-separated:
                                       what the runs on the oldest and newest releases install
     python ci/deps.py packages        the names of the runtime dependencies, one a line:
-                                      fastq's own and those extras' (ci/newest.sh takes them
+                                      fastq's own and those extras' (ci/pythons.sh takes them
                                       at their newest)
     python ci/deps.py requires EXTRA  the requirements of one extra, one a line
 """
@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import re
 import sys
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ImportError:  # Python < 3.11 (ci/pythons.sh's oldest): the parser pip carries
+    from pip._vendor import tomli as tomllib
 
 # the extras that are not run time: the tools of the tests, the docs and the benchmarks,
 # and uvloop (an event loop no test selects)

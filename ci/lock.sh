@@ -15,7 +15,7 @@
 #   bash ci/lock.sh --upgrade  the bump: the newest release of everything, then a CI run
 #
 # The newest releases of the runtime dependencies are not locked: ci/pythons.sh
-# resolves them on the day it runs (ci/newest.sh).
+# resolves them on the day it runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${FASTQ_VENV:-.venv}"
@@ -41,4 +41,5 @@ trap 'rm -rf "$tmp"' EXIT
   -c ci/constraints.txt --python-version 3.9 -o "$tmp/runner.txt"
 "$UV" pip compile --quiet "${upgrade[@]}" pyproject.toml ci/tools.in \
   $("$PY" ci/deps.py extras | tr ',' '\n' | sed 's/^/--extra /') --extra test-core \
-  -c "$tmp/runner.txt" --resolution lowest-direct --python-version 3.9 -o ci/constraints-oldest.txt
+  -c "$tmp/runner.txt" --resolution lowest-direct --python-version 3.9 --no-annotate \
+  -o ci/constraints-oldest.txt

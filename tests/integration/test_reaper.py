@@ -77,10 +77,13 @@ def test_a_standalone_reaper_that_redis_refuses_exits_with_one_line(
     server.start()
     try:
         url = f"redis://{url_host}:{server.port}/0"
+        command = fastq_cmd("reaper", "--app", "tests.apps.counting", "--namespace", namespace)
+        if refusal == "protected mode" and REDIS_PY < (8,):
+            _retried_as_an_outage(command, subprocess_env(url))
+            return
         proc = subprocess.run(
-            fastq_cmd("reaper", "--app", "tests.apps.counting", "--namespace", namespace),
-            env=subprocess_env(url), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            command, env=subprocess_env(url), capture_output=True, text=True, timeout=60
+        )
     finally:
         server.cleanup()
     assert proc.returncode == 1, proc.stderr
@@ -90,6 +93,29 @@ def test_a_standalone_reaper_that_redis_refuses_exits_with_one_line(
     expected = "protected mode" if refusal == "protected mode" else "check the user and password"
     assert f"Redis at redis://{url_host}:{server.port}/0 refused the connection" in errors[0]
     assert expected in errors[0], errors[0]
+
+
+# redis-py 7 (the newest for Python 3.9) meets a Redis in protected mode as a connection
+# reset while it writes its first command, before it reads the DENIED the server sent:
+# fastq cannot tell that from an outage, and retries (docs/redis.md says so)
+REDIS_PY = tuple(int(part) for part in redis.__version__.split(".")[:2])
+
+
+def _retried_as_an_outage(command: list[str], env: dict[str, str]) -> None:
+    """The reaper says Redis is unavailable, retries, and stays up until stopped."""
+    proc = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the first lines come at once: ends at the outage's
+            if "Redis unavailable" in line:
+                assert "retrying with backoff" in line, line
+                break
+        else:
+            raise AssertionError(f"the reaper exited ({proc.wait()}) without retrying")
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _commands(r: redis.Redis) -> int:
