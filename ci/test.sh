@@ -43,7 +43,7 @@ PY="$VENV/bin/python"
 
 echo "== $(date +%T) ruff, mypy, the docs site"
 "$PY" -m ruff check fastq tests bench
-"$PY" -m mypy fastq
+bash ci/mypy.sh
 # the docs site (mkdocs.yml, docs/): any warning, such as a link to a page or an anchor
 # that does not exist, fails the build. Its log is shown only then: mkdocs' --quiet
 # would hide the warnings from --strict too, and pass.
