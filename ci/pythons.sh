@@ -25,15 +25,32 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 if [ $# -gt 0 ]; then ends=("$@"); else ends=(oldest newest); fi
-TESTS=(
+# what can differ by Python
+BY_PYTHON=(
   tests/unit/test_every_module_imports.py
   tests/unit/test_native_vs_reference.py
   tests/unit/test_runner_native_vs_reference.py
+)
+# what can differ by release too
+TESTS=(
+  "${BY_PYTHON[@]}"
   tests/integration
   # the wheel's contents (read from git, which a copy is not) and the OpenAPI
   # document (schemathesis, a tool of the main run's): neither depends on the releases
   --deselect tests/integration/test_packaging.py
   --ignore tests/integration/test_serve_openapi.py
+)
+# On a day when the newest releases are the lock's, the main run has tested them: the
+# newest run then tests what differs by Python (and a short drain: the fastq command
+# end to end, jobs in a worker, async jobs, the one-line errors), not the integration
+# tests again (on a 2-core machine, CI's time is its CPU time)
+SAME_AS_LOCK=(
+  "${BY_PYTHON[@]}"
+  tests/integration/test_cli.py
+  tests/integration/test_jobs.py
+  tests/integration/test_async_jobs.py
+  tests/integration/test_cli_ops.py::test_every_command_fails_in_one_line_on_a_wrong_password_or_no_redis
+  tests/integration/test_cli_ops.py::test_bad_input_is_one_line_and_writes_nothing
 )
 
 root="${PYENV_ROOT:-}"
@@ -122,11 +139,21 @@ for i in "${!ends[@]}"; do
     nice -n 19 bash "$tree/ci/setup.sh"
 done
 
+# the runtime dependencies' lines of a lock (name==version ; marker)
+runtime_pins() {
+  grep -iE "^($("${pythons[0]}" ci/deps.py packages | tr '\n_' '|-' | sed 's/|$//'))==" "$1"
+}
+
 # side by side, each printed whole when it ends: they mostly wait on Redis and children
 pids=()
 for end in "${ends[@]}"; do
   (
     cd ".pythons/$end"
+    if [ "$end" = newest ] && [ -z "${FASTQ_PYTHONS_PYTEST:-}" ] \
+      && [ "$(runtime_pins ci/constraints-newest.txt)" = "$(runtime_pins ci/constraints.txt)" ]; then
+      echo "== the newest releases are the lock's, which the main run tests: here what differs by Python"
+      TESTS=("${SAME_AS_LOCK[@]}")
+    fi
     echo "== the $end releases: $(.venv/bin/python -V 2>&1);" \
       "$(.venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
          | awk 'NR > 2 && tolower($1) ~ /^(redis|hiredis|orjson|psutil|starlette|uvicorn|jinja2)$/ {printf "%s %s ", $1, $2}')"
