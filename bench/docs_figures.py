@@ -11,13 +11,30 @@ only the JSON reports committed under ``bench/results/`` (``git ls-files``: a ru
 kept with ``git add -f``), and names the date and commit of every run it quotes.
 
 Outside the blocks, the sections that quote benchmarks (``SECTIONS``) carry no
-figure: a number followed by a unit only a measurement has (``jobs/s``, ``jobs a
-second``, ``µs``, ``B``, ``bytes``, ``KB``/``MB``/``KiB``/``MiB``, ``×``, ``x``,
-``times``, ``%``), or a number with a decimal part (a ratio, a latency: ``0.67``,
-``1.52 ms``), versions aside (``3.11.7``, ``Python 3.9``, ``Redis 7.0``), or a table cell
-that is a number alone (``| 5,259 (6,497) |``). A workload's
-settings are whole numbers (``20,000 jobs``, ``5 ms``, ``-c 2``) and may stay. Code
-spans, fenced code, HTML comments and link targets are not read.
+figure. The rule reads prose and tables, not fenced code, code spans (a span may wrap
+a line), HTML comments or link targets; a figure there is
+
+- a number followed by a unit only a measurement has: a rate (``jobs/s``, any
+  ``<word>/s``, ``jobs a second``), ``µs``, a size (``B``, ``bytes``,
+  ``KB``/``MB``/``KiB``/``MiB``), ``times``, ``%``, or ``×``/``x`` right after it
+  (``1.47×``, ``20x``; ``2 × 200`` is a product);
+- a number with a decimal part (a ratio, a latency: ``0.67``, ``1.52 ms``);
+- a table cell past the first column that is a number alone (``| 5,259 (6,497) |``;
+  the first column labels its row: ``| 404 |``, ``| 1 | NS:{Q}:jobs |``);
+
+a number being none inside a word, a version or a name (``UTF-8``, ``v2``), and
+these being no figures:
+
+- versions (``3.11.7``, ``Python 3.9 and 3.13``, ``Redis 7.0``, ``OpenAPI 3.1``);
+- bounds: a number right after ``at most``, or right before ``by default`` (``at most
+  200 bytes``, ``4 MiB by default``);
+- the settings ``ALLOWED`` names, each with its page and why it is one (an entry
+  whose words its page no longer has is itself reported).
+
+Other whole numbers are settings (``20,000 jobs``, ``5 ms``, ``lease 60 s``, ``-c 2``)
+and may stay, so a setting is written whole (``500 ms``, not ``0.5 s``). The rule
+cannot see a measurement written so (``took 123 ms``) or in words; review keeps
+those out.
 
 Standard library only: ``tests/unit/test_docs_figures.py`` runs the check in CI.
 """
@@ -435,42 +452,83 @@ def stale_blocks(text: str, runs: list[Run], where: str = "<text>") -> list[str]
 
 # -- figures outside the blocks ---------------------------------------------------------
 
-NUMBER = r"(?<![\w.])\d[\d,]*(?:\.\d+)?"
-UNIT = r"(?:\s?(?:jobs/s|jobs a second|jobs per second|µs|B\b|bytes\b|[KMG]i?B\b|×|times\b|%)|x\b)"
-FIGURE = re.compile(rf"{NUMBER}{UNIT}|(?<![\w.])\d[\d,]*\.\d+(?!\.?\d)")
+NUMBER = r"(?<![\w.\-])\d[\d,]*(?:\.\d+)?"  # not inside a word, a version, UTF-8
+UNIT = (
+    r"(?:\s?(?:[A-Za-z]+/s\b|jobs a second|jobs per second|µs|B\b|bytes\b|[KMG]i?B\b"
+    r"|times\b|%)|×|x\b)"  # × right after the number: a ratio (2 × 200 is a product)
+)
+FIGURE = re.compile(rf"{NUMBER}{UNIT}|(?<![\w.\-])\d[\d,]*\.\d+(?!\.?\d)")
 CELL = re.compile(r"\**\d[\d,]*(?:\.\d+)?\**(?:\s*\([^)]*\))?")  # a table cell of a number
-VERSION = re.compile(r"\b(?:Python|Redis|redis-server|Valkey|node)\s+v?\d+(?:\.\d+)+|\d+\.\d+\.\d+")
-NOT_READ = re.compile(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)")
+VERSION = re.compile(
+    r"\b(?:Python|Redis|redis-server|Valkey|node|OpenAPI)\s+v?\d+(?:\.\d+)+\+?"
+    r"(?:(?:,\s*|\s+(?:and|or|to)\s+|–)\d+(?:\.\d+)+)*|\d+\.\d+\.\d+"
+)
+BOUND = re.compile(rf"\bat most\s+{NUMBER}{UNIT}?|{NUMBER}{UNIT}?\s+by default\b")
+HIDDEN = re.compile(  # read nowhere: HTML comments, code spans (within a paragraph), link targets
+    r"<!--.*?-->|(?<!`)(`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)\1(?!`)|\]\([^)]*\)", re.S
+)
+
+# Settings the rule cannot tell from a measurement, each with why it is one:
+# (file, the words as the page has them, the reason). Each must still be found.
+ALLOWED: tuple[tuple[str, str, str], ...] = ()
+
+
+def blank(text: str) -> str:
+    """``text`` with every character but its line breaks turned to a space."""
+    return re.sub(r"[^\n]", " ", text)
+
+
+def visible(text: str) -> list[str]:
+    """The lines of ``text`` as the rule reads them: fenced code, code spans, HTML
+    comments and link targets blanked (so a line keeps its number)."""
+    lines = text.split("\n")
+    fenced = False
+    for i, line in enumerate(lines):
+        fence = line.lstrip().startswith("```")
+        if fence or fenced:
+            lines[i] = ""
+        if fence:
+            fenced = not fenced
+    return HIDDEN.sub(lambda m: blank(m.group()), "\n".join(lines)).split("\n")
+
+
+def allowed_in(where: str) -> list[str]:
+    return [words for path, words, _ in ALLOWED if path == where]
 
 
 def section_lines(text: str, heading: Optional[str]) -> list[tuple[int, str]]:
-    """(index, line) of the lines of a section: from ``heading`` (a line that starts
-    with it) to the next heading of its level or above; the whole text for None.
-    Fenced code is left out (a ``#`` there is no heading)."""
-    lines = text.split("\n")
-    level = heading.split(" ")[0] if heading else ""
-    inside = heading is None
-    fenced = False
-    found = False
+    """(index, line) of the lines of a section as the rule reads them (``visible``):
+    from ``heading`` (a line that starts with it) to the next heading of its level or
+    above; the whole text for None."""
+    raw, lines = text.split("\n"), visible(text)
+    if heading is None:
+        return list(enumerate(lines))
+    level = heading.split(" ")[0]
+    inside = found = False
     out: list[tuple[int, str]] = []
     for i, line in enumerate(lines):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-            continue
-        if fenced:
-            continue
-        if heading is not None and line.startswith("#"):
+        if line.startswith("#"):  # a heading (fenced lines are blank)
             hashes = line.split(" ")[0]
-            if line.startswith(heading):
+            if raw[i].startswith(heading):
                 inside = found = True
                 continue
             if inside and set(hashes) == {"#"} and len(hashes) <= len(level):
                 inside = False
         if inside:
             out.append((i, line))
-    if heading is not None and not found:
+    if not found:
         raise ValueError(f"no section {heading!r}")
     return out
+
+
+def figures_in(line: str) -> list[str]:
+    """The figures of one line as ``visible`` gives it (see the module's docstring)."""
+    readable = BOUND.sub(" ", VERSION.sub(" ", line))
+    found = [match.group().strip() for match in FIGURE.finditer(readable)]
+    if readable.lstrip().startswith("|"):  # a table row: its cells after the first
+        cells = re.split(r"(?<!\\)\|", readable.strip())[2:]
+        found += [c.strip() for c in cells if CELL.fullmatch(c.strip())]
+    return found
 
 
 def stray_figures(text: str, heading: Optional[str], where: str = "<text>") -> list[str]:
@@ -478,19 +536,39 @@ def stray_figures(text: str, heading: Optional[str], where: str = "<text>") -> l
     in_block: set[int] = set()
     for block in find_blocks(text, where):
         in_block.update(range(block.first, block.last + 1))
+    raw = text.split("\n")
     found = []
     for i, line in section_lines(text, heading):
         if i in in_block:
             continue
-        readable = VERSION.sub(" ", NOT_READ.sub(" ", line))
-        figures = [match.group().strip() for match in FIGURE.finditer(readable)]
-        if readable.lstrip().startswith("|"):
-            figures += [c.strip() for c in readable.split("|") if CELL.fullmatch(c.strip())]
-        found += [f"{where}:{i + 1}: {figure!r} in {line.strip()!r}" for figure in figures]
+        for words in allowed_in(where):
+            line = line.replace(words, blank(words))
+        found += [
+            f"{where}:{i + 1}: {figure!r} in {raw[i].strip()!r}" for figure in figures_in(line)
+        ]
     return found
 
 
+def unused_allowances() -> list[str]:
+    """The entries of ALLOWED whose words their file no longer has, as the rule reads it."""
+    return [
+        f"{path}: ALLOWED names {words!r}, which it no longer has"
+        for path, words, _ in ALLOWED
+        if words not in "\n".join(visible((ROOT / path).read_text()))
+    ]
+
+
 # -- the command ------------------------------------------------------------------------
+
+
+def strays() -> list[str]:
+    """Figures outside the blocks, and allowances that no longer match."""
+    found = [
+        stray
+        for path, heading in SECTIONS
+        for stray in stray_figures((ROOT / path).read_text(), heading, path)
+    ]
+    return found + unused_allowances()
 
 
 def check(runs: list[Run]) -> list[str]:
@@ -500,9 +578,7 @@ def check(runs: list[Run]) -> list[str]:
         text = (ROOT / path).read_text()
         for name in stale_blocks(text, runs, path):
             problems.append(f"{path}: block {name} is stale (python -m bench.docs_figures)")
-    for path, heading in SECTIONS:
-        problems += stray_figures((ROOT / path).read_text(), heading, path)
-    return problems
+    return problems + strays()
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -527,14 +603,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as exc:  # a marker or a report the blocks cannot use
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    strays = [
-        p
-        for path, heading in SECTIONS
-        for p in stray_figures((ROOT / path).read_text(), heading, path)
-    ]
-    for stray in strays:
+    left = strays()
+    for stray in left:
         print(f"not rendered: {stray}")
-    return 1 if strays else 0
+    return 1 if left else 0
 
 
 if __name__ == "__main__":

@@ -106,11 +106,43 @@ def test_a_figure_typed_below_a_heading_is_found() -> None:
         ("Python 3.11.7, redis-server 7.0.15, Redis 7.0, on 2026-11-23 at 90a2975", []),
         ("[notes](results/peers-2026-11-23.md) <!-- figures: x 1.5× -->", []),
         ("| `python -m bench.e2e_worker` | 100,000 no-op jobs, batch 100 |", []),
+        ("| 1 | `NS:{Q}:jobs` | hash |", []),
+        ("| 404 | no such job |", []),
+        ("| run 1 | 81,828 | 85,411 |", ["81,828", "85,411"]),
+        (
+            "106,932 commands/s, 1,878 requests/s; 3,000 jobs at 100/s",
+            ["106,932 commands/s", "1,878 requests/s"],
+        ),
+        ("2 × 200 coroutines, 10 × `--batch`; but 1.01× and 3× the rate", ["1.01×", "3×"]),
+        ("crc32 of its UTF-8 bytes; Python 3.9 and 3.13, OpenAPI 3.1, Redis 7.2+", []),
+        ("ids of at most 200 bytes, results at most 512 KiB, 4 MiB by default", []),
+        ("a busy queue holds at most about 21 MB", ["21 MB"]),
+        ("a lease of 60 s, 500 ms, every 5 s; but 0.5 s", ["0.5"]),
     ],
 )
 def test_what_counts_as_a_figure(line: str, figures: list[str]) -> None:
     found = docs_figures.stray_figures(line, None)
     assert [f.split("'")[1] for f in found] == figures
+
+
+def test_code_spans_that_wrap_a_line_are_not_read() -> None:
+    text = "says `age limit: 61.2 s ago,\nits next at 63.2 s` after 1.5 µs\n\n`a\n\nb 2.5 µs`"
+    found = docs_figures.stray_figures(text, None)
+    assert [f.split("'")[1] for f in found] == ["1.5 µs", "2.5 µs"]
+    assert found[0].startswith("<text>:2: ")
+
+
+def test_a_setting_allowed_by_name_is_not_a_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = ("docs/x.md", "every 2.5–5 s", "why it is a setting")
+    monkeypatch.setattr(docs_figures, "ALLOWED", (entry,))
+    line = "retried every 2.5–5 s, in 1.5 µs"
+    assert [f.split("'")[1] for f in docs_figures.stray_figures(line, None, "docs/x.md")] == [
+        "1.5 µs"
+    ]
+    assert len(docs_figures.stray_figures(line, None, "docs/y.md")) == 2
+    monkeypatch.setattr(docs_figures, "ALLOWED", (("README.md", "every 2.5–5 s", "gone"),))
+    [unused] = docs_figures.unused_allowances()
+    assert "README.md" in unused and "no longer has" in unused
 
 
 def test_markers_that_do_not_pair_are_refused() -> None:
