@@ -384,10 +384,31 @@ def peer_table(run: Optional[Run]) -> str:
     )
 
 
+def peers_rtt(runs: list[Run]) -> str:
+    """A sentence: fastq's drain through the RTT proxy against its drain straight to
+    Redis, in the latest full run that measured both."""
+    run = latest_of(peer_runs(runs), "rtt", lambda run: measured(run, "drain"))
+    if run is None:
+        return "No full run of `python -m bench.peers.run` with its rtt workload is committed."
+    fastq = run.report["results"]["fastq"]
+    rtt, drain = fastq["rtt"], fastq["drain"]
+    rtt_ms = 2 * run.report["options"].get("rtt_hold_ms", 0.5)
+    workers = run.report["options"].get("workers", 2)
+    return (
+        f"In the latest full run of `python -m bench.peers.run` committed, {workers} fastq"
+        f" worker processes drained {rtt['jobs']:,} no-op jobs through a proxy adding"
+        f" {rtt_ms:g} ms of RTT at **{rtt['jobs_s'] / drain['jobs_s']:.2f}** of their rate"
+        f" straight to Redis ({rtt['jobs_s']:,.0f} against {drain['jobs_s']:,.0f} jobs/s,"
+        f" every job counted in Redis as it ran): {run.date} at commit {run.commit},"
+        f" `{RESULTS}/{run.name}`; {run.machine()}."
+    )
+
+
 BLOCKS: dict[str, Callable[[list[Run]], str]] = {
     "peers-summary": peers_summary,
     "peers-table": peers_table,
     "peers-async-io": peers_async_io,
+    "peers-rtt": peers_rtt,
 }
 
 

@@ -55,6 +55,17 @@ def test_the_docs_quote_the_peer_comparison(runs: list[Run]) -> None:
     assert full is not None and f"{full.date}, {full.commit}" in summary
 
 
+def test_the_rtt_sentence_is_fastqs_own_ratio_of_one_run(runs: list[Run]) -> None:
+    run = docs_figures.latest_of(docs_figures.peer_runs(runs), "rtt", lambda run: True)
+    assert run is not None
+    fastq = run.report["results"]["fastq"]
+    sentence = docs_figures.peers_rtt(runs)
+    assert f"**{fastq['rtt']['jobs_s'] / fastq['drain']['jobs_s']:.2f}**" in sentence
+    assert f"{run.date} at commit {run.commit}" in sentence and run.name in sentence
+    for path in ("docs/redis.md", "docs/internals.md"):
+        assert "peers-rtt" in [b.name for b in docs_figures.find_blocks(read(path), path)]
+
+
 def test_each_run_quoted_says_when_and_what_it_measured(runs: list[Run]) -> None:
     for run in runs:
         assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", run.date), run.path
