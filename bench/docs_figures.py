@@ -10,8 +10,8 @@ and mkdocs show neither); ``BLOCKS`` says how each NAME is written. A block read
 only the JSON reports committed under ``bench/results/`` (``git ls-files``: a run is
 kept with ``git add -f``), and names the date and commit of every run it quotes.
 
-Outside the blocks, the sections that quote benchmarks (``SECTIONS``) carry no
-figure. The rule reads prose and tables, not fenced code, code spans (a span may wrap
+Outside the blocks, none of those files carries a figure, in any section. The rule
+reads prose and tables, not fenced code, code spans (a span may wrap
 a line), HTML comments or link targets; a figure there is
 
 - a number followed by a unit only a measurement has: a rate (``jobs/s``, any
@@ -55,18 +55,14 @@ RESULTS = "bench/results"  # where the reports are, relative to ROOT
 
 
 def doc_files() -> list[str]:
-    """The files whose blocks are rendered, relative to ROOT."""
+    """The files whose blocks are rendered and whose figures are checked, relative to
+    ROOT."""
     docs = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
     return ["README.md", "bench/README.md", *docs]
 
 
-# the sections that quote benchmarks: (file, heading); None is the whole file
-SECTIONS: tuple[tuple[str, Optional[str]], ...] = (
-    ("README.md", "## Benchmarks"),
-    ("docs/benchmarks.md", None),
-    ("docs/internals.md", "## Measured figures"),
-    ("bench/README.md", "### Peers"),
-)
+def read(path: str) -> str:
+    return (ROOT / path).read_text()
 
 
 # -- the runs ---------------------------------------------------------------------------
@@ -535,31 +531,6 @@ def allowed_in(where: str) -> list[str]:
     return [words for path, words, _ in ALLOWED if path == where]
 
 
-def section_lines(text: str, heading: Optional[str]) -> list[tuple[int, str]]:
-    """(index, line) of the lines of a section as the rule reads them (``visible``):
-    from ``heading`` (a line that starts with it) to the next heading of its level or
-    above; the whole text for None."""
-    raw, lines = text.split("\n"), visible(text)
-    if heading is None:
-        return list(enumerate(lines))
-    level = heading.split(" ")[0]
-    inside = found = False
-    out: list[tuple[int, str]] = []
-    for i, line in enumerate(lines):
-        if line.startswith("#"):  # a heading (fenced lines are blank)
-            hashes = line.split(" ")[0]
-            if raw[i].startswith(heading):
-                inside = found = True
-                continue
-            if inside and set(hashes) == {"#"} and len(hashes) <= len(level):
-                inside = False
-        if inside:
-            out.append((i, line))
-    if not found:
-        raise ValueError(f"no section {heading!r}")
-    return out
-
-
 def figures_in(line: str) -> list[str]:
     """The figures of one line as ``visible`` gives it (see the module's docstring)."""
     readable = BOUND.sub(" ", VERSION.sub(" ", line))
@@ -570,14 +541,14 @@ def figures_in(line: str) -> list[str]:
     return found
 
 
-def stray_figures(text: str, heading: Optional[str], where: str = "<text>") -> list[str]:
-    """Each figure of the section outside a block: ``where:line: figure in 'line'``."""
+def stray_figures(text: str, where: str = "<text>") -> list[str]:
+    """Each figure of ``text`` outside a block: ``where:line: figure in 'line'``."""
     in_block: set[int] = set()
     for block in find_blocks(text, where):
         in_block.update(range(block.first, block.last + 1))
     raw = text.split("\n")
     found = []
-    for i, line in section_lines(text, heading):
+    for i, line in enumerate(visible(text)):
         if i in in_block:
             continue
         for words in allowed_in(where):
@@ -593,7 +564,7 @@ def unused_allowances() -> list[str]:
     return [
         f"{path}: ALLOWED names {words!r}, which it no longer has"
         for path, words, _ in ALLOWED
-        if words not in "\n".join(visible((ROOT / path).read_text()))
+        if words not in "\n".join(visible(read(path)))
     ]
 
 
@@ -602,11 +573,7 @@ def unused_allowances() -> list[str]:
 
 def strays() -> list[str]:
     """Figures outside the blocks, and allowances that no longer match."""
-    found = [
-        stray
-        for path, heading in SECTIONS
-        for stray in stray_figures((ROOT / path).read_text(), heading, path)
-    ]
+    found = [stray for path in doc_files() for stray in stray_figures(read(path), path)]
     return found + unused_allowances()
 
 
@@ -614,7 +581,7 @@ def check(runs: list[Run]) -> list[str]:
     """What is wrong with the docs: stale blocks, then figures outside blocks."""
     problems = []
     for path in doc_files():
-        text = (ROOT / path).read_text()
+        text = read(path)
         for name in stale_blocks(text, runs, path):
             problems.append(f"{path}: block {name} is stale (python -m bench.docs_figures)")
     return problems + strays()
@@ -634,7 +601,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                 print(problem)
             return 1 if problems else 0
         for path in doc_files():
-            text = (ROOT / path).read_text()
+            text = read(path)
             stale = stale_blocks(text, runs, path)
             if stale:
                 (ROOT / path).write_text(render(text, runs, path))

@@ -1,8 +1,8 @@
-"""The docs' benchmark figures are measured, never copied: every table between
+"""The docs' benchmark figures are measured, never copied: every block between
 ``<!-- figures: NAME -->`` and ``<!-- /figures -->`` is what ``python -m
 bench.docs_figures`` writes from the JSON reports committed under bench/results/, and
-the sections that quote benchmarks hold no figure outside those tables (what counts
-as a figure: ``bench/docs_figures.py``'s docstring, and the cases below)."""
+no page (README.md, bench/README.md, docs/*.md) holds a figure outside those blocks
+(what counts as a figure: ``bench/docs_figures.py``'s docstring, and the cases below)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def test_every_block_is_what_the_committed_reports_give(runs: list[Run]) -> None
 def test_no_figure_outside_a_block(runs: list[Run]) -> None:
     strays = [
         stray
-        for path, heading in docs_figures.SECTIONS
-        for stray in docs_figures.stray_figures(read(path), heading, path)
+        for path in docs_figures.doc_files()
+        for stray in docs_figures.stray_figures(read(path), path)
     ]
     assert not strays, (
         "figures typed by hand: render them from a committed report (bench/docs_figures.py)"
@@ -89,12 +89,18 @@ def test_a_block_edited_by_hand_is_stale(runs: list[Run]) -> None:
     assert docs_figures.render(edited, runs) == text
 
 
-def test_a_figure_typed_below_a_heading_is_found() -> None:
-    text = read("README.md").replace(
-        "## Benchmarks\n", "## Benchmarks\n\nA drain at 1.47× the best peer (BullMQ).\n", 1
+def test_a_figure_typed_into_any_page_is_found() -> None:
+    for path in docs_figures.doc_files():
+        title, rest = read(path).split("\n", 1)
+        text = f"{title}\n\nA drain at 1.47× the best peer.\n{rest}"
+        [stray] = docs_figures.stray_figures(text, path)
+        assert stray.startswith(f"{path}:3: '1.47×'"), stray
+    text = read("docs/records.md").replace(
+        "a folded record is one hash field a job",
+        "a folded record is one hash field a job, about 107 B",
     )
-    [stray] = docs_figures.stray_figures(text, "## Benchmarks", "README.md")
-    assert "'1.47×'" in stray
+    [stray] = docs_figures.stray_figures(text, "docs/records.md")
+    assert "'107 B'" in stray
 
 
 @pytest.mark.parametrize(
@@ -132,13 +138,13 @@ def test_a_figure_typed_below_a_heading_is_found() -> None:
     ],
 )
 def test_what_counts_as_a_figure(line: str, figures: list[str]) -> None:
-    found = docs_figures.stray_figures(line, None)
+    found = docs_figures.stray_figures(line)
     assert [f.split("'")[1] for f in found] == figures
 
 
 def test_code_spans_that_wrap_a_line_are_not_read() -> None:
     text = "says `age limit: 61.2 s ago,\nits next at 63.2 s` after 1.5 µs\n\n`a\n\nb 2.5 µs`"
-    found = docs_figures.stray_figures(text, None)
+    found = docs_figures.stray_figures(text)
     assert [f.split("'")[1] for f in found] == ["1.5 µs", "2.5 µs"]
     assert found[0].startswith("<text>:2: ")
 
@@ -147,10 +153,8 @@ def test_a_setting_allowed_by_name_is_not_a_figure(monkeypatch: pytest.MonkeyPat
     entry = ("docs/x.md", "every 2.5–5 s", "why it is a setting")
     monkeypatch.setattr(docs_figures, "ALLOWED", (entry,))
     line = "retried every 2.5–5 s, in 1.5 µs"
-    assert [f.split("'")[1] for f in docs_figures.stray_figures(line, None, "docs/x.md")] == [
-        "1.5 µs"
-    ]
-    assert len(docs_figures.stray_figures(line, None, "docs/y.md")) == 2
+    assert [f.split("'")[1] for f in docs_figures.stray_figures(line, "docs/x.md")] == ["1.5 µs"]
+    assert len(docs_figures.stray_figures(line, "docs/y.md")) == 2
     monkeypatch.setattr(docs_figures, "ALLOWED", (("README.md", "every 2.5–5 s", "gone"),))
     [unused] = docs_figures.unused_allowances()
     assert "README.md" in unused and "no longer has" in unused
