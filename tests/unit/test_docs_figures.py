@@ -155,6 +155,7 @@ def test_a_setting_allowed_by_name_is_not_a_figure(monkeypatch: pytest.MonkeyPat
     line = "retried every 2.5–5 s, in 1.5 µs"
     assert [f.split("'")[1] for f in docs_figures.stray_figures(line, "docs/x.md")] == ["1.5 µs"]
     assert len(docs_figures.stray_figures(line, "docs/y.md")) == 2
+    assert docs_figures.stray_figures("retried every\n2.5–5 s", "docs/x.md") == []
     monkeypatch.setattr(docs_figures, "ALLOWED", (("README.md", "every 2.5–5 s", "gone"),))
     [unused] = docs_figures.unused_allowances()
     assert "README.md" in unused and "no longer has" in unused
