@@ -107,7 +107,9 @@ class Run:
         return Path(self.path).name
 
     def machine(self) -> str:
-        m = self.report.get("machine", {})
+        m = self.report.get("machine")
+        if not m:
+            return "its machine not recorded"
         return (
             f"{m.get('cpus')} CPUs, Python {m.get('python')}, "
             f"redis-server {m.get('redis_server')}, fastq.ACCELERATED {m.get('fastq_accelerated')}"
@@ -400,11 +402,137 @@ def peers_rtt(runs: list[Run]) -> str:
     )
 
 
+# -- fastq's own benchmarks (bench.harness's write_report) -------------------------------
+
+
+def own_runs(runs: list[Run], benchmark: str) -> list[Run]:
+    """Committed full-size runs of one of fastq's own benchmarks, oldest first."""
+    return [
+        run
+        for run in runs
+        if run.report.get("benchmark") == benchmark
+        and not run.report.get("options", {}).get("quick")
+    ]
+
+
+def row(label: str, fastq: str, base: str, ratio: str, run: Run) -> str:
+    return f"| {label} | {fastq} | {base} | {ratio} | {run.date}, {run.commit} |"
+
+
+def e2e_worker_rows(run: Run) -> list[str]:
+    options, best = run.report["options"], run.report["best_jobs_s"]
+    ratios = run.report["ratios"]
+    n, batch, repeat = options["jobs"], options["batch"], options["repeat"]
+    return [
+        row(
+            f"`e2e_worker`: `enqueue_many` of {n:,} no-op jobs, jobs/s (best of {repeat})",
+            f"{best['fastq_enqueue']:,.0f}",
+            f"bare pipelined HSET + LPUSH {best['bare_enqueue']:,.0f}",
+            f"{ratios['enqueue']:.2f}",
+            run,
+        ),
+        row(
+            f"`e2e_worker`: one worker's drain of {n:,} no-op jobs, batch {batch}, jobs/s"
+            f" (best of {repeat})",
+            f"{best['fastq_drain']:,.0f}",
+            f"bare Lua claim + ack {best['bare_drain']:,.0f}",
+            f"{ratios['drain']:.2f}",
+            run,
+        ),
+    ]
+
+
+E2E_POOL_ROWS = (  # scenario, label, baseline scenario, its label
+    ("c2", "`pool -c 2`", "bare", "2 bare processes, forked"),
+    ("c32", "`pool -c 32`", "c2", "`pool -c 2`"),
+)
+
+
+def e2e_pool_rows(run: Run) -> list[str]:
+    options, scenarios = run.report["options"], run.report["scenarios"]
+    lines = []
+    for name, label, base, base_label in E2E_POOL_ROWS:
+        r, b = scenarios.get(name), scenarios.get(base)
+        if r and b:
+            lines.append(
+                row(
+                    f"`e2e_pool`: {label} drain of {options['jobs']:,} no-op jobs, jobs/s"
+                    f" (median of {len(r.get('runs_jobs_s', [1]))})",
+                    f"{r['jobs_s']:,.0f}",
+                    f"{base_label} {b['jobs_s']:,.0f}",
+                    f"{r['jobs_s'] / b['jobs_s']:.2f}",
+                    run,
+                )
+            )
+    return lines
+
+
+def script_cost_rows(run: Run) -> list[str]:
+    return [
+        row(
+            f"`script_cost`: Redis µs per job of claim + ack, {run.report['jobs']:,} jobs,"
+            f" batch {r['batch']} (fewer is better)",
+            f"{r['fastq_us']:.2f}",
+            f"bare Lua claim + ack {r['bare_us']:.2f}",
+            f"{r['fastq_us'] / r['bare_us']:.2f}",
+            run,
+        )
+        for r in run.report["rows"]
+    ]
+
+
+def memory_rows(run: Run) -> list[str]:
+    mailing = run.report["payloads"].get("mailing")
+    if not mailing:
+        return []
+    return [
+        row(
+            f"`memory_per_job`: Redis bytes per queued `send_email(...)` job,"
+            f" {mailing['jobs']:,} queued (fewer is better)",
+            f"{mailing['bytes_per_job']:,.1f}",
+            "— (no baseline in the run)",
+            "—",
+            run,
+        )
+    ]
+
+
+OWN: tuple[tuple[str, Callable[[Run], list[str]]], ...] = (
+    ("e2e_worker", e2e_worker_rows),
+    ("e2e_pool", e2e_pool_rows),
+    ("script_cost", script_cost_rows),
+    ("memory_per_job", memory_rows),
+)
+
+
+def fastq_alone(runs: list[Run]) -> str:
+    """fastq's headline figures beside the baseline of the same run, each benchmark
+    from its latest committed full run."""
+    lines = [
+        "| benchmark | fastq | baseline, same run | fastq / baseline | run |",
+        "|---|---:|---|---:|---|",
+    ]
+    cited = []
+    for benchmark, rows_of in OWN:
+        found = own_runs(runs, benchmark)
+        if found:
+            lines += rows_of(found[-1])
+            cited.append(found[-1])
+    if not cited:
+        return "No run of fastq's own benchmarks is committed under `bench/results/`."
+    sources = "; ".join(f"`{run.name}` ({run.machine()})" for run in cited)
+    return "\n".join(lines) + (
+        "\n\nEach benchmark's latest full run committed under `bench/results/`, its date"
+        f" and commit in the last column: {sources}."
+    )
+
+
 BLOCKS: dict[str, Callable[[list[Run]], str]] = {
     "peers-summary": peers_summary,
     "peers-table": peers_table,
     "peers-async-io": peers_async_io,
     "peers-rtt": peers_rtt,
+    "fastq-alone": fastq_alone,
 }
 
 
