@@ -109,10 +109,8 @@ done
 # locked uv in a venv of its own. Everything else keeps the lock's versions.
 newest_constraints() {
   local tree="$1" py="$2" tools=".pythons/uv"
-  [ -x "$tools/bin/uv" ] || {
-    "$py" -m venv "$tools"
-    "$tools/bin/python" -m pip install -q --disable-pip-version-check -c ci/constraints.txt uv
-  }
+  [ -x "$tools/bin/python" ] || "$py" -m venv "$tools"
+  "$tools/bin/python" -m pip install -q --disable-pip-version-check -c ci/constraints.txt uv
   cp ci/constraints.txt "$tree/ci/constraints-newest.txt"
   # (the lock's own versions are only preferences: --upgrade-package sets them aside)
   (cd "$tree" && UV_CUSTOM_COMPILE_COMMAND="bash ci/pythons.sh newest" \
@@ -154,11 +152,14 @@ for end in "${ends[@]}"; do
       echo "== the newest releases are the lock's, which the main run tests: here what differs by Python"
       TESTS=("${SAME_AS_LOCK[@]}")
     fi
-    echo "== the $end releases: $(.venv/bin/python -V 2>&1);" \
+    echo "== $(date +%T) the $end releases: $(.venv/bin/python -V 2>&1);" \
       "$(.venv/bin/python -m pip list --disable-pip-version-check 2>/dev/null \
          | awk 'NR > 2 && tolower($1) ~ /^(redis|hiredis|orjson|psutil|starlette|uvicorn|jinja2)$/ {printf "%s %s ", $1, $2}')"
     if [ -n "${FASTQ_PYTHONS_PYTEST:-}" ]; then read -ra TESTS <<<"$FASTQ_PYTHONS_PYTEST"; fi
-    .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "${TESTS[@]}"
+    status=0
+    .venv/bin/python -m pytest -q -p no:cacheprovider -n 2 "${TESTS[@]}" || status=$?
+    echo "== $(date +%T) the $end releases: done"
+    exit "$status"
   ) >"$logs/$end" 2>&1 &
   pids+=($!)
 done

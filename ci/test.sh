@@ -16,14 +16,14 @@ echo "== $(date +%T) setting up"
 # builds, started next beside this one, need it too
 bash ci/setup.sh --system
 
-# Beside the main runs, in the background: the oldest and newest Pythons
-# (ci/pythons.sh: what differs by Python, each in a copy of the tree and a venv of
-# its own), whose builds start now, at the lowest priority, on the CPU that this
-# set-up leaves idle (pip's steps run one at a time); then, once the main venv is set up
-# (the flag file), the integration tests on Valkey (ci/valkey.sh). They end during
-# the first run: the fault tests, beside them, missed their timers (a periodic
-# slot, a hand-back). Their output is printed after the main runs'. In a session of
-# their own, so that an early exit of this script ends them all, their servers too.
+# Beside the main runs, in the background: fastq at both ends of its dependency range
+# (ci/pythons.sh: Python 3.9 with the oldest releases, 3.13 with the newest of the
+# day, each in a copy of the tree and a venv of its own), whose builds start now, at
+# the lowest priority, on the CPU that this set-up leaves idle (pip's steps run one at
+# a time); then, once the main venv is set up (the flag file), the integration tests
+# on Valkey (ci/valkey.sh). Their output, with the time each part ended, is printed
+# after the main runs'. In a session of their own, so that an early exit of this
+# script ends them all, their servers too.
 beside_pid=""
 if [ $# -eq 0 ]; then
   beside_dir="$(mktemp -d)"
@@ -91,7 +91,7 @@ if [ -n "$beside_pid" ]; then
   beside_status=0
   wait "$beside_pid" || beside_status=$?
   beside_pid=""
-  echo "== $(date +%T) beside the main runs: Python 3.9 and 3.13, then Valkey"
+  echo "== $(date +%T) beside the main runs: the oldest and newest releases, then Valkey"
   cat "$beside_dir/log"
   [ "$status" -ne 0 ] || status=$beside_status
 fi

