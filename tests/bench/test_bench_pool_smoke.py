@@ -19,8 +19,11 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
     assert report["options"]["scenarios"] == ["launched", "c2", "c2warm", "c32warm", "smtp"]
     for name in ("c2", "c2warm", "c32warm", "smtp"):
         figures = report["scenarios"][name]
-        for key in ("jobs_s", "steady_jobs_s", "first_to_last_s", "pool_cpu_us_per_job"):
+        for key in ("jobs_s", "steady_jobs_s", "first_to_last_s"):
             assert figures[key] > 0, (name, key, figures)
+        # the pool's CPU is read from /proc in clock ticks (10 ms): a warm pool can
+        # drain 5,000 jobs on less than a tick a process, and read none
+        assert figures["pool_cpu_us_per_job"] >= 0, (name, figures)
     assert report["targets"]["smtp_vs_ideal"]["value"] > 0
     assert report["targets"]["c32_vs_c2_warm"]["value"] > 0
     assert "c32_vs_c2" not in report["targets"]  # the cold -c 32 did not run
