@@ -19,10 +19,12 @@ def test_pool_bench_quick_run(tmp_path: Path) -> None:
     assert report["options"]["scenarios"] == ["launched", "c2", "c2warm", "c32warm", "smtp"]
     for name in ("c2", "c2warm", "c32warm", "smtp"):
         figures = report["scenarios"][name]
-        for key in ("jobs_s", "steady_jobs_s", "first_to_last_s"):
-            assert figures[key] > 0, (name, key, figures)
-        # the pool's CPU is read from /proc in clock ticks (10 ms): a warm pool can
-        # drain 5,000 jobs on less than a tick a process, and read none
+        assert figures["jobs_s"] > 0, (name, figures)
+        # a warm pool can drain 5,000 jobs between two of the harness' polls (no
+        # steady window: None) and on less than a /proc clock tick (10 ms) of CPU a
+        # process: these figures are there, not above 0 (CI saw both, once each in five)
+        assert figures["first_to_last_s"] >= 0, (name, figures)
+        assert figures["steady_jobs_s"] is None or figures["steady_jobs_s"] > 0, (name, figures)
         assert figures["pool_cpu_us_per_job"] >= 0, (name, figures)
     assert report["targets"]["smtp_vs_ideal"]["value"] > 0
     assert report["targets"]["c32_vs_c2_warm"]["value"] > 0
