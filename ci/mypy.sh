@@ -11,12 +11,8 @@ PY="${FASTQ_VENV:-.venv}/bin/python"
 echo "mypy against redis-py $("$PY" -c 'import redis; print(redis.__version__)')"
 "$PY" -m mypy fastq
 
-root="${PYENV_ROOT:-$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")}"
-py39="$(ls -d "$root"/versions/3.9.*/bin/python 2>/dev/null | sort -V | tail -1)"
-if [ -z "$py39" ]; then
-  echo "ci/mypy.sh: no Python 3.9 under $root/versions: \`pyenv install 3.9\` adds it" >&2
-  exit 1
-fi
+source ci/pyenv.sh  # python_of
+py39="$(python_of 3.9)"
 env=".pythons/mypy-redis7"
 # the packages whose types fastq uses, as the lock pins them for Python 3.9
 want="$(cat ci/constraints.txt; "$PY" ci/deps.py packages; echo types-psutil)"

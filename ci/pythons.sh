@@ -53,24 +53,7 @@ SAME_AS_LOCK=(
   tests/integration/test_cli_ops.py::test_bad_input_is_one_line_and_writes_nothing
 )
 
-root="${PYENV_ROOT:-}"
-if [ -z "$root" ]; then
-  root="$(pyenv root 2>/dev/null || echo "$HOME/.pyenv")"
-fi
-# the newest patch release of a version that pyenv has
-python_of() {
-  local py="" dir
-  for dir in $(ls -d "$root/versions/$1".* 2>/dev/null | sort -V); do
-    if [ -x "$dir/bin/python" ]; then py="$dir/bin/python"; fi
-  done
-  if [ -z "$py" ]; then
-    echo "ci/pythons.sh: no Python $1 under $root/versions (pyenv has:" \
-      "$(ls "$root/versions" 2>/dev/null | tr '\n' ' ')): the machine image should" \
-      "bring it; \`pyenv install $1\` adds it" >&2
-    return 1
-  fi
-  echo "$py"
-}
+source ci/pyenv.sh  # python_of
 pythons=()
 for end in "${ends[@]}"; do
   case "$end" in
