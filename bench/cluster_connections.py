@@ -46,9 +46,19 @@ def main() -> None:
         for c in args.concurrency or [4, 8]:
             for queues in ("mailer", "mailer,default"):
                 cmd = [
-                    sys.executable, "-m", "fastq", "--log-level", "ERROR", "pool", "-c", str(c),
-                    "--app", "bench.jobs.sharded", "-q", queues,
-                ]  # fmt: skip
+                    sys.executable,
+                    "-m",
+                    "fastq",
+                    "--log-level",
+                    "ERROR",
+                    "pool",
+                    "-c",
+                    str(c),
+                    "--app",
+                    "bench.jobs.sharded",
+                    "-q",
+                    queues,
+                ]
                 pool = subprocess.Popen(cmd, env=env, cwd=ROOT)
                 try:
                     time.sleep(args.settle)

@@ -152,8 +152,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     configure_progress(args.progress)
     n = 5_000 if args.quick and args.jobs == 100_000 else args.jobs
     results: dict[str, list[dict[str, Any]]] = {
-        "single": [], "cluster1": [], "cluster3": [], "sharded3": [],
-    }  # fmt: skip
+        "single": [],
+        "cluster1": [],
+        "cluster3": [],
+        "sharded3": [],
+    }
     try:
         with RedisServer() as single, ClusterServer(masters=3) as cluster:
             single_clients = node_clients(None, single)

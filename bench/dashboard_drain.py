@@ -93,20 +93,31 @@ def main() -> None:
             serve.stop()
         best = {mode: max(rs, key=lambda r: r["jobs_s"]) for mode, rs in runs.items()}
         for mode, r in best.items():
-            print(f"{mode:<8} {r['jobs_s']:>10,.0f} jobs/s   Redis {r['redis_cpu_us_per_job']:.2f} "
-                  f"µs/job   tab requests {r['tab_requests']}")  # fmt: skip
+            print(
+                f"{mode:<8} {r['jobs_s']:>10,.0f} jobs/s   Redis {r['redis_cpu_us_per_job']:.2f} "
+                f"µs/job   tab requests {r['tab_requests']}"
+            )
         ratios = {
             "jobs_s": best["tabs"]["jobs_s"] / best["no_tabs"]["jobs_s"],
             "redis_cpu_us_per_job": best["tabs"]["redis_cpu_us_per_job"]
             / best["no_tabs"]["redis_cpu_us_per_job"],
         }
-        print(f"tabs / no tabs: drain {ratios['jobs_s']:.3f}, "
-              f"Redis CPU per job {ratios['redis_cpu_us_per_job']:.3f}")  # fmt: skip
+        print(
+            f"tabs / no tabs: drain {ratios['jobs_s']:.3f}, "
+            f"Redis CPU per job {ratios['redis_cpu_us_per_job']:.3f}"
+        )
         write_report(
-            {"machine": machine, "source": source, "args": vars(args), "runs": runs,
-             "best": best, "ratios": ratios},
-            "dashboard_drain", args.json,
-        )  # fmt: skip
+            {
+                "machine": machine,
+                "source": source,
+                "args": vars(args),
+                "runs": runs,
+                "best": best,
+                "ratios": ratios,
+            },
+            "dashboard_drain",
+            args.json,
+        )
 
 
 if __name__ == "__main__":

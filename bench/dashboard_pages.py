@@ -139,10 +139,12 @@ def main() -> None:
                     "max_ms": round(max(times), 2),
                     "redis_us": round(used_us, 1),
                 }
-                print(f"{path:<40} first {first:7.2f} ms"
-                      f"   p50 {figures[path]['p50_ms']:7.2f} ms"
-                      f"   max {figures[path]['max_ms']:7.2f} ms"
-                      f"   Redis {used_us:8.1f} µs")  # fmt: skip
+                print(
+                    f"{path:<40} first {first:7.2f} ms"
+                    f"   p50 {figures[path]['p50_ms']:7.2f} ms"
+                    f"   max {figures[path]['max_ms']:7.2f} ms"
+                    f"   Redis {used_us:8.1f} µs"
+                )
         finally:
             serve.stop()
         write_report(

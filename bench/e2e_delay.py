@@ -266,11 +266,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     report = {
         "machine": machine,
         "source": source,
-        "options": {"jobs": args.jobs, "span_s": args.span, "campaign_jobs": args.campaign_jobs,
-                    "quick": args.quick},
+        "options": {
+            "jobs": args.jobs,
+            "span_s": args.span,
+            "campaign_jobs": args.campaign_jobs,
+            "quick": args.quick,
+        },
         "scenarios": results,
         "targets": targets,
-    }  # fmt: skip
+    }
     write_report(report, "e2e_delay", args.json)
     return 0
 

@@ -75,8 +75,17 @@ from fastq.protocol import scripts
 from fastq.testing.redis_server import RedisServer
 
 SCENARIOS = (
-    "bare", "launched", "c2", "c32", "c2warm", "c32warm", "smtp", "smtpwarm", "kill", "memory"
-)  # fmt: skip
+    "bare",
+    "launched",
+    "c2",
+    "c32",
+    "c2warm",
+    "c32warm",
+    "smtp",
+    "smtpwarm",
+    "kill",
+    "memory",
+)
 SMTP_CONCURRENCY = 32
 SMTP_JOB_S = 0.005
 SMTP_IDEAL = SMTP_CONCURRENCY / SMTP_JOB_S  # 6,400 jobs/s: every child always sleeping
@@ -638,12 +647,22 @@ def report_table(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
         ("c2_vs_bare", f"{of_bare} forked", c2, jobs_s(bare), TARGET_C2),
         ("c2_vs_bare_launched", f"{of_bare} launched", c2, jobs_s(launched), TARGET_C2),
         ("c32_vs_c2", f"{within}, cold", results.get("c32"), jobs_s(c2), TARGET_C32),
-        ("c32_vs_c2_warm", f"{within}, warm", results.get("c32warm"),
-         jobs_s(results.get("c2warm")), TARGET_C32),
+        (
+            "c32_vs_c2_warm",
+            f"{within}, warm",
+            results.get("c32warm"),
+            jobs_s(results.get("c2warm")),
+            TARGET_C32,
+        ),
         ("smtp_vs_ideal", f"{smtp_text}, cold", results.get("smtp"), SMTP_IDEAL, TARGET_SMTP),
-        ("smtp_vs_ideal_warm", f"{smtp_text}, warm", results.get("smtpwarm"), SMTP_IDEAL,
-         TARGET_SMTP),
-    )  # fmt: skip
+        (
+            "smtp_vs_ideal_warm",
+            f"{smtp_text}, warm",
+            results.get("smtpwarm"),
+            SMTP_IDEAL,
+            TARGET_SMTP,
+        ),
+    )
     for key, text, r, reference, target in ratios:
         if r:
             ratio = r["jobs_s"] / reference if reference else None

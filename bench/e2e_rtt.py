@@ -183,7 +183,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "warm": warm,
             "links": args.links,
             "quick": args.quick,
-        },  # fmt: skip
+        },
         "scenarios": results,
         "ratios": ratios,
         "paired_ratios": paired,

@@ -260,9 +260,21 @@ class Pool:
     ) -> None:
         self.concurrency = concurrency
         self.cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING",
-            "pool", "-c", str(concurrency), "--app", app, "--namespace", namespace, "-q", queue,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "fastq",
+            "--log-level",
+            "WARNING",
+            "pool",
+            "-c",
+            str(concurrency),
+            "--app",
+            app,
+            "--namespace",
+            namespace,
+            "-q",
+            queue,
+        ]
         if batch is not None:
             self.cmd += ["--batch", str(batch)]
         self.cmd += list(options)
@@ -601,10 +613,16 @@ class Proxy:
         self.delay_ms = delay_ms
         self.stats_path = Path(tempfile.mkstemp(prefix="fastq-rtt-", suffix=".json")[1])
         cmd = [
-            sys.executable, "-m", "bench.rtt_proxy",
-            "--upstream", f"127.0.0.1:{upstream_port}", "--delay-ms", str(delay_ms),
-            "--stats", str(self.stats_path),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "bench.rtt_proxy",
+            "--upstream",
+            f"127.0.0.1:{upstream_port}",
+            "--delay-ms",
+            str(delay_ms),
+            "--stats",
+            str(self.stats_path),
+        ]
         self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()

@@ -96,11 +96,24 @@ class Server:
         # one process each, not uvicorn's --workers: its supervisor kills a worker that
         # answers no health check within 5 s, which a saturated 2-core box makes happen
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "uvicorn", "--factory", "bench.http:server_app",
-             "--host", "127.0.0.1", "--port", str(self.port),
-             "--log-level", "warning", "--no-access-log"],
-            cwd=ROOT, env=env, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "uvicorn",
+                "--factory",
+                "bench.http:server_app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+        )
         deadline = time.monotonic() + 60
         while True:  # up once a claim is answered
             if self.proc.poll() is not None:

@@ -46,10 +46,21 @@ class Serve:
         self.log = log
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "fastq", "serve", "--port", "0", "--namespace",
-                 namespace, "--no-access-log"],
-                env=env, stdout=out, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "fastq",
+                    "serve",
+                    "--port",
+                    "0",
+                    "--namespace",
+                    namespace,
+                    "--no-access-log",
+                ],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 30
         while (found := _LISTENING.search(log.read_bytes())) is None:
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -179,9 +190,10 @@ def main() -> None:
     with RedisServer() as server:
         client = redis.Redis.from_url(server.url)
         machine, source = announce(
-            client, "bench.http_enqueue",
+            client,
+            "bench.http_enqueue",
             "enqueue over HTTP (fastq serve, one client) vs App.enqueue_many / App.enqueue",
-        )  # fmt: skip
+        )
         client.close()
         log = Path(server.dir) / "serve.log"
         figures = measure(server.url, args.jobs, args.batch, args.singles, args.repeat, log)

@@ -108,9 +108,11 @@ def bare(n: int) -> dict[str, Any]:
             raise BenchFailure(f"bare: a sleeper exited with status {proc.returncode}")
         rates.append(float(out))
     return {
-        "jobs": n, "children": CHILDREN, "options": f"{CONCURRENCY} coroutines",
+        "jobs": n,
+        "children": CHILDREN,
+        "options": f"{CONCURRENCY} coroutines",
         "jobs_s": sum(rates),
-    }  # fmt: skip
+    }
 
 
 def drain(client: redis.Redis, url: str, scenario: str, n: int, batch: int) -> dict[str, Any]:
@@ -205,8 +207,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     if "blast" in found:
         ratio = found["blast"]["jobs_s"] / IDEAL
         report["targets"]["blast_vs_ideal"] = {
-            "value": ratio, "target": TARGET_BLAST, "pass": ratio >= TARGET_BLAST,
-        }  # fmt: skip
+            "value": ratio,
+            "target": TARGET_BLAST,
+            "pass": ratio >= TARGET_BLAST,
+        }
         print(f"blast vs the ideal {IDEAL:,.0f} jobs/s: {ratio:.2f} (target >= {TARGET_BLAST})")
     if "blast" in found and "bare" in found:
         ratio = found["blast"]["jobs_s"] / found["bare"]["jobs_s"]

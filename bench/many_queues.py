@@ -60,9 +60,20 @@ LOOKS = 20_000  # looks at an empty queue, for their Redis CPU time
 
 def worker_cmd(queues: str, batch: int) -> list[str]:
     return [
-        sys.executable, "-m", "fastq", "--log-level", "WARNING", "worker", "--burst",
-        "--app", APP_SPEC, "-q", queues, "--batch", str(batch),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "fastq",
+        "--log-level",
+        "WARNING",
+        "worker",
+        "--burst",
+        "--app",
+        APP_SPEC,
+        "-q",
+        queues,
+        "--batch",
+        str(batch),
+    ]
 
 
 def drain(
@@ -305,7 +316,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "steady": steady,
             "cpu": cpu_ratio,
             "pass": ratio >= TARGET_LAST,
-        },  # fmt: skip
+        },
         "served_in_order": {"value": order, "pass": in_order},
     }
     report = {

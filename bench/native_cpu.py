@@ -102,10 +102,25 @@ def run_child(role: str, mode: str, url: str, namespace: str, jobs: int) -> dict
     if mode == "pure":
         env["FASTQ_NO_EXTENSIONS"] = "1"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.native_cpu", "--child", role, "--url", url,
-         "--namespace", namespace, "--jobs", str(jobs)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "bench.native_cpu",
+            "--child",
+            role,
+            "--url",
+            url,
+            "--namespace",
+            namespace,
+            "--jobs",
+            str(jobs),
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     if proc.returncode != 0:
         raise BenchFailure(f"{role} ({mode}) failed:\n{proc.stdout}\n{proc.stderr}")
     report: dict[str, Any] = orjson.loads(proc.stdout.strip().splitlines()[-1])

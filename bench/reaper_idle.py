@@ -49,10 +49,21 @@ def measure(url: str, queues: int, busy: int, seconds: float, warmup_s: float) -
         app.enqueue("later", queue=name, delay_s=3600)  # a due time the reaper watches
     app.close()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "fastq", "reaper", "--app", "bench.jobs.pool",
-         "--namespace", NAMESPACE],
-        env=child_env(url), cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "fastq",
+            "reaper",
+            "--app",
+            "bench.jobs.pool",
+            "--namespace",
+            NAMESPACE,
+        ],
+        env=child_env(url),
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         time.sleep(warmup_s)  # its first sweeps: every queue is new to it
         reaper = psutil.Process(proc.pid)

@@ -58,9 +58,22 @@ TARGET = 0.9  # 4 shards drain at >= 90% of the rate of 1 on one Redis
 
 def worker_cmd(queue: str, batch: int, namespace: str) -> list[str]:
     return [
-        sys.executable, "-m", "fastq", "--log-level", "WARNING", "worker", "--burst",
-        "--app", APP_SPEC, "-q", queue, "--batch", str(batch), "--namespace", namespace,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "fastq",
+        "--log-level",
+        "WARNING",
+        "worker",
+        "--burst",
+        "--app",
+        APP_SPEC,
+        "-q",
+        queue,
+        "--batch",
+        str(batch),
+        "--namespace",
+        namespace,
+    ]
 
 
 def redis_calls(client: redis.Redis) -> int:
@@ -100,7 +113,7 @@ def drain(
                         env=env,
                         stdout=log,
                         stderr=subprocess.STDOUT,
-                    )  # fmt: skip
+                    )
                 )
             deadline = t0 + 60 + n / 2000
             first = last = 0.0
@@ -236,16 +249,19 @@ def main(argv: Optional[list[str]] = None) -> int:
             f"{r['evalsha_per_100_jobs']:>13.2f}{r['redis_commands_per_100_jobs']:>14.1f}"
         )
     rounds_text = ", ".join(f"{x:.2f}" for x in per_round)
-    print(f"ratio {k} shards / 1 shard: {ratio:.2f} (median of the rounds' ratios "
-          f"{paired:.2f}: {rounds_text})")  # fmt: skip
+    print(
+        f"ratio {k} shards / 1 shard: {ratio:.2f} (median of the rounds' ratios "
+        f"{paired:.2f}: {rounds_text})"
+    )
     print(
         f"Redis CPU per job, {k} shards / 1 shard: "
         f"{cpu['sharded'][0] / cpu['one'][0]:.2f}; worker CPU per job: "
         f"{cpu['sharded'][1] / cpu['one'][1]:.2f}"
     )
     verdict = "PASS" if paired >= TARGET else "BELOW"
-    print(f"target (informational): {k} shards >= {TARGET:.0%} of 1 shard "
-          f"{paired:>8.1%}  {verdict}")  # fmt: skip
+    print(
+        f"target (informational): {k} shards >= {TARGET:.0%} of 1 shard {paired:>8.1%}  {verdict}"
+    )
     report = {
         "machine": machine,
         "source": source,
@@ -256,12 +272,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             "workers": workers,
             "repeat": args.repeat,
             "quick": args.quick,
-        },  # fmt: skip
+        },
         "scenarios": results,
         "rounds": per_round,
-        "targets": {
-            "sharded_vs_one": {"value": ratio, "paired": paired, "pass": paired >= TARGET}
-        },  # fmt: skip
+        "targets": {"sharded_vs_one": {"value": ratio, "paired": paired, "pass": paired >= TARGET}},
     }
     write_report(report, "sharded_queue", args.json)
     return 0

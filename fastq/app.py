@@ -347,10 +347,18 @@ class App:
             if spec.rate_key is not None and spec.key_limit is not None:
                 key = RateKey(func, spec.rate_key, spec.key_limit)
             jobdef = JobDef(
-                self, func, job_name, spec.queue, spec.priority, spec.policy, spec.result_ttl_s,
-                spec.mode, rate_key=key, unique_for_s=spec.unique_for_s,
+                self,
+                func,
+                job_name,
+                spec.queue,
+                spec.priority,
+                spec.policy,
+                spec.result_ttl_s,
+                spec.mode,
+                rate_key=key,
+                unique_for_s=spec.unique_for_s,
                 unique_until=spec.unique_until,
-            )  # fmt: skip
+            )
             self.registry[job_name] = jobdef
             self.shard_counts.declare(spec.queue, spec.shards)
             return jobdef

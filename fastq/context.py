@@ -189,9 +189,14 @@ def current_job() -> JobContext:
         )
     job_id, target, _args, _kwargs, attempt, _env = cursor.runnable[cursor.index]
     return JobContext(
-        job_id.decode(), logical_queue(cursor.queue), target.name, attempt, job_id, cursor,
+        job_id.decode(),
+        logical_queue(cursor.queue),
+        target.name,
+        attempt,
+        job_id,
+        cursor,
         cursor.index,
-    )  # fmt: skip
+    )
 
 
 def enter_batch(cursor: BatchCursor) -> Any:

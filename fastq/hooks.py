@@ -42,8 +42,18 @@ class JobEvent:
     ``Retry``/``Fail`` it returned), else None. ``duration_s``: how long it ran.
     """
 
-    __slots__ = ("job_id", "name", "queue", "args", "kwargs", "attempt", "outcome", "exc",
-                 "duration_s", "_started")  # fmt: skip
+    __slots__ = (
+        "job_id",
+        "name",
+        "queue",
+        "args",
+        "kwargs",
+        "attempt",
+        "outcome",
+        "exc",
+        "duration_s",
+        "_started",
+    )
 
     def __init__(self, job: Runnable, queue: str) -> None:
         job_id, target, args, kwargs, attempt, _ = job
@@ -144,7 +154,11 @@ def job_logger(event: JobEvent) -> None:
     """An ``after_job`` hook: one DEBUG line per job run."""
     jobs_log.debug(
         "job %s %s %s in %.3fs (attempt %d)%s",
-        event.name, event.job_id, event.outcome, event.duration_s, event.attempt,
+        event.name,
+        event.job_id,
+        event.outcome,
+        event.duration_s,
+        event.attempt,
         "" if event.exc is None else f": {type(event.exc).__name__}: {event.exc}",
         extra={"queue": event.queue, "job": event.name, "job_id": event.job_id},
-    )  # fmt: skip
+    )

@@ -227,10 +227,13 @@ class JobOptions:
         mode = check_delivery(self.delivery)
         if mode is Delivery.AT_MOST_ONCE:
             given = {
-                "retry": self.retry, "backoff_s": self.backoff_s,
-                "max_backoff_s": self.max_backoff_s, "jitter": self.jitter,
-                "retry_delays_s": self.retry_delays_s, "age_limit_s": self.age_limit_s,
-            }  # fmt: skip
+                "retry": self.retry,
+                "backoff_s": self.backoff_s,
+                "max_backoff_s": self.max_backoff_s,
+                "jitter": self.jitter,
+                "retry_delays_s": self.retry_delays_s,
+                "age_limit_s": self.age_limit_s,
+            }
             retry_options = [option for option, value in given.items() if value is not None]
             if retry_options:
                 raise ValueError(

@@ -139,6 +139,9 @@ class KeyGate:
         except REDIS_ERRORS as exc:
             log.warning(
                 "rate key %s of queue %s: no token (%s); the job is rescheduled in %d ms",
-                key, queue, exc, FAULT_DELAY_MS,
-            )  # fmt: skip
+                key,
+                queue,
+                exc,
+                FAULT_DELAY_MS,
+            )
             return FAULT_DELAY_MS

@@ -118,8 +118,10 @@ def check_job_id(job_id: object) -> str:
             "of printable ASCII without whitespace"
         )
     if job_id.startswith(RESERVED_PREFIX):
-        raise ValueError(f"invalid job_id {_shown(job_id)}: ids starting with "
-                         f"{RESERVED_PREFIX!r} are reserved for fastq")  # fmt: skip
+        raise ValueError(
+            f"invalid job_id {_shown(job_id)}: ids starting with "
+            f"{RESERVED_PREFIX!r} are reserved for fastq"
+        )
     return job_id
 
 

@@ -127,85 +127,158 @@ PEERS: dict[str, Peer] = {
     p.name: p
     for p in (
         Peer(
-            "fastq", [], "fastq_tasks",
-            lambda b: [[sys.executable, "-m", "fastq", "--log-level", "WARNING", "pool",
-                        "-c", str(WORKERS), "--app", "fastq_tasks", "--namespace", FASTQ_NAMESPACE,
-                        "-q", "noop"]],
+            "fastq",
+            [],
+            "fastq_tasks",
+            lambda b: [
+                [
+                    sys.executable,
+                    "-m",
+                    "fastq",
+                    "--log-level",
+                    "WARNING",
+                    "pool",
+                    "-c",
+                    str(WORKERS),
+                    "--app",
+                    "fastq_tasks",
+                    "--namespace",
+                    FASTQ_NAMESPACE,
+                    "-q",
+                    "noop",
+                ]
+            ],
             "fastq pool -c 2",
             "2 (sync jobs: one per child)",
         ),
         Peer(
-            "rq", ["rq==3.0.0"], "rq_tasks",
-            lambda b: _two([str(b / "rq"), "worker", "--burst", "--quiet", "--url",
-                            os.environ["PEERBENCH_URL"], "noop"]),
+            "rq",
+            ["rq==3.0.0"],
+            "rq_tasks",
+            lambda b: _two(
+                [
+                    str(b / "rq"),
+                    "worker",
+                    "--burst",
+                    "--quiet",
+                    "--url",
+                    os.environ["PEERBENCH_URL"],
+                    "noop",
+                ]
+            ),
             "rq worker --burst x2",
             "2 (one work horse per worker)",
             report_packages=["rq", "redis"],
         ),
         Peer(
-            "dramatiq", ["dramatiq[redis]==2.2.1"], "dramatiq_tasks",
-            lambda b: [[str(b / "dramatiq"), "dramatiq_tasks", "-p", str(WORKERS), "-t", "1",
-                        "-Q", "noop"]],
+            "dramatiq",
+            ["dramatiq[redis]==2.2.1"],
+            "dramatiq_tasks",
+            lambda b: [
+                [str(b / "dramatiq"), "dramatiq_tasks", "-p", str(WORKERS), "-t", "1", "-Q", "noop"]
+            ],
             "dramatiq -p 2 -t 1",
             "2 (one thread per process)",
             report_packages=["dramatiq", "redis"],
         ),
         Peer(
-            "huey", ["huey==3.5.4", "redis"], "huey_tasks",
-            lambda b: [[str(b / "huey_consumer"), "huey_tasks.huey", "-w", str(WORKERS),
-                        "-k", "process", "-q"]],
+            "huey",
+            ["huey==3.5.4", "redis"],
+            "huey_tasks",
+            lambda b: [
+                [
+                    str(b / "huey_consumer"),
+                    "huey_tasks.huey",
+                    "-w",
+                    str(WORKERS),
+                    "-k",
+                    "process",
+                    "-q",
+                ]
+            ],
             "huey_consumer -w 2 -k process",
             "2 (one per worker process)",
             report_packages=["huey", "redis"],
         ),
         Peer(
-            "celery", ["celery[redis]==5.7.0"], "celery_tasks",
-            lambda b: [[str(b / "celery"), "-A", "celery_tasks", "worker", "-c", str(WORKERS),
-                        "-P", "prefork", "--prefetch-multiplier", "16", "-Q", "noop",
-                        "--without-gossip", "--without-mingle", "--loglevel", "WARNING"]],
+            "celery",
+            ["celery[redis]==5.7.0"],
+            "celery_tasks",
+            lambda b: [
+                [
+                    str(b / "celery"),
+                    "-A",
+                    "celery_tasks",
+                    "worker",
+                    "-c",
+                    str(WORKERS),
+                    "-P",
+                    "prefork",
+                    "--prefetch-multiplier",
+                    "16",
+                    "-Q",
+                    "noop",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--loglevel",
+                    "WARNING",
+                ]
+            ],
             "celery worker -c 2 --prefetch-multiplier 16",
             "2 (prefork -c 2)",
             report_packages=["celery", "kombu", "redis"],
         ),
         Peer(
-            "arq", ["arq==0.28.0"], "arq_tasks",
+            "arq",
+            ["arq==0.28.0"],
+            "arq_tasks",
             lambda b: _two([str(b / "arq"), "arq_tasks.WorkerSettings"]),
             "arq x2 (max_jobs 10)",
             "20 (max_jobs 10 x2, asyncio.sleep)",
             report_packages=["arq", "redis"],
         ),
         Peer(
-            "saq", ["saq[redis]==0.26.4", "typing_extensions"], "saq_tasks",
+            "saq",
+            ["saq[redis]==0.26.4", "typing_extensions"],
+            "saq_tasks",
             lambda b: [[str(b / "saq"), "saq_tasks.settings", "--workers", str(WORKERS)]],
             "saq --workers 2 (concurrency 10)",
             "20 (concurrency 10 x2, asyncio.sleep)",
             report_packages=["saq", "redis"],
         ),
         Peer(
-            "taskiq", ["taskiq==0.13.0", "taskiq-redis==1.2.4"], "taskiq_tasks",
-            lambda b: [[str(b / "taskiq"), "worker", "taskiq_tasks:broker",
-                        "--workers", str(WORKERS)]],
+            "taskiq",
+            ["taskiq==0.13.0", "taskiq-redis==1.2.4"],
+            "taskiq_tasks",
+            lambda b: [
+                [str(b / "taskiq"), "worker", "taskiq_tasks:broker", "--workers", str(WORKERS)]
+            ],
             "taskiq worker --workers 2 (RedisStreamBroker)",
             "200 (max-async-tasks 100 x2, asyncio.sleep)",
             report_packages=["taskiq", "taskiq-redis", "redis"],
         ),
         Peer(
-            "streaq", ["streaq==7.2.0", "redis"], "streaq_tasks",
-            lambda b: [[str(b / "streaq"), "run", "streaq_tasks:worker",
-                        "--workers", str(WORKERS)]],
+            "streaq",
+            ["streaq==7.2.0", "redis"],
+            "streaq_tasks",
+            lambda b: [
+                [str(b / "streaq"), "run", "streaq_tasks:worker", "--workers", str(WORKERS)]
+            ],
             "streaq run --workers 2 (concurrency 16)",
             "32 (concurrency 16 x2, anyio.sleep)",
             report_packages=["streaq", "coredis", "redis"],
         ),
         Peer(
-            "bullmq", [], "bench.mjs",
+            "bullmq",
+            [],
+            "bench.mjs",
             lambda b: _two(["node", str(BULLMQ / "bench.mjs"), "worker", "10"]),
             "node Worker x2 (concurrency 10)",
             "20 (concurrency 10 x2, setTimeout)",
             node=True,
         ),
     )
-}  # fmt: skip
+}
 
 
 # how each producer enqueues in bulk (drivers/*_tasks.py, bullmq/bench.mjs)
@@ -245,8 +318,11 @@ def ensure_installed(peer: Peer) -> dict[str, str]:
         versions["node"] = subprocess.check_output(["node", "--version"], text=True).strip()
         return versions
     if not peer.requirements:
-        return {"fastq": fastq.__version__ if hasattr(fastq, "__version__") else "source",
-                "fastq_accelerated": str(fastq.ACCELERATED), "commit": _commit()}  # fmt: skip
+        return {
+            "fastq": fastq.__version__ if hasattr(fastq, "__version__") else "source",
+            "fastq_accelerated": str(fastq.ACCELERATED),
+            "commit": _commit(),
+        }
     stamp = peer.venv / "requirements.sha1"
     wanted = hashlib.sha1("\n".join(peer.requirements).encode()).hexdigest()
     if not stamp.exists() or stamp.read_text() != wanted:
@@ -254,8 +330,17 @@ def ensure_installed(peer: Peer) -> dict[str, str]:
         shutil.rmtree(peer.venv, ignore_errors=True)
         base = getattr(sys, "_base_executable", sys.executable)
         _check_call([base, "-m", "venv", str(peer.venv)])
-        _check_call([peer.python(), "-m", "pip", "install", "-q", "--disable-pip-version-check",
-                     *peer.requirements])  # fmt: skip
+        _check_call(
+            [
+                peer.python(),
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--disable-pip-version-check",
+                *peer.requirements,
+            ]
+        )
         stamp.write_text(wanted)
     out = subprocess.check_output([peer.python(), "-m", "pip", "list", "--format", "json"])
     installed = {p["name"].lower(): p["version"] for p in json.loads(out)}
@@ -709,17 +794,22 @@ def main(argv: Optional[list[str]] = None) -> int:
     flag = args.fastq_async_flag or flag
     fastq_concurrency = args.io_concurrency or args.fastq_concurrency
     setup = Setup(
-        args.io_ms, args.rtt_hold_ms, fastq_concurrency if fastq_async else 0, flag,
+        args.io_ms,
+        args.rtt_hold_ms,
+        fastq_concurrency if fastq_async else 0,
+        flag,
         io_concurrency=args.io_concurrency,
-    )  # fmt: skip
+    )
     started = time.perf_counter()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     source = source_state()  # the commit measured, as every benchmark's report has it
     with RedisServer() as server:
         machine = machine_info(redis.Redis.from_url(server.url))
     machine["machine"] = platform.machine()
-    print(f"fastq peer harness — {date}, cpus: {machine['cpus']}, python: {machine['python']}, "
-          f"redis-server: {machine['redis_server']}")  # fmt: skip
+    print(
+        f"fastq peer harness — {date}, cpus: {machine['cpus']}, python: {machine['python']}, "
+        f"redis-server: {machine['redis_server']}"
+    )
     # fastq's own books, read as the driver's app (its namespace): check_queue's
     fastq_app = fastq.App("redis://127.0.0.1:1/0", namespace=FASTQ_NAMESPACE)
 
@@ -745,8 +835,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             try:
                 r = run_workload(peer, workload, n, log_dir, fastq_app, setup)
             except (BenchFailure, subprocess.SubprocessError, OSError, ValueError) as exc:
-                r = {"ok": False, "jobs": n, "error": str(exc).splitlines()[0][:200],
-                 "detail": str(exc)}  # fmt: skip
+                r = {
+                    "ok": False,
+                    "jobs": n,
+                    "error": str(exc).splitlines()[0][:200],
+                    "detail": str(exc),
+                }
             r["took_s"] = time.perf_counter() - t_run  # enqueue, drain, watch and stop
             results[name][workload] = r
             failed |= not r["ok"]
@@ -788,7 +882,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             "blast_jobs": args.blast_jobs,
             "memory_jobs": args.memory_jobs,
             "workers": WORKERS,
-        },  # fmt: skip
+        },
         "versions": versions,
         "how": {name: PEERS[name].how for name in args.peers},
         "io_how": {name: describe("io", name, setup) for name in args.peers},

@@ -165,8 +165,10 @@ def refuse_unsendable(value: Any, what: str) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
             if type(key) is not str:
-                raise TypeError(f"{what} has the key {key!r} ({_type_name(key)}): keyword "
-                                "arguments are named by str")  # fmt: skip
+                raise TypeError(
+                    f"{what} has the key {key!r} ({_type_name(key)}): keyword "
+                    "arguments are named by str"
+                )
             found = find_unsendable(item, 1)
             if found is not None:
                 raise TypeError(f"{what}[{key!r}]{found[0]} {found[1]}")

@@ -164,10 +164,14 @@ class JobAdmin:
             TypeError, ValueError: an invalid id or queue.
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
         """
-        return self._on_its_queue(job_id, queue, lambda client, keys: any(
-            revive_ids(client, keys, section, [job_id])
-            for section in (ReviveSection.DEAD, ReviveSection.BROKEN)
-        ))  # fmt: skip
+        return self._on_its_queue(
+            job_id,
+            queue,
+            lambda client, keys: any(
+                revive_ids(client, keys, section, [job_id])
+                for section in (ReviveSection.DEAD, ReviveSection.BROKEN)
+            ),
+        )
 
     def delete_job(self, job_id: str, queue: Optional[str] = None) -> bool:
         """Remove one dead or broken job for good (what ``fastq dead purge --id``

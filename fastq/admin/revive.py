@@ -18,8 +18,14 @@ from fastq.validate import BATCH_FIELD
 # new grace period for a job name no worker knew: fastq.worker.unknown.UNKNOWN_SINCE);
 # and its batch ("b"), which counted its end: a new run is outside it
 _RUN_FIELDS = (
-    "attempts", "error", "traceback", "failed_at", SLOT_FIELD, "unknown_since", BATCH_FIELD,
-)  # fmt: skip
+    "attempts",
+    "error",
+    "traceback",
+    "failed_at",
+    SLOT_FIELD,
+    "unknown_since",
+    BATCH_FIELD,
+)
 
 
 def fresh_envelope(raw: bytes) -> tuple[bytes, int]:

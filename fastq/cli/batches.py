@@ -160,32 +160,37 @@ def add_batch(sub: Any) -> None:
     )
     actions = b.add_subparsers(dest="action", required=True, metavar="ACTION", parser_class=Parser)
     st = _leaf(
-        actions, "status",
+        actions,
+        "status",
         "a batch's state and counts: total, pending, done, failed, dead, cancelled, times",
         "fastq batch status 4xYfQiT5ez0000 --json",
-    )  # fmt: skip
+    )
     st.add_argument("batch_id", help="the batch's id (batch.id)")
     st.add_argument("--json", action="store_true", help="print JSON (times in Unix seconds)")
     st.set_defaults(func=cmd_status)
     li = _leaf(
-        actions, "list", "the latest batches opened, newest first, one line each",
+        actions,
+        "list",
+        "the latest batches opened, newest first, one line each",
         "fastq batch list --limit 20",
-    )  # fmt: skip
+    )
     li.add_argument("--limit", type=int, default=50, help="batches to list")
     li.add_argument("--json", action="store_true", help="print JSON: an array of statuses")
     li.set_defaults(func=cmd_list)
     ca = _leaf(
-        actions, "cancel",
+        actions,
+        "cancel",
         "cancel a batch: its waiting jobs never run, those running finish",
         "fastq batch cancel 4xYfQiT5ez0000",
-    )  # fmt: skip
+    )
     ca.add_argument("batch_id", help="the batch's id")
     ca.set_defaults(func=cmd_cancel)
     cl = _leaf(
-        actions, "close",
+        actions,
+        "close",
         "close a batch left open (close=False): no job joins it; it ends as its jobs do",
         "fastq batch close import-2026-11-27",
-    )  # fmt: skip
+    )
     cl.add_argument("batch_id", help="the batch's id")
     cl.set_defaults(func=cmd_close)
 

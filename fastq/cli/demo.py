@@ -68,10 +68,23 @@ def run_demo(
         print(f"enqueued {jobs:,} emails in {t_enqueue:.2f}s ({jobs / t_enqueue:,.0f} jobs/s)")
 
         cmd = [
-            sys.executable, "-m", "fastq", "--log-level", "WARNING",
-            "pool", "-c", str(workers), "--app", "fastq.cli.demo", "--namespace", namespace,
-            "-q", "mailer", "--batch", str(batch),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "fastq",
+            "--log-level",
+            "WARNING",
+            "pool",
+            "-c",
+            str(workers),
+            "--app",
+            "fastq.cli.demo",
+            "--namespace",
+            namespace,
+            "-q",
+            "mailer",
+            "--batch",
+            str(batch),
+        ]
         t0 = time.perf_counter()
         pool = subprocess.Popen(cmd, env=dict(os.environ, FASTQ_REDIS_URL=url))
         stats = start = app.stats("mailer")

@@ -150,8 +150,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         cursor = page.cursor
     if not listed:  # on stderr: a pipe reading the ids gets none, a person a reason
         where = f"queue {queue!r}" if queue else "any queue"
-        print(f"fastq: no live job tagged {args.tag!r} on {where} of {app.store.where}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"fastq: no live job tagged {args.tag!r} on {where} of {app.store.where}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -215,9 +217,13 @@ def _section_command(args: argparse.Namespace, what: str) -> int:
     if not args.yes:
         raise CliError(f"purge deletes every {what} job of {queue} for good: confirm with --yes")
     n = call(
-        app.purge, queue, ready=False, scheduled=False, dead=what == "dead",
+        app.purge,
+        queue,
+        ready=False,
+        scheduled=False,
+        dead=what == "dead",
         broken=what == "broken",
-    )  # fmt: skip
+    )
     print(f"purged {n} {what} jobs from {queue}")
     return 0
 
@@ -275,9 +281,15 @@ def cmd_enqueue(args: argparse.Namespace) -> int:
     if args.new_queue:
         app.declare_queue(queue)
     job_id = call(
-        app.enqueue, args.name, job_args, kwargs, queue=queue, job_id=args.id,
-        priority=args.priority, delay_s=delay_s,
-    )  # fmt: skip
+        app.enqueue,
+        args.name,
+        job_args,
+        kwargs,
+        queue=queue,
+        job_id=args.id,
+        priority=args.priority,
+        delay_s=delay_s,
+    )
     print(job_id)
     return 0
 

@@ -22,11 +22,29 @@ from fastq.logs import FORMATS, configure_logging
 
 # the commands in the order `fastq --help` lists them
 ORDER = (
-    "stats", "queues", "dead", "broken", "enqueue", "wait", "workers",
-    "worker", "pool", "reaper",
-    "pause", "resume", "purge", "inspect", "limit", "cancel", "jobs", "batch", "periodic",
-    "demo", "lua", "serve",
-)  # fmt: skip
+    "stats",
+    "queues",
+    "dead",
+    "broken",
+    "enqueue",
+    "wait",
+    "workers",
+    "worker",
+    "pool",
+    "reaper",
+    "pause",
+    "resume",
+    "purge",
+    "inspect",
+    "limit",
+    "cancel",
+    "jobs",
+    "batch",
+    "periodic",
+    "demo",
+    "lua",
+    "serve",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

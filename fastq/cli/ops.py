@@ -36,9 +36,16 @@ from fastq.protocol.registry import workers_per_queue
 from fastq.validate import RateLimit, parse_rate_limit
 
 STATS_FIELDS = (
-    "ready", "inflight", "scheduled", "dead", "broken",
-    "enqueued", "processed", "failed", "cancelled",
-)  # fmt: skip
+    "ready",
+    "inflight",
+    "scheduled",
+    "dead",
+    "broken",
+    "enqueued",
+    "processed",
+    "failed",
+    "cancelled",
+)
 # what went wrong beside failures, on the plain line too: jobs retried, stalled (their
 # worker died or hung running them), orphaned (handed back from a dead worker), and
 # acks that came too late to count
@@ -337,9 +344,10 @@ def add_stats(sub: Any) -> None:
 
 def add_queues(sub: Any) -> None:
     qs = sub.add_parser(
-        "queues", help="list the known queues with their depth",
+        "queues",
+        help="list the known queues with their depth",
         epilog="example:\n  fastq queues --namespace fastq",
-    )  # fmt: skip
+    )
     qs.add_argument("--app", help=OPTIONAL_APP)
     qs.set_defaults(func=cmd_queues)
     add_connection_options(qs)

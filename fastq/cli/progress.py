@@ -118,9 +118,13 @@ class _RichView:
 
     def update(self, t: Tally, rate: float, final: bool = False) -> None:
         self.progress.update(
-            self.task, completed=t.done, total=t.total, rate=rate, failures=t.failures,
+            self.task,
+            completed=t.done,
+            total=t.total,
+            rate=rate,
+            failures=t.failures,
             dead=t.dead,
-        )  # fmt: skip
+        )
 
     def close(self) -> None:
         self.progress.stop()

@@ -95,8 +95,10 @@ def _served_queues(args: argparse.Namespace, app: App) -> list[str]:
         if q not in known:
             log.warning(
                 "queue %r is unknown: no registered job uses it and nothing was ever "
-                "enqueued on it (a typo? known: %s)", q, ", ".join(sorted(known)) or "none",
-            )  # fmt: skip
+                "enqueued on it (a typo? known: %s)",
+                q,
+                ", ".join(sorted(known)) or "none",
+            )
     return queues
 
 
@@ -220,9 +222,12 @@ class _Deprecated(argparse.Action):
         self.warning = warning
 
     def __call__(
-        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
         option_string: Optional[str] = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         setattr(namespace, self.dest, values)
         namespace.deprecated = [*getattr(namespace, "deprecated", []), self.warning]
 

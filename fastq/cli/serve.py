@@ -127,9 +127,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     scheme = "https" if args.ssl_certfile else "http"
     host = f"[{args.host.strip('[]')}]" if ":" in args.host else args.host
     log.info(
-        "fastq serve: listening on %s://%s:%d (namespace %s, %s)", scheme, host, port,
-        app.namespace, "token required" if token else "no token: localhost only",
-    )  # fmt: skip
+        "fastq serve: listening on %s://%s:%d (namespace %s, %s)",
+        scheme,
+        host,
+        port,
+        app.namespace,
+        "token required" if token else "no token: localhost only",
+    )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
 
@@ -143,8 +147,11 @@ def add_serve(sub: Any) -> None:
         "  fastq serve --app myapp --host 0.0.0.0 --port 8000 --token-file /etc/fastq/token\n"
         "See docs/http.md for every route, TLS and running several servers.",
     )
-    p.add_argument("--app", help="module (or module:attr) of the app (optional: Redis alone "
-                   "is enough; an app's registered jobs have their arguments checked)")  # fmt: skip
+    p.add_argument(
+        "--app",
+        help="module (or module:attr) of the app (optional: Redis alone "
+        "is enough; an app's registered jobs have their arguments checked)",
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind")
     p.add_argument("--port", type=port_number, default=8000, help="port to bind (0: a free one)")
     p.add_argument(
@@ -153,20 +160,24 @@ def add_serve(sub: Any) -> None:
         f"${TOKEN_ENV}); required unless --host is a loopback address",
     )
     p.add_argument(
-        "--max-body", type=parse_size, default="8M",
+        "--max-body",
+        type=parse_size,
+        default="8M",
         help="the largest request body taken, e.g. 8M (413 beyond)",
-    )  # fmt: skip
+    )
     p.add_argument("--ssl-certfile", help="serve HTTPS with this certificate (PEM)")
     p.add_argument("--ssl-keyfile", help="the certificate's private key (PEM)")
     p.add_argument("--no-access-log", action="store_true", help="no line per request")
     p.add_argument(
-        "--read-only", action="store_true",
+        "--read-only",
+        action="store_true",
         help="the dashboard shows and takes no action (pause, retry, purge...)",
-    )  # fmt: skip
+    )
     p.add_argument(
-        "--root-path", default="",
+        "--root-path",
+        default="",
         help="the path prefix a reverse proxy serves it under, e.g. /fastq",
-    )  # fmt: skip
+    )
     add_connection_options(p)
     p.set_defaults(func=cmd_serve)
 

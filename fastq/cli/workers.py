@@ -119,8 +119,12 @@ def serving_note(app: App, queue: str, every_s: float = 5.0) -> Callable[[], Non
         state["next"] = now + every_s
         serving = workers_per_queue(app.workers(queue)).get(queue, 0)
         if serving == 0 and state["serving"] != 0:
-            print(f"fastq: no worker serves {queue} now (`fastq workers` lists the live "
-                  "ones); still waiting", file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"fastq: no worker serves {queue} now (`fastq workers` lists the live "
+                "ones); still waiting",
+                file=sys.stderr,
+                flush=True,
+            )
         elif serving and state["serving"] == 0:
             print(f"fastq: {serving} worker(s) serve {queue} now", file=sys.stderr, flush=True)
         state["serving"] = serving

@@ -140,8 +140,12 @@ def _check_version(who: str, url: str, version: str) -> None:
     if version and _version(version) < MIN_VERSION:
         log.warning(
             "%s: Redis at %s is %s, older than %s: %s",
-            who, url, version, ".".join(map(str, MIN_VERSION)), MIN_VERSION_WHY,
-        )  # fmt: skip
+            who,
+            url,
+            version,
+            ".".join(map(str, MIN_VERSION)),
+            MIN_VERSION_WHY,
+        )
 
 
 def _check_config(who: str, url: str, client: Any) -> None:
@@ -158,11 +162,14 @@ def _check_config(who: str, url: str, client: Any) -> None:
         log.warning(
             "%s: Redis at %s has maxmemory-policy %s: when it fills up it evicts keys, "
             "jobs included; set it to noeviction",
-            who, url, policy,
-        )  # fmt: skip
+            who,
+            url,
+            policy,
+        )
     if config.get("appendonly") == "no" and not (config.get("save") or "").strip():
         log.warning(
             "%s: Redis at %s persists nothing (no AOF, no RDB save points): a restart "
             "loses every job; turn on appendonly",
-            who, url,
-        )  # fmt: skip
+            who,
+            url,
+        )

@@ -143,9 +143,13 @@ def sentinels_refusal(url: str, timeout_s: float) -> Optional[BaseException]:
     refusal: Optional[BaseException] = None
     for host, port in parsed.sentinels:
         client = redis.Redis(
-            host, port, socket_connect_timeout=timeout_s, socket_timeout=timeout_s,
-            ssl=parsed.tls, **options,
-        )  # fmt: skip
+            host,
+            port,
+            socket_connect_timeout=timeout_s,
+            socket_timeout=timeout_s,
+            ssl=parsed.tls,
+            **options,
+        )
         try:
             client.ping()
             return None  # one sentinel takes the credentials: not a refusal

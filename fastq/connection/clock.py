@@ -84,8 +84,10 @@ class RedisClock:
             self.log.warning(
                 "%s: this host's clock is %.1f s %s Redis'; periodic jobs and due times go "
                 "by Redis' clock",
-                self.who, abs(skew_s), "ahead of" if skew_s > 0 else "behind",
-            )  # fmt: skip
+                self.who,
+                abs(skew_s),
+                "ahead of" if skew_s > 0 else "behind",
+            )
             self._told_skew_s = skew_s
         elif abs(skew_s) < SKEW_WARN_S and told is not None:
             self.log.info("%s: this host's clock agrees with Redis' again", self.who)

@@ -79,9 +79,10 @@ def parse_cluster_url(url: str) -> ClusterTarget:
     scheme = scheme.lower()
     if not sep or (scheme not in SCHEMES and scheme not in SCHEMES.values()):
         raise _refuse(
-            url, "a cluster URL starts with redis+cluster://, rediss+cluster:// (or, with "
-            "cluster=True, redis:// or rediss://)"
-        )  # fmt: skip
+            url,
+            "a cluster URL starts with redis+cluster://, rediss+cluster:// (or, with "
+            "cluster=True, redis:// or rediss://)",
+        )
     rest, _, _ = rest.partition("#")
     rest, qmark, query = rest.partition("?")
     netloc, slash, path = rest.partition("/")

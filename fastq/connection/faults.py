@@ -226,8 +226,11 @@ class Outage:
             return
         self.log.warning(
             "%s: Redis back after %.1f s (%s, %d failed tries)",
-            self.who, time.monotonic() - self.since, self.fault.value, self.failures,
-        )  # fmt: skip
+            self.who,
+            time.monotonic() - self.since,
+            self.fault.value,
+            self.failures,
+        )
         self.fault = None
         self._told.clear()
         self.failures = 0

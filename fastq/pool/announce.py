@@ -101,8 +101,14 @@ def pool_announcer(
     base = process_fields("pool", pid, [], app.redis_url, app.namespace)
     base["id"] = f"{base['host']}:{pid}"
     snapshot = pool_snapshot(base, board, children, queues, wanted)
-    announcer = Announcer(hand_backs.connect, app.namespace, base["id"], snapshot,
-                          f"master {pid}", gate=hand_backs.fork_gate,
-                          changes=lambda: sorted(children()))  # fmt: skip
+    announcer = Announcer(
+        hand_backs.connect,
+        app.namespace,
+        base["id"],
+        snapshot,
+        f"master {pid}",
+        gate=hand_backs.fork_gate,
+        changes=lambda: sorted(children()),
+    )
     announcer.start()
     return announcer

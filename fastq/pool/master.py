@@ -56,9 +56,14 @@ CRASHES_BEFORE_BACKOFF = 5
 MEMORY_CHECK_S = 2.0
 
 _HANDLED = (
-    signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGTTIN, signal.SIGTTOU,
-    signal.SIGUSR1, signal.SIGCHLD,
-)  # fmt: skip
+    signal.SIGHUP,
+    signal.SIGINT,
+    signal.SIGTERM,
+    signal.SIGTTIN,
+    signal.SIGTTOU,
+    signal.SIGUSR1,
+    signal.SIGCHLD,
+)
 
 
 @dataclass
@@ -120,9 +125,13 @@ class Master:
         self.exporter: Optional[Exporter] = None
         if config.metrics_port is not None:
             self.exporter = Exporter(
-                app, self.board.slots, config.queues, self.children.worker_pids,
-                config.metrics_port, config.metrics_host,
-            )  # fmt: skip
+                app,
+                self.board.slots,
+                config.queues,
+                self.children.worker_pids,
+                config.metrics_port,
+                config.metrics_host,
+            )
             self.metrics = self.exporter.board
         self.ramp = StartRamp(min(config.children, config.first_wave or cpu_count()))
 
@@ -136,17 +145,25 @@ class Master:
         self.init_signals()
         log.info(
             "master %d: %d workers on %s%s",
-            self.pid, self.num_workers, ",".join(self.config.queues),
+            self.pid,
+            self.num_workers,
+            ",".join(self.config.queues),
             " and a reaper" if self.config.reaper else "",
-        )  # fmt: skip
+        )
         scripts.preload(self.app.new_client, CALL_TIMEOUT_S, f"master {self.pid}")
         watch = watch_for_loss(
             lambda: self.app, lambda: self.config.queues, self.pid, self.hand_backs
         )
         self.hand_backs.start()
-        announcer = pool_announcer(self.app, self.pid, self.board, self.children.kinds_and_slots,
-                                   lambda: self.config.queues, lambda: self.num_workers,
-                                   self.hand_backs)  # fmt: skip
+        announcer = pool_announcer(
+            self.app,
+            self.pid,
+            self.board,
+            self.children.kinds_and_slots,
+            lambda: self.config.queues,
+            lambda: self.num_workers,
+            self.hand_backs,
+        )
         reload_watch = watch_for_changes(self.config.reload_paths, self.pid, self.hand_backs)
         if self.exporter is not None:
             self.exporter.start()
@@ -264,9 +281,12 @@ class Master:
             self.children.signal(child, signal.SIGUSR1)
 
     def stop_gracefully(self) -> None:
-        log.info("master %d: stopping: each child finishes its job in hand (%gs at most); "
-                 "a second Ctrl-C or SIGTERM stops them at once", self.pid,
-                 self.config.graceful_timeout_s)  # fmt: skip
+        log.info(
+            "master %d: stopping: each child finishes its job in hand (%gs at most); "
+            "a second Ctrl-C or SIGTERM stops them at once",
+            self.pid,
+            self.config.graceful_timeout_s,
+        )
         self.stopping = True
         self.stop_deadline = time.monotonic() + self.config.graceful_timeout_s
         for child in self.children.values():
@@ -342,9 +362,11 @@ class Master:
         """Fork a child running ``main``; None (try again at the next turn of the
         loop) while the hand-back thread is doing I/O (it holds the fork gate)."""
         child = self.children.fork(
-            kind, lambda: self.child_main(main),
-            gate=self.hand_backs.fork_gate, master_signals=_HANDLED,
-        )  # fmt: skip
+            kind,
+            lambda: self.child_main(main),
+            gate=self.hand_backs.fork_gate,
+            master_signals=_HANDLED,
+        )
         if child is not None:
             log.info("master %d: spawned %s %d", self.pid, kind, child.pid)
         return child
@@ -455,14 +477,19 @@ class Master:
             if overdue:
                 log.error(
                     "master %d: %s %d ran a job past its timeout; killing it",
-                    self.pid, child.kind, child.pid,
-                )  # fmt: skip
+                    self.pid,
+                    child.kind,
+                    child.pid,
+                )
             elif silent_s > self.config.child_timeout_s:
                 if child.term_sent_at is None:
                     log.error(
                         "master %d: %s %d silent for %.0fs; stopping it",
-                        self.pid, child.kind, child.pid, silent_s,
-                    )  # fmt: skip
+                        self.pid,
+                        child.kind,
+                        child.pid,
+                        silent_s,
+                    )
                     self.children.retire(child)
                     continue
                 if now - child.term_sent_at < KILL_GRACE_S:

@@ -88,10 +88,11 @@ class PoolCollector:
         totals = board.totals()
         labels = ["queue", "job"]
         counters = [
-            CounterMetricFamily(f"fastq_jobs_{kind}", f"Jobs {kind} (runs, by queue and job)",
-                                labels=labels)
+            CounterMetricFamily(
+                f"fastq_jobs_{kind}", f"Jobs {kind} (runs, by queue and job)", labels=labels
+            )
             for kind in KINDS
-        ]  # fmt: skip
+        ]
         duration = HistogramMetricFamily(
             "fastq_job_duration_seconds", "Job run time", labels=labels
         )
@@ -117,8 +118,9 @@ class PoolCollector:
         alive = GaugeMetricFamily("fastq_children_alive", "Worker children alive")
         alive.add_metric([], len(children))
         yield alive
-        rss = GaugeMetricFamily("fastq_child_rss_bytes", "Resident memory of a worker child",
-                                labels=["slot"])  # fmt: skip
+        rss = GaugeMetricFamily(
+            "fastq_child_rss_bytes", "Resident memory of a worker child", labels=["slot"]
+        )
         import psutil
 
         for slot, pid in sorted(children.items()):
@@ -132,12 +134,15 @@ class PoolCollector:
     def _depths(self) -> Iterator[Any]:
         from prometheus_client.core import GaugeMetricFamily
 
-        depth = GaugeMetricFamily("fastq_queue_jobs", "Jobs in a queue, by state (from Redis)",
-                                  labels=["queue", "state"])  # fmt: skip
+        depth = GaugeMetricFamily(
+            "fastq_queue_jobs", "Jobs in a queue, by state (from Redis)", labels=["queue", "state"]
+        )
         up = GaugeMetricFamily("fastq_redis_up", "1 if Redis answered the last scrape")
-        workers = GaugeMetricFamily("fastq_queue_workers",
-                                    "Worker processes serving a queue, every host's (the registry)",
-                                    labels=["queue"])  # fmt: skip
+        workers = GaugeMetricFamily(
+            "fastq_queue_workers",
+            "Worker processes serving a queue, every host's (the registry)",
+            labels=["queue"],
+        )
         try:
             if self._client is None:
                 self._client = self.app.new_client(

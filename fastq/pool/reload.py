@@ -44,8 +44,12 @@ class ReloadWatch(threading.Thread):
         from watchfiles import PythonFilter, watch
 
         logging.getLogger("watchfiles").setLevel(logging.WARNING)  # its own lines, per change
-        for changes in watch(*self.paths, watch_filter=PythonFilter(), stop_event=self._stop_event,
-                             raise_interrupt=False):  # fmt: skip
+        for changes in watch(
+            *self.paths,
+            watch_filter=PythonFilter(),
+            stop_event=self._stop_event,
+            raise_interrupt=False,
+        ):
             changed = sorted({os.path.relpath(path) for _, path in changes})
             forget_bytecode(path for _, path in changes)
             with self.gate:

@@ -206,5 +206,7 @@ def check_replicated(
     raise NotReplicated(
         f"{what}, but {why}: a failover now could lose them; retry with {retry} "
         "(idempotent: it adds nothing twice and waits again)",
-        ids=ids, replicas=replicas, min_replicas=wanted.min_replicas,
-    ) from confirmed.error  # fmt: skip
+        ids=ids,
+        replicas=replicas,
+        min_replicas=wanted.min_replicas,
+    ) from confirmed.error

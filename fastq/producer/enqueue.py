@@ -173,9 +173,11 @@ class Producer:
                 # whose workers have not started yet: it says so, once
                 log.warning(
                     "enqueue on queue %r, which Redis does not know yet (known: %s): a "
-                    "typo? app.declare_queue(%r) says it is new", queue,
-                    ", ".join(known) or "none", queue,
-                )  # fmt: skip
+                    "typo? app.declare_queue(%r) says it is new",
+                    queue,
+                    ", ".join(known) or "none",
+                    queue,
+                )
                 client.sadd(key, queue)
             self._known_queues.add(queue)
         shards = self.store.shard_counts.cached(queue)

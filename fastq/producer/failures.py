@@ -34,10 +34,16 @@ def blast_error(
             what = f"job {ids[0]}"
         return EnqueueInterrupted(
             f"cannot reach Redis at {url} ({cause}): {what} {maybe}{retry}",
-            ids=ids, written=written, not_written=not_written, fault=how,
-        )  # fmt: skip
+            ids=ids,
+            written=written,
+            not_written=not_written,
+            fault=how,
+        )
     return EnqueueError(
         f"Redis at {url} took {len(written)} of {len(ids)} jobs, "
         f"{len(not_written)} did not go in ({how}: {cause}){retry}",
-        ids=ids, written=written, not_written=not_written, fault=how,
-    )  # fmt: skip
+        ids=ids,
+        written=written,
+        not_written=not_written,
+        fault=how,
+    )

@@ -179,8 +179,17 @@ class TestProducer(Producer):
         for queue, at in parts:
             for job_id, env in zip(pick(ids, at), pick(envs, at)):
                 name, args, kwargs = decode_envelope(env)
-                job = QueuedJob(job_id, name, queue, args, kwargs, priority, due_at,
-                                tuple(options.tags or ()), batch_id)  # fmt: skip
+                job = QueuedJob(
+                    job_id,
+                    name,
+                    queue,
+                    args,
+                    kwargs,
+                    priority,
+                    due_at,
+                    tuple(options.tags or ()),
+                    batch_id,
+                )
                 if batch_id is not None and book is not None:
                     book.joined(batch_id, queue, 1)
                 if self.eager:

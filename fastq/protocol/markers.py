@@ -177,8 +177,11 @@ class LossWatch:
                 how = "marker %s was written anew" if one else "markers %s were written anew"
             self.log.error(
                 "%s: Redis lost its data (the %s: %s): %s",
-                self.who, how % markers, _CAUSES, what,
-            )  # fmt: skip
+                self.who,
+                how % markers,
+                _CAUSES,
+                what,
+            )
         return lost
 
     def _held_lost(self, client: redis.Redis, lost: list[str], held_now: Held) -> str:

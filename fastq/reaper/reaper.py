@@ -289,8 +289,10 @@ class Reaper:
         if not self._queues_read:
             queues = self.app.physical_queues_on(client, self.fixed_queues)
         failure: Optional[BaseException] = None
-        for what, resume in (("batches", self.app.batch_book.resume),
-                             ("chains", self.app.chain_book.resume)):  # fmt: skip
+        for what, resume in (
+            ("batches", self.app.batch_book.resume),
+            ("chains", self.app.chain_book.resume),
+        ):
             try:
                 done = resume(client, queues)
                 if what == "chains" and done:

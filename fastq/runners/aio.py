@@ -183,8 +183,9 @@ class AsyncRunner(FlightRunner):
         if self._in_flight:
             log.info(
                 "worker %s: cancelling %d jobs in flight; they go back to their queue",
-                self.worker_id(), self._in_flight,
-            )  # fmt: skip
+                self.worker_id(),
+                self._in_flight,
+            )
             loop.call_soon_threadsafe(self._cancel_all)
             deadline = time.monotonic() + CANCEL_PATIENCE_S
             with self._cond:
@@ -214,8 +215,10 @@ class AsyncRunner(FlightRunner):
             "worker %s: its event loop has been blocked for %.1f s by %s; a blocking "
             "call in an async def job? The master replaces a child silent past its "
             "--child-timeout",
-            self.worker_id(), blocked_s, what,
-        )  # fmt: skip
+            self.worker_id(),
+            blocked_s,
+            what,
+        )
 
     # -- the loop's thread -----------------------------------------------------------
 
@@ -232,9 +235,10 @@ class AsyncRunner(FlightRunner):
             if lag_s > LAG_WARN_S:
                 log.warning(
                     "worker %s: its event loop was blocked for %.1f s; running: %s",
-                    self.worker_id(), lag_s,
+                    self.worker_id(),
+                    lag_s,
                     ", ".join(name(f) for f in self._flights.values() if f.started) or "none",
-                )  # fmt: skip
+                )
             self._warned = False
 
     def _start_all(self, flights: list[_Flight]) -> None:

@@ -90,10 +90,15 @@ def build_runners(
         from fastq.runners.threads import ThreadRunner
 
         pool = ThreadRunner(
-            worker_id, sync, slot, progress, threads, max_claim,
+            worker_id,
+            sync,
+            slot,
+            progress,
+            threads,
+            max_claim,
             record_base=0 if loop is None else concurrency,
             cond=None if loop is None else loop.cond,
             on_stuck=on_stuck,
-        )  # fmt: skip
+        )
         slots = pool if loop is None else Mixed(loop, pool, max_claim)
     return Runners(sync, slots)

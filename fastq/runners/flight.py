@@ -243,8 +243,10 @@ class FlightRunner:
         if self._in_flight:
             log.info(
                 "worker %s: stopping; waiting for %d jobs %s",
-                self.worker_id(), self._in_flight, self._where,
-            )  # fmt: skip
+                self.worker_id(),
+                self._in_flight,
+                self._where,
+            )
         with self._cond:
             while self._in_flight:
                 self._cond.wait(WAIT_TICK_S)

@@ -63,8 +63,9 @@ class Mixed:
     def launch(
         self, runnable: list[Runnable], out: Outcomes, queue_index: int, queue: str
     ) -> list[Runnable]:
-        return self.threads.launch(self.loop.launch(runnable, out, queue_index, queue), out,
-                                   queue_index, queue)  # fmt: skip
+        return self.threads.launch(
+            self.loop.launch(runnable, out, queue_index, queue), out, queue_index, queue
+        )
 
     def take_waiting(self, after_s: float) -> dict[str, list[bytes]]:
         return self.threads.take_waiting(after_s)

@@ -76,8 +76,10 @@ def settle_failure(
         # written past the enqueue script, which refuses it
         log.warning(
             "job %s %s: invalid retries in the envelope: %r; the job's own policy applies",
-            name, shown_id, retries,
-        )  # fmt: skip
+            name,
+            shown_id,
+            retries,
+        )
         retries = policy.retries
     if target.at_most_once:  # taken out of the queue before it ran: never run again
         retries = 0
@@ -123,8 +125,13 @@ def settle_failure(
             return
         log.warning(
             "job %s %s failed (attempt %d of %d), retrying in %.2fs: %s",
-            name, shown_id, attempt, retries + 1, delay_ms / 1000, error,
-        )  # fmt: skip
+            name,
+            shown_id,
+            attempt,
+            retries + 1,
+            delay_ms / 1000,
+            error,
+        )
         log.debug("job %s %s: the traceback of attempt %d:\n%s", name, shown_id, attempt, tb)
         fields = _failure_fields(attempt, error, tb)
         out.retry.append((job_id, delay_ms, codec.update_envelope(env, fields)))

@@ -125,10 +125,20 @@ class SyncRunner:
             before, started = lengths(out), time.perf_counter()
         try:
             reached: int = _loop.run_jobs(
-                runnable, out, self.owner, cursor, self.slot, queue, queue_index,
-                self._plain, self._is_plain, self._run_one, settle_failure,
-                _FAILURES, _OUTCOME_TYPES,
-            )  # fmt: skip
+                runnable,
+                out,
+                self.owner,
+                cursor,
+                self.slot,
+                queue,
+                queue_index,
+                self._plain,
+                self._is_plain,
+                self._run_one,
+                settle_failure,
+                _FAILURES,
+                _OUTCOME_TYPES,
+            )
             i = max(cursor.index, 0)
             if metrics is not None:
                 ran = runnable if reached == len(runnable) else runnable[:reached]

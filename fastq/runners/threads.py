@@ -182,8 +182,9 @@ class ThreadRunner(FlightRunner):
             if running:
                 log.info(
                     "worker %s: %d jobs still running in threads; they go back to their queue",
-                    self.worker_id(), running,
-                )  # fmt: skip
+                    self.worker_id(),
+                    running,
+                )
             for flight in list(self._flights):
                 if flight.state == WAITING:
                     self._settle(flight, unstarted(flight.job[0]))
@@ -243,8 +244,10 @@ class ThreadRunner(FlightRunner):
                     self._stuck -= 1
                     log.warning(
                         "worker %s: %s ended %.1f s past its timeout; its outcome is ignored",
-                        self.worker_id(), name(flight), time.monotonic() - flight.deadline,
-                    )  # fmt: skip
+                        self.worker_id(),
+                        name(flight),
+                        time.monotonic() - flight.deadline,
+                    )
                 return
             self._timed.discard(flight)
             self._settle(flight, settle, reported)
@@ -293,7 +296,9 @@ class ThreadRunner(FlightRunner):
             log.error(
                 "worker %s: %s ran past its timeout_s=%g; settled as timed out, but a "
                 "thread cannot be stopped: recycling this worker once its other jobs finish",
-                self.worker_id(), name(flight), flight.job[1].policy.timeout_s or 0.0,
-            )  # fmt: skip
+                self.worker_id(),
+                name(flight),
+                flight.job[1].policy.timeout_s or 0.0,
+            )
         if self.on_stuck is not None:
             self.on_stuck()

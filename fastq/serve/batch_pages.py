@@ -83,10 +83,11 @@ def cancel_batch(app: App, request: Request, form: dict[str, str]) -> Rendered:
     batch_id = _form_batch(form)
     if form.get("confirmed") != "1":
         return confirm(
-            request, form,
+            request,
+            form,
             f"Cancel batch {batch_id}? Its waiting jobs will never run (those running finish).",
             "Yes, cancel it",
-        )  # fmt: skip
+        )
     status = app.batch_status(batch_id)
     if status is None or status.state == "ended":
         raise Refused(f"batch {batch_id} has ended or is gone: nothing to cancel")

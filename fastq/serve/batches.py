@@ -40,9 +40,10 @@ def _batch_id(request: Request) -> str:
 
 def _no_batch(batch_id: str) -> HTTPError:
     return HTTPError(
-        404, f"no batch {batch_id!r}: never opened, or it expired (a batch is kept 7 days "
+        404,
+        f"no batch {batch_id!r}: never opened, or it expired (a batch is kept 7 days "
         "after it ended)",
-    )  # fmt: skip
+    )
 
 
 def _status(app: App, batch_id: str) -> dict[str, Any]:
@@ -83,8 +84,10 @@ def open_batch(app: App, request: Request, body: Any) -> Any:
     if not isinstance(description, str):
         raise HTTPError(422, f"description: must be a string, not {json_type(description)}")
     if len(description) > MAX_DESCRIPTION_CHARS:
-        raise HTTPError(422, f"description: {len(description):,} characters, more than "
-                        f"{MAX_DESCRIPTION_CHARS:,}")  # fmt: skip
+        raise HTTPError(
+            422,
+            f"description: {len(description):,} characters, more than {MAX_DESCRIPTION_CHARS:,}",
+        )
     batch_id = given.get("id")
     if batch_id is not None:
         try:
@@ -94,9 +97,13 @@ def open_batch(app: App, request: Request, body: Any) -> Any:
     on_complete = _callback(app, given, "on_complete")
     on_success = _callback(app, given, "on_success")
     batch = app.batch(
-        on_complete, on_success, description=description, meta=given.get("meta"),
-        id=batch_id, close=False,
-    )  # fmt: skip
+        on_complete,
+        on_success,
+        description=description,
+        meta=given.get("meta"),
+        id=batch_id,
+        close=False,
+    )
     return _status(app, batch.id)
 
 
@@ -143,8 +150,9 @@ def cancel_batch(app: App, request: Request, body: Any) -> Any:
     batch_id = _batch_id(request)
     before = _status(app, batch_id)
     if before["state"] == "ended":
-        raise HTTPError(409, f"batch {batch_id!r} has ended: nothing to cancel",
-                        batch=batch_id, state="ended")  # fmt: skip
+        raise HTTPError(
+            409, f"batch {batch_id!r} has ended: nothing to cancel", batch=batch_id, state="ended"
+        )
     try:
         cancelled = app.cancel_batch(batch_id)
     except BatchClosed:  # it expired in between
@@ -257,10 +265,12 @@ OPENAPI_SCHEMAS: dict[str, Schema] = {
 
 BATCH_PARAM = {"name": "batch_id", "in": "path", "required": True, "schema": BATCH_ID}
 LIMIT_PARAM = {
-    "name": "limit", "in": "query", "required": False,
+    "name": "limit",
+    "in": "query",
+    "required": False,
     "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIST, "default": DEFAULT_LIST},
     "description": "batches to list at most",
-}  # fmt: skip
+}
 
 OPENAPI_PATHS: dict[str, Schema] = {
     "/api/v1/batches": {

@@ -80,14 +80,16 @@ def parse_at(value: Any, where: str) -> Any:
         when = datetime.fromisoformat(text)
     except ValueError:
         raise HTTPError(
-            422, f"{where}at: {value!r} is not Unix seconds nor an ISO 8601 time "
+            422,
+            f"{where}at: {value!r} is not Unix seconds nor an ISO 8601 time "
             "such as 2026-12-01T09:00:00Z",
-        ) from None  # fmt: skip
+        ) from None
     if when.tzinfo is None:
         raise HTTPError(
-            422, f"{where}at: {value!r} has no UTC offset, so it names no instant: "
+            422,
+            f"{where}at: {value!r} has no UTC offset, so it names no instant: "
             "end it with Z or +HH:MM",
-        )  # fmt: skip
+        )
     return when
 
 
@@ -199,9 +201,10 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
         raise HTTPError(422, "an empty array: no job to enqueue")
     if len(items) > MAX_JOBS_PER_REQUEST:
         raise HTTPError(
-            422, f"{len(items):,} jobs in one request, more than {MAX_JOBS_PER_REQUEST:,}: "
+            422,
+            f"{len(items):,} jobs in one request, more than {MAX_JOBS_PER_REQUEST:,}: "
             "send them in several requests",
-        )  # fmt: skip
+        )
     jobs: list[JobCall] = []
     seen: dict[str, int] = {}
     made: dict[bytes, EnqueueOptions] = {}
@@ -218,9 +221,10 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
             seen[job.job_id] = i
         if jobs and job.batch != jobs[0].batch:
             raise HTTPError(
-                422, f"{where}batch: every job of a request joins one batch (jobs[0]'s: "
+                422,
+                f"{where}batch: every job of a request joins one batch (jobs[0]'s: "
                 f"{jobs[0].batch!r}), or none",
-            )  # fmt: skip
+            )
         jobs.append(job)
     return jobs
 
@@ -242,9 +246,10 @@ def _check_call(app: App, job: JobCall, where: str, tails: dict[str, Any]) -> No
         raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
     if size > app.max_payload_bytes:
         raise HTTPError(
-            422, f"{where.rstrip('.') or 'the job'}: {size:,} bytes encoded, over the "
+            422,
+            f"{where.rstrip('.') or 'the job'}: {size:,} bytes encoded, over the "
             f"payload limit of {app.max_payload_bytes:,}: pass a reference to the data",
-        )  # fmt: skip
+        )
 
 
 def runs(jobs: list[JobCall]) -> list[list[JobCall]]:
@@ -323,7 +328,8 @@ def _unsent(exc: EnqueueError, written: list[str], total: int) -> HTTPError:
         what = f"Redis refused the jobs ({exc.fault}: {cause}): {len(written)} of the "
         what += f"{total} jobs are in (written), the others are not"
     return HTTPError(
-        503, f"{what}; send the request again with an id for each job: an id that is in "
+        503,
+        f"{what}; send the request again with an id for each job: an id that is in "
         "already adds nothing",
         written=written,
-    )  # fmt: skip
+    )

@@ -39,8 +39,11 @@ def nullable(schema: Schema) -> Schema:
 
 
 def json_body(schema: Schema, description: str) -> Schema:
-    return {"required": True, "description": description,
-            "content": {"application/json": {"schema": schema}}}  # fmt: skip
+    return {
+        "required": True,
+        "description": description,
+        "content": {"application/json": {"schema": schema}},
+    }
 
 
 def reply(schema: Schema, description: str) -> Schema:
@@ -96,7 +99,7 @@ SCHEMAS: dict[str, Schema] = {
             },
             "batch": {"type": "string", "description": "the batch refused (409)"},
         },
-    },  # fmt: skip
+    },
     "Job": {
         "type": "object",
         "description": "A job to enqueue: its call, and any enqueue option (null: left out).",
@@ -158,7 +161,7 @@ SCHEMAS: dict[str, Schema] = {
                 }
             ),
         },
-    },  # fmt: skip
+    },
     "Enqueued": {
         "type": "object",
         "required": ["ids"],
@@ -170,7 +173,7 @@ SCHEMAS: dict[str, Schema] = {
                 "by a held lock: the holder's id)",
             }
         },
-    },  # fmt: skip
+    },
     "JobState": {
         "type": "object",
         "required": ["id", "queue", "state", "attempts", "error", "progress"],
@@ -204,7 +207,7 @@ SCHEMAS: dict[str, Schema] = {
             "ended_at": nullable({"type": "number"}),
             "run_ms": nullable({"type": "integer"}),
         },
-    },  # fmt: skip
+    },
     "Cancelled": {
         "type": "object",
         "required": ["id", "stopped", "held"],
@@ -257,7 +260,7 @@ SCHEMAS: dict[str, Schema] = {
             ),
             "burst": nullable({"type": "integer", "minimum": 1, "maximum": MAX_RATE}),
         },
-    },  # fmt: skip
+    },
     "RateLimit": {
         "type": "object",
         "required": ["name", "rate_limit"],
@@ -278,15 +281,20 @@ SCHEMAS: dict[str, Schema] = {
                 ]
             },
         },
-    },  # fmt: skip
+    },
 }
 
 QUEUE_PARAM = {"name": "queue", "in": "path", "required": True, "schema": QUEUE_NAME}
 JOB_PARAMS = [
     {"name": "job_id", "in": "path", "required": True, "schema": JOB_ID},
-    {"name": "queue", "in": "query", "required": False, "schema": QUEUE_NAME,
-     "description": "the job's queue; without it every known queue is searched"},
-]  # fmt: skip
+    {
+        "name": "queue",
+        "in": "query",
+        "required": False,
+        "schema": QUEUE_NAME,
+        "description": "the job's queue; without it every known queue is searched",
+    },
+]
 
 
 def _op(summary: str, ok: Schema, *codes: str, **more: Any) -> Schema:
@@ -326,19 +334,19 @@ PRODUCER_PATHS: dict[str, Schema] = {
                 "refused request enqueues nothing)",
             ),
         ),
-    },  # fmt: skip
+    },
     "/api/v1/queues/{queue}/pause": {
         "parameters": [QUEUE_PARAM],
         "post": _op(
             "Stop workers claiming from the queue", reply(ref("Paused"), "paused"), "404", "422"
         ),
-    },  # fmt: skip
+    },
     "/api/v1/queues/{queue}/resume": {
         "parameters": [QUEUE_PARAM],
         "post": _op(
             "Let workers claim from the queue again", reply(ref("Paused"), "resumed"), "404", "422"
         ),
-    },  # fmt: skip
+    },
     "/api/v1/queues/{queue}/rate_limit": {
         "parameters": [QUEUE_PARAM],
         "put": _op(
@@ -349,7 +357,7 @@ PRODUCER_PATHS: dict[str, Schema] = {
             "422",
             requestBody=json_body(ref("RateLimitRequest"), "the limit; rate null lifts it"),
         ),
-    },  # fmt: skip
+    },
     "/api/v1/jobs/{job_id}": {
         "parameters": JOB_PARAMS,
         "get": _op(
@@ -365,7 +373,7 @@ PRODUCER_PATHS: dict[str, Schema] = {
             "409",
             "422",
         ),
-    },  # fmt: skip
+    },
     "/api/v1/openapi.json": {
         "get": _op("This document", reply({"type": "object"}, "the OpenAPI document")),
     },

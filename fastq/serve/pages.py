@@ -163,8 +163,9 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
 
 def _refusal(request: Request, status: int, message: str) -> Response:
     if "text/html" not in request.headers.get("accept", "") or "hx-request" in request.headers:
-        return Response(message + "\n", status_code=status, media_type="text/plain",
-                        headers=HEADERS)  # fmt: skip
+        return Response(
+            message + "\n", status_code=status, media_type="text/plain", headers=HEADERS
+        )
     return render(request, "refused.html", {"status": status, "reason": message}, status)
 
 
@@ -263,9 +264,10 @@ def queue_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
         if check_id(job_id) and app.get_job(job_id, queue) is not None:
             return RedirectResponse(f"{root}/jobs/{quote(job_id, safe='')}?queue={queue}", 303)
         return render(
-            request, "queue.html",
+            request,
+            "queue.html",
             {**_queue_context(app, queue, "queued", 0), "error": f"no job {job_id!r} in {queue}"},
-        )  # fmt: skip
+        )
     tag = params.get("tag", "").strip()
     if tag:
         return "queue.html", {**_queue_context(app, queue, None, 0), **_tagged(app, queue, params)}
@@ -293,7 +295,7 @@ def _queue_context(app: App, queue: str, state: Optional[str], number: int) -> d
             for e in app.workers(queue)
             for c in e.get("children", ())
             if c.get("kind") == "worker"
-        ),  # fmt: skip
+        ),
     }
 
 
@@ -348,8 +350,12 @@ def purge(app: App, request: Request, form: dict[str, str]) -> Rendered:
         raise Refused("purge: choose what to delete (ready, scheduled, dead, broken)")
     named = ", ".join(what for what, on in chosen.items() if on)
     if form.get("confirmed") != "1":
-        return confirm(request, form, f"Delete every {named} job of queue {queue}, for good?",
-                        f"Yes, purge {queue}")  # fmt: skip
+        return confirm(
+            request,
+            form,
+            f"Delete every {named} job of queue {queue}, for good?",
+            f"Yes, purge {queue}",
+        )
     n = app.purge(queue, **chosen)
     return back(request, form, f"purged {n} jobs ({named}) from {queue}")
 
@@ -358,10 +364,16 @@ def confirm(request: Request, form: dict[str, str], question: str, yes: str) -> 
     """The confirm step of a destructive action: the same form again, confirmed."""
     fields = {k: v for k, v in form.items() if k not in ("csrf", "confirmed")}
     return render(
-        request, "confirm.html",
-        {"question": question, "yes": yes, "action": request.url.path, "fields": fields,
-         "back": form.get("back") or f"{root_of(request)}/"},
-    )  # fmt: skip
+        request,
+        "confirm.html",
+        {
+            "question": question,
+            "yes": yes,
+            "action": request.url.path,
+            "fields": fields,
+            "back": form.get("back") or f"{root_of(request)}/",
+        },
+    )
 
 
 # -- a job ----------------------------------------------------------------------------
@@ -374,16 +386,21 @@ def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
         raise NotFound(f"no job {job_id!r}")
     info = app.get_job(job_id, queue)
     if info is None:
-        raise NotFound(f"no job {job_id!r}: an unknown id, or a job that ended and whose "
-                       "record is gone")  # fmt: skip
+        raise NotFound(
+            f"no job {job_id!r}: an unknown id, or a job that ended and whose record is gone"
+        )
     kept, result = views.result_of(app, info)
     running = views.running_since(app, info.queue).get(job_id) if info.state == "active" else None
     return "job.html", {
-        "page": "job", "job": info, "kept": kept, "result": result, "running": running,
+        "page": "job",
+        "job": info,
+        "kept": kept,
+        "result": result,
+        "running": running,
         # in the dead set or the broken hash still (not a record's word alone)
         "retryable": info.state in ("dead", "broken") and bool(info.raw),
         "cancellable": info.state in ("queued", "scheduled", "active"),
-    }  # fmt: skip
+    }
 
 
 def _job_form(app: App, form: dict[str, str]) -> tuple[str, Optional[str]]:

@@ -21,10 +21,28 @@ from fastq.validate import check_job_id, check_queue_name
 
 # what a job's reply holds, by the JobInfo attribute it comes from
 JOB_ATTRIBUTES = (
-    "id", "queue", "state", "name", "args", "kwargs", "attempts", "stalls",
-    "enqueued_at", "due_at", "lease_until", "worker", "failed_at", "traceback",
-    "broken_reason", "progress", "progress_meta", "tags", "cancelled_at", "ended_at", "run_ms",
-)  # fmt: skip
+    "id",
+    "queue",
+    "state",
+    "name",
+    "args",
+    "kwargs",
+    "attempts",
+    "stalls",
+    "enqueued_at",
+    "due_at",
+    "lease_until",
+    "worker",
+    "failed_at",
+    "traceback",
+    "broken_reason",
+    "progress",
+    "progress_meta",
+    "tags",
+    "cancelled_at",
+    "ended_at",
+    "run_ms",
+)
 
 
 def _path_queue(request: Request) -> str:
@@ -57,9 +75,10 @@ def _job_id(request: Request) -> str:
 def _known(app: App, queue: str) -> str:
     if queue not in app.queues():
         raise HTTPError(
-            404, f"unknown queue {queue!r}: nothing was ever enqueued on it and no job of "
+            404,
+            f"unknown queue {queue!r}: nothing was ever enqueued on it and no job of "
             "the server's app is registered on it",
-        )  # fmt: skip
+        )
     return queue
 
 
@@ -89,9 +108,10 @@ def read_job(app: App, request: Request, body: Any) -> Any:
     if info is None:
         where = f" in queue {queue!r}" if queue else ""
         raise HTTPError(
-            404, f"no job {job_id!r}{where}: an unknown id, or a job that ended and whose "
+            404,
+            f"no job {job_id!r}{where}: an unknown id, or a job that ended and whose "
             "record is gone",
-        )  # fmt: skip
+        )
     view = job_view(info)
     if info.state == "done":
         # no result_ttl_s, or it expired: no "result"
@@ -109,8 +129,11 @@ def cancel_job(app: App, request: Request, body: Any) -> Any:
     info = app.get_job(job_id, queue)
     if info is None:
         raise HTTPError(404, f"no job {job_id!r} to cancel: an unknown id, or its record is gone")
-    raise HTTPError(409, f"job {job_id!r} is {info.state}: only a job yet to end can be cancelled",
-                    state=info.state)  # fmt: skip
+    raise HTTPError(
+        409,
+        f"job {job_id!r} is {info.state}: only a job yet to end can be cancelled",
+        state=info.state,
+    )
 
 
 def job(app: App, request: Request, body: Any) -> Any:

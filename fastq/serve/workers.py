@@ -113,9 +113,12 @@ def done(workers: HttpWorkers, params: Params, body: Params) -> Params:
 def fail(workers: HttpWorkers, params: Params, body: Params) -> Params:
     """The job failed: retried by its policy, or dead."""
     outcome = workers.fail(
-        params["id"], body.get("token"), body.get("error"), body.get("retry", True),
+        params["id"],
+        body.get("token"),
+        body.get("error"),
+        body.get("retry", True),
         body.get("traceback"),
-    )  # fmt: skip
+    )
     return {"ok": True, "outcome": outcome}
 
 

@@ -142,9 +142,13 @@ class ChildMetrics:
         view[cell + HIST - 1] += seconds * n
 
     def batch(
-        self, queue: str, jobs: list[Runnable], out: Outcomes, before: tuple[int, int, int, int],
+        self,
+        queue: str,
+        jobs: list[Runnable],
+        out: Outcomes,
+        before: tuple[int, int, int, int],
         elapsed_s: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Count what became of a batch's ``jobs`` run by the sync runner: what
         ``out`` gained since ``before`` (:func:`lengths`), in ``elapsed_s``."""
         n = len(jobs)
@@ -160,8 +164,11 @@ class ChildMetrics:
             names = {job[0]: job[1].name for job in jobs}
             for job_id in out.done[done:]:
                 self.count(queue, names.get(job_id, OTHER_JOB), PROCESSED)
-        for kind, entries in ((RETRIED, out.retry[retry:]), (DEAD, out.dead[dead:]),
-                              (None, out.broken[broken:])):  # fmt: skip
+        for kind, entries in (
+            (RETRIED, out.retry[retry:]),
+            (DEAD, out.dead[dead:]),
+            (None, out.broken[broken:]),
+        ):
             for entry in entries:
                 if single:
                     name = first.name
@@ -183,9 +190,13 @@ class ChildMetrics:
                 self.observe(queue, name, LATENCY_AT, latency_s, k)
 
     def job(
-        self, queue: str, job: Runnable, out: Outcomes, before: tuple[int, int, int, int],
+        self,
+        queue: str,
+        job: Runnable,
+        out: Outcomes,
+        before: tuple[int, int, int, int],
         elapsed_s: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Count one job settled into ``out`` (threads, async)."""
         name = job[1].name
         done, retry, dead, broken = before
@@ -207,9 +218,12 @@ class ChildMetrics:
 
 
 def counted(
-    metrics: ChildMetrics, queue: str, job: Runnable, settle: Callable[[Outcomes], None],
+    metrics: ChildMetrics,
+    queue: str,
+    job: Runnable,
+    settle: Callable[[Outcomes], None],
     elapsed_s: float,
-) -> Callable[[Outcomes], None]:  # fmt: skip
+) -> Callable[[Outcomes], None]:
     """``settle``, counting the job's outcome as it records it (threads, async)."""
 
     def settle_counted(out: Outcomes) -> None:

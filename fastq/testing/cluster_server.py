@@ -116,12 +116,15 @@ class ClusterServer:
                 node = RedisServer(
                     port,
                     extra_args=[
-                        "--cluster-enabled", "yes",
-                        "--cluster-config-file", "nodes.conf",
-                        "--cluster-node-timeout", str(self.node_timeout_ms),
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        "nodes.conf",
+                        "--cluster-node-timeout",
+                        str(self.node_timeout_ms),
                         *auth,
                     ],
-                )  # fmt: skip
+                )
                 try:
                     node.start()
                 except RuntimeError:
@@ -136,11 +139,14 @@ class ClusterServer:
 
     def _create(self, timeout_s: float) -> None:
         args = [
-            self.cli, "--cluster", "create",
+            self.cli,
+            "--cluster",
+            "create",
             *(f"127.0.0.1:{port}" for port in self.ports),
-            "--cluster-replicas", str(self.replicas),
+            "--cluster-replicas",
+            str(self.replicas),
             "--cluster-yes",
-        ]  # fmt: skip
+        ]
         if self.password:
             args[1:1] = ["-a", self.password, "--no-auth-warning"]
         done = subprocess.run(args, capture_output=True, timeout=timeout_s, check=False)

@@ -80,16 +80,24 @@ class RedisServer:
     def _args(self) -> list[str]:
         return [
             self.executable,
-            "--port", str(self.port),
-            "--bind", "127.0.0.1",
-            "--dir", self.dir,
-            "--save", "",
-            "--daemonize", "no",
-            "--logfile", os.path.join(self.dir, "redis.log"),
-            "--appendonly", "yes" if self.appendonly else "no",
-            "--appendfsync", "always",
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            self.dir,
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--logfile",
+            os.path.join(self.dir, "redis.log"),
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "always",
             *self.extra_args,
-        ]  # fmt: skip
+        ]
 
     def start(self, timeout_s: float = 10.0) -> RedisServer:
         self.process = subprocess.Popen(

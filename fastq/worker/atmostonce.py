@@ -76,15 +76,21 @@ class AtMostOnce:
             # removed before its reply was lost are lost (never run, never twice)
             log.warning(
                 "%s: could not take %d at-most-once jobs of %s (%s); they are handed back "
-                "unstarted", self.who, len(wanted), queue, exc,
-            )  # fmt: skip
+                "unstarted",
+                self.who,
+                len(wanted),
+                queue,
+                exc,
+            )
             others = [job for job in runnable if not job[1].at_most_once]
             return others, Taken(set(), {}, wanted)
         if len(ids) < len(wanted):  # no longer held (a lapsed lease): queued again
             log.info(
                 "%s: %d at-most-once jobs of %s were no longer its own; not run here",
-                self.who, len(wanted) - len(ids), queue,
-            )  # fmt: skip
+                self.who,
+                len(wanted) - len(ids),
+                queue,
+            )
             runnable = [job for job in runnable if not job[1].at_most_once or job[0] in ids]
         reply = claim.reply
         envelopes = {i: e for i, e in zip(reply.ids, reply.envelopes) if i in ids}
@@ -145,7 +151,9 @@ class AtMostOnce:
                 if job_id in taken:
                     log.warning(
                         "%s: at-most-once job %s of %s was interrupted; it is not run again",
-                        self.who, job_id.decode(), queue,
-                    )  # fmt: skip
+                        self.who,
+                        job_id.decode(),
+                        queue,
+                    )
                 else:
                     kept.append(job_id)

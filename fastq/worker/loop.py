@@ -282,8 +282,9 @@ class ClaimLoop:
         except HardStop:
             log.warning(
                 "worker %s: stopped before settling its last batch; its jobs come back "
-                "to their queue when its lease expires", self.worker_id,
-            )  # fmt: skip
+                "to their queue when its lease expires",
+                self.worker_id,
+            )
 
     # -- what the turns do -----------------------------------------------------
 
@@ -351,9 +352,12 @@ class ClaimLoop:
         log.info(
             "worker %s: burst done, nothing ready or due within %g s; left %s jobs "
             "scheduled, the earliest due in %.1f s (%s)",
-            self.worker_id, self.options.burst_horizon_s, left if left >= 0 else "some",
-            (next_due_ms - now_ms) / 1000, due,
-        )  # fmt: skip
+            self.worker_id,
+            self.options.burst_horizon_s,
+            left if left >= 0 else "some",
+            (next_due_ms - now_ms) / 1000,
+            due,
+        )
 
     def idle_quietly(self) -> None:
         """Quiet: settle what is pending, then only wait to be stopped."""
@@ -388,8 +392,10 @@ class ClaimLoop:
             if rss > max_memory_bytes:
                 log.warning(
                     "worker %s: RSS %d MiB over the %d MiB limit, recycling",
-                    self.worker_id, rss >> 20, max_memory_bytes >> 20,
-                )  # fmt: skip
+                    self.worker_id,
+                    rss >> 20,
+                    max_memory_bytes >> 20,
+                )
                 self.flags.stopping = True
 
     # -- running a batch ---------------------------------------------------------
@@ -444,8 +450,11 @@ class ClaimLoop:
             for job_id, target, _, _, attempt, _ in runnable[:ran]:
                 log.debug(
                     "job %s %s of queue %s ran (attempt %d)",
-                    target.name, job_id.decode(), queue, attempt,
-                )  # fmt: skip
+                    target.name,
+                    job_id.decode(),
+                    queue,
+                    attempt,
+                )
         if ran == len(runnable):  # not cut short by a stop: a measure of these jobs
             batch_s = time.perf_counter() - started
             self.governor.batch_ran(batch_s)

@@ -66,8 +66,11 @@ class LongJobWatch(threading.Thread):
             moved = self.pump.hand_back_waiting(waiting)
             log.info(
                 "worker %s: %d jobs waited %g s for a free thread; back to the queue "
-                "for other workers", self.worker_id, moved, self.after_s,
-            )  # fmt: skip
+                "for other workers",
+                self.worker_id,
+                moved,
+                self.after_s,
+            )
         cursor = self.runner.cursor
         index = -1 if cursor is None else cursor.index
         now = time.monotonic()
@@ -89,5 +92,9 @@ class LongJobWatch(threading.Thread):
             log.info(
                 "worker %s: job %s (%s) has run %.0f s; %d jobs waiting behind it go "
                 "back to the queue for other workers",
-                self.worker_id, job_id.decode(), target.name, now - self._since, moved,
-            )  # fmt: skip
+                self.worker_id,
+                job_id.decode(),
+                target.name,
+                now - self._since,
+                moved,
+            )

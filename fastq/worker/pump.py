@@ -278,9 +278,10 @@ class Pump:
             log.error(
                 "%s: the hand-back of %d at-most-once jobs that never started got no "
                 "reply; if Redis did not take it they are lost: %s",
-                self.outage.who, len(out.give_back),
+                self.outage.who,
+                len(out.give_back),
                 ", ".join(job_id.decode() for job_id, _ in out.give_back),
-            )  # fmt: skip
+            )
             out.give_back = []
 
     def flush(self, patience_s: float) -> None:
@@ -312,8 +313,9 @@ class Pump:
                     log.warning(
                         "%s: could not settle its last batch (%s); its jobs come back to "
                         "their queue when its lease expires",
-                        self.outage.who, exc,
-                    )  # fmt: skip
+                        self.outage.who,
+                        exc,
+                    )
                     return
                 time.sleep(delay)
 

@@ -94,6 +94,11 @@ class UnknownJobs:
         log.warning(
             "%s: job name %r of queue %s is not registered in this worker's app (a newer "
             "deploy's?): its jobs go back to the queue with a delay, and are broken if no "
-            "worker runs them within %g s; job %s is broken at %s", self.who, name, queue,
-            self.grace_ms / 1000, job_id.decode(errors="replace"), at,
-        )  # fmt: skip
+            "worker runs them within %g s; job %s is broken at %s",
+            self.who,
+            name,
+            queue,
+            self.grace_ms / 1000,
+            job_id.decode(errors="replace"),
+            at,
+        )

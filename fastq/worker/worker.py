@@ -119,10 +119,18 @@ class Worker:
         self.governor = CpuGovernor(cpu_slots)
         self.progress = ProgressBuffer()
         self.runner, self.slots = build_runners(
-            self, lambda: str(self.worker_id), app.registry.values(), app.hooks,
-            slot=slot, progress=self.progress, metrics=metrics, concurrency=options.async_jobs,
-            threads=options.threads, max_claim=options.batch_size, on_stuck=self._recycle_stuck,
-        )  # fmt: skip
+            self,
+            lambda: str(self.worker_id),
+            app.registry.values(),
+            app.hooks,
+            slot=slot,
+            progress=self.progress,
+            metrics=metrics,
+            concurrency=options.async_jobs,
+            threads=options.threads,
+            max_claim=options.batch_size,
+            on_stuck=self._recycle_stuck,
+        )
         if not self.slots.may_claim_ahead:
             # its jobs are not run to completion, so their batches are not measured:
             # they are taken to wait, and its worker takes no CPU slot
@@ -340,8 +348,11 @@ class Worker:
         # for its children)
         announcer = Announcer(
             lambda: self.app.new_client(retries=0, socket_timeout_s=2.0, connect_timeout_s=2.0),
-            self.app.namespace, str(self.worker_id), self._announced, "worker",
-        )  # fmt: skip
+            self.app.namespace,
+            str(self.worker_id),
+            self._announced,
+            "worker",
+        )
         announcer.start()
         try:
             self.run_loop()
@@ -367,13 +378,15 @@ class Worker:
         a boot error from a crash."""
         log.info(
             "worker %s: Redis %s, namespace %s, queues %s, jobs %s",
-            self.worker_id, mask_url(self.app.redis_url), self.app.namespace,
+            self.worker_id,
+            mask_url(self.app.redis_url),
+            self.app.namespace,
             ",".join(
                 q if len(names) == 1 else f"{q} ({len(names)} shards)"
                 for q, names in zip(self.queues, self.layout.shards)
             ),
             ",".join(sorted(self._registry)) or "none",
-        )  # fmt: skip
+        )
         assert self._rt is not None and self._pump is not None
         assert self._heartbeat is not None and self._leases is not None
         self._loop = loop = ClaimLoop(

@@ -22,6 +22,8 @@ def test_http_bench_quick_run(tmp_path: Path) -> None:
     for producer in ("python_enqueue", "http_enqueue"):
         assert figures[producer]["batched_jobs_s"] > 0 and figures[producer]["single_jobs_s"] > 0
     assert set(figures["ratios"]) == {
-        "http_workers_over_pool", "http_batched_over_enqueue_many", "http_single_over_enqueue",
-    }  # fmt: skip
+        "http_workers_over_pool",
+        "http_batched_over_enqueue_many",
+        "http_single_over_enqueue",
+    }
     assert "HTTP workers / pool -c 2:" in proc.stdout

@@ -34,8 +34,11 @@ def test_the_overview_shows_what_stats_says_and_follows_it(
     seconds, _ = r.time()
     last = int(seconds) * 1000 // SLOT_MS * SLOT_MS
     for slot_ms, done, failed in ((last - 2 * SLOT_MS, 40, 2), (last - 300 * SLOT_MS, 25, 1)):
-        r.hset(history_key(app.keys("dash")), str(slot_ms // SLOT_MS % SLOTS),
-               f"{slot_ms}:{done}:{failed}")  # fmt: skip
+        r.hset(
+            history_key(app.keys("dash")),
+            str(slot_ms // SLOT_MS % SLOTS),
+            f"{slot_ms}:{done}:{failed}",
+        )
     app.enqueue("ok", args=[2], queue="dash")
     app.enqueue("ok", args=[3], queue="dash", delay_s=600)
     app.enqueue("ok", args=[4], queue="other")

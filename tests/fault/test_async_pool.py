@@ -45,9 +45,18 @@ def test_a_job_that_blocks_the_loop_gets_its_child_replaced(
     blocker = app.enqueue("blocks", [999], queue="q")
     app.enqueue_many("work", [(i, 0.01) for i in range(200, 400)], queue="q")
     pool = pools(
-        *APP, "-c", "2", "--async-jobs", "10", "--batch", "10",
-        "--child-timeout", "2", "--max-stalls", "1",
-    )  # fmt: skip
+        *APP,
+        "-c",
+        "2",
+        "--async-jobs",
+        "10",
+        "--batch",
+        "10",
+        "--child-timeout",
+        "2",
+        "--max-stalls",
+        "1",
+    )
     wait_until(
         lambda: app.stats("q")["processed"] == 400 and app.stats("q")["dead"] == 1, 90, "the drain"
     )

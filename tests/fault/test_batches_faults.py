@@ -53,9 +53,15 @@ def start_pool(url: str, namespace: str, tmp_path: Path, queues: list[str], *arg
         "BATCH_JOBS_QUEUES": ",".join(queues),
     }
     return Pool(
-        url, namespace, tmp_path / "pool.log", "-q", ",".join([*queues, "cb"]), *args,
-        app=APP, env=env,
-    )  # fmt: skip
+        url,
+        namespace,
+        tmp_path / "pool.log",
+        "-q",
+        ",".join([*queues, "cb"]),
+        *args,
+        app=APP,
+        env=env,
+    )
 
 
 def status_of(app: fastq.App, batch_id: str) -> Optional[BatchStatus]:
@@ -210,8 +216,11 @@ def test_a_blast_under_child_and_reaper_kills_calls_back_once(
     assert {k: getattr(status, k) for k in expected} == expected
     stats = app.stats("b")
     assert (stats["processed"], stats["dead"], stats["ready"], stats["inflight"]) == (
-        N - failing, failing, 0, 0,
-    )  # fmt: skip
+        N - failing,
+        failing,
+        0,
+        0,
+    )
 
 
 def batch_id_away_from(cluster: ClusterServer, port: int) -> str:

@@ -50,11 +50,20 @@ def _start_pool(
     with open(log_path, "wb") as log:
         return subprocess.Popen(
             fastq_cmd(
-                "--log-level", "INFO", "pool", "-c", "1",
-                "--app", "tests.apps.clock_ticks", "--namespace", namespace,
+                "--log-level",
+                "INFO",
+                "pool",
+                "-c",
+                "1",
+                "--app",
+                "tests.apps.clock_ticks",
+                "--namespace",
+                namespace,
             ),
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

@@ -105,8 +105,11 @@ def test_progress_reaches_the_masters_that_answer(
     progress = ProgressBuffer()
     keeper = LeaseKeeper(
         lambda: app.new_client(retries=0, socket_timeout_s=0.2, connect_timeout_s=0.2),
-        "w1", [app.keys(q) for q in owners.values()], 2000, progress,
-    )  # fmt: skip
+        "w1",
+        [app.keys(q) for q in owners.values()],
+        2000,
+        progress,
+    )
     try:
         for queue in owners.values():
             progress.report(queue, b"job", b'"half"')
@@ -154,10 +157,19 @@ def test_a_stalled_master_costs_no_lease_on_the_other_masters(
     reaping.start()
     # the stalled master's queue first: the one each lease keeper extends first
     pool = Pool(
-        cluster.url, namespace, tmp_path / "pool.log",
-        "-q", ",".join([stalled, *healthy]), "-c", str(len(healthy)), "--batch", "1",
-        "--lease", str(LEASE_S), "--no-reaper",
-    )  # fmt: skip
+        cluster.url,
+        namespace,
+        tmp_path / "pool.log",
+        "-q",
+        ",".join([stalled, *healthy]),
+        "-c",
+        str(len(healthy)),
+        "--batch",
+        "1",
+        "--lease",
+        str(LEASE_S),
+        "--no-reaper",
+    )
     lapsed: list[tuple[str, int, list[int]]] = []
     try:
         wait_until(
@@ -224,9 +236,10 @@ def test_a_stalled_master_keeps_no_lapsed_lease_on_the_others(
             # a worker that dies as it claimed: its lease lapses in a second
             for queue in healthy.values():
                 claimed = CLAIM.call(
-                    app.redis, CLAIM.keys_for(app.keys(queue), "w-dead"),
+                    app.redis,
+                    CLAIM.keys_for(app.keys(queue), "w-dead"),
                     CLAIM.argv("w-dead", 3, 1000, 100),
-                )  # fmt: skip
+                )
                 assert len(claimed.ids) == 3
             wait_until(
                 lambda: all(

@@ -37,9 +37,16 @@ def test_sigkill_children_mid_drain_of_queues_on_every_master(
         calls = [(k * per_queue + i, job_s) for i in range(per_queue)]
         capp.enqueue_many("work", calls, queue=q)
     pool = Pool(
-        redis_cluster.url, capp.namespace, tmp_path / "pool.log",
-        "-q", ",".join(queues), "-c", "3", "--batch", str(batch),
-    )  # fmt: skip
+        redis_cluster.url,
+        capp.namespace,
+        tmp_path / "pool.log",
+        "-q",
+        ",".join(queues),
+        "-c",
+        "3",
+        "--batch",
+        str(batch),
+    )
     try:
         pool.wait_children(3)
         # kill only once the children work: on a loaded machine the first kills met
@@ -92,9 +99,16 @@ def test_a_master_fails_over_mid_drain_and_the_pool_carries_on(
         # a job the cluster kept: on the replica that takes over as well
         wait_until(lambda: replicas_caught_up(cluster), 10, "the replicas")
         pool = Pool(
-            cluster.url, namespace, tmp_path / "pool.log",
-            "-q", ",".join(queues), "-c", "3", "--batch", "20",
-        )  # fmt: skip
+            cluster.url,
+            namespace,
+            tmp_path / "pool.log",
+            "-q",
+            ",".join(queues),
+            "-c",
+            "3",
+            "--batch",
+            "20",
+        )
         wait_until(lambda: len(noted_runs(pool)) >= n // 4, 30, "some progress")
         victim.kill()  # its replica takes over after cluster-node-timeout (2 s)
         time.sleep(0.3)

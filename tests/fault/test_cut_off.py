@@ -53,13 +53,18 @@ def reaper(redis_server: RedisServer, namespace: str) -> Iterator[subprocess.Pop
     """A reaper on Redis' side of the cut: it takes back the cut-off workers' leases."""
     proc = subprocess.Popen(
         fastq_cmd(
-            "reaper", "--app", "tests.apps.pool_jobs", "--namespace", namespace,
-            "--interval", "0.2",
+            "reaper",
+            "--app",
+            "tests.apps.pool_jobs",
+            "--namespace",
+            namespace,
+            "--interval",
+            "0.2",
         ),
         env=subprocess_env(redis_server.url),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     yield proc
     proc.terminate()
     proc.wait(timeout=10)
@@ -140,9 +145,18 @@ def test_requests_given_up_on_that_land_late_strand_nothing(
     n = 3000
     app.enqueue_many("note", [(i, sleep_s) for i in range(n)], queue="q")
     pool = Pool(
-        proxy.url, namespace, tmp_path / "pool.log",
-        "-c", "2", "--batch", "20", "--lease", str(LEASE_S), "--no-reaper", *runner,
-    )  # fmt: skip
+        proxy.url,
+        namespace,
+        tmp_path / "pool.log",
+        "-c",
+        "2",
+        "--batch",
+        "20",
+        "--lease",
+        str(LEASE_S),
+        "--no-reaper",
+        *runner,
+    )
     try:
         pool.wait_children(2)
         wait_until(lambda: sum(noted_runs(pool).values()) >= 300, 60, "some progress")
@@ -249,20 +263,33 @@ def test_a_worker_host_whose_link_goes_down_then_up_strands_nothing(
     url = f"redis://{netns.host_ip}:{server.port}/0"
     reaper = subprocess.Popen(
         fastq_cmd(
-            "reaper", "--app", "tests.apps.pool_jobs", "--namespace", namespace,
-            "--interval", "0.2",
+            "reaper",
+            "--app",
+            "tests.apps.pool_jobs",
+            "--namespace",
+            namespace,
+            "--interval",
+            "0.2",
         ),
         env=subprocess_env(server.url),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     n = 3000
     app.enqueue_many("note", [(i, 0.004) for i in range(n)], queue="q")
     pool = Pool(
-        url, namespace, tmp_path / "pool.log",
-        "-c", "2", "--batch", "20", "--lease", str(LEASE_S), "--no-reaper",
+        url,
+        namespace,
+        tmp_path / "pool.log",
+        "-c",
+        "2",
+        "--batch",
+        "20",
+        "--lease",
+        str(LEASE_S),
+        "--no-reaper",
         wrap=netns.wrap,
-    )  # fmt: skip
+    )
     try:
         pool.wait_children(2)
         wait_until(lambda: sum(noted_runs(pool).values()) >= 300, 60, "some progress")

@@ -49,17 +49,31 @@ class Runner:
 # them take 1.2 s (async) and 1.6 s (threads; 10 ms jobs took 0.8 s) at least on
 # 2 children, twice the 2 kills' 0.6 s (see drain_while_killing_children).
 ASYNC = Runner(
-    name="async", app="tests.apps.async_jobs", flag="--async-jobs",
-    kill_jobs=6000, kill_slots=40, kill_job_s=0.02,
-    graceful_jobs=4000, graceful_slots=50,
-    hard_stop_jobs=200, hard_stop_slots=30, hard_stop_log="cancelling 30 jobs in flight",
-)  # fmt: skip
+    name="async",
+    app="tests.apps.async_jobs",
+    flag="--async-jobs",
+    kill_jobs=6000,
+    kill_slots=40,
+    kill_job_s=0.02,
+    graceful_jobs=4000,
+    graceful_slots=50,
+    hard_stop_jobs=200,
+    hard_stop_slots=30,
+    hard_stop_log="cancelling 30 jobs in flight",
+)
 THREADS = Runner(
-    name="threads", app="tests.apps.thread_jobs", flag="--threads",
-    kill_jobs=4000, kill_slots=20, kill_job_s=0.02,
-    graceful_jobs=3000, graceful_slots=30,
-    hard_stop_jobs=100, hard_stop_slots=10, hard_stop_log="10 jobs still running in threads",
-)  # fmt: skip
+    name="threads",
+    app="tests.apps.thread_jobs",
+    flag="--threads",
+    kill_jobs=4000,
+    kill_slots=20,
+    kill_job_s=0.02,
+    graceful_jobs=3000,
+    graceful_slots=30,
+    hard_stop_jobs=100,
+    hard_stop_slots=10,
+    hard_stop_log="10 jobs still running in threads",
+)
 each_runner = pytest.mark.parametrize("runner", [ASYNC, THREADS], ids=lambda runner: runner.name)
 
 
@@ -103,6 +117,9 @@ def test_a_hard_stop_hands_back_the_jobs_in_flight(
     assert pool.stop() == 0, pool.log()
     stats = app.stats("q")
     assert (stats["processed"], stats["inflight"], stats["ready"], stats["stalled"]) == (
-        0, 0, n, 0,
-    ), pool.log()  # fmt: skip
+        0,
+        0,
+        n,
+        0,
+    ), pool.log()
     assert runner.hard_stop_log in pool.log()

@@ -114,8 +114,13 @@ def test_redis_full_for_over_a_minute_mid_drain(
         full_redis.url,
         namespace,
         tmp_path / "pool.log",
-        "-c", "2", "--lease", "6", "--child-timeout", "10",
-    )  # fmt: skip
+        "-c",
+        "2",
+        "--lease",
+        "6",
+        "--child-timeout",
+        "10",
+    )
     try:
         before = {p.pid for p in pool.wait_children(2) + pool.wait_children(1, "reaper")}
         wait_until(lambda: len(noted_runs(pool)) >= 2, 20, "the first jobs to start")

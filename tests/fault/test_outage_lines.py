@@ -43,11 +43,18 @@ def test_a_redis_restart_is_one_line_each_way_in_every_process(
     with open(reaper_log, "wb") as out:
         reaper = subprocess.Popen(
             fastq_cmd(
-                "reaper", "--interval", "0.1", "--app", "tests.apps.pool_jobs",
-                "--namespace", app.namespace,
+                "reaper",
+                "--interval",
+                "0.1",
+                "--app",
+                "tests.apps.pool_jobs",
+                "--namespace",
+                app.namespace,
             ),
-            env=subprocess_env(redis_server.url), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=subprocess_env(redis_server.url),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         app.enqueue_many("note", [(i, 0.01) for i in range(100)], queue="q")
         app.enqueue("note", (1000,), queue="q", delay_s=30)  # a due time the reapers watch

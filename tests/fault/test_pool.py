@@ -44,9 +44,18 @@ def test_sigkill_random_children_while_draining(
     # a child holds at most two batches (its slots): the one running and the one
     # prefetched; a kill re-runs the job in hand alone (in_flight=1)
     drain_while_killing_children(
-        app, r, pool, n, batch, children=4, until=0.8, max_kills=4, every_s=0.2, min_kills=3,
+        app,
+        r,
+        pool,
+        n,
+        batch,
+        children=4,
+        until=0.8,
+        max_kills=4,
+        every_s=0.2,
+        min_kills=3,
         in_flight=1,
-    )  # fmt: skip
+    )
 
 
 def test_a_crash_reruns_only_the_job_in_hand(

@@ -105,9 +105,16 @@ def test_sigkill_children_mid_drain_of_a_sharded_queue_on_a_cluster(
     # near three times the 4 kills' 0.6 s
     app.enqueue_many("work", [(i, 0.002) for i in range(n)], queue="q")
     pool = Pool(
-        redis_cluster.url, app.namespace, tmp_path / "pool.log",
-        "-c", "3", "--batch", str(batch), "--lease", "300",
-    )  # fmt: skip
+        redis_cluster.url,
+        app.namespace,
+        tmp_path / "pool.log",
+        "-c",
+        "3",
+        "--batch",
+        str(batch),
+        "--lease",
+        "300",
+    )
     try:
         pool.wait_children(3)
         kills = kill_children_while(

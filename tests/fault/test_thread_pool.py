@@ -32,10 +32,19 @@ def test_sigkill_children_with_async_and_thread_jobs_mixed(
     # a job handed back goes to the front and may be running at the next kill too:
     # enough stalls allowed that no job goes dead here
     pool = pools(
-        "--app", "tests.apps.mixed_jobs", "-c", "2",
-        "--threads", str(slots // 2), "--async-jobs", str(slots // 2),
-        "--batch", "20", "--max-stalls", "20",
-    )  # fmt: skip
+        "--app",
+        "tests.apps.mixed_jobs",
+        "-c",
+        "2",
+        "--threads",
+        str(slots // 2),
+        "--async-jobs",
+        str(slots // 2),
+        "--batch",
+        "20",
+        "--max-stalls",
+        "20",
+    )
     drain_while_killing_children(app, r, pool, n, slots)
 
 
@@ -86,9 +95,17 @@ def test_jobs_waiting_for_a_thread_behind_long_jobs_go_to_other_workers(
     app.enqueue_many("work", [(i, 3600) for i in (998, 999)], queue="q")
     app.enqueue_many("work", [(i,) for i in range(600)], queue="q")
     threads = pools(
-        "--app", "tests.apps.mixed_jobs", "-c", "1", "--threads", "2", "--async-jobs", "40",
-        "--graceful-timeout", "1",
-    )  # fmt: skip
+        "--app",
+        "tests.apps.mixed_jobs",
+        "-c",
+        "1",
+        "--threads",
+        "2",
+        "--async-jobs",
+        "40",
+        "--graceful-timeout",
+        "1",
+    )
     wait_until(lambda: set(runs(r, app.namespace)) == {998, 999}, 30, "the long jobs")
     held = app.stats("q")["inflight"]
     assert held > 2, "the jobs behind the long ones were not claimed with them"

@@ -208,9 +208,11 @@ def test_a_unique_job_enqueued_twice_runs_once_and_its_end_frees_the_key(
     assert report.enqueue_with(unique_key="nightly")("b") == keyed
     drain(app, ["q"])
     assert runs.count == {
-        ("2026-11-23", True): 1, ("2026-11-24", False): 1, ("2026-11-25", False): 2,
+        ("2026-11-23", True): 1,
+        ("2026-11-24", False): 1,
+        ("2026-11-25", False): 2,
         ("a", False): 1,
-    }  # fmt: skip
+    }
     assert app.stats("q")["enqueued"] == 5
     again = report.enqueue("2026-11-23", full=True)
     assert again != first  # the first one completed: its lock went with it
@@ -304,7 +306,7 @@ def test_the_same_unique_job_from_8_processes_50_times_each_runs_once(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
+        )
         for _ in range(8)
     ]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -414,9 +416,10 @@ def test_cli_cancel_by_id_and_tag_and_list_jobs(redis_server: RedisServer, app: 
     assert proc.returncode == 1 and "nothing to cancel" in proc.stdout
     proc = cli("cancel", "--tag", "batch:1")
     assert (proc.returncode, proc.stdout.strip()) == (
-        0, "cancelled 4 jobs tagged 'batch:1': 4 stopped (never to run), 0 held by a worker "
+        0,
+        "cancelled 4 jobs tagged 'batch:1': 4 stopped (never to run), 0 held by a worker "
         "(may still run)",
-    )  # fmt: skip
+    )
     assert cli("jobs", "--tag", "batch:1").stdout == ""
     # their records, newest first: the four of the tag, then the first one
     proc = cli("jobs", "--state", "cancelled", "-q", "count")

@@ -22,9 +22,17 @@ def test_burst_worker_drains_10000_jobs_each_once(
     assert len(set(ids)) == 10_000
     proc = run_cli(
         redis_server.url,
-        "worker", "--app", "tests.apps.counting", "--namespace", app.namespace,
-        "-q", "count", "--burst", "--batch", "200",
-    )  # fmt: skip
+        "worker",
+        "--app",
+        "tests.apps.counting",
+        "--namespace",
+        app.namespace,
+        "-q",
+        "count",
+        "--burst",
+        "--batch",
+        "200",
+    )
     assert proc.returncode == 0, proc.stderr
     runs = {int(k): int(v) for k, v in r.hgetall(f"{app.namespace}:runs").items()}
     assert len(runs) == 10_000 and set(runs.values()) == {1}
@@ -281,7 +289,7 @@ def test_cli_purge_asks_on_a_terminal(
                 app.namespace,
                 "-q",
                 "count",
-            ),  # fmt: skip
+            ),
             env=subprocess_env(redis_server.url),
             stdin=follower,
             capture_output=True,
@@ -307,9 +315,15 @@ def test_a_worker_keeps_async_jobs_in_flight_as_asked_in_either_spelling(
     app.enqueue_many("hold", [(0.5,)] * 10, queue="inflight")
     proc = run_cli(
         redis_server.url,
-        "worker", "--app", "tests.apps.in_flight", "--namespace", app.namespace,
-        "--burst", option, "5",
-    )  # fmt: skip
+        "worker",
+        "--app",
+        "tests.apps.in_flight",
+        "--namespace",
+        app.namespace,
+        "--burst",
+        option,
+        "5",
+    )
     assert proc.returncode == 0, proc.stderr
     assert int(r.hget(f"{app.namespace}:runs", "hold") or 0) == 10
     assert [int(peak) for peak in r.hvals(f"{app.namespace}:peak")] == [5]
@@ -340,7 +354,7 @@ def test_a_pools_children_keep_async_jobs_in_flight_as_asked_in_either_spelling(
             "--namespace",
             app.namespace,
             "--no-reaper",
-        ),  # fmt: skip
+        ),
         env=subprocess_env(redis_server.url),
         stderr=subprocess.PIPE,
         text=True,

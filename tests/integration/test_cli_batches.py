@@ -35,8 +35,10 @@ def test_status_of_a_batch_that_ran_for_a_person_and_as_json(
     assert code == 0, err
     shown = fields(out)
     assert (shown["id"], shown["state"], shown["description"]) == (
-        "import-1", "ended", "nightly import",
-    )  # fmt: skip
+        "import-1",
+        "ended",
+        "nightly import",
+    )
     counts = [shown[k] for k in ("total", "pending", "done", "failed", "dead", "cancelled")]
     assert counts == ["10", "0", "9", "1", "1", "0"]
     assert shown["queues"] == "count" and shown["cancelled_at"] == "-"
@@ -58,8 +60,9 @@ def test_list_newest_first_then_close_and_cancel(redis_server: RedisServer, app:
     assert code == 0, err
     lines = out.splitlines()
     assert [line.split()[:3] for line in lines] == [
-        [second.id, "open", "total=5"], [first.id, "open", "total=3"],
-    ]  # fmt: skip
+        [second.id, "open", "total=5"],
+        [first.id, "open", "total=3"],
+    ]
     assert lines[0].endswith(" second") and "pending=5 done=0" in lines[0]
     code, out, _ = batch_cli(redis_server.url, app.namespace, "list", "--limit", "1", "--json")
     assert [s["id"] for s in orjson.loads(out)] == [second.id]
@@ -68,8 +71,10 @@ def test_list_newest_first_then_close_and_cancel(redis_server: RedisServer, app:
     code, out, err = batch_cli(redis_server.url, app.namespace, "cancel", second.id)
     assert code == 0, err
     # nothing ran them: every job was waiting, so the batch ended, cancelled
-    assert out == f"cancelled batch {second.id}: 5 waiting jobs will never run, 0 running " \
-        "finish; it is ended\n"  # fmt: skip
+    assert (
+        out == f"cancelled batch {second.id}: 5 waiting jobs will never run, 0 running "
+        "finish; it is ended\n"
+    )
     status = app.batch_status(second.id)
     assert status is not None and (status.cancelled, status.pending) == (5, 0)
     assert status.cancelled_at is not None and app.stats("count")["cancelled"] == 5

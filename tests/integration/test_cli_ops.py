@@ -35,8 +35,9 @@ def dead_five(redis_server: RedisServer, app: fastq.App, r: redis.Redis) -> list
     """Five ``flaky`` jobs of queue mailer, dead (retries=0) while broken_mode was set."""
     r.set(f"{app.namespace}:broken_mode", 1)
     ids = app.enqueue_many("flaky", [(i,) for i in range(5)], queue="mailer")
-    proc = run_cli(redis_server.url, "worker", "--app", OPS_APP, "--namespace", app.namespace,
-                   "--burst")  # fmt: skip
+    proc = run_cli(
+        redis_server.url, "worker", "--app", OPS_APP, "--namespace", app.namespace, "--burst"
+    )
     assert proc.returncode == 0, proc.stderr
     r.delete(f"{app.namespace}:broken_mode")
     assert app.stats("mailer")["dead"] == 5
@@ -81,8 +82,9 @@ def test_dead_list_retry_and_purge(
     info = app.get_job(dead_five[0], "mailer")
     assert info is not None and info.state == "queued"
     assert (info.attempts, info.last_error, info.traceback) == (0, None, None)
-    proc = run_cli(redis_server.url, "worker", "--app", OPS_APP, "--namespace", app.namespace,
-                   "--burst")  # fmt: skip
+    proc = run_cli(
+        redis_server.url, "worker", "--app", OPS_APP, "--namespace", app.namespace, "--burst"
+    )
     assert proc.returncode == 0, proc.stderr
     assert runs(r, app.namespace) == {0: 1, 1: 1, 2: 1}
     assert app.stats("mailer")["processed"] == 3
@@ -118,8 +120,9 @@ def test_broken_jobs_go_back_once_the_app_knows_their_job(
     assert proc.returncode == 0, proc.stderr
     assert "put 4 broken jobs back in mailer" in proc.stdout
     assert "1 broken jobs have no payload" in proc.stdout
-    proc = run_cli(redis_server.url, "worker", "--app", OPS_APP, "--namespace", app.namespace,
-                   "--burst")  # fmt: skip
+    proc = run_cli(
+        redis_server.url, "worker", "--app", OPS_APP, "--namespace", app.namespace, "--burst"
+    )
     assert proc.returncode == 0, proc.stderr
     assert runs(r, app.namespace) == {0: 1, 1: 1, 2: 1, 3: 1}
     assert (app.stats("mailer")["broken"], app.stats("mailer")["processed"]) == (1, 4)
@@ -147,8 +150,9 @@ def test_enqueue_runs_the_job_and_refuses_bad_input(
     proc = run_cli(redis_server.url, "enqueue", "flaky", "--args", "[7]", *base)
     assert proc.returncode == 0, proc.stderr
     job_id = proc.stdout.strip()
-    proc = run_cli(redis_server.url, "enqueue", "flaky", "--kwargs", '{"i": 8}', "--in", "1h",
-                   *base)  # fmt: skip
+    proc = run_cli(
+        redis_server.url, "enqueue", "flaky", "--kwargs", '{"i": 8}', "--in", "1h", *base
+    )
     assert proc.returncode == 0, proc.stderr
     stats = app.stats("mailer")
     assert (stats["ready"], stats["scheduled"]) == (1, 1)
@@ -170,12 +174,29 @@ def test_queues_and_stats_list_an_invalid_name_without_crashing(
     rows = orjson.loads(proc.stdout)
     assert list(rows) == ["mailer"]
     assert rows["mailer"] == {
-        "ready": 3, "inflight": 0, "scheduled": 0, "dead": 0, "broken": 0, "processed": 0,
-        "failed": 0, "retried": 0, "stalled": 0, "orphaned": 0, "stale_acks": 0,
-        "enqueued": 3, "interrupted": 0, "purged": 0, "cancelled": 0, "revived": 0,
-        "total_dead": 0, "total_broken": 0, "rate": None, "limit": None, "paused": False,
+        "ready": 3,
+        "inflight": 0,
+        "scheduled": 0,
+        "dead": 0,
+        "broken": 0,
+        "processed": 0,
+        "failed": 0,
+        "retried": 0,
+        "stalled": 0,
+        "orphaned": 0,
+        "stale_acks": 0,
+        "enqueued": 3,
+        "interrupted": 0,
+        "purged": 0,
+        "cancelled": 0,
+        "revived": 0,
+        "total_dead": 0,
+        "total_broken": 0,
+        "rate": None,
+        "limit": None,
+        "paused": False,
         "workers": 0,
-    }  # fmt: skip
+    }
 
 
 def test_stats_shows_the_fault_counters_plain_and_json(
@@ -186,8 +207,10 @@ def test_stats_shows_the_fault_counters_plain_and_json(
     app.stats() says it."""
     app.enqueue_many("flaky", [(i,) for i in range(2)], queue="mailer")
     # as release.lua and ack.lua count them
-    r.hset(app.keys("mailer").stats, mapping={"stalled": 3, "orphaned": 2, "stale_acks": 5,
-                                                "retried": 7})  # fmt: skip
+    r.hset(
+        app.keys("mailer").stats,
+        mapping={"stalled": 3, "orphaned": 2, "stale_acks": 5, "retried": 7},
+    )
     expected = app.stats("mailer")
     base = ("-q", "mailer", "--namespace", app.namespace)
     proc = run_cli(redis_server.url, "stats", *base, "--json")
@@ -302,8 +325,11 @@ def test_bad_input_is_one_line_and_writes_nothing(
 ) -> None:
     app.enqueue("flaky", [1], queue="mailer")
     before = sorted(r.scan_iter(match=f"{app.namespace}:*"))
-    proc = run_cli(redis_server.url, *args, *(["--namespace", app.namespace] if
-                   "--namespace" not in args else []))  # fmt: skip
+    proc = run_cli(
+        redis_server.url,
+        *args,
+        *(["--namespace", app.namespace] if "--namespace" not in args else []),
+    )
     assert proc.returncode == 2, proc.stderr
     assert message in one_line_error(proc)
     assert sorted(r.scan_iter(match=f"{app.namespace}:*")) == before
@@ -356,8 +382,9 @@ def test_worker_banner_and_failure_logs(
     assert "ran (attempt" not in proc.stderr  # per-job lines only at DEBUG
     producer.enqueue("flaky", [2], queue="mailer")
     client.delete(f"{namespace}:broken_mode")
-    proc = run_cli(url, "worker", "--app", OPS_APP, "--namespace", namespace, "--burst",
-                   "--log-level", "DEBUG")  # fmt: skip
+    proc = run_cli(
+        url, "worker", "--app", OPS_APP, "--namespace", namespace, "--burst", "--log-level", "DEBUG"
+    )
     assert proc.returncode == 0, proc.stderr
     assert "DEBUG fastq.worker: job flaky" in proc.stderr and "ran (attempt 1)" in proc.stderr
     producer.close()
@@ -369,12 +396,11 @@ def test_stats_watch_prints_a_sample_each_interval_with_the_rate(
 ) -> None:
     app.enqueue_many("flaky", [(i,) for i in range(5)], queue="mailer")
     proc = subprocess.Popen(
-        fastq_cmd("stats", "--namespace", app.namespace, "--watch", "--json",
-                  "--interval", "0.1"),
+        fastq_cmd("stats", "--namespace", app.namespace, "--watch", "--json", "--interval", "0.1"),
         env=subprocess_env(redis_server.url),
         stdout=subprocess.PIPE,
         text=True,
-    )  # fmt: skip
+    )
     try:
         assert proc.stdout is not None
         first, second = orjson.loads(proc.stdout.readline()), orjson.loads(proc.stdout.readline())

@@ -232,8 +232,11 @@ def test_the_cli_on_a_cluster_url(redis_cluster: ClusterServer, capp: fastq.App)
     ]
     worker = subprocess.run(
         fastq_cmd("worker", "--app", "tests.apps.ops_jobs", "-q", ",".join(owners), "--burst", *ns),
-        env=env, capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert worker.returncode == 0, worker.stderr
     runs = capp.redis.hgetall(f"{capp.namespace}:runs")
     assert runs == {str(n * 10 + i).encode(): b"1" for n in range(3) for i in range(n + 1)}

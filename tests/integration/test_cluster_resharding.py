@@ -123,9 +123,16 @@ def test_a_round_trip_follows_ask_to_the_importing_master(
     queue = "ask"
     capp.enqueue_many("job", [(i,) for i in range(3)], queue=queue)
     rt = RoundTrip(
-        lambda: capp.new_client(retries=0), "w1", [queue], capp.namespace, cluster=True,
-        lease_ms=60_000, dead_max_age_ms=60_000, dead_max_len=100, max_stalls=1,
-    )  # fmt: skip
+        lambda: capp.new_client(retries=0),
+        "w1",
+        [queue],
+        capp.namespace,
+        cluster=True,
+        lease_ms=60_000,
+        dead_max_age_ms=60_000,
+        dead_max_len=100,
+        max_stalls=1,
+    )
     try:
         k = rt.keys[queue]
         assert rt.client.llen(k.ready) == 3  # the slot map read before the move

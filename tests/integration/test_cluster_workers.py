@@ -214,9 +214,13 @@ def test_per_key_rate_limits_unique_and_at_most_once_jobs_on_every_master(
     drain(capp, list(owners.values()), burst_horizon_s=0.3)
     # the key's burst of 2 per queue (a rate key is per queue); the third waits an hour
     assert ran == Counter(
-        {("send", "a0"): 3, ("send", "a1"): 3, **{("report", q): 1 for q in owners.values()},
-         **{("once", str(i)): 3 for i in range(4)}}
-    )  # fmt: skip
+        {
+            ("send", "a0"): 3,
+            ("send", "a1"): 3,
+            **{("report", q): 1 for q in owners.values()},
+            **{("once", str(i)): 3 for i in range(4)},
+        }
+    )
     for q in owners.values():
         stats = capp.stats(q)
         assert (stats["scheduled"], stats["retried"], stats["processed"]) == (1, 1, 7)
@@ -251,9 +255,16 @@ def test_a_round_trip_answered_moved_reads_the_slot_map_again(
     queue = owners[min(owners)]
     job_id = capp.enqueue("job", (1,), queue=queue)
     rt = RoundTrip(
-        lambda: capp.new_client(retries=0), "w1", [queue], capp.namespace, cluster=True,
-        lease_ms=60_000, dead_max_age_ms=60_000, dead_max_len=100, max_stalls=1,
-    )  # fmt: skip
+        lambda: capp.new_client(retries=0),
+        "w1",
+        [queue],
+        capp.namespace,
+        cluster=True,
+        lease_ms=60_000,
+        dead_max_age_ms=60_000,
+        dead_max_len=100,
+        max_stalls=1,
+    )
     try:
         client = cast(RedisCluster, rt.client)
         slot = client.keyslot(capp.keys(queue).ready)

@@ -53,16 +53,28 @@ def test_the_readme_first_job_works_verbatim_on_the_apps_own_redis(tmp_path: Pat
         env = _fresh_shell_env()
 
         def run(command: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(shlex.split(command), cwd=tmp_path, env=env,
-                                  capture_output=True, text=True, timeout=120)  # fmt: skip
+            return subprocess.run(
+                shlex.split(command),
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
 
         enqueued = run(commands[0])
         assert enqueued.returncode == 0, enqueued.stderr
         first_id = enqueued.stdout.strip()
         # the pool in the first shell: its prints go to a pipe, as under systemd
         with open(tmp_path / "pool.out", "w") as out, open(tmp_path / "pool.err", "w") as err:
-            pool = subprocess.Popen(shlex.split(commands[1]), cwd=tmp_path, env=env,
-                                    stdout=out, stderr=err, start_new_session=True)  # fmt: skip
+            pool = subprocess.Popen(
+                shlex.split(commands[1]),
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=err,
+                start_new_session=True,
+            )
             try:
                 for command in commands[2:]:  # wait, then stats, in another shell
                     proc = run(command)
@@ -73,8 +85,9 @@ def test_the_readme_first_job_works_verbatim_on_the_apps_own_redis(tmp_path: Pat
                         ), proc.stdout
                     else:
                         # it counts from when it starts: the pool has begun by then
-                        assert re.search(r"mailer drained: \d+ done, 0 failed, 0 dead\n$",
-                                         proc.stdout), proc.stdout  # fmt: skip
+                        assert re.search(
+                            r"mailer drained: \d+ done, 0 failed, 0 dead\n$", proc.stdout
+                        ), proc.stdout
                 inspected = run(f"fastq inspect {first_id} --app myapp")
                 assert inspected.returncode == 0 and "done" in inspected.stdout, inspected.stderr
             finally:
@@ -95,18 +108,25 @@ def test_a_queue_read_on_another_redis_names_it_and_suggests_app(
 ) -> None:
     url = redis_server.url
     for command in (["stats", "-q", "mailer"], ["wait", "-q", "mailer"]):
-        proc = subprocess.run(fastq_cmd(*command, "--namespace", app.namespace),
-                              env=subprocess_env(url), capture_output=True, text=True,
-                              timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            fastq_cmd(*command, "--namespace", app.namespace),
+            env=subprocess_env(url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 2
         assert proc.stderr.strip().splitlines() == [
             f"fastq: error: unknown queue 'mailer' on {url}, namespace {app.namespace!r}"
-            + (" (known: none)" if command[0] == "stats" else
-               ": no job was ever enqueued on it and no job of this app is registered on it "
-               "(known: none)")
+            + (
+                " (known: none)"
+                if command[0] == "stats"
+                else ": no job was ever enqueued on it and no job of this app is registered on it "
+                "(known: none)"
+            )
             + "; without --app this command reads $FASTQ_REDIS_URL: add --app MODULE to "
             "read the app's"
-        ]  # fmt: skip
+        ]
 
 
 def test_a_closed_pipe_and_an_empty_listing_are_quiet(
@@ -114,14 +134,22 @@ def test_a_closed_pipe_and_an_empty_listing_are_quiet(
 ) -> None:
     app.enqueue_many("flaky", [(i,) for i in range(20_000)], queue="mailer", tags=["blast"])
     fastq_line = shlex.join(fastq_cmd("jobs", "--tag", "blast", "--namespace", app.namespace))
-    proc = subprocess.run(["bash", "-c", f"{fastq_line} | head -1"],
-                          env=subprocess_env(redis_server.url), capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        ["bash", "-c", f"{fastq_line} | head -1"],
+        env=subprocess_env(redis_server.url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and proc.stderr == ""
     assert re.fullmatch(r"\S+ mailer queued\n", proc.stdout)
-    proc = subprocess.run(fastq_cmd("jobs", "--tag", "nosuch", "--namespace", app.namespace),
-                          env=subprocess_env(redis_server.url), capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        fastq_cmd("jobs", "--tag", "nosuch", "--namespace", app.namespace),
+        env=subprocess_env(redis_server.url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0 and proc.stdout == ""
     assert proc.stderr == (
         f"fastq: no live job tagged 'nosuch' on any queue of {redis_server.url}, "
@@ -133,8 +161,13 @@ def test_a_database_that_does_not_exist_is_one_line_and_a_refusal(
     redis_server: RedisServer,
 ) -> None:
     url = f"redis://127.0.0.1:{redis_server.port}/99"
-    proc = subprocess.run(fastq_cmd("stats", "--redis-url", url), env=subprocess_env(url),
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        fastq_cmd("stats", "--redis-url", url),
+        env=subprocess_env(url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr == (
         f"fastq: error: Redis at {url} refused the call (no such database): "
@@ -160,8 +193,9 @@ def test_with_app_a_command_reads_the_apps_redis_whatever_the_environment(
     env = dict(_fresh_shell_env(), FASTQ_REDIS_URL="redis://127.0.0.1:1/0")
 
     def fastq_line(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["fastq", *args], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        return subprocess.run(
+            ["fastq", *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60
+        )
 
     proc = fastq_line("enqueue", "send", "--app", "named", "--args", '["a@example.com"]')
     assert proc.returncode == 0, proc.stderr

@@ -212,9 +212,14 @@ def test_purge_batch_out_of_range_is_refused(app: fastq.App) -> None:
     for batch in (0, 5001, True, 1.5):
         with pytest.raises(ValueError, match="batch"):
             control.purge(
-                app.redis, app.keys("q"), ready=True, scheduled=False, dead=False,
-                broken=False, batch=batch,  # type: ignore[arg-type]
-            )  # fmt: skip
+                app.redis,
+                app.keys("q"),
+                ready=True,
+                scheduled=False,
+                dead=False,
+                broken=False,
+                batch=batch,  # type: ignore[arg-type]
+            )
 
 
 def test_purge_does_not_chase_a_producer_forever(app: fastq.App, r: redis.Redis) -> None:
@@ -233,9 +238,14 @@ def test_purge_does_not_chase_a_producer_forever(app: fastq.App, r: redis.Redis)
     producer.start()
     try:
         n = control.purge(
-            app.redis, app.keys("mailer"), ready=True, scheduled=True, dead=False,
-            broken=False, batch=10,
-        )  # fmt: skip
+            app.redis,
+            app.keys("mailer"),
+            ready=True,
+            scheduled=True,
+            dead=False,
+            broken=False,
+            batch=10,
+        )
     finally:
         stop.set()
         producer.join(5)

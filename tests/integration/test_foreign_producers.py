@@ -19,17 +19,41 @@ from fastq.testing.redis_server import RedisServer
 from tests.support.processes import ROOT, fastq_cmd, subprocess_env
 
 KEY_SUFFIXES = (
-    "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
-    "links", "tagged", "unique", "unique_exp", "settings", "records", "records_old",
-)  # fmt: skip
+    "jobs",
+    "ready",
+    "prio",
+    "scheduled",
+    "stats",
+    "wake",
+    "sched_prio",
+    "cancelled",
+    "links",
+    "tagged",
+    "unique",
+    "unique_exp",
+    "settings",
+    "records",
+    "records_old",
+)
 
 
 def _drain(url: str, namespace: str) -> str:
     proc = subprocess.run(
-        fastq_cmd("worker", "--app", "tests.apps.counting", "--namespace", namespace,
-                  "-q", "count", "--burst"),
-        env=subprocess_env(url), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        fastq_cmd(
+            "worker",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            namespace,
+            "-q",
+            "count",
+            "--burst",
+        ),
+        env=subprocess_env(url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stderr
 
@@ -68,9 +92,12 @@ def test_a_job_enqueued_with_redis_cli_alone_is_run(
             || true
     """
     proc = subprocess.run(
-        ["bash", "-c", script], env=subprocess_env(redis_server.url),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        ["bash", "-c", script],
+        env=subprocess_env(redis_server.url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     # one added, then one more (cli-7 exists: left alone), then one with a priority;
     # a priority out of range is refused, naming it
@@ -177,10 +204,19 @@ def test_jobs_enqueued_from_node_with_a_plain_client_are_run(
         subprocess.run(fastq_cmd("lua", "enqueue"), capture_output=True, check=True).stdout
     )
     proc = subprocess.run(
-        ["node", str(tmp_path / "producer.js"), str(redis_server.port), namespace, "count",
-         str(tmp_path / "enqueue.lua")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
+        [
+            "node",
+            str(tmp_path / "producer.js"),
+            str(redis_server.port),
+            namespace,
+            "count",
+            str(tmp_path / "enqueue.lua"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout) == [1000, 500, [1, 2, "node-u1"]]
     assert r.sismember(f"{namespace}:queues", "count")

@@ -70,17 +70,26 @@ def test_hooks_see_each_outcome_in_order(app: fastq.App, options: dict[str, Any]
         by_tag.setdefault(tag, []).append((what, extra))
     # after_* hooks in the reverse order of registration; on_failure before them
     assert by_tag["ok"] == [
-        ("before", None), ("after2", None), ("after1", ("done", "NoneType", 1)),
-    ]  # fmt: skip
+        ("before", None),
+        ("after2", None),
+        ("after1", ("done", "NoneType", 1)),
+    ]
     assert by_tag["fail"] == [
-        ("before", None), ("failure", "dead"), ("after2", None), ("after1", ("dead", "Fail", 1)),
-    ]  # fmt: skip
+        ("before", None),
+        ("failure", "dead"),
+        ("after2", None),
+        ("after1", ("dead", "Fail", 1)),
+    ]
     assert by_tag["boom"] == [
-        ("before", None), ("failure", "retried"), ("after2", None),
+        ("before", None),
+        ("failure", "retried"),
+        ("after2", None),
         ("after1", ("retried", "ValueError", 1)),
-        ("before", None), ("failure", "dead"), ("after2", None),
+        ("before", None),
+        ("failure", "dead"),
+        ("after2", None),
         ("after1", ("dead", "ValueError", 2)),
-    ]  # fmt: skip
+    ]
     stats = app.stats("q")
     assert stats["dead"] == 2 and stats["ready"] == 0 and stats["scheduled"] == 0
 

@@ -38,8 +38,9 @@ def http(served: ServedWorkers) -> Iterator[httpx.Client]:
 
 
 def claim(http: httpx.Client, n: int = 1, lease_s: float = 30, worker: str = "w") -> list[Any]:
-    status, body = post(http, f"/api/v1/queues/{Q}/claim", {"max": n, "lease_s": lease_s,
-                                                            "worker": worker})  # fmt: skip
+    status, body = post(
+        http, f"/api/v1/queues/{Q}/claim", {"max": n, "lease_s": lease_s, "worker": worker}
+    )
     assert status == 200, body
     jobs: list[Any] = body["jobs"]
     return jobs

@@ -52,9 +52,12 @@ def node_worker(served: Server, *args: str) -> subprocess.Popen[str]:
     assert served.token is not None
     return subprocess.Popen(
         [node(), str(WORKER_JS), served.base_url, Q, *args],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         env={**os.environ, "FASTQ_TOKEN": served.token},
-    )  # fmt: skip
+    )
 
 
 def finish(proc: subprocess.Popen[str], stdin: str = "") -> list[object]:
@@ -92,10 +95,21 @@ def test_a_job_its_node_worker_stops_heartbeating_comes_back_and_runs_once_more(
     assert abandoned.stdout is not None
     assert json.loads(abandoned.stdout.readline()) == {"claimed": "slow", "attempt": 1}
     reaper = subprocess.Popen(
-        fastq_cmd("reaper", "--app", "tests.apps.no_jobs", "--namespace", app.namespace,
-                  "-q", Q, "--interval", "0.2"),
-        env=subprocess_env(redis_server.url), stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        fastq_cmd(
+            "reaper",
+            "--app",
+            "tests.apps.no_jobs",
+            "--namespace",
+            app.namespace,
+            "-q",
+            Q,
+            "--interval",
+            "0.2",
+        ),
+        env=subprocess_env(redis_server.url),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # its 1 s lease lapses, unextended: the reaper hands the job back, a stall counted
         wait_until(lambda: r.lrange(keys.ready, 0, -1) == [b"slow"], 30, "the job back")
@@ -125,22 +139,45 @@ def test_jobs_a_node_producer_enqueued_run_in_a_pool(
         subprocess.run(fastq_cmd("lua", "enqueue"), capture_output=True, check=True).stdout
     )
     proc = subprocess.run(
-        [node(), str(tmp_path / "producer.js"), str(redis_server.port), app.namespace, "count",
-         str(tmp_path / "enqueue.lua")],
-        capture_output=True, text=True, timeout=60, cwd=ROOT,
-    )  # fmt: skip
+        [
+            node(),
+            str(tmp_path / "producer.js"),
+            str(redis_server.port),
+            app.namespace,
+            "count",
+            str(tmp_path / "enqueue.lua"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr
     queued = app.stats("count")["ready"]  # what the producer put in (1,501 jobs as it stands)
     assert queued > 1000
     pool = subprocess.Popen(
-        fastq_cmd("pool", "-c", "2", "--app", "tests.apps.counting", "--namespace",
-                  app.namespace, "-q", "count"),
-        env=subprocess_env(redis_server.url), stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        fastq_cmd(
+            "pool",
+            "-c",
+            "2",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            app.namespace,
+            "-q",
+            "count",
+        ),
+        env=subprocess_env(redis_server.url),
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     runs = f"{app.namespace}:runs"
     try:
-        wait_until(lambda: r.hlen(runs) == queued and app.stats("count")["processed"] == queued,
-                   60, "the pool to run every job")  # fmt: skip
+        wait_until(
+            lambda: r.hlen(runs) == queued and app.stats("count")["processed"] == queued,
+            60,
+            "the pool to run every job",
+        )
     finally:
         pool.send_signal(signal.SIGTERM)
         _, log = pool.communicate(timeout=60)
@@ -180,9 +217,12 @@ curl -sS --fail-with-body -H "$AUTH" "$API/jobs/curl-1"
 def test_a_producer_and_a_worker_in_curl_alone(app: fastq.App, served: Server) -> None:
     assert served.token is not None and shutil.which("curl") is not None
     proc = subprocess.run(
-        ["bash", "-c", CURL_FLOW], capture_output=True, text=True, timeout=60,
+        ["bash", "-c", CURL_FLOW],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "FASTQ_TOKEN": served.token, "BASE": served.base_url, "Q": Q},
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr
     enqueued, beat, done, read = (json.loads(line) for line in proc.stdout.splitlines())
     assert enqueued == {"ids": ["curl-1"]}

@@ -21,9 +21,19 @@ from tests.support.processes import run_cli
 from tests.support.workers import drain
 
 SUFFIXES = (
-    "jobs", "scheduled", "dead", "broken", "stalls", "poison", "progress", "cancelled",
-    "links", "records", "records_old", "leases",
-)  # fmt: skip
+    "jobs",
+    "scheduled",
+    "dead",
+    "broken",
+    "stalls",
+    "poison",
+    "progress",
+    "cancelled",
+    "links",
+    "records",
+    "records_old",
+    "leases",
+)
 
 
 @pytest.fixture

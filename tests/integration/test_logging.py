@@ -13,11 +13,21 @@ from tests.support.processes import fastq_cmd, subprocess_env
 def _worker(url: str, app: fastq.App, *log_options: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         fastq_cmd(
-            *log_options, "worker", "--app", "tests.apps.counting",
-            "--namespace", app.namespace, "-q", "count", "--burst",
+            *log_options,
+            "worker",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            app.namespace,
+            "-q",
+            "count",
+            "--burst",
         ),
-        env=subprocess_env(url), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        env=subprocess_env(url),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_json_lines_with_one_debug_line_per_job(redis_server: RedisServer, app: fastq.App) -> None:

@@ -31,10 +31,20 @@ def test_metrics_port_without_prometheus_client_is_a_clear_error(
     env = subprocess_env(redis_server.url)
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), env["PYTHONPATH"]])
     proc = subprocess.run(
-        fastq_cmd("pool", "--app", "tests.apps.counting", "--namespace", app.namespace,
-                  "--metrics-port", "0"),
-        env=env, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        fastq_cmd(
+            "pool",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            app.namespace,
+            "--metrics-port",
+            "0",
+        ),
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip() == (
         "fastq: error: --metrics-port needs prometheus_client: pip install 'fastq[metrics]'"

@@ -159,8 +159,17 @@ def test_fastq_periodic_lists_last_and_next_fire_times(
     assert first.returncode == 0, first.stderr
     lines = first.stdout.splitlines()
     assert lines[0].split() == [
-        "NAME", "QUEUE", "SCHEDULE", "OVERLAP", "LAST", "FIRED", "NEXT", "FIRE", "LAST", "RUN"
-    ]  # fmt: skip
+        "NAME",
+        "QUEUE",
+        "SCHEDULE",
+        "OVERLAP",
+        "LAST",
+        "FIRED",
+        "NEXT",
+        "FIRE",
+        "LAST",
+        "RUN",
+    ]
     tick, vacuum = lines[1], lines[2]
     assert tick.split()[:5] == ["tick", "ticks", "every", "1s", "no"]
     assert "never" in tick

@@ -41,8 +41,13 @@ def test_a_changed_app_file_restarts_the_children_on_the_new_code(
         return (tmp_path / "pool.log").read_text()
 
     def enqueue_and_run() -> bytes:
-        subprocess.run(fastq_cmd("enqueue", "version", "--app", "reloadapp"), cwd=tmp_path,
-                       env=env, check=True, timeout=60)  # fmt: skip
+        subprocess.run(
+            fastq_cmd("enqueue", "version", "--app", "reloadapp"),
+            cwd=tmp_path,
+            env=env,
+            check=True,
+            timeout=60,
+        )
         reply = r.blpop([ran], timeout=30)
         assert reply is not None, logged()
         return bytes(reply[1])

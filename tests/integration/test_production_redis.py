@@ -44,10 +44,23 @@ def _run_pool_until(url: str, namespace: str, n: int, log: Path, level: str = "I
     lines of its processes."""
     with open(log, "wb") as out:
         proc = subprocess.Popen(
-            fastq_cmd("--log-level", level, "pool", "--app", "tests.apps.counting",
-                      "--namespace", namespace, "-q", "count", "-c", "1"),
-            env=subprocess_env(url), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            fastq_cmd(
+                "--log-level",
+                level,
+                "pool",
+                "--app",
+                "tests.apps.counting",
+                "--namespace",
+                namespace,
+                "-q",
+                "count",
+                "-c",
+                "1",
+            ),
+            env=subprocess_env(url),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 60
             while _runs(url, namespace) < n:
@@ -85,8 +98,12 @@ def test_a_pool_with_a_password_runs_jobs_and_never_shows_the_password(
     output = _run_pool_until(url, namespace, JOBS, tmp_path / "pool.log", "DEBUG")
     assert "persists nothing" in output  # the check ran (this server saves nothing)
     outputs = {"pool": output}
-    for args in (["--help"], ["pool", "--help"], ["worker", "--help"],
-                 ["stats", "--app", "tests.apps.counting", "--namespace", namespace]):  # fmt: skip
+    for args in (
+        ["--help"],
+        ["pool", "--help"],
+        ["worker", "--help"],
+        ["stats", "--app", "tests.apps.counting", "--namespace", namespace],
+    ):
         proc = run_cli(url, *args)
         assert proc.returncode == 0, proc.stderr
         outputs[" ".join(args)] = proc.stdout + proc.stderr
@@ -120,8 +137,11 @@ def test_a_wrong_password_is_one_error_and_a_nonzero_exit(
     url = f"redis://{user}:wrong-{PASSWORD}@127.0.0.1:{locked_server.port}/0"
     proc = subprocess.run(
         fastq_cmd(command, "--app", "tests.apps.counting", "--namespace", namespace, "-q", "count"),
-        env=subprocess_env(url), capture_output=True, text=True, timeout=30,
-    )  # fmt: skip
+        env=subprocess_env(url),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert proc.returncode == 1, proc.stderr
     errors = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(errors) == 1, proc.stderr  # no retry storm, no traceback
@@ -167,11 +187,23 @@ def test_a_sentinel_url_with_passwords_runs_jobs_and_never_shows_them(
         outputs["stats"] = proc.stdout + proc.stderr
         # the same URL given on the command line
         proc = subprocess.run(
-            fastq_cmd("worker", "--app", "tests.apps.counting", "--namespace", namespace,
-                      "-q", "count", "--burst", "--redis-url", url),
-            env=subprocess_env("redis://127.0.0.1:1/0"), capture_output=True, text=True,
+            fastq_cmd(
+                "worker",
+                "--app",
+                "tests.apps.counting",
+                "--namespace",
+                namespace,
+                "-q",
+                "count",
+                "--burst",
+                "--redis-url",
+                url,
+            ),
+            env=subprocess_env("redis://127.0.0.1:1/0"),
+            capture_output=True,
+            text=True,
             timeout=60,
-        )  # fmt: skip
+        )
         assert proc.returncode == 0, proc.stderr
         outputs["worker --redis-url"] = proc.stdout + proc.stderr
         # the sentinels refuse a wrong password of theirs: an outage, as producers see it
@@ -183,10 +215,21 @@ def test_a_sentinel_url_with_passwords_runs_jobs_and_never_shows_them(
         assert "sentinel_password=***" in str(info.value)
         # a worker started on it stops at once, in one line: no retrying forever
         proc = subprocess.run(
-            fastq_cmd("worker", "--app", "tests.apps.counting", "--namespace", namespace,
-                      "-q", "count", "--burst"),
-            env=subprocess_env(wrong), capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            fastq_cmd(
+                "worker",
+                "--app",
+                "tests.apps.counting",
+                "--namespace",
+                namespace,
+                "-q",
+                "count",
+                "--burst",
+            ),
+            env=subprocess_env(wrong),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         lines = proc.stderr.strip().splitlines()
         assert proc.returncode == 1 and len(lines) == 1, proc.stderr
         assert "the sentinels of redis+sentinel://:***@127.0.0.1:" in lines[0]
@@ -208,8 +251,9 @@ def _has_tls() -> Optional[str]:
         return "redis-server is not installed"
     probe = subprocess.run(
         ["redis-server", "--port", "0", "--tls-port", "1", "--test-memory", "1"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
     if "tls-port" in probe.stdout + probe.stderr and "Bad directive" in probe.stdout + probe.stderr:
         return "this redis-server is built without TLS"
     return None
@@ -223,18 +267,59 @@ def _make_certificates(d: Path) -> None:
     """A CA, a server certificate for 127.0.0.1 and a client certificate, signed by it.
     With the extensions Python 3.13's strict verification (VERIFY_X509_STRICT, on by
     default) requires: the CA's key usage, the certificates' authority key id."""
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
-             "/CN=fastq test CA", "-addext", "keyUsage=critical,keyCertSign,cRLSign",
-             "-keyout", "ca.key", "-out", "ca.crt", cwd=d)  # fmt: skip
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=fastq test CA",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        cwd=d,
+    )
     (d / "san.ext").write_text(
         "subjectAltName=IP:127.0.0.1,DNS:localhost\nauthorityKeyIdentifier=keyid,issuer\n"
     )
     for name in ("server", "client"):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}",
-                 "-keyout", f"{name}.key", "-out", f"{name}.csr", cwd=d)  # fmt: skip
-        _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                 "-CAcreateserial", "-days", "2", "-extfile", "san.ext",
-                 "-out", f"{name}.crt", cwd=d)  # fmt: skip
+        _openssl(
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-subj",
+            f"/CN={name}",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            cwd=d,
+        )
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "2",
+            "-extfile",
+            "san.ext",
+            "-out",
+            f"{name}.crt",
+            cwd=d,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -246,16 +331,42 @@ def tls_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, 
     _make_certificates(d)
     port = free_port()
     proc = subprocess.Popen(
-        ["redis-server", "--port", "0", "--tls-port", str(port), "--bind", "127.0.0.1",
-         "--tls-cert-file", str(d / "server.crt"), "--tls-key-file", str(d / "server.key"),
-         "--tls-ca-cert-file", str(d / "ca.crt"), "--tls-auth-clients", "yes",
-         "--requirepass", PASSWORD, "--save", "", "--appendonly", "no", "--dir", str(d)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            "redis-server",
+            "--port",
+            "0",
+            "--tls-port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--tls-cert-file",
+            str(d / "server.crt"),
+            "--tls-key-file",
+            str(d / "server.key"),
+            "--tls-ca-cert-file",
+            str(d / "ca.crt"),
+            "--tls-auth-clients",
+            "yes",
+            "--requirepass",
+            PASSWORD,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(d),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     client = redis.Redis(
-        port=port, password=PASSWORD, ssl=True, ssl_ca_certs=str(d / "ca.crt"),
-        ssl_certfile=str(d / "client.crt"), ssl_keyfile=str(d / "client.key"),
-    )  # fmt: skip
+        port=port,
+        password=PASSWORD,
+        ssl=True,
+        ssl_ca_certs=str(d / "ca.crt"),
+        ssl_certfile=str(d / "client.crt"),
+        ssl_keyfile=str(d / "client.key"),
+    )
     deadline = time.monotonic() + 10
     while True:
         try:
@@ -302,8 +413,9 @@ def test_a_pool_through_a_sentinel_over_tls(
     )
     proc = subprocess.Popen(
         ["redis-server", str(config), "--sentinel"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         url = (
             f"rediss+sentinel://:{PASSWORD}@127.0.0.1:{sentinel_port}/mymaster/0"
@@ -339,10 +451,26 @@ def test_the_tls_files_as_cli_options(tls_server: tuple[int, Path], namespace: s
         namespace,
         5,
     )
-    tls = ["--tls-ca-cert", str(d / "ca.crt"), "--tls-cert", str(d / "client.crt"),
-           "--tls-key", str(d / "client.key")]  # fmt: skip
-    proc = run_cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
-                "-q", "count", "--burst", *tls)  # fmt: skip
+    tls = [
+        "--tls-ca-cert",
+        str(d / "ca.crt"),
+        "--tls-cert",
+        str(d / "client.crt"),
+        "--tls-key",
+        str(d / "client.key"),
+    ]
+    proc = run_cli(
+        url,
+        "worker",
+        "--app",
+        "tests.apps.counting",
+        "--namespace",
+        namespace,
+        "-q",
+        "count",
+        "--burst",
+        *tls,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "stopped after 5 jobs" in proc.stderr
     plain = f"redis://127.0.0.1:{port}/0"
@@ -370,8 +498,17 @@ def test_a_unix_socket_url_with_the_password_as_a_query_parameter(
     with RedisServer(extra_args=extra):  # its TCP port stays unused here
         url = f"unix://{sock}?db=0&password={PASSWORD}"
         _enqueue_counting(url, namespace, 5)
-        proc = run_cli(url, "worker", "--app", "tests.apps.counting", "--namespace", namespace,
-                    "-q", "count", "--burst")  # fmt: skip
+        proc = run_cli(
+            url,
+            "worker",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            namespace,
+            "-q",
+            "count",
+            "--burst",
+        )
         assert proc.returncode == 0, proc.stderr
         assert "stopped after 5 jobs" in proc.stderr
         assert f"unix://{sock}?db=0&password=***" in proc.stderr  # the persistence warning

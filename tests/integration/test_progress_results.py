@@ -60,8 +60,11 @@ def test_progress_is_visible_while_the_job_runs_batched_and_cleared_when_it_ends
     # 1000 reports, a few writes: one per beat at most (a claim writes no HSET)
     assert _hset_calls(r) - hsets_before <= 4
     assert (seen[0].id, seen[0].queue, seen[0].name, seen[0].attempt) == (
-        job_id, "p", "campaign", 1,
-    )  # fmt: skip
+        job_id,
+        "p",
+        "campaign",
+        1,
+    )
     release.set()
     thread.join(10)
     assert not thread.is_alive()
@@ -126,9 +129,16 @@ def test_bad_progress_is_refused_in_the_job_and_nothing_is_written(
     def report() -> None:
         job = fastq.current_job()
         for fraction, meta in (
-            (1.5, None), (-0.1, None), (math.nan, None), (math.inf, None), ("0.5", None),
-            (True, None), (0.5, object()), (0.5, "x" * 5000), (0.5, {1j: 2}),
-        ):  # fmt: skip
+            (1.5, None),
+            (-0.1, None),
+            (math.nan, None),
+            (math.inf, None),
+            ("0.5", None),
+            (True, None),
+            (0.5, object()),
+            (0.5, "x" * 5000),
+            (0.5, {1j: 2}),
+        ):
             try:
                 job.set_progress(fraction, meta)
             except (TypeError, ValueError) as exc:

@@ -77,7 +77,7 @@ class RatePool:
                     "-q",
                     "q",
                     *args,
-                ),  # fmt: skip
+                ),
                 env=subprocess_env(url),
                 stdout=log,
                 stderr=subprocess.STDOUT,

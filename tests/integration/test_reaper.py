@@ -136,8 +136,10 @@ def test_an_idle_reaper_costs_redis_little_however_many_queues_it_knows(
     with open(tmp_path / "reaper.log", "wb") as log:
         proc = subprocess.Popen(
             fastq_cmd("reaper", "--app", "tests.apps.counting", "--namespace", namespace),
-            env=subprocess_env(server.url), stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=subprocess_env(server.url),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     try:
         # its first sweep reaps each queue once: they are new to it
         wait_until(

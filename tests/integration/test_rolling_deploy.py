@@ -34,11 +34,13 @@ class Procs:
         log_path = self.tmp_path / f"{name}.log"
         with open(log_path, "ab") as log:
             proc = subprocess.Popen(
-                fastq_cmd(*args, "--app", DEPLOY_APP, "--namespace", self.namespace, "-q",
-                          "deploy"),
+                fastq_cmd(
+                    *args, "--app", DEPLOY_APP, "--namespace", self.namespace, "-q", "deploy"
+                ),
                 env=subprocess_env(self.url, DEPLOY_VERSION=version),
-                stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         self.started.append(proc)
         return proc, log_path
 

@@ -29,8 +29,12 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     ("add", 400, "must be a job object or an array of them, not a string"),
     ([], 422, "an empty array: no job to enqueue"),
     ([ADD, 7], 422, "jobs[1] must be a job object, not a number"),
-    ([ADD, {"name": "add", "args": [1]}], 422,
-     "jobs[1]: arguments do not fit add(a: int, b: int) -> int: missing a required argument: 'b'"),
+    (
+        [ADD, {"name": "add", "args": [1]}],
+        422,
+        "jobs[1]: arguments do not fit add(a: int, b: int) -> int: "
+        "missing a required argument: 'b'",
+    ),
     ({"name": "add", "args": [1, 2, 3]}, 422, "the job: arguments do not fit add("),
     ({**ADD, "priority": "high"}, 422, "the job: priority must be an int, not str"),
     ([ADD, {**ADD, "tagz": ["x"]}], 422, "jobs[1].tagz: unknown field (a job's fields: name,"),
@@ -41,8 +45,11 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     ({**ADD, "delay_s": -1}, 422, "delay_s must be a finite number of seconds within [0,"),
     ({**ADD, "at": "2026-12-01T09:00:00"}, 422, "at: '2026-12-01T09:00:00' has no UTC offset"),
     ({**ADD, "at": "tomorrow"}, 422, "at: 'tomorrow' is not Unix seconds nor an ISO 8601 time"),
-    ([{**ADD, "id": "a"}, {**ADD, "id": "b"}, {**ADD, "id": "a"}], 422,
-     "jobs[2].id: 'a' is also jobs[0]'s"),
+    (
+        [{**ADD, "id": "a"}, {**ADD, "id": "b"}, {**ADD, "id": "a"}],
+        422,
+        "jobs[2].id: 'a' is also jobs[0]'s",
+    ),
     ({**ADD, "id": "has space"}, 422, "invalid job_id 'has space'"),
     ({**ADD, "id": "fastq:x"}, 422, "reserved for fastq"),
     ({**ADD, "tags": "urgent"}, 422, "tags must be a list of str, not str"),
@@ -54,7 +61,7 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     (b"[" * 100_000, 400, "the body's JSON is nested too deeply"),
     (b'{"name": "add", "args": [1, ' + b"[" * 300 + b"]" * 300 + b"]}", 422, "Recursion limit"),
     ([{"name": "x"}] * 10_001, 422, "10,001 jobs in one request, more than 10,000"),
-]  # fmt: skip
+]
 
 
 def test_bad_jobs_are_refused_naming_the_fault_and_nothing_is_written(
@@ -65,17 +72,19 @@ def test_bad_jobs_are_refused_naming_the_fault_and_nothing_is_written(
         for body, status, said in BAD_JOBS:
             if isinstance(body, bytes):
                 reply = client.post(
-                    "/api/v1/queues/web/jobs", content=body,
+                    "/api/v1/queues/web/jobs",
+                    content=body,
                     headers={"Content-Type": "application/json"},
-                )  # fmt: skip
+                )
             else:
                 reply = client.post("/api/v1/queues/web/jobs", json=body)
             assert reply.status_code == status, (body, reply.text)
             assert said in reply.json()["error"], (body, reply.text)
         reply = client.post(
-            "/api/v1/queues/web/jobs", content=b'{"name": "add"}',
+            "/api/v1/queues/web/jobs",
+            content=b'{"name": "add"}',
             headers={"Content-Type": "text/plain"},
-        )  # fmt: skip
+        )
         assert reply.status_code == 415
         assert reply.json() == {
             "error": "a request body must be JSON: send Content-Type: application/json"
@@ -96,8 +105,10 @@ def _pool(url: str, namespace: str, log: Path) -> subprocess.Popen[bytes]:
     with open(log, "ab") as out:
         return subprocess.Popen(
             fastq_cmd("pool", "--app", HTTP_APP, "--namespace", namespace, "-q", "web", "-c", "1"),
-            env=subprocess_env(url), stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            env=subprocess_env(url),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -304,12 +315,18 @@ def test_each_job_of_a_mixed_request_keeps_its_own_options(
         assert ids == [job["id"] for job in jobs]
         seen = {i: client.get(f"/api/v1/jobs/{i}").json() for i in ids}
     assert {i: (v["state"], v["tags"]) for i, v in seen.items()} == {
-        "plain": ("queued", []), "x1": ("queued", ["x"]), "x2": ("queued", ["x"]),
-        "later": ("scheduled", ["x"]), "y": ("queued", ["y"]), "both": ("queued", ["y"]),
+        "plain": ("queued", []),
+        "x1": ("queued", ["x"]),
+        "x2": ("queued", ["x"]),
+        "later": ("scheduled", ["x"]),
+        "y": ("queued", ["y"]),
+        "both": ("queued", ["y"]),
         "plain2": ("queued", []),
-    }  # fmt: skip
+    }
     assert (seen["x2"]["kwargs"], seen["both"]["args"], seen["both"]["kwargs"]) == (
-        {"a": 1, "b": 2}, [1], {"b": 2},
-    )  # fmt: skip
+        {"a": 1, "b": 2},
+        [1],
+        {"b": 2},
+    )
     prio = f"{namespace}:{{web}}:prio"
     assert sorted(m.decode() for m in r.zrange(prio, 0, -1)) == ["both", "y"]

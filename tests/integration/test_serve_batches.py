@@ -64,8 +64,13 @@ def test_a_batch_opened_filled_and_closed_over_http_ends_when_its_jobs_do(
         status = client.get(f"/api/v1/batches/{batch_id}").json()
         counts = {k: status[k] for k in ("total", "pending", "done", "failed", "dead", "cancelled")}
         assert counts == {
-            "total": 50, "pending": 0, "done": 50, "failed": 0, "dead": 0, "cancelled": 0,
-        }  # fmt: skip
+            "total": 50,
+            "pending": 0,
+            "done": 50,
+            "failed": 0,
+            "dead": 0,
+            "cancelled": 0,
+        }
         assert status["state"] == "ended" and status["ended_at"] >= status["closed_at"]
         assert status["cancelled_at"] is None
         # the callback was enqueued once, with the batch's own id
@@ -140,23 +145,44 @@ def test_a_batch_cancelled_over_http_and_refusals(
         assert app.batch_status("nope") is None  # the enqueue opened none
         # bad input: 422 naming the field
         refused = [
-            ("/api/v1/queues/web/jobs", [{"name": "add", "args": [1, 2], "batch": second["id"]},
-                                         {"name": "add", "args": [1, 2]}],
-             f"jobs[1].batch: every job of a request joins one batch (jobs[0]'s: "
-             f"{second['id']!r}), or none"),
-            ("/api/v1/queues/web/jobs", {"name": "add", "args": [1, 2], "batch": "a{b}"},
-             "batch: a batch id holds no '{' nor '}': 'a{b}'"),
-            ("/api/v1/queues/web/jobs", {"name": "add", "args": [1, 2], "batch": 7},
-             "batch: a batch id must be a str, not int"),
-            ("/api/v1/batches", {"on_complete": "add"},
-             "on_complete: job 'add' must take one argument, the batch's status"),
-            ("/api/v1/batches", {"on_success": ""},
-             "on_success: a job's name (a non-empty string), not a string"),
-            ("/api/v1/batches", {"descripton": "x"},
-             "descripton: unknown field (fields: description, on_complete, on_success, meta, id)"),
+            (
+                "/api/v1/queues/web/jobs",
+                [
+                    {"name": "add", "args": [1, 2], "batch": second["id"]},
+                    {"name": "add", "args": [1, 2]},
+                ],
+                f"jobs[1].batch: every job of a request joins one batch (jobs[0]'s: "
+                f"{second['id']!r}), or none",
+            ),
+            (
+                "/api/v1/queues/web/jobs",
+                {"name": "add", "args": [1, 2], "batch": "a{b}"},
+                "batch: a batch id holds no '{' nor '}': 'a{b}'",
+            ),
+            (
+                "/api/v1/queues/web/jobs",
+                {"name": "add", "args": [1, 2], "batch": 7},
+                "batch: a batch id must be a str, not int",
+            ),
+            (
+                "/api/v1/batches",
+                {"on_complete": "add"},
+                "on_complete: job 'add' must take one argument, the batch's status",
+            ),
+            (
+                "/api/v1/batches",
+                {"on_success": ""},
+                "on_success: a job's name (a non-empty string), not a string",
+            ),
+            (
+                "/api/v1/batches",
+                {"descripton": "x"},
+                "descripton: unknown field "
+                "(fields: description, on_complete, on_success, meta, id)",
+            ),
             ("/api/v1/batches", {"description": 5}, "description: must be a string, not a number"),
             ("/api/v1/batches", {"id": "has space"}, "id: invalid batch id 'has space'"),
-        ]  # fmt: skip
+        ]
         for path, body, said in refused:
             reply = client.post(path, json=body)
             assert reply.status_code == 422, (body, reply.text)

@@ -26,10 +26,17 @@ def test_20000_jobs_enqueued_over_http_are_drained_by_a_pool_each_once(
     redis_server: RedisServer, r: redis.Redis, namespace: str, tmp_path: Path
 ) -> None:
     servers = [
-        Server(redis_server.url, tmp_path / f"serve{i}.log", "--app", "tests.apps.counting",
-               "--namespace", namespace, "--no-access-log")
+        Server(
+            redis_server.url,
+            tmp_path / f"serve{i}.log",
+            "--app",
+            "tests.apps.counting",
+            "--namespace",
+            namespace,
+            "--no-access-log",
+        )
         for i in range(2)
-    ]  # fmt: skip
+    ]
     pool = None
     try:
         clients = [server.started().client() for server in servers]
@@ -50,10 +57,21 @@ def test_20000_jobs_enqueued_over_http_are_drained_by_a_pool_each_once(
         assert (stats["enqueued"], stats["ready"]) == (JOBS, JOBS)
         with open(tmp_path / "pool.log", "ab") as log:
             pool = subprocess.Popen(
-                fastq_cmd("pool", "--app", "tests.apps.counting", "--namespace", namespace,
-                          "-q", "count", "-c", "2"),
-                env=subprocess_env(redis_server.url), stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
+                fastq_cmd(
+                    "pool",
+                    "--app",
+                    "tests.apps.counting",
+                    "--namespace",
+                    namespace,
+                    "-q",
+                    "count",
+                    "-c",
+                    "2",
+                ),
+                env=subprocess_env(redis_server.url),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
 
         def drained() -> bool:
             assert pool is not None and pool.poll() is None, (tmp_path / "pool.log").read_text()

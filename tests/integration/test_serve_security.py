@@ -104,9 +104,10 @@ def test_without_a_token_on_loopback_it_warns_and_answers_only_localhost(
         assert "answers only requests to localhost" in reply.json()["error"]
         # a browser's cross-site form post (text/plain, no preflight): refused
         reply = client.post(
-            "/api/v1/queues/web/jobs", content=b'{"name": "add"}',
+            "/api/v1/queues/web/jobs",
+            content=b'{"name": "add"}',
             headers={"Content-Type": "text/plain"},
-        )  # fmt: skip
+        )
         assert reply.status_code == 415
 
 
@@ -114,9 +115,13 @@ def test_without_the_web_extra_serve_says_what_to_install(redis_server: RedisSer
     code = "import sys; sys.modules['uvicorn'] = None; from fastq.cli.main import main; "
     code += "sys.exit(main(['serve']))"
     done = subprocess.run(
-        [sys.executable, "-c", code], env=subprocess_env(redis_server.url), cwd=ROOT,
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [sys.executable, "-c", code],
+        env=subprocess_env(redis_server.url),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 1
     assert (
         done.stderr == "fastq: error: fastq serve needs the web extra: pip install 'fastq[web]'\n"
@@ -134,9 +139,12 @@ def test_bad_options_are_one_line_errors(redis_server: RedisServer) -> None:
             (["--port", str(port)], f"cannot listen on 127.0.0.1:{port}: [Errno 98]"),
         ):
             done = subprocess.run(
-                fastq_cmd("serve", *args), env=subprocess_env(redis_server.url, FASTQ_TOKEN=TOKEN),
-                capture_output=True, text=True, timeout=60,
-            )  # fmt: skip
+                fastq_cmd("serve", *args),
+                env=subprocess_env(redis_server.url, FASTQ_TOKEN=TOKEN),
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert done.returncode == 2, done.stderr
             assert done.stderr.startswith(f"fastq: error: {said}"), done.stderr
             assert len(done.stderr.splitlines()) == 1
@@ -144,9 +152,12 @@ def test_bad_options_are_one_line_errors(redis_server: RedisServer) -> None:
 
 def test_serve_help_lists_its_options(redis_server: RedisServer) -> None:
     done = subprocess.run(
-        fastq_cmd("serve", "--help"), env=subprocess_env(redis_server.url),
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        fastq_cmd("serve", "--help"),
+        env=subprocess_env(redis_server.url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0
     for option in ("--host", "--port", "--token-file", "--max-body", "--ssl-certfile"):
         assert option in done.stdout
@@ -157,10 +168,26 @@ def test_it_serves_https_itself_with_uvicorns_certificate_options(
 ) -> None:
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True, timeout=60,
-    )  # fmt: skip
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=localhost",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     server = start("--ssl-certfile", str(cert), wait=False, token=TOKEN)
     assert server.wait() == 2
     assert "give --ssl-certfile and --ssl-keyfile together" in server.log()

@@ -77,8 +77,9 @@ def test_a_durable_blast_on_a_sharded_queue_waits_on_each_shards_master(
     from test_durable_enqueue import replica_of
 
     cluster = redis_cluster_replicas
-    app = fastq.App(cluster.url, namespace=f"t{uuid.uuid4().hex[:12]}", min_replicas=1,
-                    replica_timeout_s=5)  # fmt: skip
+    app = fastq.App(
+        cluster.url, namespace=f"t{uuid.uuid4().hex[:12]}", min_replicas=1, replica_timeout_s=5
+    )
     app.declare_queue("mailer", shards=4)
     try:
         ids = app.enqueue_many("send", [(i,) for i in range(4000)], queue="mailer")

@@ -282,8 +282,14 @@ def test_bad_shard_inputs_are_refused(app: fastq.App, redis_server: Any, namespa
     def noop() -> None:
         pass
 
-    for bad, error in ((0, ValueError), (65, ValueError), (-1, ValueError), ("4", TypeError),
-                       (True, TypeError), (2.0, TypeError)):  # fmt: skip
+    for bad, error in (
+        (0, ValueError),
+        (65, ValueError),
+        (-1, ValueError),
+        ("4", TypeError),
+        (True, TypeError),
+        (2.0, TypeError),
+    ):
         with pytest.raises(error, match="shards"):
             app.job(queue="q", shards=bad)(noop)
     assert app.registry == {}

@@ -15,11 +15,23 @@ from tests.support.processes import ROOT, subprocess_env
 def test_a_users_suite_passes_in_test_mode_without_redis() -> None:
     # the app's Redis is a port nothing listens on: any Redis call would fail
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-         str(ROOT / "tests" / "apps" / "shop_suite.py")],
-        env=subprocess_env("redis://127.0.0.1:1/0"), cwd=ROOT, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            str(ROOT / "tests" / "apps" / "shop_suite.py"),
+        ],
+        env=subprocess_env("redis://127.0.0.1:1/0"),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
         timeout=120,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "3 passed" in proc.stdout
 

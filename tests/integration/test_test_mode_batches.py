@@ -67,14 +67,18 @@ def test_stub_keeps_a_batchs_jobs_and_its_callbacks_once_they_have_run() -> None
             assert _state(app, batch.id) == ("open", 3, 3, 0, 0, 0, 0)
         shop.send.enqueue(4)  # outside the block: no batch's
         assert [(j.args, j.batch) for j in jobs] == [
-            ([1], batch.id), ([2], batch.id), ([3], batch.id), ([4], None)
-        ]  # fmt: skip
+            ([1], batch.id),
+            ([2], batch.id),
+            ([3], batch.id),
+            ([4], None),
+        ]
         status = app.batch_status(batch.id)
         assert status is not None
         assert (status.state, status.total, status.pending) == ("closed", 3, 3)
         assert (status.queues, status.callbacks) == (
-            ["mail"], {"complete": "report", "success": "notify"}
-        )  # fmt: skip
+            ["mail"],
+            {"complete": "report", "success": "notify"},
+        )
         assert status.closed_at is not None and status.ended_at is None
         assert shop.calls == []
 
@@ -139,8 +143,10 @@ def test_stub_cancel_drops_the_batchs_kept_jobs_and_counts_them_cancelled() -> N
         assert app.cancel_batch(batch.id) == 2
         # its on_complete is kept already: the batch ended with the cancel
         assert [(j.name, j.batch) for j in jobs] == [
-            ("send", other.id), ("send", None), ("report", None)
-        ]  # fmt: skip
+            ("send", other.id),
+            ("send", None),
+            ("report", None),
+        ]
         status = app.batch_status(batch.id)
         assert status is not None
         assert (status.state, status.total, status.done, status.cancelled) == ("ended", 3, 1, 2)
@@ -189,16 +195,20 @@ def test_stub_campaign_of_blasts_counts_each_blast_and_ends_after_the_last() -> 
         status = app.batch_status(campaign.id)
         assert status is not None
         assert (status.state, status.total, status.children) == (
-            "closed", 5, sorted([blast1.id, blast2.id])
-        )  # fmt: skip
+            "closed",
+            5,
+            sorted([blast1.id, blast2.id]),
+        )
         assert app.batch_status(blast1.id).parent == campaign.id  # type: ignore[union-attr]
         with pytest.raises(RuntimeError, match="bounced -3"):
             jobs.run()
         jobs.run()
         assert shop.kinds() == [
-            ("complete", blast1.id), ("success", blast1.id),
-            ("complete", blast2.id), ("complete", campaign.id),
-        ]  # fmt: skip
+            ("complete", blast1.id),
+            ("success", blast1.id),
+            ("complete", blast2.id),
+            ("complete", campaign.id),
+        ]
         by_id = {status["id"]: status for _, status in shop.calls}
         assert _counts(by_id[blast1.id]) == (2, 2, 0, 0, 0)
         assert _counts(by_id[blast2.id]) == (2, 1, 1, 1, 0)

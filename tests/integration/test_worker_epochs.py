@@ -30,9 +30,16 @@ def test_a_request_given_up_on_leases_nothing_on_any_master(
     assert len({port_of(redis_cluster, q) for q in queues}) == 3
     ids = {q: capp.enqueue_many("job", [(i,) for i in range(4)], queue=q) for q in queues}
     rt = RoundTrip(
-        lambda: capp.new_client(retries=0), "w1", queues, capp.namespace, cluster=True,
-        lease_ms=60_000, dead_max_age_ms=60_000, dead_max_len=100, max_stalls=1,
-    )  # fmt: skip
+        lambda: capp.new_client(retries=0),
+        "w1",
+        queues,
+        capp.namespace,
+        cluster=True,
+        lease_ms=60_000,
+        dead_max_age_ms=60_000,
+        dead_max_len=100,
+        max_stalls=1,
+    )
     try:
         # the claims of a request the worker gives up on (its bytes still on the way)
         late = [

@@ -57,18 +57,28 @@ def test_a_pool_lists_its_children_idle_and_busy_and_leaves_when_stopped(
         assert child["pid"] in pids
         assert child["job"]["id"] == job_id and child["job"]["queue"] == "q"
         assert before - 1 <= child["job"]["since"] <= time.time()
-        proc = subprocess.run(fastq_cmd("workers", "--namespace", app.namespace),
-                              env=subprocess_env(redis_server.url), capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            fastq_cmd("workers", "--namespace", app.namespace),
+            env=subprocess_env(redis_server.url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 0, proc.stderr
         lines = proc.stdout.splitlines()
         assert lines[0].startswith(f"pool {entry['id']} on q: 2/2 workers, since ")
-        assert any(line.startswith(f"  worker {child['pid']} busy ") and f" on q {job_id} " in line
-                   for line in lines), lines  # fmt: skip
+        assert any(
+            line.startswith(f"  worker {child['pid']} busy ") and f" on q {job_id} " in line
+            for line in lines
+        ), lines
         assert f"  reaper {reaper} rss=" in proc.stdout
-        proc = subprocess.run(fastq_cmd("stats", "-q", "q", "--namespace", app.namespace),
-                              env=subprocess_env(redis_server.url), capture_output=True,
-                              text=True, timeout=60)  # fmt: skip
+        proc = subprocess.run(
+            fastq_cmd("stats", "-q", "q", "--namespace", app.namespace),
+            env=subprocess_env(redis_server.url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert " workers=2 " in proc.stdout, proc.stdout
         wait_until(lambda: not busy(), 20, "the job's end")
         done = sum(c.get("jobs_done", 0) for c in _pool_entry(app)["children"])
@@ -99,10 +109,22 @@ def test_wait_says_when_no_worker_serves_the_queue(
     app.declare_queue("q")
     app.enqueue("work", [1], queue="q")
     proc = subprocess.run(
-        fastq_cmd("wait", "-q", "q", "--namespace", app.namespace, "--timeout", "0.5s",
-                  "--interval", "0.1"),
-        env=subprocess_env(redis_server.url), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        fastq_cmd(
+            "wait",
+            "-q",
+            "q",
+            "--namespace",
+            app.namespace,
+            "--timeout",
+            "0.5s",
+            "--interval",
+            "0.1",
+        ),
+        env=subprocess_env(redis_server.url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1
     assert proc.stderr.splitlines() == [
         "fastq: no worker serves q now (`fastq workers` lists the live ones); still waiting",

@@ -449,5 +449,8 @@ def test_one_ack_of_two_batches_and_plain_jobs_counts_each_and_keeps_their_runs(
     assert Share.parse(r.hget(k.batches, "b2")) == Share(1, 1, 0, 0, 0, "")
     ran = {i: records.read(r, k, i) for i in ("p1", "a1", "c1", "a2")}
     assert {i: rec.run_ms for i, rec in ran.items() if rec} == {
-        "p1": 11, "a1": 12, "c1": 13, "a2": 14,
-    }  # fmt: skip
+        "p1": 11,
+        "a1": 12,
+        "c1": 13,
+        "a2": 14,
+    }

@@ -77,16 +77,24 @@ def test_tags_are_indexed_per_job_and_dropped_when_each_job_ends(
 ) -> None:
     put(r, k, ["a", "b", "c", "d"], tags=["campaign:42", "mail"])
     assert tagged(r, k) == [
-        b"campaign:42\na", b"campaign:42\nb", b"campaign:42\nc", b"campaign:42\nd",
-        b"mail\na", b"mail\nb", b"mail\nc", b"mail\nd",
-    ]  # fmt: skip
+        b"campaign:42\na",
+        b"campaign:42\nb",
+        b"campaign:42\nc",
+        b"campaign:42\nd",
+        b"mail\na",
+        b"mail\nb",
+        b"mail\nc",
+        b"mail\nd",
+    ]
     assert r.hget(k.links, "a") == b"\ncampaign:42\nmail"
     assert get_job(r, k, "a").tags == ["campaign:42", "mail"]  # type: ignore[union-attr]
     assert sorted(claimed_ids(claim(r, k, "w", 4))) == ["a", "b", "c", "d"]
     out = Outcomes(
-        done=[b"a"], retry=[(b"b", 60_000, env("b"))], dead=[(b"c", env("c"))],
+        done=[b"a"],
+        retry=[(b"b", 60_000, env("b"))],
+        dead=[(b"c", env("c"))],
         broken=[(b"d", "bad payload")],
-    )  # fmt: skip
+    )
     assert ack(r, k, "w", out) == 4
     # the retried job lives on: it keeps its tags; the three that ended lose theirs
     assert tagged(r, k) == [b"campaign:42\nb", b"mail\nb"]
@@ -178,9 +186,11 @@ def test_a_job_cancelled_while_it_runs_is_not_brought_back(r: redis.Redis, k: Qu
     assert cancel(r, k, ["retry", "dead", "broken", "stall", "done"]) == CancelReply(0, 5, 5)
     assert r.hget(k.stats, "cancelled") is None
     out = Outcomes(
-        done=[b"done"], retry=[(b"retry", 0, env("retry"))], dead=[(b"dead", env("dead"))],
+        done=[b"done"],
+        retry=[(b"retry", 0, env("retry"))],
+        dead=[(b"dead", env("dead"))],
         broken=[(b"broken", "bad")],
-    )  # fmt: skip
+    )
     assert ack(r, k, "w", out) == 4  # applied: they leave the worker's hold
     assert release(r, k, "w", ReleaseMode.STALLED, ["stall"]) == 1
     for key in (k.jobs, k.scheduled, k.sched_prio, k.dead, k.broken, k.stalls, k.ready):

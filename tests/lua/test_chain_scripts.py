@@ -28,8 +28,12 @@ def enqueue_link(r: redis.Redis, k: QueueKeys, job_id: str, rest: str = REST) ->
 
 
 def ack_raw(r: redis.Redis, k: QueueKeys, worker: str, out: Outcomes) -> object:
-    return r.evalsha(ACK.script.sha, len(ACK.keys_for(k, worker)), *ACK.keys_for(k, worker),
-                     *out.ack_argv(10**9, 1000, worker))  # fmt: skip
+    return r.evalsha(
+        ACK.script.sha,
+        len(ACK.keys_for(k, worker)),
+        *ACK.keys_for(k, worker),
+        *out.ack_argv(10**9, 1000, worker),
+    )
 
 
 def test_the_rest_moves_out_with_the_ack_that_ends_the_link_done_once(

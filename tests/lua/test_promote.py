@@ -103,9 +103,7 @@ def test_priorities_ride_in_a_side_hash_only_for_jobs_that_have_one(
     enqueue(r, k, ["m3-a"], due_at(at), priority=-3)
     enqueue(r, k, ["p5-b", "p5-c"], due_at(at), priority=5)
     enqueue(r, k, ["p0-c"], due_at(at))
-    assert r.hgetall(k.sched_prio) == {
-        b"p5-a": b"5", b"p5-b": b"5", b"p5-c": b"5", b"m3-a": b"-3"
-    }  # fmt: skip
+    assert r.hgetall(k.sched_prio) == {b"p5-a": b"5", b"p5-b": b"5", b"p5-c": b"5", b"m3-a": b"-3"}
     # the priority is read from the side hash, not the envelope
     r.hset(k.jobs, "p5-b", b"not json at all")
     wait_until(r, at + 1)

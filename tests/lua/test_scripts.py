@@ -221,9 +221,12 @@ def test_a_poison_job_says_how_its_worker_died(r: redis.Redis, namespace: str) -
         )
         reply = RELEASE.call(r, RELEASE.keys_for(k, f"w{round_}"), argv)
     assert reply.buried == [
-        ("segv", "stalled 2 times, the last: its worker was killed by SIGSEGV while running it "
-         "(poison job?)")
-    ]  # fmt: skip
+        (
+            "segv",
+            "stalled 2 times, the last: its worker was killed by SIGSEGV while running it "
+            "(poison job?)",
+        )
+    ]
     info = get_job(r, k, "segv")
     assert info is not None and info.state == "dead" and info.stalls == 2
     assert info.last_error == reply.buried[0][1]

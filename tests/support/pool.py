@@ -195,11 +195,16 @@ def recover_lost_host(
     drain. Every one of the ``n`` jobs ran; nothing is left queued, held or dead."""
     reaper = subprocess.Popen(
         fastq_cmd(
-            "reaper", "--app", "tests.apps.pool_jobs", "--namespace", app.namespace,
-            "--interval", "0.2",
+            "reaper",
+            "--app",
+            "tests.apps.pool_jobs",
+            "--namespace",
+            app.namespace,
+            "--interval",
+            "0.2",
         ),
         env=subprocess_env(url),
-    )  # fmt: skip
+    )
     try:
         wait_until(
             lambda: app.stats("q")["stalled"] >= leased, 10, "the reaper to take back leases"

@@ -38,9 +38,12 @@ def wait_while_working(
     result; asserts that the worker exited 0."""
     env = subprocess_env(url)
     waiting = subprocess.Popen(
-        fastq_cmd("wait", *wait_args), env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+        fastq_cmd("wait", *wait_args),
+        env=env,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         assert waiting.stdout is not None
         first = waiting.stdout.readline()  # printed (and flushed) after its first read
@@ -85,9 +88,12 @@ class _Zygote:
     def __init__(self) -> None:
         self.env = subprocess_env("")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.zygote"], cwd=ROOT, env=self.env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        )  # fmt: skip
+            [sys.executable, "-m", "tests.support.zygote"],
+            cwd=ROOT,
+            env=self.env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
         self.lock = threading.Lock()
         self.pending = b""  # what was read of the replies and not yet taken
         self.forked = 0  # the commands it ran (the others ran as subprocesses)

@@ -70,8 +70,11 @@ def test_polynomial_formula(max_s: float | None, rand: float) -> None:
 
 def test_polynomial_first_retries_in_seconds() -> None:
     assert [fastq.Polynomial().delay_ms(a, 0.0) for a in (1, 2, 3, 4)] == [
-        15_000, 16_000, 31_000, 96_000,
-    ]  # fmt: skip
+        15_000,
+        16_000,
+        31_000,
+        96_000,
+    ]
     assert fastq.Polynomial().delay_ms(1, 0.9999) == 15_000 + 9_999
     assert fastq.Polynomial().delay_ms(10**9, 0.5) == retry.MAX_DELAY_MS
 
@@ -147,11 +150,22 @@ def test_wire_round_trip(policy: fastq.Backoff) -> None:
 @pytest.mark.parametrize(
     "wire",
     [
-        None, [], "exp", ["exp"], ["exp", 1000, 2000], ["what", 1], ["exp", -1, 2000, 0.5],
-        ["exp", True, 2000, 0.5], ["poly", 1.5], ["geo", 1000, 0.5, 2000],
-        ["dbl", 1000, 500, 2], ["dbl", 100, 500, -1], ["list", []], ["list", 5],
+        None,
+        [],
+        "exp",
+        ["exp"],
+        ["exp", 1000, 2000],
+        ["what", 1],
+        ["exp", -1, 2000, 0.5],
+        ["exp", True, 2000, 0.5],
+        ["poly", 1.5],
+        ["geo", 1000, 0.5, 2000],
+        ["dbl", 1000, 500, 2],
+        ["dbl", 100, 500, -1],
+        ["list", []],
+        ["list", 5],
     ],
-)  # fmt: skip
+)
 def test_wire_refuses_what_it_cannot_read(wire: Any) -> None:
     with pytest.raises(ValueError, match="invalid retry policy in the envelope"):
         retry.from_wire(wire)

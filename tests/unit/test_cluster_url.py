@@ -45,7 +45,7 @@ def test_tls_and_a_plain_url_of_one_node() -> None:
         ("redis://:s3cret@h:1,h:2", "several nodes need a redis+cluster:// URL"),
         ("unix://:s3cret@/tmp/r.sock", "a cluster URL starts with redis+cluster://"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_cluster_url_is_one_clear_error_with_its_password_masked(url: str, why: str) -> None:
     with pytest.raises(ValueError) as info:
         fastq.App(url, cluster=True)
@@ -67,12 +67,14 @@ def test_the_scheme_says_cluster_and_cluster_true_says_it_of_a_plain_url() -> No
     ("url", "shown"),
     [
         ("redis+cluster://:s3cret@h1:1,h2:2", "redis+cluster://:***@h1:1,h2:2"),
-        ("rediss+cluster://bob:s3cret@[::1]:1,[::1]:2/?password=s3cret",
-         "rediss+cluster://bob:***@[::1]:1,[::1]:2/?password=***"),
+        (
+            "rediss+cluster://bob:s3cret@[::1]:1,[::1]:2/?password=s3cret",
+            "rediss+cluster://bob:***@[::1]:1,[::1]:2/?password=***",
+        ),
         ("redis+cluster://h1:1,h2:2", "redis+cluster://h1:1,h2:2"),
         ("redis+cluster://:s3cret@[::1", "redis+cluster://***"),  # unparsable: scheme alone
     ],
-)  # fmt: skip
+)
 def test_mask_url_hides_a_cluster_urls_password(url: str, shown: str) -> None:
     assert mask_url(url) == shown
 

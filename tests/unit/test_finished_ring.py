@@ -36,8 +36,11 @@ def test_a_full_ring_keeps_the_newest_and_skips_ids_too_long() -> None:
             slot.finished(0, b"job-%d" % i)
         # the oldest six were overwritten: after a kill those run again, as before
         assert [job_id for _, job_id in slot.finished_unacked()] == [
-            b"job-6", b"job-7", b"job-8", b"job-9",
-        ]  # fmt: skip
+            b"job-6",
+            b"job-7",
+            b"job-8",
+            b"job-9",
+        ]
         slot.acked(10)
         assert slot.finished_unacked() == []
     finally:

@@ -1,6 +1,6 @@
 """The house holds its shape: imports in fastq/ run one way, down the layers of
-DESIGN.md ("The house"), with no cycle, and ``import fastq`` loads nothing a worker,
-a pool or the CLI needs.
+docs/internals.md ("The code's layout"), with no cycle, and ``import fastq`` loads
+nothing a worker, a pool or the CLI needs.
 
 Every import counts: at module level, inside functions, and under ``TYPE_CHECKING``
 (a cycle hidden in a function is still a cycle to whoever reads the code).
@@ -18,7 +18,7 @@ import pytest
 import fastq
 
 # the rank of each top-level module or package of fastq/: a module imports only from
-# its own rank or a lower one (DESIGN.md, "The house")
+# its own rank or a lower one (docs/internals.md, "The code's layout")
 RANKS = {
     # leaves
     "errors": 0,
@@ -228,11 +228,16 @@ def test_the_check_finds_an_upward_import(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize("limit", [500])
-def test_no_module_of_fastq_is_over_500_lines(limit: int) -> None:
+# A module is split by what it does, never by its length. Past this many lines it is
+# a smell to explain: a module that is this long and still one thing says why here.
+LONG_LINES = 800
+LONG_AND_WHY: dict[str, str] = {}
+
+
+def test_a_module_over_800_lines_says_why() -> None:
     long = {
         name: n
         for name, path in module_names(FASTQ_DIR).items()
-        if (n := len(path.read_text().splitlines())) > limit
+        if (n := len(path.read_text().splitlines())) > LONG_LINES and name not in LONG_AND_WHY
     }
     assert long == {}

@@ -107,8 +107,11 @@ def test_an_extension_refused_as_stale_is_tried_again_quietly_with_the_workers_e
     epoch = [0]
     leases = LeaseKeeper(
         lambda: client,  # type: ignore[arg-type,return-value]
-        "w1", [QueueKeys("t", "q")], 60_000, epoch=lambda: epoch[0],
-    )  # fmt: skip
+        "w1",
+        [QueueKeys("t", "q")],
+        60_000,
+        epoch=lambda: epoch[0],
+    )
     sent: list[Any] = []
     real = client.execute_command
     client.execute_command = lambda *args: (sent.append(args[-1]), real(*args))[1]  # type: ignore[method-assign]

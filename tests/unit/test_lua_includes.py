@@ -59,10 +59,12 @@ def test_only_the_leading_lines_include(tmp_path: Path) -> None:
     ("libs", "cycle"),
     [
         ({"a": "--! include a\n"}, "verb -> a -> a"),
-        ({"a": "--! include b\n", "b": "--! include c\n", "c": "--! include a\n"},
-         "verb -> a -> b -> c -> a"),
+        (
+            {"a": "--! include b\n", "b": "--! include c\n", "c": "--! include a\n"},
+            "verb -> a -> b -> c -> a",
+        ),
     ],
-)  # fmt: skip
+)
 def test_an_include_cycle_is_refused(tmp_path: Path, libs: dict[str, str], cycle: str) -> None:
     lua = plant(
         tmp_path, {"verb.lua": "--! include a\n", **{f"lib/{n}.lua": t for n, t in libs.items()}}

@@ -140,8 +140,10 @@ def test_an_exit_nobody_asked_for_counts_its_jobs_orphaned_even_with_status_0(
     master.reap_children()
     (hand_back,) = master.hand_backs.queued  # type: ignore[attr-defined]
     assert (hand_back.running, hand_back.running_mode, hand_back.rest_mode) == (
-        (0, b"job-1"), ReleaseMode.STALLED, ReleaseMode.ORPHANED,
-    )  # fmt: skip
+        (0, b"job-1"),
+        ReleaseMode.STALLED,
+        ReleaseMode.ORPHANED,
+    )
     assert hand_back.cause == "exited with status 0 (sys.exit() or os._exit() in the job?)"
 
 

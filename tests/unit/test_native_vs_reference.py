@@ -287,24 +287,36 @@ def test_not_plain_is_refused_with_its_path(drawn: tuple[Any, Any, str, str]) ->
 @pytest.mark.parametrize(
     "args, kwargs, message",
     [
-        ((1, {"when": datetime(2026, 1, 1, tzinfo=timezone.utc)}), None,
-         "args[1]['when'] is a datetime.datetime: arguments must be JSON values (None, "
-         "bool, int, float, str, list, tuple, dict with str keys), which the job gets as "
-         "sent; send value.isoformat() and datetime.fromisoformat() in the job (an aware "
-         "datetime keeps its offset)"),
-        (None, {"at": [1, 2, uuid.UUID(int=1)]},
-         "kwargs['at'][2] is a uuid.UUID: arguments must be JSON values (None, bool, int, "
-         "float, str, list, tuple, dict with str keys), which the job gets as sent; send "
-         "str(value) and uuid.UUID() in the job"),
-        ([Decimal("9.99")], None,
-         "args[0] is a decimal.Decimal: arguments must be JSON values (None, bool, int, "
-         "float, str, list, tuple, dict with str keys), which the job gets as sent; send "
-         "str(value) and decimal.Decimal() in the job"),
-        ([[{"x": 1}, {"y": {3: 4}}]], None,
-         "args[0][1]['y'] has the key 3 (int): JSON object keys are str"),
+        (
+            (1, {"when": datetime(2026, 1, 1, tzinfo=timezone.utc)}),
+            None,
+            "args[1]['when'] is a datetime.datetime: arguments must be JSON values (None, "
+            "bool, int, float, str, list, tuple, dict with str keys), which the job gets as "
+            "sent; send value.isoformat() and datetime.fromisoformat() in the job (an aware "
+            "datetime keeps its offset)",
+        ),
+        (
+            None,
+            {"at": [1, 2, uuid.UUID(int=1)]},
+            "kwargs['at'][2] is a uuid.UUID: arguments must be JSON values (None, bool, int, "
+            "float, str, list, tuple, dict with str keys), which the job gets as sent; send "
+            "str(value) and uuid.UUID() in the job",
+        ),
+        (
+            [Decimal("9.99")],
+            None,
+            "args[0] is a decimal.Decimal: arguments must be JSON values (None, bool, int, "
+            "float, str, list, tuple, dict with str keys), which the job gets as sent; send "
+            "str(value) and decimal.Decimal() in the job",
+        ),
+        (
+            [[{"x": 1}, {"y": {3: 4}}]],
+            None,
+            "args[0][1]['y'] has the key 3 (int): JSON object keys are str",
+        ),
         (None, {1: 2}, "kwargs has the key 1 (int): keyword arguments are named by str"),
     ],
-)  # fmt: skip
+)
 def test_not_plain_messages(args: Any, kwargs: Any, message: str) -> None:
     for codec in (ref_codec, native_codec):
         with pytest.raises(TypeError) as info:
@@ -326,8 +338,10 @@ def test_encode_calls(calls: list[Any], shared: dict[str, Any]) -> None:
     assert_same(ref_codec.encode_calls, native_codec.encode_calls, tuple(calls), tail)
     assert native_codec.encode_calls(iter(calls), tail) == ref[1]
     # one call at a time gives the same bytes as the blast
-    one = [ref_codec.encode_envelope(*((c, None) if isinstance(c, (list, tuple)) else (None, c)),
-                                     tail) for c in calls]  # fmt: skip
+    one = [
+        ref_codec.encode_envelope(*((c, None) if isinstance(c, (list, tuple)) else (None, c)), tail)
+        for c in calls
+    ]
     assert one == ref[1]
 
 
@@ -806,10 +820,32 @@ FLAT_ITEM = (
 )
 # pieces spliced into an envelope's args: what the fast path must leave to orjson
 ODD_PIECES = st.sampled_from(
-    [b"01", b"-", b"-0", b"1.0", b"1e3", b"2E1", b"9" * 19, b"9" * 18, b"9" * 21,
-     b'"a\\nb"', b'"\x01"', b'"\xff"', b'"\xed\xa0\x80"', b" 1", b"tru", b"nul",
-     b"falsey", b"[]", b"{}", b"", b'"\\u00e9"', b'"\xc3\xa9"', b"-" + b"9" * 18]
-)  # fmt: skip
+    [
+        b"01",
+        b"-",
+        b"-0",
+        b"1.0",
+        b"1e3",
+        b"2E1",
+        b"9" * 19,
+        b"9" * 18,
+        b"9" * 21,
+        b'"a\\nb"',
+        b'"\x01"',
+        b'"\xff"',
+        b'"\xed\xa0\x80"',
+        b" 1",
+        b"tru",
+        b"nul",
+        b"falsey",
+        b"[]",
+        b"{}",
+        b"",
+        b'"\\u00e9"',
+        b'"\xc3\xa9"',
+        b"-" + b"9" * 18,
+    ]
+)
 
 
 @SETTINGS

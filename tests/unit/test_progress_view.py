@@ -12,9 +12,16 @@ import pytest
 from fastq.cli.progress import CountView, Rate, Tally, make_view, plain_line, tally, watch_drain
 
 ZERO = {
-    "ready": 0, "scheduled": 0, "inflight": 0, "processed": 0, "failed": 0, "total_dead": 0,
-    "total_broken": 0, "cancelled": 0, "purged": 0,
-}  # fmt: skip
+    "ready": 0,
+    "scheduled": 0,
+    "inflight": 0,
+    "processed": 0,
+    "failed": 0,
+    "total_dead": 0,
+    "total_broken": 0,
+    "cancelled": 0,
+    "purged": 0,
+}
 
 
 def stats(**counts: int) -> dict[str, int]:
@@ -23,8 +30,17 @@ def stats(**counts: int) -> dict[str, int]:
 
 def test_tally_counts_every_way_a_job_ends_since_the_start() -> None:
     start = stats(ready=100, processed=50, failed=1)
-    now = stats(ready=10, inflight=5, scheduled=3, processed=120, failed=4, total_dead=2,
-                total_broken=1, cancelled=1, purged=1)  # fmt: skip
+    now = stats(
+        ready=10,
+        inflight=5,
+        scheduled=3,
+        processed=120,
+        failed=4,
+        total_dead=2,
+        total_broken=1,
+        cancelled=1,
+        purged=1,
+    )
     assert tally(start, now) == Tally(done=75, left=18, failures=3, dead=2)
     assert tally(start, now).total == 93
 
@@ -39,13 +55,22 @@ def test_watch_drain_stops_when_nothing_is_left_or_at_the_timeout() -> None:
     samples = iter([stats(ready=3), stats(ready=2, processed=1), stats(processed=3)])
     out = io.StringIO()  # not a terminal: plain lines
     view = make_view("q", out, plain_every_s=0)
-    final = watch_drain(lambda: next(samples), view, interval_s=0.01, timeout_s=None,
-                        sleep=lambda s: None)  # fmt: skip
+    final = watch_drain(
+        lambda: next(samples), view, interval_s=0.01, timeout_s=None, sleep=lambda s: None
+    )
     assert final == Tally(done=3, left=0, failures=0, dead=0)
     assert out.getvalue().splitlines()[-1].startswith("q: 3/3 done")
     stuck: Any = lambda: stats(ready=3)  # noqa: E731
-    assert watch_drain(stuck, make_view("q", io.StringIO()), interval_s=0.01, timeout_s=0.0,
-                       sleep=lambda s: None) is None  # fmt: skip
+    assert (
+        watch_drain(
+            stuck,
+            make_view("q", io.StringIO()),
+            interval_s=0.01,
+            timeout_s=0.0,
+            sleep=lambda s: None,
+        )
+        is None
+    )
 
 
 class Recorder:

@@ -20,13 +20,44 @@ from fastq.options import (
 )
 
 EXPORTS = {
-    "ACCELERATED", "App", "Backoff", "Batch", "BatchClosed", "BatchStatus", "BoundedDoubling",
-    "Cancelled", "ChainStatus", "LinkStatus", "Step", "Delays", "EnqueueError",
-    "EnqueueInterrupted", "Exponential", "Fail", "FastqError", "Geometric", "JobContext",
-    "JobDef", "JobFailed", "JobInfo", "JobPolicy", "NoResult", "NotReplicated", "Polynomial",
-    "RedisRefused", "RedisUnavailable", "ResultNotSerializable", "ResultTimeout", "Retry",
-    "ShardCountMismatch", "TagPage", "TaggedJob", "UnknownQueue", "__version__", "current_job",
-}  # fmt: skip
+    "ACCELERATED",
+    "App",
+    "Backoff",
+    "Batch",
+    "BatchClosed",
+    "BatchStatus",
+    "BoundedDoubling",
+    "Cancelled",
+    "ChainStatus",
+    "LinkStatus",
+    "Step",
+    "Delays",
+    "EnqueueError",
+    "EnqueueInterrupted",
+    "Exponential",
+    "Fail",
+    "FastqError",
+    "Geometric",
+    "JobContext",
+    "JobDef",
+    "JobFailed",
+    "JobInfo",
+    "JobPolicy",
+    "NoResult",
+    "NotReplicated",
+    "Polynomial",
+    "RedisRefused",
+    "RedisUnavailable",
+    "ResultNotSerializable",
+    "ResultTimeout",
+    "Retry",
+    "ShardCountMismatch",
+    "TagPage",
+    "TaggedJob",
+    "UnknownQueue",
+    "__version__",
+    "current_job",
+}
 
 OPTIONS = [f.name for f in dataclasses.fields(EnqueueOptions)]
 # each public method of App and its parameters (an enqueue's options as **options)
@@ -86,13 +117,25 @@ APP_METHODS = {
     "stats_on": ["client", "queue"],
     "submit": ["name", "args", "kwargs", "options"],
     "submit_many": ["name", "calls", "options", "job_ids"],
-}  # fmt: skip
+}
 APP_PROPERTIES = {"cluster", "max_payload_bytes", "namespace", "redis", "redis_url", "shard_counts"}
 APP_ATTRIBUTES = {
-    "admin", "batch_book", "chain_book", "dead_max_age_ms", "dead_max_len", "hooks", "job_admin",
-    "max_stalls", "min_replicas",
-    "producer", "registry", "replica_timeout_s", "schedules", "store", "unknown_job_grace_s",
-}  # fmt: skip
+    "admin",
+    "batch_book",
+    "chain_book",
+    "dead_max_age_ms",
+    "dead_max_len",
+    "hooks",
+    "job_admin",
+    "max_stalls",
+    "min_replicas",
+    "producer",
+    "registry",
+    "replica_timeout_s",
+    "schedules",
+    "store",
+    "unknown_job_grace_s",
+}
 
 
 def test_fastq_exports_what_it_did() -> None:

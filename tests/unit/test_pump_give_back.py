@@ -79,8 +79,11 @@ def test_a_lost_reply_resends_the_outcomes_but_never_the_give_back(
     assert len(rt.give_backs_sent[0]) == 2  # it went out with the first request
     again = pump.pending["q"]
     assert (again.done, again.failed, again.taken_done, again.taken_dead) == (
-        [b"d"], 1, [(7, 2)], [(b"x", b"{}")],
-    )  # fmt: skip
+        [b"d"],
+        1,
+        [(7, 2)],
+        [(b"x", b"{}")],
+    )
     assert again.give_back == []
     pump.settle()  # sent again: without it
     assert rt.give_backs_sent[1] == []

@@ -40,9 +40,12 @@ def test_a_refused_config_get_is_one_info_line(caplog: pytest.LogCaptureFixture)
     caplog.set_level(logging.INFO, "fastq.redis")
     _check_config("master 1", "redis://h/0", _Refusing())
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
-        ("INFO", "master 1: could not check Redis' eviction and persistence settings: "
-                 "unknown command 'CONFIG', with args beginning with: 'GET'"),
-    ]  # fmt: skip
+        (
+            "INFO",
+            "master 1: could not check Redis' eviction and persistence settings: "
+            "unknown command 'CONFIG', with args beginning with: 'GET'",
+        ),
+    ]
 
 
 @pytest.mark.parametrize(

@@ -21,13 +21,15 @@ from fastq.connection.url import mask_url, with_tls_files
         ("redis://:s3cret@h:1/0", "redis://:***@h:1/0"),
         ("redis://bob:p%40ss@h/1", "redis://bob:***@h/1"),
         ("redis://bob@h/1", "redis://bob@h/1"),  # a user alone is no secret
-        ("rediss://h:1/0?ssl_ca_certs=/a/ca.pem&password=s3cret",
-         "rediss://h:1/0?ssl_ca_certs=/a/ca.pem&password=***"),
+        (
+            "rediss://h:1/0?ssl_ca_certs=/a/ca.pem&password=s3cret",
+            "rediss://h:1/0?ssl_ca_certs=/a/ca.pem&password=***",
+        ),
         ("unix:///tmp/r.sock?password=s3cret&db=2", "unix:///tmp/r.sock?password=***&db=2"),
         ("unix://bob:s3cret@/tmp/r.sock", "unix://bob:***@/tmp/r.sock"),
         ("rediss://h?ssl_password=s3cret", "rediss://h?ssl_password=***"),
     ],
-)  # fmt: skip
+)
 def test_mask_url_hides_every_password(url: str, shown: str) -> None:
     assert mask_url(url) == shown
 
@@ -67,13 +69,20 @@ def test_an_invalid_url_is_refused_with_its_password_masked(url: str) -> None:
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
-        ("redis+sentinel://:s3cret@s1:26379,s2:26379/mymaster/0",
-         "redis+sentinel://:***@s1:26379,s2:26379/mymaster/0"),
-        ("rediss+sentinel://bob:s3cret@s1,[::1]:26380/m?sentinel_password=s3cret&socket_timeout=2",
-         "rediss+sentinel://bob:***@s1,[::1]:26380/m?sentinel_password=***&socket_timeout=2"),
-        ("redis+sentinel://s1:26379/m/1?password=s3cret", "redis+sentinel://s1:26379/m/1?password=***"),
+        (
+            "redis+sentinel://:s3cret@s1:26379,s2:26379/mymaster/0",
+            "redis+sentinel://:***@s1:26379,s2:26379/mymaster/0",
+        ),
+        (
+            "rediss+sentinel://bob:s3cret@s1,[::1]:26380/m?sentinel_password=s3cret&socket_timeout=2",
+            "rediss+sentinel://bob:***@s1,[::1]:26380/m?sentinel_password=***&socket_timeout=2",
+        ),
+        (
+            "redis+sentinel://s1:26379/m/1?password=s3cret",
+            "redis+sentinel://s1:26379/m/1?password=***",
+        ),
     ],
-)  # fmt: skip
+)
 def test_mask_url_hides_a_sentinel_urls_passwords(url: str, shown: str) -> None:
     assert mask_url(url) == shown
 
@@ -87,9 +96,12 @@ def test_a_sentinel_url_parsed() -> None:
     assert parsed.service_name == "my master"
     assert parsed.tls is False
     assert parsed.master_options == {
-        "username": "bob", "password": "p@ss", "db": 3, "socket_timeout": 2.5,
+        "username": "bob",
+        "password": "p@ss",
+        "db": 3,
+        "socket_timeout": 2.5,
         "health_check_interval": 10,
-    }  # fmt: skip
+    }
     assert parsed.sentinel_options == {"password": "sp", "username": "sam"}
     bare = parse_sentinel_url("redis+sentinel://s1/m")
     assert (bare.sentinels, bare.service_name, bare.master_options) == ((("s1", 26379),), "m", {})
@@ -110,7 +122,7 @@ def test_a_sentinel_url_parsed() -> None:
         ("redis+sentinel://:s3cret@s1:26379/m/0/x", "path is /service_name"),
         ("redis+sentinel://:s3cret@s1/m/0?socket_timeout=soon", "Invalid value for 'socket_t"),
     ],
-)  # fmt: skip
+)
 def test_a_bad_sentinel_url_is_one_clear_error_at_app_time(url: str, why: str) -> None:
     with pytest.raises(ValueError, match=r"^invalid Redis URL 'redis\+sentinel://:\*\*\*@") as info:
         fastq.App(url)

@@ -37,8 +37,11 @@ def test_only_the_calls_answered_noscript_are_sent_again_after_one_reload() -> N
     replies: list[Any] = [1, NoScriptError("NOSCRIPT"), failure, NoScriptError("NOSCRIPT")]
     server = Server([21, 23])
     assert scripts.resend_unloaded(cmds, replies, server.send, server.reload) == [
-        1, 21, failure, 23,
-    ]  # fmt: skip
+        1,
+        21,
+        failure,
+        23,
+    ]
     assert server.reloads == [[1, 3]] and server.sent == [["k1", "k3"]]
 
 
@@ -63,8 +66,12 @@ def test_a_caller_may_resend_more_than_noscript_for_more_rounds() -> None:
     moved = MovedError("3999 127.0.0.1:6381")
     server = Server([NoScriptError("NOSCRIPT")], [7])
     replies = scripts.resend_unloaded(
-        cmds, [5, moved, 6], server.send, server.reload,
-        not_run=(NoScriptError, MovedError), rounds=2,
-    )  # fmt: skip
+        cmds,
+        [5, moved, 6],
+        server.send,
+        server.reload,
+        not_run=(NoScriptError, MovedError),
+        rounds=2,
+    )
     assert replies == [5, 7, 6]
     assert server.sent == [["k1"], ["k1"]] and server.reloads == [[1], [1]]

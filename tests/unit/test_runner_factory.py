@@ -35,9 +35,16 @@ def apps() -> tuple[fastq.App, fastq.App]:
 def build(app: fastq.App, **options: Any) -> Any:
     options = {"concurrency": 1, "threads": 0, **options}
     return build_runners(
-        Owner(), lambda: "w", app.registry.values(), app.hooks,
-        slot=None, progress=None, metrics=None, max_claim=100, **options,
-    )  # fmt: skip
+        Owner(),
+        lambda: "w",
+        app.registry.values(),
+        app.hooks,
+        slot=None,
+        progress=None,
+        metrics=None,
+        max_claim=100,
+        **options,
+    )
 
 
 def test_a_sync_app_without_threads_runs_its_batches_to_completion() -> None:
@@ -67,10 +74,13 @@ def test_threads_bring_a_thread_pool_and_with_an_event_loop_one_runner_of_both()
     assert runners.slots.loop.sync is runners.sync is runners.slots.threads.sync
 
 
-@pytest.mark.parametrize(("options", "message"), [
-    ({"concurrency": 0}, "concurrency must be >= 1, not 0"),
-    ({"threads": -1}, "threads must be >= 0, not -1"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"concurrency": 0}, "concurrency must be >= 1, not 0"),
+        ({"threads": -1}, "threads must be >= 0, not -1"),
+    ],
+)
 def test_bad_options_are_refused(options: dict[str, int], message: str) -> None:
     sync_only, _ = apps()
     with pytest.raises(ValueError, match=message):

@@ -147,11 +147,21 @@ def run_with(
     assert context._current.get() is None, "the job context is left after a batch"
     assert set(out.runs) <= set(out.done)
     return (
-        ran, raised, list(seen), out.done, [(r[0], r[1]) for r in out.retry],
-        [d[0] for d in out.dead], out.broken, out.unstarted, out.stalled,
-        out.interrupted, out.results, out.failed, slot.finished_unacked(),
+        ran,
+        raised,
+        list(seen),
+        out.done,
+        [(r[0], r[1]) for r in out.retry],
+        [d[0] for d in out.dead],
+        out.broken,
+        out.unstarted,
+        out.stalled,
+        out.interrupted,
+        out.results,
+        out.failed,
+        slot.finished_unacked(),
         attempts_of(out),
-    )  # fmt: skip
+    )
 
 
 def attempts_of(out: Outcomes) -> dict[bytes, int]:
@@ -167,8 +177,12 @@ def attempts_of(out: Outcomes) -> dict[bytes, int]:
     return attempts
 
 
-@settings(max_examples=examples(120), deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # fmt: skip
+@settings(
+    max_examples=examples(120),
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @given(kinds=st.lists(st.integers(0, len(JOBS) - 1), max_size=12), long_id=st.booleans())
 def test_native_loop_matches_reference(
     kinds: list[int], long_id: bool, monkeypatch: pytest.MonkeyPatch

@@ -51,9 +51,11 @@ def run(
         sent.append(message)
 
     scope = {
-        "type": "http", "method": "POST", "path": path,
+        "type": "http",
+        "method": "POST",
+        "path": path,
         "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
-    }  # fmt: skip
+    }
     asyncio.run(guard(scope, receive, send))
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
     status = sent[0]["status"]
@@ -90,8 +92,10 @@ def test_a_body_over_the_bound_is_refused_while_it_is_read() -> None:
     # a Content-Length over the bound: not a byte read
     status, reply, calls = run(guard, {**AUTH, "Content-Length": "26"}, [b"x" * 26])
     assert (status, calls) == (413, 0)
-    assert reply == {"error": "the request body is larger than 25 bytes (fastq serve "
-                     "--max-body): send the jobs in several requests"}  # fmt: skip
+    assert reply == {
+        "error": "the request body is larger than 25 bytes (fastq serve "
+        "--max-body): send the jobs in several requests"
+    }
     # no length, a body without end: refused after the chunk that passed the bound
     status, _, calls = run(guard, AUTH, endless=True)
     assert (status, calls) == (413, 3)
@@ -129,13 +133,25 @@ def test_without_a_token_only_requests_to_localhost_are_answered() -> None:
 @pytest.mark.parametrize(
     ("host", "loopback"),
     [
-        ("localhost", True), ("LOCALHOST:8000", True), ("localhost.", True),
-        ("127.0.0.1", True), ("127.0.0.1:80", True), ("127.1.2.3:9", True),
-        ("[::1]", True), ("[::1]:8000", True), ("::1", True),
-        ("", False), ("evil.example", False), ("127.0.0.1.evil.example", False),
-        ("localhost.evil.example:80", False), ("10.0.0.1", False), ("[::2]:80", False),
-        ("[::1", False), ("0.0.0.0", False), ("127.0.0.1:80:80", False),
+        ("localhost", True),
+        ("LOCALHOST:8000", True),
+        ("localhost.", True),
+        ("127.0.0.1", True),
+        ("127.0.0.1:80", True),
+        ("127.1.2.3:9", True),
+        ("[::1]", True),
+        ("[::1]:8000", True),
+        ("::1", True),
+        ("", False),
+        ("evil.example", False),
+        ("127.0.0.1.evil.example", False),
+        ("localhost.evil.example:80", False),
+        ("10.0.0.1", False),
+        ("[::2]:80", False),
+        ("[::1", False),
+        ("0.0.0.0", False),
+        ("127.0.0.1:80:80", False),
     ],
-)  # fmt: skip
+)
 def test_loopback_hosts(host: str, loopback: bool) -> None:
     assert _is_loopback_host(host.encode()) is loopback

@@ -41,8 +41,13 @@ def test_the_api_under_a_root_path_is_refused_without_its_token() -> None:
         sent.append(message)
 
     guard = Guard(app, "s3cret-token-0123456789", 1024)
-    scope = {"type": "http", "method": "GET", "path": "/fastq/api/v1/queues",
-             "root_path": "/fastq", "headers": []}  # fmt: skip
+    scope = {
+        "type": "http",
+        "method": "GET",
+        "path": "/fastq/api/v1/queues",
+        "root_path": "/fastq",
+        "headers": [],
+    }
     asyncio.run(guard(scope, receive, send))
     assert called == []
     assert sent[0]["status"] == 401

@@ -21,11 +21,18 @@ def test_a_token_names_its_claim_and_its_worker_id_hides_the_secret() -> None:
 @pytest.mark.parametrize(
     "bad",
     [
-        "", "x", f"q:30000:w:{SECRET}:more", f"q:30000:w:{SECRET[:-1]}",
-        f"q:30000:w:{SECRET.upper()}", f"q:999:w:{SECRET}", f"q:86400001:w:{SECRET}",
-        f"q#0:30000:w:{SECRET}", f"q:30000:a b:{SECRET}", f"a,b:30000:w:{SECRET}",
+        "",
+        "x",
+        f"q:30000:w:{SECRET}:more",
+        f"q:30000:w:{SECRET[:-1]}",
+        f"q:30000:w:{SECRET.upper()}",
+        f"q:999:w:{SECRET}",
+        f"q:86400001:w:{SECRET}",
+        f"q#0:30000:w:{SECRET}",
+        f"q:30000:a b:{SECRET}",
+        f"a,b:30000:w:{SECRET}",
     ],
-)  # fmt: skip
+)
 def test_what_no_claim_returned_is_refused(bad: str) -> None:
     with pytest.raises(BadRequest, match="token is not one a claim returned"):
         ClaimToken.parse(bad)

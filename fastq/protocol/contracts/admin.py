@@ -18,10 +18,25 @@ PURGE_BATCH_MAX = 5000  # purge.lua refuses more: unpack() is bounded by Lua's s
 
 class _Purge(Contract[tuple[int, int]]):
     keys = (
-        "ready", "prio", "scheduled", "sched_prio", "dead", "poison", "broken", "jobs",
-        "stalls", "stats", "links", "tagged", "unique", "unique_exp", "batched", "batches",
-        "batches_due", "chained",
-    )  # fmt: skip
+        "ready",
+        "prio",
+        "scheduled",
+        "sched_prio",
+        "dead",
+        "poison",
+        "broken",
+        "jobs",
+        "stalls",
+        "stats",
+        "links",
+        "tagged",
+        "unique",
+        "unique_exp",
+        "batched",
+        "batches",
+        "batches_due",
+        "chained",
+    )
     argv_names = ("limit", "ready", "scheduled", "dead", "broken")
 
     def argv(self, limit: int, ready: bool, scheduled: bool, dead: bool, broken: bool) -> list[Any]:
@@ -62,10 +77,28 @@ class CancelReply:
 
 class _Cancel(Contract[CancelReply]):
     keys = (
-        "jobs", "scheduled", "sched_prio", "prio", "dead", "broken", "cancelled", "stalls",
-        "stats", "links", "tagged", "unique", "unique_exp", "leases", "settings", "records",
-        "records_old", "batched", "batches", "batches_due", "chained",
-    )  # fmt: skip
+        "jobs",
+        "scheduled",
+        "sched_prio",
+        "prio",
+        "dead",
+        "broken",
+        "cancelled",
+        "stalls",
+        "stats",
+        "links",
+        "tagged",
+        "unique",
+        "unique_exp",
+        "leases",
+        "settings",
+        "records",
+        "records_old",
+        "batched",
+        "batches",
+        "batches_due",
+        "chained",
+    )
     keys_rest = "held"
     argv_names = ("tag", "limit", "workers")
     argv_rest = "rest"

@@ -41,10 +41,25 @@ def enqueue_extras(
 
 class _Enqueue(Contract[EnqueueReply]):
     keys = (
-        "jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio", "cancelled",
-        "links", "tagged", "unique", "unique_exp", "settings", "records", "records_old",
-        "batched", "batches", "chained",
-    )  # fmt: skip
+        "jobs",
+        "ready",
+        "prio",
+        "scheduled",
+        "stats",
+        "wake",
+        "sched_prio",
+        "cancelled",
+        "links",
+        "tagged",
+        "unique",
+        "unique_exp",
+        "settings",
+        "records",
+        "records_old",
+        "batched",
+        "batches",
+        "chained",
+    )
     argv_names = ("priority", "due", "extras")
     argv_rest = "jobs"
 

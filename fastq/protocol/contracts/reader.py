@@ -13,10 +13,19 @@ from fastq.protocol.keys import QueueKeys
 JOB_INFO_VERSION = 1
 # the fields of a reply that are integers (times in ms, counts); the others are
 # strings, and ``tags`` a list of them
-_INTS = frozenset({
-    "enqueued_ms", "attempts", "failed_ms", "due_ms", "lease_until_ms", "stalls",
-    "cancelled_ms", "ended_ms", "run_ms",
-})  # fmt: skip
+_INTS = frozenset(
+    {
+        "enqueued_ms",
+        "attempts",
+        "failed_ms",
+        "due_ms",
+        "lease_until_ms",
+        "stalls",
+        "cancelled_ms",
+        "ended_ms",
+        "run_ms",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -41,9 +50,20 @@ def _text(value: Any) -> Any:
 
 class _JobInfo(Contract[JobInfoReply]):
     keys = (
-        "jobs", "scheduled", "dead", "broken", "stalls", "poison", "progress", "cancelled",
-        "links", "records", "records_old", "leases", "result",
-    )  # fmt: skip
+        "jobs",
+        "scheduled",
+        "dead",
+        "broken",
+        "stalls",
+        "poison",
+        "progress",
+        "cancelled",
+        "links",
+        "records",
+        "records_old",
+        "leases",
+        "result",
+    )
     keys_rest = "held"
     argv_names = ("workers",)
     argv_rest = "rest"
@@ -64,8 +84,10 @@ class _JobInfo(Contract[JobInfoReply]):
     def parse(self, raw: Any) -> JobInfoReply:
         """Raises ValueError for a reply of another version than this code reads."""
         if not raw or int(raw[0]) != JOB_INFO_VERSION:
-            raise ValueError(f"job_info replied version {raw[0] if raw else None!r}, "
-                             f"not {JOB_INFO_VERSION}: fastq and its scripts differ")  # fmt: skip
+            raise ValueError(
+                f"job_info replied version {raw[0] if raw else None!r}, "
+                f"not {JOB_INFO_VERSION}: fastq and its scripts differ"
+            )
         state = _text(raw[1])
         fields: dict[str, Any] = {}
         for i in range(2, len(raw) - 1, 2):

@@ -25,9 +25,23 @@ class ReapReply:
 
 class _Reap(Contract[ReapReply]):
     keys = (
-        "ready", "leases", "jobs", "dead", "stats", "wake", "scheduled", "prio", "poison",
-        "sched_prio", "cancelled", "unique", "unique_exp", "settings", "records", "records_old",
-    )  # fmt: skip
+        "ready",
+        "leases",
+        "jobs",
+        "dead",
+        "stats",
+        "wake",
+        "scheduled",
+        "prio",
+        "poison",
+        "sched_prio",
+        "cancelled",
+        "unique",
+        "unique_exp",
+        "settings",
+        "records",
+        "records_old",
+    )
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 
     def argv(self, limit: int, dead_max_age_ms: int, dead_max_len: int) -> list[Any]:

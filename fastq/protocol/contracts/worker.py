@@ -122,9 +122,23 @@ class ClaimReply:
 
 class _Claim(Contract[ClaimReply]):
     keys = (
-        "ready", "prio", "jobs", "leases", "scheduled", "held", "stats", "wake", "sched_prio",
-        "settings", "broken", "cancelled", "links", "unique", "unique_exp", "epoch",
-    )  # fmt: skip
+        "ready",
+        "prio",
+        "jobs",
+        "leases",
+        "scheduled",
+        "held",
+        "stats",
+        "wake",
+        "sched_prio",
+        "settings",
+        "broken",
+        "cancelled",
+        "links",
+        "unique",
+        "unique_exp",
+        "epoch",
+    )
     argv_names = ("worker_id", "n", "lease_ms", "promote_max", "epoch")
 
     def argv(
@@ -264,10 +278,29 @@ class ReleaseReply:
 
 class _Release(Contract[ReleaseReply]):
     keys = (
-        "ready", "leases", "held", "stats", "wake", "jobs", "dead", "stalls", "poison",
-        "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
-        "records_old", "batched", "batches", "batches_due", "chained", "epoch",
-    )  # fmt: skip
+        "ready",
+        "leases",
+        "held",
+        "stats",
+        "wake",
+        "jobs",
+        "dead",
+        "stalls",
+        "poison",
+        "cancelled",
+        "links",
+        "tagged",
+        "unique",
+        "unique_exp",
+        "settings",
+        "records",
+        "records_old",
+        "batched",
+        "batches",
+        "batches_due",
+        "chained",
+        "epoch",
+    )
     argv_names = ("worker_id", "mode", "max_stalls", "cause", "epoch")
     argv_rest = "ids"
 
@@ -334,10 +367,24 @@ TAKE = _Take("take")
 
 class _AckTaken(Contract[int]):
     keys = (
-        "jobs", "dead", "broken", "stats", "poison", "ready", "wake", "taken_seq", "settings",
-        "records", "records_old", "history", "batched", "batches", "batches_due", "chained",
+        "jobs",
+        "dead",
+        "broken",
+        "stats",
+        "poison",
+        "ready",
+        "wake",
+        "taken_seq",
+        "settings",
+        "records",
+        "records_old",
+        "history",
+        "batched",
+        "batches",
+        "batches_due",
+        "chained",
         "chain_out",
-    )  # fmt: skip
+    )
     argv_names = ("dead_max_age_ms", "dead_max_len")
     argv_rest = "sections"
 
