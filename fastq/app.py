@@ -4,6 +4,7 @@ which it delegates to the producer and the admins it holds."""
 from __future__ import annotations
 
 import functools
+import logging
 from contextlib import AbstractContextManager
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast, overload
@@ -23,6 +24,7 @@ from fastq.producer.chains import ChainBook
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
 from fastq.producer.testmode import QueuedJobs, test_mode
+from fastq.protocol.contracts import ACK
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.protocol.store import DEFAULT_CALL_TIMEOUT_S, DEFAULT_REDIS_URL, Store
@@ -30,6 +32,8 @@ from fastq.ratelimit import RateKey
 from fastq.validate import check_delay_s
 
 if TYPE_CHECKING:
+    # App.redis (a property) hides the module's name inside the class
+    from redis import Redis as RedisClient
     from typing_extensions import Concatenate, ParamSpec, Unpack
 
     from fastq.options import JobKeywords
@@ -44,6 +48,8 @@ __all__ = ["DEFAULT_REDIS_URL", "DEFAULT_UNKNOWN_JOB_GRACE_S", "App"]
 # how long a job whose name a worker's app lacks goes back to its queue (a rolling
 # deploy's new job, perhaps) before it is broken: fastq.worker.unknown
 DEFAULT_UNKNOWN_JOB_GRACE_S = 300.0
+
+log = logging.getLogger("fastq.ack")  # what an ack left to do and could not: App.after_ack
 
 
 def _delegate(
@@ -461,6 +467,37 @@ class App:
         registered (``["default"]`` when none): what a worker or a pool serves when
         started without ``-q``."""
         return list(dict.fromkeys(job.queue for job in self.registry.values())) or ["default"]
+
+    def after_ack(self, client: RedisClient, queue: str, ack_reply: Any, who: str) -> None:
+        """Do now what an ack of ``queue`` (``ack_reply``: its raw reply) left to do,
+        whoever sent it (a pool child, the master for a dead child, an HTTP worker):
+        settle the batches whose share of the queue it ended, and enqueue the next
+        links of the chains it moved on. A Redis error leaves either due in Redis for
+        a reaper, and is logged (as ``who``), not raised: the ack itself went through.
+        """
+        batch_ids, link_ids = ACK.batches_ended(ack_reply), ACK.chains_moved(ack_reply)
+        if batch_ids:
+            try:
+                self.batch_book.settle_shares(client, queue, batch_ids)
+            except redis.RedisError as exc:
+                log.warning(
+                    "%s: batches %s of %s not settled (%s); a reaper will",
+                    who,
+                    ", ".join(batch_ids),
+                    queue,
+                    exc,
+                )
+        if link_ids:
+            try:
+                self.chain_book.forward(client, queue, link_ids)
+            except redis.RedisError as exc:
+                log.warning(
+                    "%s: %d links of chains on %s not forwarded (%s); a reaper will",
+                    who,
+                    len(link_ids),
+                    queue,
+                    exc,
+                )
 
     # -- the producer's and the admin's methods ---------------------------------------
 

@@ -181,14 +181,6 @@ class HandBacks(threading.Thread):
                 ", ".join(h.worker_id for h in left),
             )
 
-    def _forward(self, client: redis.Redis, queue: str, link_ids: list[str]) -> None:
-        """Enqueue the next links of the chains its ack moved on (else a reaper will)."""
-        if link_ids:
-            try:
-                self.app.chain_book.forward(client, queue, link_ids)
-            except REDIS_ERRORS as exc:
-                log.warning("master: links of chains on %s left to a reaper (%s)", queue, exc)
-
     def _send(self, item: HandBack) -> bool:
         """Send one hand-back; False if it must be tried again (after a backoff)."""
         with self.fork_gate:
@@ -267,7 +259,7 @@ class HandBacks(threading.Thread):
                     command = ACK.command(ACK.keys_for(keys, item.worker_id), argv)
                     raw = scripts.call_many(client, [command])[0]
                     acked += ACK.parse(raw)
-                    self._forward(client, name, ACK.chains_moved(raw))
+                    app.after_ack(client, name, raw, "master")
             if acked:
                 log.info(
                     "master: acknowledged %d jobs that %s finished on %s",
