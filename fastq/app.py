@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Un
 
 import redis
 
-from fastq._accel import codec
 from fastq.admin.jobs import JobAdmin
 from fastq.admin.operator import Admin
 from fastq.hooks import Hooks, JobHook
@@ -447,7 +446,8 @@ class App:
                 raise ValueError(f"job {job_name!r} already has a schedule")
             # checked before anything is registered, so that a refusal leaves no trace
             ArgChecker(func).check(args, run_kwargs)
-            codec.encode_envelope(list(args), run_kwargs, codec.envelope_tail("check", 0, {}))
+            envelopes, name = self.producer.envelopes, str(job_name)
+            envelopes.encode(name, list(args), run_kwargs, envelopes.tail(name, priority=0))
             jobdef = existing if existing is not None else self.job(**job_options)(func)
             self.schedules[jobdef.name] = PeriodicJob(
                 name=jobdef.name,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import re
-import time
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from redis import Redis
@@ -26,6 +25,7 @@ from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.batches import current_batch
 from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.envelope import Envelopes
 from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
 from fastq.producer.routing import Part, chunk_size, pick, plan_calls
@@ -34,7 +34,6 @@ from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
 from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.store import Store
-from fastq.retry import envelope_overrides
 from fastq.validate import check_job_id
 
 if TYPE_CHECKING:
@@ -72,7 +71,7 @@ class Producer:
     ) -> None:
         self.store = store
         self.registry = registry
-        self.max_payload_bytes = max_payload_bytes
+        self.envelopes = Envelopes(registry, max_payload_bytes)
         self._durability = durability
         self._ids = IdGenerator()
         self._known_queues: set[str] = set()  # queues this app has added to the namespace's set
@@ -82,38 +81,13 @@ class Producer:
         """Forget which queues Redis knows (the app now points elsewhere)."""
         self._known_queues.clear()
 
-    def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"job name must be a non-empty str, not {name!r}")
-        jobdef = self.registry.get(name)
-        queue = options.queue
-        if queue is None:
-            queue = jobdef.queue if jobdef else "default"
-        priority = options.priority
-        if priority is None:
-            priority = jobdef.priority if jobdef else 0
-        return queue, priority
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.envelopes.max_payload_bytes
 
-    def _tail(self, name: str, priority: int, options: EnqueueOptions) -> tuple[bytes, ...]:
-        # the envelope's optional fields (docs/protocol.md): none for most jobs
-        shared: dict[str, Any] = {}
-        if priority:
-            shared["p"] = priority
-        if not (options.retry is None and options.retries is None and options.age_limit_s is None):
-            # the retry overrides that differ from the job's own policy, so that a
-            # worker of any host applies them; the common enqueue adds nothing
-            jobdef = self.registry.get(name)
-            own = jobdef.policy if jobdef is not None else None
-            shared.update(
-                envelope_overrides(
-                    (own.backoff, own.retries, own.age_limit_s) if own is not None else None,
-                    options.retry,
-                    options.retries,
-                    options.age_limit_s,
-                )
-            )
-        tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
-        return tail
+    def new_ids(self, n: int) -> list[str]:
+        """``n`` fresh job ids, unique across hosts and in the order made."""
+        return self._ids.next_ids(n)
 
     def declare_queue(self, *queues: str, shards: Optional[int] = None) -> None:
         """Let this app enqueue on ``queues`` although no job of it is registered
@@ -281,7 +255,7 @@ class Producer:
         options: EnqueueOptions,
     ) -> str:
         """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
-        queue, priority = self._route(name, options)
+        queue, priority = self.envelopes.route(name, options)
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
@@ -290,10 +264,10 @@ class Producer:
         if jobdef is not None:
             jobdef.arg_checker.check(args, kwargs)
         unique = unique_plan(options, jobdef)
-        job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
-        env = codec.encode_envelope(args, kwargs, self._tail(name, priority, options))
-        if len(env) > self.max_payload_bytes:
-            raise ValueError(self._too_large(name, len(env)))
+        job_id = options.job_id if options.job_id is not None else self.new_ids(1)[0]
+        env = self.envelopes.encode(
+            name, args, kwargs, self.envelopes.tail(name, priority, options)
+        )
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
@@ -388,14 +362,14 @@ class Producer:
         """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
         if options.job_id is not None:
             raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
-        queue, priority = self._route(name, options)
+        queue, priority = self.envelopes.route(name, options)
         calls = calls if isinstance(calls, list) else list(calls)
         jobdef = self.registry.get(name)
         if jobdef is not None:
             self._check_calls(jobdef.arg_checker, calls)
         unique = unique_plan(options, jobdef)
         if job_ids is None:
-            ids = self._ids.next_ids(len(calls))
+            ids = self.new_ids(len(calls))
         else:
             ids = list(job_ids)
             if len(ids) != len(calls):
@@ -407,10 +381,9 @@ class Producer:
                     raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-        envs = codec.encode_calls(calls, self._tail(name, priority, options))
-        if envs and max(map(len, envs)) > self.max_payload_bytes:
-            i = next(i for i, env in enumerate(envs) if len(env) > self.max_payload_bytes)
-            raise ValueError(f"call {i}: {self._too_large(name, len(envs[i]))}")
+        envs = self.envelopes.encode_calls(
+            name, calls, self.envelopes.tail(name, priority, options)
+        )
         if not ids:
             return ids
         ukeys: list[str] = []
@@ -463,13 +436,6 @@ class Producer:
                 for i, holder in reply.holders.items():
                     ids[at[i]] = holder
         return ids
-
-    def _too_large(self, name: str, size: int) -> str:
-        return (
-            f"job {name!r} is {size:,} bytes encoded, over the limit of "
-            f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
-            "reference to the data (a key, a URL), not the data"
-        )
 
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
