@@ -37,13 +37,16 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 import orjson
 
-from fastq.errors import UnknownQueue
+from fastq.admin.jobs import JobAdmin
+from fastq.errors import JobFailed, NoResult, ResultTimeout, UnknownQueue
 from fastq.producer.batches import current_batch, outside_batches
 from fastq.producer.enqueue import Producer
 from fastq.producer.routing import Part, pick
 from fastq.producer.testbatches import TestBatchBook
 from fastq.producer.transport import registered
 from fastq.protocol.contracts import EnqueueReply
+from fastq.protocol.introspect import JobInfo
+from fastq.validate import check_job_id
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
@@ -76,7 +79,8 @@ class QueuedJob:
 class JobRun:
     """One run of a job in a test mode: its ``attempt`` (1 for the first) and its
     ``outcome`` as the app's hooks see it (``"done"``, ``"retried"``, ``"dead"`` or
-    ``"broken"``); what the function returned, or the exception it raised."""
+    ``"broken"``); what the function returned, or the exception it raised, and
+    the error a worker records of it (``app.get_job()``'s ``last_error``)."""
 
     id: str
     name: str
@@ -85,6 +89,7 @@ class JobRun:
     outcome: str
     returned: Any = None
     error: Optional[BaseException] = None
+    reason: Optional[str] = None  # the error a worker records, or why it is broken
 
 
 class JobRunner(Protocol):
@@ -116,6 +121,7 @@ class QueuedJobs:
     results: dict[str, Any] = field(default_factory=dict)
     kept: dict[str, Any] = field(default_factory=dict)
     progress: dict[str, list[tuple[float, Any]]] = field(default_factory=dict)
+    running: dict[str, QueuedJob] = field(default_factory=dict, repr=False)
 
     def __iter__(self) -> Iterator[QueuedJob]:
         return iter(list(self.jobs))
@@ -157,13 +163,21 @@ class QueuedJobs:
         what its last run returned, or raises what it raised if it failed for good."""
         if self.worker is None:
             raise RuntimeError("these jobs are not in a test mode: no worker runs them")
-        with outside_batches():
-            last = self.worker.run(job, self)
+        self.running[job.id] = job
+        try:
+            with outside_batches():
+                last = self.worker.run(job, self)
+        finally:
+            self.running.pop(job.id, None)
         if job.batch is not None and self.book is not None:
             self.book.ended(job.batch, ok=last.outcome == DONE)
         if last.outcome != DONE and last.error is not None:
             raise last.error
         return last.returned
+
+    def last_run(self, job_id: str) -> Optional[JobRun]:
+        """The latest run of job ``job_id`` (None: it has not run)."""
+        return next((run for run in reversed(self.runs) if run.id == job_id), None)
 
     def drop(self, batch_id: str) -> int:
         """Take the jobs of batch ``batch_id`` out of the list (a cancel); how many."""
@@ -246,6 +260,86 @@ class MemoryTransport:
         return replies, None
 
 
+class TestJobAdmin(JobAdmin):
+    """An app's reads of its jobs in a test mode, answered from the jobs kept and
+    run there: ``app.get_job()`` (state, attempts, last error, the latest progress
+    of a job running, a kept result) and ``app.result()``. The other job methods
+    need Redis."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(self, real: JobAdmin, jobs: QueuedJobs) -> None:
+        super().__init__(real.store, real.admin)  # the store for its namespace: never called
+        self.jobs = jobs
+
+    def get_job(self, job_id: str, queue: Optional[str] = None) -> Optional[JobInfo]:
+        """As :meth:`JobAdmin.get_job`, in memory: ``queued`` (``scheduled`` if due
+        later), ``active`` while it runs (its latest ``progress``), then ``done``,
+        ``dead`` or ``broken``."""
+        check_job_id(job_id)
+        jobs = self.jobs
+        kept = next((job for job in jobs.jobs if job.id == job_id), None)
+        running = jobs.running.get(job_id)
+        job = kept or running
+        last = jobs.last_run(job_id)
+        where = job.queue if job is not None else last.queue if last is not None else None
+        if queue is not None and where is not None and where != queue:
+            return None
+        if job is not None:
+            due = job.due_at is not None and job.due_at > time.time()
+            state = "active" if running is not None else ("scheduled" if due else "queued")
+            reports = jobs.progress.get(job_id) if running is not None else None
+            return JobInfo(
+                id=job_id,
+                queue=job.queue,
+                state=state,
+                name=job.name,
+                args=job.args,
+                kwargs=job.kwargs,
+                attempts=last.attempt if last is not None else 0,
+                due_at=job.due_at,
+                last_error=last.reason if last is not None else None,
+                progress=reports[-1][0] if reports else None,
+                progress_meta=reports[-1][1] if reports else None,
+                tags=list(job.tags),
+            )
+        if last is None:
+            return None
+        return JobInfo(
+            id=job_id,
+            queue=last.queue,
+            state=last.outcome,
+            name=last.name,
+            attempts=last.attempt,
+            last_error=last.reason if last.outcome == "dead" else None,
+            broken_reason=last.reason if last.outcome == "broken" else None,
+            result=jobs.kept.get(job_id),
+            has_result=job_id in jobs.kept,
+        )
+
+    def result(self, job_id: str, timeout_s: float = 30.0, queue: Optional[str] = None) -> Any:
+        """As :meth:`JobAdmin.result`, in memory, without waiting: what a job with
+        ``result_ttl_s`` returned.
+
+        Raises:
+            fastq.JobFailed: the job is dead or broken.
+            fastq.NoResult: it ended without a kept result, or is unknown.
+            fastq.ResultTimeout: it has not run yet (``jobs.run()`` runs it).
+        """
+        if job_id in self.jobs.kept:
+            return self.jobs.kept[job_id]
+        info = self.get_job(job_id, queue)
+        if info is None or info.state == "done":
+            raise NoResult(
+                f"job {job_id} is gone without a result: an unknown id, or a job "
+                "without result_ttl_s"
+            )
+        if info.state in ("dead", "broken"):
+            error = info.last_error if info.state == "dead" else info.broken_reason
+            raise JobFailed(job_id, info.state, error, None)
+        raise ResultTimeout(f"job {job_id} has not run: jobs.run() runs what a stub keeps")
+
+
 def _due_s(due: Any) -> Optional[float]:
     """An enqueue's due time in Unix s (``EnqueueOptions.due``: a delay in ms, or
     ``@<ms>``); None when it is due at once."""
@@ -263,16 +357,17 @@ def decode_envelope(env: bytes) -> tuple[str, list[Any], dict[str, Any]]:
 
 @contextmanager
 def test_mode(app: Any, eager: bool, worker: Callable[[], JobRunner]) -> Iterator[QueuedJobs]:
-    """Give ``app`` a producer over a :class:`MemoryTransport`, and a
-    :class:`TestBatchBook`, for the ``with`` block; ``worker()`` makes what runs
-    the jobs."""
-    real, real_book = app.producer, app.batch_book
+    """Give ``app`` a producer over a :class:`MemoryTransport`, a
+    :class:`TestBatchBook` and a :class:`TestJobAdmin`, for the ``with`` block;
+    ``worker()`` makes what runs the jobs."""
+    real, real_book, real_admin = app.producer, app.batch_book, app.job_admin
     jobs = QueuedJobs(app.registry, worker=worker())
     transport = MemoryTransport(app.registry, set(real.transport.declared), jobs, eager)
     producer = Producer(real.store, real.registry, real.max_payload_bytes, None, transport)
     jobs.book = TestBatchBook(real_book, producer, jobs.drop)
     app.producer, app.batch_book = producer, jobs.book
+    app.job_admin = TestJobAdmin(real_admin, jobs)
     try:
         yield jobs
     finally:
-        app.producer, app.batch_book = real, real_book
+        app.producer, app.batch_book, app.job_admin = real, real_book, real_admin

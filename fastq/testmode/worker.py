@@ -31,7 +31,7 @@ import orjson
 
 from fastq._accel import codec
 from fastq.context import ProgressBuffer
-from fastq.hooks import BROKEN, RETRIED, Hooks, outcome_of
+from fastq.hooks import BROKEN, DONE, RETRIED, Hooks, outcome_of
 from fastq.producer.testmode import JobRun, QueuedJob, QueuedJobs
 from fastq.protocol.outcomes import Outcomes
 from fastq.runners.sync import SyncRunner
@@ -97,7 +97,7 @@ class TestWorker:
             if unknown or not runnable:
                 why = broken[0][1] if broken else "unknown"
                 error = TypeError(f"job {job.name} {job.id} is broken: {why}")
-                run = JobRun(job.id, job.name, job.queue, 1, BROKEN, None, error)
+                run = JobRun(job.id, job.name, job.queue, 1, BROKEN, None, error, str(error))
                 return self._ended(jobs, run)
             attempt = runnable[0][4]
             out = Outcomes()
@@ -108,7 +108,11 @@ class TestWorker:
             finally:
                 returned, raised = self._slots.pop()
             outcome = outcome_of(out)
-            run = JobRun(job.id, job.name, job.queue, attempt, outcome, returned, raised)
+            # the error the worker wrote into the envelope (retried, dead), or why broken
+            reason = out.broken[0][1] if out.broken else runnable[0][5].get("error")
+            if outcome == DONE:
+                reason = None  # a retry's envelope still says why its attempt before failed
+            run = JobRun(job.id, job.name, job.queue, attempt, outcome, returned, raised, reason)
             self._ended(jobs, run)
             for job_id, result, _ttl_ms in out.results:  # what the ack would keep
                 jobs.kept[job_id.decode()] = orjson.loads(result)
@@ -119,7 +123,7 @@ class TestWorker:
     @staticmethod
     def _ended(jobs: QueuedJobs, run: JobRun) -> JobRun:
         jobs.runs.append(run)
-        if run.outcome == "done":
+        if run.outcome == DONE:
             jobs.results[run.id] = run.returned
         return run
 
