@@ -212,14 +212,14 @@ class App:
         ``jobs.run()`` runs them here, as a worker runs them: ``current_job()``,
         hooks, retries (their backoff not slept), results and progress
         (:mod:`fastq.producer.testmode`)."""
-        return test_mode(self, False, self._test_worker)
+        return test_mode(self, eager=False, worker=self._test_worker)
 
     def eager(self) -> AbstractContextManager[QueuedJobs]:
         """For a test: inside ``with app.eager():``, each job enqueued runs at once,
         in-process, from its encoded envelope, as a worker runs it (retried at once
         by its policy); the exception of a job that failed for good propagates to
         the enqueue call (:mod:`fastq.producer.testmode`)."""
-        return test_mode(self, True, self._test_worker)
+        return test_mode(self, eager=True, worker=self._test_worker)
 
     def _test_worker(self) -> JobRunner:
         """What runs a test mode's jobs: a worker's runner, in-process."""
