@@ -167,6 +167,10 @@ class QueuedJobs:
         try:
             with outside_batches():
                 last = self.worker.run(job, self)
+        except Exception:  # not the job's (its own are settled): its name is unknown
+            if job.batch is not None and self.book is not None:
+                self.book.ended(job.batch, ok=False)
+            raise
         finally:
             self.running.pop(job.id, None)
         if job.batch is not None and self.book is not None:

@@ -256,3 +256,18 @@ def test_the_app_is_itself_again_after_the_block() -> None:
     assert not app.producer.transport.in_memory
     with pytest.raises(fastq.RedisUnavailable):
         app.get_job("x")
+
+
+def test_a_job_of_a_name_the_app_lacks_is_refused_where_it_runs() -> None:
+    app = fastq.App(NO_REDIS)
+
+    @app.job(queue="q")
+    def known() -> None: ...
+
+    with app.stub() as jobs:
+        with app.batch() as batch:
+            app.enqueue("unknown", queue="q")  # another service's job, perhaps
+        with pytest.raises(LookupError, match="'unknown' is not registered"):
+            jobs.run()
+        status = app.batch_status(batch.id)
+        assert status is not None and (status.state, status.dead) == ("ended", 1)
