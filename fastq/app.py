@@ -4,6 +4,7 @@ which it delegates to the producer and the admins it holds."""
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 from contextlib import AbstractContextManager
 from datetime import tzinfo
@@ -22,7 +23,7 @@ from fastq.producer.batches import BatchBook
 from fastq.producer.chains import ChainBook
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
-from fastq.producer.testmode import QueuedJobs, test_mode
+from fastq.producer.testmode import JobRunner, QueuedJobs, test_mode
 from fastq.protocol.contracts import ACK
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
@@ -43,6 +44,9 @@ R = TypeVar("R")
 T = TypeVar("T")
 
 __all__ = ["DEFAULT_REDIS_URL", "DEFAULT_UNKNOWN_JOB_GRACE_S", "App"]
+
+# what runs the jobs of a test mode (app.stub(), app.eager()): module, class
+TEST_WORKER = ("fastq.testmode", "TestWorker")
 
 # how long a job whose name a worker's app lacks goes back to its queue (a rolling
 # deploy's new job, perhaps) before it is broken: fastq.worker.unknown
@@ -210,14 +214,27 @@ class App:
     def stub(self) -> AbstractContextManager[QueuedJobs]:
         """For a test: inside ``with app.stub() as jobs:``, enqueues are checked and
         encoded as always but kept in ``jobs`` instead of Redis (no Redis needed);
-        ``jobs.run()`` runs them here (:mod:`fastq.producer.testmode`)."""
-        return test_mode(self, eager=False)
+        ``jobs.run()`` runs them here, as a worker runs them: ``current_job()``,
+        hooks, retries (their backoff not slept), results and progress
+        (:mod:`fastq.producer.testmode`)."""
+        return test_mode(self, eager=False, worker=self._test_worker)
 
     def eager(self) -> AbstractContextManager[QueuedJobs]:
         """For a test: inside ``with app.eager():``, each job enqueued runs at once,
-        in-process, from its encoded envelope; an exception it raises propagates
-        to the enqueue call (:mod:`fastq.producer.testmode`)."""
-        return test_mode(self, eager=True)
+        in-process, from its encoded envelope, as a worker runs it (retried at once
+        by its policy); the exception of a job that failed for good propagates to
+        the enqueue call (:mod:`fastq.producer.testmode`)."""
+        return test_mode(self, eager=True, worker=self._test_worker)
+
+    def _test_worker(self) -> JobRunner:
+        """What runs a test mode's jobs: a worker's runner, in-process."""
+        # It ranks with the runners, above the app: named here and loaded when a
+        # test mode starts (as Celery's app names its worker class), so that the
+        # layers still import one way and `import fastq` loads no runner
+        worker: JobRunner = getattr(importlib.import_module(TEST_WORKER[0]), TEST_WORKER[1])(
+            self.registry, self.hooks
+        )
+        return worker
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Register ``fn`` to run in every worker process once it starts (after

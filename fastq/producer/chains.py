@@ -20,7 +20,6 @@ from fastq.connection.typed import unchecked
 from fastq.job import Step
 from fastq.producer.batches import current_batch
 from fastq.producer.routing import plan_calls
-from fastq.producer.testmode import TestProducer
 from fastq.protocol import scripts
 from fastq.protocol.chains import KEEP_MS, Forwarder, Link, link_command
 from fastq.protocol.introspect import get_job
@@ -91,7 +90,7 @@ class ChainBook:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`fastq.App.enqueue`.
         """
         producer = self.producer_of()
-        if isinstance(producer, TestProducer):
+        if producer.transport.in_memory:
             raise ValueError(
                 "app.chain needs Redis: inside app.stub() or app.eager() a chain is not "
                 "run; test it against a redis-server (fastq.testing.RedisServer)"
@@ -164,7 +163,7 @@ class ChainBook:
             envelopes.append(env)
         # every step checked: now each queue known to Redis, and each link's shard
         for step, link in zip(steps, links):
-            _, shards = producer._connect(link["q"])
+            shards = producer.transport.open(link["q"])
             route = [link["id"]]
             options = step.enqueue_options
             parts = plan_calls(self.store.shard_counts, link["q"], shards, 1, 1, options, route)

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import logging
-import re
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
-
-from redis import Redis
-from redis.exceptions import ResponseError
 
 from fastq._accel import codec
 from fastq.connection.faults import REDIS_ERRORS
-from fastq.connection.typed import sync_reply
 from fastq.errors import (
     BatchClosed,
     FastqError,
@@ -23,15 +17,13 @@ from fastq.job import JobDef
 from fastq.options import EnqueueOptions
 from fastq.policy import ArgChecker
 from fastq.producer import durable
-from fastq.producer.batches import current_batch
-from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.durable import Durability
 from fastq.producer.envelope import Envelopes
 from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
-from fastq.producer.routing import Part, chunk_size, pick, plan_calls
-from fastq.producer.unique import UniquePlan, call_unique_key, default_unique_key, unique_plan
-from fastq.protocol import scripts
-from fastq.protocol.contracts import ENQUEUE, enqueue_extras
+from fastq.producer.routing import chunk_size, pick, plan_calls
+from fastq.producer.transport import RedisTransport, Transport
+from fastq.producer.unique import call_unique_key, default_unique_key, unique_plan
 from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.store import Store
 from fastq.validate import check_job_id
@@ -45,7 +37,6 @@ if TYPE_CHECKING:
 # default: Redis holds every job whole in memory and a worker reads a batch of them
 # in one reply; big data belongs in a store, with its key in the job.
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
-log = logging.getLogger("fastq.enqueue")
 
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
@@ -60,6 +51,8 @@ class Producer:
         registry: the app's jobs by name (read as they are registered).
         max_payload_bytes: the largest envelope an enqueue takes.
         durability: ``App(min_replicas=...)``'s wait for replicas; None: off.
+        transport: where the jobs go (:mod:`fastq.producer.transport`); None:
+            Redis, through ``store``.
     """
 
     def __init__(
@@ -68,18 +61,20 @@ class Producer:
         registry: Mapping[str, JobDef[Any]],
         max_payload_bytes: int,
         durability: Optional[Durability],
+        transport: Optional[Transport] = None,
     ) -> None:
         self.store = store
         self.registry = registry
         self.envelopes = Envelopes(registry, max_payload_bytes)
         self._durability = durability
         self._ids = IdGenerator()
-        self._known_queues: set[str] = set()  # queues this app has added to the namespace's set
-        self._declared_queues: set[str] = set()  # declare_queue()'s: new queues on purpose
+        self.transport: Transport = (
+            transport if transport is not None else RedisTransport(store, registry, durability)
+        )
 
     def forget_queues(self) -> None:
         """Forget which queues Redis knows (the app now points elsewhere)."""
-        self._known_queues.clear()
+        self.transport.forget_queues()
 
     @property
     def max_payload_bytes(self) -> int:
@@ -116,98 +111,7 @@ class Producer:
             self.store.shard_counts.check(queue, shards)
         for queue in queues:
             self.store.shard_counts.declare(queue, shards)
-            self._declared_queues.add(queue)
-        if shards is not None and queues:
-            with self.store.producer_call():  # the count, in Redis before any job
-                self.store.shard_counts.resolve(self.store.redis, self.store.namespace, queues)
-
-    def _connect(self, queue: str) -> tuple[Redis, int]:
-        """The client, with ``queue`` known to the namespace before it holds a job,
-        and the queue's shard count.
-
-        Raises:
-            UnknownQueue: neither this app nor the namespace knows ``queue``.
-            ShardCountMismatch: this app declares another shard count than Redis'.
-        """
-        client = self.store.redis
-        if queue not in self._known_queues:
-            key = f"{self.store.namespace}:queues"
-            registered = (
-                queue == "default"
-                or queue in self._declared_queues
-                or any(job.queue == queue for job in self.registry.values())
-            )
-            if registered:
-                client.sadd(key, queue)
-            elif not client.sismember(key, queue):
-                known = sorted(self._known_to(client))
-                if self.registry:  # an app that registers jobs knows its queues
-                    raise UnknownQueue(queue, known)
-                # a producer that registers no job cannot tell a typo from a queue
-                # whose workers have not started yet: it says so, once
-                log.warning(
-                    "enqueue on queue %r, which Redis does not know yet (known: %s): a "
-                    "typo? app.declare_queue(%r) says it is new",
-                    queue,
-                    ", ".join(known) or "none",
-                    queue,
-                )
-                client.sadd(key, queue)
-            self._known_queues.add(queue)
-        shards = self.store.shard_counts.cached(queue)
-        if shards is None:
-            shards = self.store.shard_counts.resolve(client, self.store.namespace, [queue])[queue]
-        return client, shards
-
-    def _known_to(self, client: Redis) -> set[str]:
-        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
-        names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
-        return names | {job.queue for job in self.registry.values()} | self._declared_queues
-
-    def _send(
-        self,
-        client: Redis,
-        parts: list[Part],
-        priority: int,
-        options: EnqueueOptions,
-        ids: Sequence[str],
-        envs: Sequence[bytes],
-        unique: Optional[UniquePlan] = None,
-        unique_keys: Sequence[str] = (),
-    ) -> tuple[list[Any], Optional[Confirmation]]:
-        """Send the jobs, one script call per part, pipelined; returns each part's
-        reply (an ``EnqueueReply``) or the error it got, and with ``min_replicas``
-        what the replicas confirmed. Raises what stopped it from reading them."""
-        due = options.due
-        batch = current_batch()
-        if batch is not None:  # each queue joins it before its first job of it
-            batch.join(client, [name for name, _ in parts])
-        extras = enqueue_extras(
-            options.tags or (),
-            unique.until if unique is not None else None,
-            unique.window_ms if unique is not None else 0,
-            batch.id if batch is not None else None,
-        )
-        commands = []
-        keys_of: dict[str, list[str]] = {}
-        for name, at in parts:
-            keys = keys_of.get(name)
-            if keys is None:
-                keys = keys_of[name] = ENQUEUE.keys_for(self.store.keys(name))
-            ukeys = pick(unique_keys, at) if unique is not None else None
-            argv = ENQUEUE.argv(priority, due, extras, pick(ids, at), pick(envs, at), ukeys)
-            commands.append(ENQUEUE.command(keys, argv))
-        confirmed = None
-        if self._durability is None:
-            replies = scripts.call_many(client, commands, raise_on_error=False)
-        else:
-            replies, confirmed = durable.send(
-                client, [name for name, _ in parts], commands, self.store.keys, self._durability
-            )
-        out = [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
-        if batch is not None:
-            out = [_batch_refusal(r, batch.id) for r in out]
-        return out, confirmed
+        self.transport.declare(queues, shards)
 
     def enqueue(
         self,
@@ -273,13 +177,13 @@ class Producer:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
         try:
             with self.store.producer_call():
-                client, shards = self._connect(queue)
+                shards = self.transport.open(queue)
                 route = ukeys if unique is not None else None
                 if route is None and options.job_id is not None:
                     route = [job_id]
                 parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
-                replies, confirmed = self._send(
-                    client, parts, priority, options, [job_id], [env], unique, ukeys
+                replies, confirmed = self.transport.send(
+                    parts, priority, options, [job_id], [env], unique, ukeys
                 )
                 if isinstance(replies[0], Exception):
                     raise replies[0]
@@ -390,7 +294,7 @@ class Producer:
         if unique is not None:
             ukeys = [unique.key or call_unique_key(name, call) for call in calls]
         try:
-            client, shards = self._connect(queue)
+            shards = self.transport.open(queue)
         except (UnknownQueue, ShardCountMismatch):
             raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
@@ -406,8 +310,8 @@ class Producer:
             route,
         )
         try:
-            replies, confirmed = self._send(
-                client, parts, priority, options, ids, envs, unique, ukeys
+            replies, confirmed = self.transport.send(
+                parts, priority, options, ids, envs, unique, ukeys
             )
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
@@ -453,13 +357,3 @@ class Producer:
             except TypeError as exc:
                 raise TypeError(f"call {i}: {exc}") from None
             i = codec.first_misfit(calls, low, high, i + 1)
-
-
-_BATCH_REFUSED = re.compile(r"batch .* (is (closed|cancelled): no job|was not joined on this)")
-
-
-def _batch_refusal(reply: Any, batch_id: str) -> Any:
-    """The enqueue script's refusal of a batch closed (or ended) since this process
-    joined it, as the ``BatchClosed`` a join raises; any other reply as it is."""
-    found = _BATCH_REFUSED.search(str(reply)) if isinstance(reply, ResponseError) else None
-    return BatchClosed(batch_id, found.group(2) or "ended") if found else reply
