@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from fastq._accel import codec
@@ -23,7 +25,7 @@ from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
 from fastq.producer.routing import chunk_size, pick, plan_calls
 from fastq.producer.transport import RedisTransport, Transport
-from fastq.producer.unique import call_unique_key, default_unique_key, unique_plan
+from fastq.producer.unique import UniquePlan, call_unique_key, default_unique_key, unique_plan
 from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.store import Store
 from fastq.validate import check_job_id
@@ -40,6 +42,41 @@ DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
 
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Jobs of one name and options, checked, given ids and encoded, not sent yet:
+    what one :meth:`Producer.send` sends. ``ids_given``: the caller named the ids (a
+    sharded queue routes each by its id). ``one``: a single enqueue's, whose errors
+    say ``job_id=exc.ids[0]``, rather than a blast's."""
+
+    name: str
+    queue: str
+    priority: int
+    options: EnqueueOptions
+    ids: list[str]
+    envs: list[bytes]
+    unique: Optional[UniquePlan]
+    unique_keys: list[str]
+    ids_given: bool
+    one: bool = True
+
+    @classmethod
+    def joined(cls, jobs: Sequence[Prepared]) -> Prepared:
+        """Single jobs of one name and the same options (their ids named for all or
+        none) as one blast, sent in as few script calls as ``enqueue_many``'s."""
+        if len(jobs) == 1:
+            return jobs[0]
+        first = jobs[0]
+        return dataclasses.replace(
+            first,
+            options=dataclasses.replace(first.options, job_id=None),
+            ids=[i for job in jobs for i in job.ids],
+            envs=[env for job in jobs for env in job.envs],
+            unique_keys=[key for job in jobs for key in job.unique_keys],
+            one=False,
+        )
 
 
 class Producer:
@@ -159,6 +196,19 @@ class Producer:
         options: EnqueueOptions,
     ) -> str:
         """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
+        return self.send(self.prepare(name, args, kwargs, options))[0]
+
+    def prepare(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]],
+        options: EnqueueOptions,
+    ) -> Prepared:
+        """One job checked, given its id and encoded, as :meth:`enqueue` does before
+        it sends anything: :meth:`send` sends it (the HTTP door checks every job of a
+        request so before it sends the first). Raises as :meth:`enqueue` does for
+        bad input."""
         queue, priority = self.envelopes.route(name, options)
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
@@ -169,21 +219,33 @@ class Producer:
             jobdef.arg_checker.check(args, kwargs)
         unique = unique_plan(options, jobdef)
         job_id = options.job_id if options.job_id is not None else self.new_ids(1)[0]
-        env = self.envelopes.encode(
-            name, args, kwargs, self.envelopes.tail(name, priority, options)
-        )
+        tail = self.envelopes.tail(name, priority, options)
+        env = self.envelopes.encode(name, args, kwargs, tail)
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
+        given = options.job_id is not None
+        return Prepared(name, queue, priority, options, [job_id], [env], unique, ukeys, given)
+
+    def send(self, jobs: Prepared) -> list[str]:
+        """Send prepared jobs (:meth:`prepare`, :meth:`prepare_many`); their ids (a
+        unique job refused by a held lock: the holder's). Raises as :meth:`enqueue`
+        (one job) or :meth:`enqueue_many` (a blast) does once input is checked."""
+        return self._send_one(jobs) if jobs.one else self._send_many(jobs)
+
+    def _send_one(self, job: Prepared) -> list[str]:
+        job_id = job.ids[0]
         try:
             with self.store.producer_call():
-                shards = self.transport.open(queue)
-                route = ukeys if unique is not None else None
-                if route is None and options.job_id is not None:
+                shards = self.transport.open(job.queue)
+                route = job.unique_keys if job.unique is not None else None
+                if route is None and job.ids_given:
                     route = [job_id]
-                parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
+                parts = plan_calls(
+                    self.store.shard_counts, job.queue, shards, 1, 1, job.options, route
+                )
                 replies, confirmed = self.transport.send(
-                    parts, priority, options, [job_id], [env], unique, ukeys
+                    parts, job.priority, job.options, job.ids, job.envs, job.unique, job.unique_keys
                 )
                 if isinstance(replies[0], Exception):
                     raise replies[0]
@@ -198,7 +260,7 @@ class Producer:
         )
         # a unique job refused by a held lock: the id of the job holding it
         holder: str = replies[0].holders.get(0, job_id)
-        return holder
+        return [holder]
 
     def enqueue_many(
         self,
@@ -264,6 +326,18 @@ class Producer:
         job_ids: Optional[Sequence[str]] = None,
     ) -> list[str]:
         """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
+        return self.send(self.prepare_many(name, calls, options, job_ids))
+
+    def prepare_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        options: EnqueueOptions,
+        job_ids: Optional[Sequence[str]] = None,
+    ) -> Prepared:
+        """Many calls of one job checked, given ids and encoded, as
+        :meth:`enqueue_many` does before it sends anything (:meth:`send` sends them).
+        Raises as :meth:`enqueue_many` does for bad input."""
         if options.job_id is not None:
             raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
         queue, priority = self.envelopes.route(name, options)
@@ -285,33 +359,39 @@ class Producer:
                     raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-        envs = self.envelopes.encode_calls(
-            name, calls, self.envelopes.tail(name, priority, options)
-        )
-        if not ids:
-            return ids
+        tail = self.envelopes.tail(name, priority, options)
+        envs = self.envelopes.encode_calls(name, calls, tail)
         ukeys: list[str] = []
         if unique is not None:
             ukeys = [unique.key or call_unique_key(name, call) for call in calls]
+        return Prepared(
+            name, queue, priority, options, ids, envs, unique, ukeys, job_ids is not None, False
+        )
+
+    def _send_many(self, jobs: Prepared) -> list[str]:
+        ids = jobs.ids
+        if not ids:
+            return ids
         try:
-            shards = self.transport.open(queue)
+            shards = self.transport.open(jobs.queue)
         except (UnknownQueue, ShardCountMismatch):
             raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
             raise blast_error(self.store.redis_url, ids, [], exc, sent=False) from exc
-        route = ukeys if unique is not None else (ids if job_ids is not None else None)
+        unique, ukeys = jobs.unique, jobs.unique_keys
+        route = ukeys if unique is not None else (ids if jobs.ids_given else None)
         parts = plan_calls(
             self.store.shard_counts,
-            queue,
+            jobs.queue,
             shards,
             len(ids),
-            chunk_size(options, unique),
-            options,
+            chunk_size(jobs.options, unique),
+            jobs.options,
             route,
         )
         try:
             replies, confirmed = self.transport.send(
-                parts, priority, options, ids, envs, unique, ukeys
+                parts, jobs.priority, jobs.options, ids, jobs.envs, unique, ukeys
             )
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
