@@ -15,9 +15,9 @@ from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
 from fastq.connection.typed import unchecked
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
+from fastq.monitor.losses import LossWatch
 from fastq.protocol.contracts import EXTEND, is_stale
 from fastq.protocol.keys import QueueKeys
-from fastq.protocol.markers import LossWatch
 
 log = logging.getLogger("fastq.worker")
 

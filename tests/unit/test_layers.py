@@ -45,6 +45,7 @@ RANKS = {
     "app": 5,
     "__init__": 5,
     "runners": 6,
+    "monitor": 6,
     "worker": 7,
     "reaper": 7,
     "pool": 8,
@@ -53,7 +54,7 @@ RANKS = {
     "__main__": 9,
 }
 # what `import fastq` (a producer) must not load
-NOT_FOR_PRODUCERS = ("runners", "worker", "reaper", "pool", "cli", "serve")
+NOT_FOR_PRODUCERS = ("runners", "monitor", "worker", "reaper", "pool", "cli", "serve")
 
 
 def module_names(package_dir: Path) -> dict[str, Path]:
@@ -241,3 +242,58 @@ def test_a_module_over_800_lines_says_why() -> None:
         if (n := len(path.read_text().splitlines())) > LONG_LINES and name not in LONG_AND_WHY
     }
     assert long == {}
+
+
+# protocol/ is what Redis holds and the calls that change or read it; a thread that
+# polls or announces belongs to the process that runs it (monitor/, worker/, pool/)
+THREAD_MODULES = ("threading", "_thread", "concurrent.futures")
+
+
+def threads_in(package_dir: Path, layer: str) -> list[str]:
+    """Each module of ``layer`` that imports a thread module or defines a class on a
+    ``Thread``, as 'module: what'."""
+    found = []
+    for name, path in module_names(package_dir).items():
+        if layer_of(name, RANKS) != layer:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                modules = [node.module or ""]
+            elif isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(base) for base in node.bases]
+                modules = []
+                found += [f"{name}: class {node.name}({b})" for b in bases if "Thread" in b]
+            else:
+                continue
+            found += [
+                f"{name}: import {m}"
+                for m in modules
+                if any(m == t or m.startswith(t + ".") for t in THREAD_MODULES)
+            ]
+    return found
+
+
+def test_protocol_runs_no_thread() -> None:
+    assert threads_in(FASTQ_DIR, "protocol") == []
+
+
+def test_the_check_finds_a_thread_in_protocol(tmp_path: Path) -> None:
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "protocol/__init__.py": "",
+            "protocol/a.py": "import threading\n",
+            "protocol/b.py": "def f():\n    from concurrent.futures import ThreadPoolExecutor\n",
+            "protocol/c.py": "from fastq.x import base\nclass Poller(base.Thread): ...\n",
+            "protocol/d.py": "import redis\nclass Keys: ...\n",
+            "worker/__init__.py": "import threading\n",
+        },
+    )
+    assert threads_in(pkg, "protocol") == [
+        "fastq.protocol.a: import threading",
+        "fastq.protocol.b: import concurrent.futures",
+        "fastq.protocol.c: class Poller(base.Thread)",
+    ]
