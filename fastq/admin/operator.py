@@ -284,7 +284,7 @@ class Admin:
 
     def queues_on(self, client: Redis) -> list[str]:
         """:meth:`queues`, read with ``client``, raising what it raises."""
-        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
+        members = sync_reply(client.smembers(self.store.namespace_keys.queues))
         seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
         return sorted(seen | {j.queue for j in self.registry.values()})
 

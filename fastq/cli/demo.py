@@ -16,6 +16,7 @@ import redis
 
 import fastq
 from fastq.cli.progress import make_view, tally
+from fastq.protocol.keys import NamespaceKeys
 from fastq.testing.redis_server import RedisServer
 
 app = fastq.App(
@@ -33,7 +34,7 @@ def send_email(to: str, subject: str, body: str) -> None:
 
 def _delete_namespace(namespace: str) -> None:
     try:
-        keys = list(app.redis.scan_iter(match=f"{namespace}:*", count=1000))
+        keys = list(app.redis.scan_iter(match=NamespaceKeys(namespace).every, count=1000))
         if keys:
             app.redis.delete(*keys)
     except redis.RedisError:

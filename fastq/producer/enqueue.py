@@ -157,7 +157,7 @@ class Producer:
         """
         client = self.store.redis
         if queue not in self._known_queues:
-            key = f"{self.store.namespace}:queues"
+            key = self.store.namespace_keys.queues
             registered = (
                 queue == "default"
                 or queue in self._declared_queues
@@ -186,7 +186,7 @@ class Producer:
         return client, shards
 
     def _known_to(self, client: Redis) -> set[str]:
-        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
+        members = sync_reply(client.smembers(self.store.namespace_keys.queues))
         names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
         return names | {job.queue for job in self.registry.values()} | self._declared_queues
 

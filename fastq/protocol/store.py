@@ -24,7 +24,7 @@ from fastq.connection.perprocess import PerProcess
 from fastq.connection.url import mask_url
 from fastq.errors import FastqError
 from fastq.protocol import scripts
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.validate import check_namespace
 
@@ -83,6 +83,10 @@ class Store:
 
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(self.namespace, queue)
+
+    @property
+    def namespace_keys(self) -> NamespaceKeys:
+        return NamespaceKeys(self.namespace)
 
     def new_client(
         self,

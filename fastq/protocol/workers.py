@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from fastq.connection.clock import RedisClock
+from fastq.protocol.keys import NamespaceKeys
 
 # the registry's reading of Redis' clock: a skew is the reaper's to tell, once
 _clock_log = logging.getLogger("fastq.registry.clock")
@@ -32,7 +33,7 @@ TTL_S = 10.0  # an entry lapses this long after it was written, unless written a
 
 
 def registry_key(namespace: str) -> str:
-    return f"{namespace}:workers"
+    return NamespaceKeys(namespace).workers
 
 
 def live_entries(client: Any, namespace: str) -> list[dict[str, Any]]:

@@ -297,3 +297,89 @@ def test_the_check_finds_a_thread_in_protocol(tmp_path: Path) -> None:
         "fastq.protocol.b: import concurrent.futures",
         "fastq.protocol.c: class Poller(base.Thread)",
     ]
+
+
+# Every key name is built in protocol/keys.py: a key spelled by hand elsewhere drifts
+# from docs/internals.md ("Keys") and from the other places that spell it. What counts
+# as building one: the namespace followed by ':' (an f-string, a '+', a ':'.join), or a
+# hash tag, ':{' + a name + '}'.
+KEYS_MODULE = "fastq.protocol.keys"
+NAMESPACE_NAMES = ("namespace", "ns", "prefix")
+
+
+def _names_the_namespace(node: ast.expr) -> bool:
+    last = ast.unparse(node).replace("()", "").rpartition(".")[2]
+    return last in NAMESPACE_NAMES or last.endswith(("_namespace", "_ns"))
+
+
+def _text(node: object) -> str:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+
+
+def key_names_built(package_dir: Path) -> list[str]:
+    """Each place outside protocol/keys.py that builds a key name, as 'module:line'."""
+    found = []
+    for name, path in module_names(package_dir).items():
+        if name == KEYS_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.JoinedStr):
+                parts = [None, *node.values, None]
+                builds = any(
+                    isinstance(part, ast.FormattedValue)
+                    and (
+                        (_names_the_namespace(part.value) and _text(after).startswith(":"))
+                        or (_text(before).endswith(":{") and _text(after).startswith("}"))
+                    )
+                    for before, part, after in zip(parts, parts[1:], parts[2:])
+                )
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                builds = _names_the_namespace(node.left) and _text(node.right).startswith(":")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "join"
+                and _text(node.func.value) == ":"
+            ):
+                builds = any(
+                    _names_the_namespace(n)
+                    for arg in node.args
+                    for n in ast.walk(arg)
+                    if isinstance(n, (ast.Name, ast.Attribute))
+                )
+            else:
+                continue
+            if builds:
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_key_names_are_built_only_in_protocol_keys() -> None:
+    assert key_names_built(FASTQ_DIR) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'key = f"{self.store.namespace}:queues"',
+        'key = f"{app.namespace}:{{{queue}}}:ready"',
+        'key = f"fastq:{{{queue}}}:ready"',
+        'key = ns + ":workers"',
+        'key = ":".join([namespace, "shards"])',
+        'key = f"{self.app.namespace()}:queues"',
+    ],
+)
+def test_the_check_finds_a_key_name_built_outside_keys(tmp_path: Path, line: str) -> None:
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "protocol/__init__.py": "",
+            # keys.py may; a message naming a queue may; a key taken from keys.py may
+            "protocol/keys.py": 'def queues(namespace):\n    return f"{namespace}:queues"\n',
+            "cli/ops.py": 'def f(queue, n):\n    print(f"{queue}: {n} jobs")\n',
+            "admin/ok.py": "def f(store):\n    return store.namespace_keys.queues\n",
+            "admin/bad.py": f"def f(self, app, ns, namespace, queue):\n    {line}\n",
+        },
+    )
+    assert key_names_built(pkg) == ["fastq.admin.bad:2"]
