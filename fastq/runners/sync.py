@@ -3,7 +3,7 @@
 The seam between a worker's loop and how its jobs run: the sync runner here runs
 them one after another in the worker's thread; the asyncio and thread runners
 (many jobs in flight per child, ``fastq/runners/aio.py``, ``fastq/runners/threads.py``) fit behind
-the same ``run()`` (``fastq/runners/inflight.py``).
+the same ``run()`` (``fastq/runners/slots.py``).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The loop is assembled from parts, each in a module of its own: the pump
 the batch sizer (:mod:`fastq.worker.sizer`) says how many jobs to claim; the CPU governor
 (:class:`fastq.shm.cpuslots.CpuGovernor`) takes a pool's CPU slot while batches are
 CPU-bound; a pure decision (:mod:`fastq.worker.decide`) says what follows an empty claim;
-a runner (:mod:`fastq.runners.sync`) runs the jobs; job slots (:mod:`fastq.runners.inflight`)
+a runner (:mod:`fastq.runners.sync`) runs the jobs; job slots (:mod:`fastq.runners.slots`)
 say how many to claim and keep jobs in flight (:mod:`fastq.runners.aio`: ``async def``
 jobs, up to ``async_jobs`` at once; :mod:`fastq.runners.threads`: sync jobs in
 ``threads`` threads) while the loop claims and settles.
@@ -26,7 +26,7 @@ import psutil
 
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.job import Runnable
-from fastq.runners.inflight import JobSlots
+from fastq.runners.slots import JobSlots
 from fastq.runners.sync import HardStop, SyncRunner
 from fastq.shm.cpuslots import CpuGovernor
 from fastq.shm.heartbeat import HeartbeatSlot
