@@ -47,11 +47,6 @@ def resume(client: redis.Redis, keys: QueueKeys) -> None:
     pipe.execute()
 
 
-def is_paused(client: redis.Redis, keys: QueueKeys) -> bool:
-    paused: Optional[bytes] = client.hget(keys.settings, "paused")  # type: ignore[assignment]
-    return paused == b"1"
-
-
 _RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")
 _RATE_SHARDS = "rate_shards"
 _RATE_STATE = "rate_tat_us"
