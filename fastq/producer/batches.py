@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence, Un
 import orjson
 import redis
 
-from fastq.admin.cancel import cancel_ids
 from fastq.errors import BatchClosed
 from fastq.options import EnqueueOptions
 from fastq.producer.ids import IdGenerator
 from fastq.protocol import batches
 from fastq.protocol.batches import BatchStatus, Share, read_status
+from fastq.protocol.cancel import cancel_ids
 from fastq.protocol.contracts import (
     BATCH_CLOSE,
     BATCH_JOIN,

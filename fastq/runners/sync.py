@@ -21,10 +21,11 @@ from fastq.hooks import Hooks
 from fastq.job import Runnable
 from fastq.protocol.outcomes import Outcomes
 from fastq.protocol.results import encode_result
-from fastq.ratelimit import SLOT_FIELD, KeyGate, RateKey
+from fastq.ratelimit import KeyGate, RateKey
 from fastq.runners.settle import settle_failure
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics, lengths
+from fastq.validate import SLOT_FIELD
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
