@@ -8,13 +8,10 @@ from typing import Any, Mapping, Optional
 from redis import Redis
 
 from fastq.admin.sharded import Sharded
-from fastq.connection.typed import sync_reply
 from fastq.job import JobDef
 from fastq.protocol import control, records
 from fastq.protocol.history import check_window_s, merge, read_history
-from fastq.protocol.introspect import (
-    queue_stats,
-)
+from fastq.protocol.introspect import known_queues, queue_stats
 from fastq.protocol.keys import QueueKeys, validate_queue_name
 from fastq.protocol.shards import sum_stats
 from fastq.protocol.store import Store
@@ -284,8 +281,7 @@ class Admin:
 
     def queues_on(self, client: Redis) -> list[str]:
         """:meth:`queues`, read with ``client``, raising what it raises."""
-        members = sync_reply(client.smembers(self.store.namespace_keys.queues))
-        seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
+        seen = known_queues(client, self.store.namespace)
         return sorted(seen | {j.queue for j in self.registry.values()})
 
     def workers(self, queue: Optional[str] = None) -> list[dict[str, Any]]:

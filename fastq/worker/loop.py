@@ -26,6 +26,7 @@ import psutil
 
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.job import Runnable
+from fastq.protocol.listing import first_due_ms, scheduled_count
 from fastq.runners.slots import JobSlots
 from fastq.runners.sync import HardStop, SyncRunner
 from fastq.shm.cpuslots import CpuGovernor
@@ -321,17 +322,12 @@ class ClaimLoop:
         on a Redis error, ``next_due_ms``."""
         rt = self.rt
         try:
-            pipe = rt.client.pipeline(transaction=False)
-            for name in shards:
-                pipe.zrange(rt.keys[name].scheduled, 0, 0, withscores=True)
-            replies = pipe.execute()
+            firsts = first_due_ms(rt.client, [rt.keys[name] for name in shards])
         except REDIS_ERRORS:
             return next_due_ms
-        for first in replies:
-            if first:
-                due = int(first[0][1])
-                if next_due_ms < 0 or due < next_due_ms:
-                    next_due_ms = due
+        for due in firsts:
+            if due is not None and (next_due_ms < 0 or due < next_due_ms):
+                next_due_ms = due
         return next_due_ms
 
     def log_left_scheduled(self, next_due_ms: int, now_ms: int) -> None:
@@ -339,10 +335,7 @@ class ClaimLoop:
         the earliest is due (a job scheduled for later is not its to wait for)."""
         rt = self.rt
         try:
-            pipe = rt.client.pipeline(transaction=False)
-            for k in rt.keys.values():
-                pipe.zcard(k.scheduled)
-            left = sum(pipe.execute())
+            left = scheduled_count(rt.client, list(rt.keys.values()))
         except REDIS_ERRORS:
             left = -1  # the count is only for the log
         if next_due_ms < 0 and left <= 0:
