@@ -1,4 +1,5 @@
-"""Flow control of one queue from the outside: pause, resume, rate limits, purge.
+"""Flow control of one queue from the outside: pause, resume, rate limits, purge
+(and the deletion of a whole namespace, the demo's).
 
 A pause is a field of the queue's settings hash, read by ``claim.lua`` (one HGET
 per claim, on a key that does not exist for a queue never paused): a paused
@@ -25,7 +26,7 @@ from typing import Any, Optional
 import redis
 
 from fastq.protocol.contracts import PURGE, PURGE_BATCH_MAX
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.validate import RateLimit
 
 PURGE_BATCH = 1000  # ids per purge call: about a millisecond of Redis time
@@ -142,3 +143,11 @@ def _selected_count(
     if broken:
         pipe.hlen(keys.broken)
     return sum(int(n) for n in pipe.execute())
+
+
+def delete_namespace(client: redis.Redis, namespace: str) -> None:
+    """Delete every key of ``namespace`` (``SCAN``, then one ``DEL``): the demo's, once
+    it ran; never a namespace in use."""
+    keys = list(client.scan_iter(match=NamespaceKeys(namespace).every, count=1000))
+    if keys:
+        client.delete(*keys)
