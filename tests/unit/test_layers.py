@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from redis.commands.core import CoreCommands
 
 import fastq
 
@@ -383,3 +384,75 @@ def test_the_check_finds_a_key_name_built_outside_keys(tmp_path: Path, line: str
         },
     )
     assert key_names_built(pkg) == ["fastq.admin.bad:2"]
+
+
+# Redis is changed and read by protocol/'s functions (reached through connection/):
+# a Redis command called anywhere else is one to move there. A command is known by
+# redis-py's method name, less the names that are common Python methods as well.
+NOT_ONLY_REDIS = {
+    *("get", "set", "delete", "exists", "info", "wait", "type", "time", "keys", "copy"),
+    *("append", "sort", "move", "echo", "object", "dump", "digest", "unlink", "select"),
+    *("save", "reset", "sync", "quit", "hello", "role", "auth", "command", "cluster"),
+    *("rename", "touch", "restore", "shutdown", "persist", "readonly", "watch"),
+    *("unwatch", "register_script", "publish", "ping", "lcs", "substr"),
+}
+REDIS_COMMANDS = {n for n in dir(CoreCommands) if not n.startswith("_")} - NOT_ONLY_REDIS
+REDIS_COMMANDS |= {"pipeline"}
+# where commands are issued: protocol/ and the layers under it (the transport, the
+# test servers)
+REDIS_LAYERS = ("protocol", "connection", "testing")
+# what still issues its own, each owned by other work under way (issue 34): its calls
+# are the next to move to protocol/
+STILL_RAW = {
+    "fastq.producer.enqueue",
+    "fastq.producer.chains",
+    "fastq.reaper.firer",
+    "fastq.pool.handback",
+}
+STILL_RAW_LAYERS = ("serve",)  # restructured meanwhile: its leases' calls
+
+
+def redis_commands_outside_protocol(package_dir: Path) -> list[str]:
+    """Each call of a Redis command outside ``REDIS_LAYERS``, as 'module:line command'."""
+    found = []
+    for name, path in module_names(package_dir).items():
+        layer = layer_of(name, RANKS)
+        if layer in REDIS_LAYERS or layer in STILL_RAW_LAYERS or name in STILL_RAW:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in REDIS_COMMANDS
+            ):
+                found.append(f"{name}:{node.lineno} {node.func.attr}")
+    return sorted(found)
+
+
+def test_redis_commands_are_issued_in_protocol() -> None:
+    assert redis_commands_outside_protocol(FASTQ_DIR) == []
+
+
+def test_the_check_finds_a_redis_command_outside_protocol(tmp_path: Path) -> None:
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "protocol/__init__.py": "",
+            "protocol/reads.py": "def f(client, key):\n    return client.hget(key, 'x')\n",
+            "admin/__init__.py": "",
+            "admin/bad.py": (
+                "def f(self, client, key, log, stopped):\n"
+                "    log.info('x')\n"  # a logger's, an event's: not Redis
+                "    stopped.wait(1)\n"
+                "    pipe = self.store.redis.pipeline(transaction=False)\n"
+                "    pipe.zadd(key, {'a': 1})\n"
+                "    return client.smembers(key)\n"
+            ),
+        },
+    )
+    assert redis_commands_outside_protocol(pkg) == [
+        "fastq.admin.bad:4 pipeline",
+        "fastq.admin.bad:5 zadd",
+        "fastq.admin.bad:6 smembers",
+    ]
