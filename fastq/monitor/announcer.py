@@ -24,7 +24,7 @@ log = logging.getLogger("fastq.registry")
 _clock_log = logging.getLogger("fastq.registry.clock")
 _clock_log.setLevel(logging.ERROR)
 
-ANNOUNCE_EVERY_S = 2.0  # TTL_S of the registry: five announcements missed
+ANNOUNCE_EVERY_S = 2.0  # an entry lapses after five missed (workers.TTL_S)
 LOOK_EVERY_S = 0.25  # how soon a pool's new or dead child shows
 
 

@@ -29,7 +29,9 @@ from fastq.protocol.keys import NamespaceKeys
 _clock_log = logging.getLogger("fastq.registry.clock")
 _clock_log.setLevel(logging.ERROR)
 
-TTL_S = 10.0  # an entry lapses this long after it was written, unless written again
+# An entry lapses this long after it was written: five announcements missed, the
+# process is gone (or cut off).
+TTL_S = 10.0
 
 
 def registry_key(namespace: str) -> str:
