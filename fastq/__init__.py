@@ -11,7 +11,6 @@ losing a job.
 
 from fastq._accel import ACCELERATED
 from fastq._version import __version__
-from fastq.admin.cancel import Cancelled
 from fastq.app import App
 from fastq.context import JobContext, current_job
 from fastq.errors import (
@@ -36,6 +35,7 @@ from fastq.policy import JobPolicy
 from fastq.producer.batches import Batch
 from fastq.producer.chains import ChainStatus, LinkStatus
 from fastq.protocol.batches import BatchStatus
+from fastq.protocol.cancel import Cancelled
 from fastq.protocol.introspect import JobInfo, TaggedJob, TagPage
 from fastq.retry import Backoff, BoundedDoubling, Delays, Exponential, Geometric, Polynomial
 

@@ -48,10 +48,10 @@ class ShardCountMismatch(FastqError, ValueError):
     of a queue cannot change under its producers and workers (see "Sharded queues"
     in docs/queues.md to change it)."""
 
-    def __init__(self, queue: str, declared: int, stored: int, namespace: str) -> None:
+    def __init__(self, queue: str, declared: int, stored: int, shards_key: str) -> None:
         super().__init__(
             f"queue {queue!r} has {stored} shard{'s' if stored > 1 else ''} in Redis "
-            f"({namespace}:shards) but this app declares shards={declared}: the count of "
+            f"({shards_key}) but this app declares shards={declared}: the count of "
             "a queue cannot change under its producers and workers (see 'Sharded queues' "
             "in docs/queues.md to change it)"
         )

@@ -35,8 +35,6 @@ MAX_KEY_CHARS = 200
 # When Redis fails the take, the job is rescheduled this far ahead (its outcome
 # goes out with the batch's, once Redis is back): never started without a token.
 FAULT_DELAY_MS = 1000
-# The envelope field of a job whose token is reserved (its slot, ms on Redis' clock).
-SLOT_FIELD = "rate_slot"
 
 
 class RateKey:

@@ -83,7 +83,10 @@ MAX_ENQUEUED_AHEAD_MS = 24 * 3600 * 1000
 # The fields of an envelope's object a producer may set (docs/protocol.md), and
 # those only workers write (a producer's would change how its job is retried).
 ENVELOPE_FIELDS = ("k", "p", "retries", "age_limit_ms", "backoff")
-WORKER_FIELDS = ("attempts", "error", "traceback", "failed_at", "rate_slot", "unknown_since")
+# The envelope field of a job whose rate-limit token is reserved (its slot, ms on
+# Redis' clock: fastq.ratelimit).
+SLOT_FIELD = "rate_slot"
+WORKER_FIELDS = ("attempts", "error", "traceback", "failed_at", SLOT_FIELD, "unknown_since")
 # The field the enqueue script writes into the envelope of a job in a batch: its
 # batch's id (a worker groups its acks by it). No producer sends it.
 BATCH_FIELD = "b"

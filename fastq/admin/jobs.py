@@ -7,11 +7,10 @@ import dataclasses
 import math
 from typing import Any, Callable, Optional
 
-from fastq.admin.cancel import Cancelled, cancel_by_tag, cancel_ids
 from fastq.admin.operator import Admin
-from fastq.admin.revive import revive, revive_ids
 from fastq.admin.sharded import valid_name
 from fastq.protocol import records
+from fastq.protocol.cancel import Cancelled, cancel_by_tag, cancel_ids
 from fastq.protocol.contracts import DELETE, ReviveSection
 from fastq.protocol.introspect import (
     Holder,
@@ -29,6 +28,7 @@ from fastq.protocol.introspect import (
 from fastq.protocol.keys import QueueKeys, logical_queue, validate_queue_name
 from fastq.protocol.listing import MAX_PAGE, WAITING, waiting_count, waiting_jobs
 from fastq.protocol.results import wait_for_result
+from fastq.protocol.revive import revive, revive_ids
 from fastq.protocol.store import Store
 from fastq.validate import check_job_id, check_tag
 
@@ -303,7 +303,7 @@ class JobAdmin:
         cancelled id does nothing (while its marker or its record lasts).
 
         Returns:
-            A :class:`fastq.admin.cancel.Cancelled`: ``stopped`` 1 (it will not
+            A :class:`fastq.protocol.cancel.Cancelled`: ``stopped`` 1 (it will not
             run) or ``held`` 1 (a worker held it: it may still run); false (both
             0) for an unknown id, a job that completed, is dead or broken, or was
             cancelled before.
@@ -330,7 +330,7 @@ class JobAdmin:
         cancelling a blast of any size never blocks Redis for long.
 
         Returns:
-            A :class:`fastq.admin.cancel.Cancelled`: ``stopped``, the jobs that
+            A :class:`fastq.protocol.cancel.Cancelled`: ``stopped``, the jobs that
             will never run (what the queue's ``cancelled`` stat counts), and
             ``held``, those a worker already held, which may still run.
 

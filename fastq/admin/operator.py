@@ -8,17 +8,14 @@ from typing import Any, Mapping, Optional
 from redis import Redis
 
 from fastq.admin.sharded import Sharded
-from fastq.connection.typed import sync_reply
 from fastq.job import JobDef
 from fastq.protocol import control, records
 from fastq.protocol.history import check_window_s, merge, read_history
-from fastq.protocol.introspect import (
-    queue_stats,
-)
+from fastq.protocol.introspect import known_queues, queue_stats
 from fastq.protocol.keys import QueueKeys, validate_queue_name
-from fastq.protocol.registry import live_entries
 from fastq.protocol.shards import sum_stats
 from fastq.protocol.store import Store
+from fastq.protocol.workers import live_entries
 from fastq.validate import RateLimit, check_rate_limit
 
 
@@ -284,19 +281,18 @@ class Admin:
 
     def queues_on(self, client: Redis) -> list[str]:
         """:meth:`queues`, read with ``client``, raising what it raises."""
-        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
-        seen = {q.decode() if isinstance(q, bytes) else str(q) for q in members}
+        seen = known_queues(client, self.store.namespace)
         return sorted(seen | {j.queue for j in self.registry.values()})
 
     def workers(self, queue: Optional[str] = None) -> list[dict[str, Any]]:
         """The live pools and lone workers (of ``queue``, or all), from the worker
-        registry (:mod:`fastq.protocol.registry`): each a dict with ``kind``
+        registry (:mod:`fastq.protocol.workers`): each a dict with ``kind``
         (``pool`` or ``worker``), ``id``, ``host``, ``pid``, ``started_at``,
         ``queues``, ``redis``, ``lapses_in_s`` and ``children``: per child its
         ``kind``, ``pid``, ``state`` (``busy``, ``idle``, ``waiting`` for work),
         ``job`` (``queue``, ``id``, ``since``) and ``in_flight`` when busy,
         ``rss`` and ``jobs_done``. Idle ones are listed; one that stopped is not,
-        and one that died drops off within :data:`fastq.protocol.registry.TTL_S`.
+        and one that died drops off within :data:`fastq.protocol.workers.TTL_S`.
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.

@@ -5,6 +5,7 @@ This module is also the demo's app: workers load it with ``--app fastq.cli.demo`
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import redis
 
 import fastq
 from fastq.cli.progress import make_view, tally
+from fastq.protocol import control
 from fastq.testing.redis_server import RedisServer
 
 app = fastq.App(
@@ -32,12 +34,9 @@ def send_email(to: str, subject: str, body: str) -> None:
 
 
 def _delete_namespace(namespace: str) -> None:
-    try:
-        keys = list(app.redis.scan_iter(match=f"{namespace}:*", count=1000))
-        if keys:
-            app.redis.delete(*keys)
-    except redis.RedisError:
-        pass  # Redis went away: the error that matters was already raised
+    # Redis went away: the error that matters was already raised
+    with contextlib.suppress(redis.RedisError):
+        control.delete_namespace(app.redis, namespace)
 
 
 def run_demo(

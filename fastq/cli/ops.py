@@ -32,7 +32,7 @@ from fastq.cli.common import (
 from fastq.cli.progress import make_view, watch_drain
 from fastq.cli.workers import serving_note
 from fastq.protocol.keys import validate_queue_name
-from fastq.protocol.registry import workers_per_queue
+from fastq.protocol.workers import workers_per_queue
 from fastq.validate import RateLimit, parse_rate_limit
 
 STATS_FIELDS = (

@@ -19,7 +19,7 @@ from fastq.cli.common import (
     parse_queues,
 )
 from fastq.errors import FastqError
-from fastq.worker.options import MAX_BATCH, WorkerOptions
+from fastq.worker.options import MAX_BATCH, OLD_NAMES, WorkerOptions
 
 # the defaults of the worker's options: declared once, in WorkerOptions
 DEFAULTS = WorkerOptions()
@@ -241,19 +241,16 @@ def _add_in_flight_options(p: argparse.ArgumentParser, *, pool: bool) -> None:
         help="async def jobs in flight per worker process (default 1); sync jobs still run "
         "one at a time in the worker's thread (unless --threads)",
     )
-    # --concurrency was --async-jobs until a Celery user read it as processes: it
-    # keeps its meaning for a while, with a warning, rather than change it silently
-    # (a `--concurrency 200` would then fork 200 processes)
-    p.add_argument(
-        "--concurrency",
-        dest="async_jobs",
-        type=whole_number("--concurrency", MAX_ASYNC_JOBS),
-        action=_Deprecated,
-        default=argparse.SUPPRESS,
-        help=argparse.SUPPRESS,
-        warning="--concurrency is deprecated: it sets the async def jobs in flight per worker "
-        "process, use --async-jobs" + ("; -c/--children sets the processes" if pool else ""),
-    )
+    for name in OLD_NAMES:  # --concurrency for --async-jobs, taken with a warning
+        p.add_argument(
+            name.flag,
+            dest=name.new,
+            type=whole_number(name.flag, {"async_jobs": MAX_ASYNC_JOBS}[name.new]),
+            action=_Deprecated,
+            default=argparse.SUPPRESS,
+            help=argparse.SUPPRESS,
+            warning=name.flag_warning("; -c/--children sets the processes" if pool else ""),
+        )
     p.add_argument(
         "--threads",
         type=whole_number("--threads", MAX_THREADS),

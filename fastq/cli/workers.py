@@ -1,5 +1,5 @@
 """``fastq workers``: who serves the queues now (the worker registry,
-:mod:`fastq.protocol.registry`) and which jobs each holds; and the note ``fastq
+:mod:`fastq.protocol.workers`) and which jobs each holds; and the note ``fastq
 wait`` prints when no worker serves the queue it waits on."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from fastq.cli.common import (
     one_queue,
     operator_app,
 )
-from fastq.protocol.registry import workers_per_queue
+from fastq.protocol.workers import workers_per_queue
 
 
 def cmd_workers(args: argparse.Namespace) -> int:

@@ -31,6 +31,23 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
 
 
+class NamespaceKeys(Protocol):
+    """What the checks read of a namespace's keys (``fastq.protocol.keys`` names
+    them, a layer above)."""
+
+    @property
+    def queues(self) -> str:
+        """The set of the queues the namespace knows."""
+        ...
+
+
+class Store(Protocol):
+    """What the checks read of an app's store (``fastq.protocol.store``)."""
+
+    @property
+    def namespace_keys(self) -> NamespaceKeys: ...
+
+
 class Checked(Protocol):
     """What the checks read of an app (``fastq.App`` is one; it lives a layer above)."""
 
@@ -38,7 +55,7 @@ class Checked(Protocol):
     def redis_url(self) -> str: ...
 
     @property
-    def namespace(self) -> str: ...
+    def store(self) -> Store: ...
 
     @property
     def registry(self) -> Mapping[str, Any]:
@@ -131,7 +148,7 @@ def _announce_queues(who: str, app: Checked, client: Any) -> None:
     if not queues:
         return
     try:
-        client.sadd(f"{app.namespace}:queues", *queues)
+        client.sadd(app.store.namespace_keys.queues, *queues)
     except REDIS_ERRORS as exc:  # the first enqueue on each adds it as well
         log.warning("%s: cannot record the app's queues in Redis now (%s)", who, exc)
 

@@ -1,8 +1,9 @@
-"""What a pool announces in the worker registry (:mod:`fastq.protocol.registry`):
-itself and each child, read from the heartbeat board the children already write
-(the job each runs and since when, the jobs in flight of its async or thread slots,
-the jobs it finished) and from psutil (memory). Read by the master's announcer
-thread: nothing here talks to Redis or to the children."""
+"""What a pool announces in the worker registry (:mod:`fastq.protocol.workers`), by
+an :class:`fastq.monitor.announcer.Announcer`: itself and each child, read from the
+heartbeat board the children already write (the job each runs and since when, the
+jobs in flight of its async or thread slots, the jobs it finished) and from psutil
+(memory). Read by the master's announcer thread: nothing here talks to Redis or to
+the children."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 import psutil
 
-from fastq.protocol.registry import Announcer, process_fields
+from fastq.monitor.announcer import Announcer, process_fields
 from fastq.shm.heartbeat import HeartbeatBoard, HeartbeatSlot
 
 if TYPE_CHECKING:

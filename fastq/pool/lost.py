@@ -1,4 +1,4 @@
-"""The master's look at whether Redis lost its data (:mod:`fastq.protocol.markers`),
+"""The master's look at whether Redis lost its data (:mod:`fastq.monitor.losses`),
 from a thread of its own: the supervision loop never waits on Redis."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Callable
 
+from fastq.monitor.losses import LossWatch, LossWatchThread, named
 from fastq.pool.handback import HandBacks
-from fastq.protocol.markers import LossWatch, LossWatchThread, named
 
 if TYPE_CHECKING:
     from fastq.app import App

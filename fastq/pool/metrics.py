@@ -9,7 +9,7 @@ import logging
 import math
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from fastq.protocol.registry import live_entries, workers_per_queue
+from fastq.protocol.workers import live_entries, workers_per_queue
 from fastq.shm.metrics import BUCKETS_S, DURATION_AT, HIST, KINDS, LATENCY_AT, MetricsBoard
 
 if TYPE_CHECKING:

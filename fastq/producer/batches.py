@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence, Un
 import orjson
 import redis
 
-from fastq.admin.cancel import cancel_ids
-from fastq.connection.typed import hash_page
 from fastq.errors import BatchClosed
 from fastq.options import EnqueueOptions
 from fastq.producer.ids import IdGenerator
+from fastq.protocol import batches
 from fastq.protocol.batches import BatchStatus, Share, read_status
+from fastq.protocol.cancel import cancel_ids
 from fastq.protocol.contracts import (
     BATCH_CLOSE,
     BATCH_JOIN,
@@ -61,8 +61,6 @@ OPEN_TTL_MS = 7 * 24 * 3600 * 1000
 KEEP_MS = 7 * 24 * 3600 * 1000
 # A close or a firing not finished this long after it began is finished by a reaper.
 WORK_AFTER_MS = 15_000
-# Ids a cancel reads from a queue's batched hash per HSCAN call.
-SCAN_COUNT = 1000
 
 Callback = Union["JobDef[Any]", str]
 
@@ -235,7 +233,11 @@ class BatchBook:
         cb = orjson.dumps({**callbacks, "meta": meta}) if callbacks else b""
         parent = current_batch()
         client = self.store.redis
-        if parent is not None and id is not None and client.exists(self._keys(batch_id).batch):
+        if (
+            parent is not None
+            and id is not None
+            and batches.batch_exists(client, self._keys(batch_id))
+        ):
             parent = None  # joining a batch that exists: it keeps the parent it was opened under
         if parent is not None:
             state = BATCH_JOIN.call(
@@ -253,7 +255,7 @@ class BatchBook:
         if state != "open":
             raise BatchClosed(batch_id, state)
         if created:
-            client.zadd(self._keys(batch_id).index, {batch_id: int(time.time() * 1000)})
+            batches.add_to_index(client, self._keys(batch_id), int(time.time() * 1000))
         return Batch(self, batch_id, close)
 
     def batch_status(self, batch_id: str) -> Optional[BatchStatus]:
@@ -264,13 +266,11 @@ class BatchBook:
     def list_batches(self, limit: int = 100) -> list[BatchStatus]:
         """The latest batches opened, newest first (those expired are left out)."""
         client = self.store.redis
-        index = self._keys("").index
         out: list[BatchStatus] = []
-        newest: list[bytes] = client.zrevrange(index, 0, max(limit, 1) * 2 - 1)  # type: ignore[assignment]
-        for raw in newest:
-            status = read_status(client, self.store.namespace, raw.decode())
+        for batch_id in batches.newest_in_index(client, self.store.namespace, max(limit, 1) * 2):
+            status = read_status(client, self.store.namespace, batch_id)
             if status is None:
-                client.zrem(index, raw)  # expired
+                batches.drop_from_index(client, self._keys(batch_id))  # expired
             elif len(out) < limit:
                 out.append(status)
         return out
@@ -299,18 +299,17 @@ class BatchBook:
 
     def _later(self, client: redis.Redis, batch_id: str) -> None:
         """Note ``batch_id`` for a reaper, in case this process dies before it is done."""
-        at = int(time.time() * 1000) + WORK_AFTER_MS
-        client.zadd(self._keys(batch_id).work, {batch_id: at})
+        batches.note_work(client, self._keys(batch_id), int(time.time() * 1000) + WORK_AFTER_MS)
 
     def _close(self, client: redis.Redis, batch_id: str, cancel: bool) -> int:
         self._later(client, batch_id)
         keys = self._keys(batch_id)
         reply = BATCH_CLOSE.call(client, [keys.batch], BATCH_CLOSE.argv(cancel))
         if not reply.state:
-            client.zrem(keys.work, batch_id)
+            batches.drop_work(client, keys)
             raise BatchClosed(batch_id, "")
         cancelled = self._seal(client, batch_id, reply)
-        client.zrem(keys.work, batch_id)
+        batches.drop_work(client, keys)
         return cancelled
 
     def _seal(self, client: redis.Redis, batch_id: str, reply: CloseReply) -> int:
@@ -340,9 +339,8 @@ class BatchBook:
     def _cancel_waiting(self, client: redis.Redis, queue: str, batch_id: str) -> int:
         """Cancel the jobs of ``batch_id`` waiting on ``queue`` (those running finish)."""
         qkeys = self.store.keys(queue)
-        target = batch_id.encode()
         stopped = 0
-        for job_ids in _batched_ids(client, qkeys.batched, target):
+        for job_ids in batches.batched_ids(client, qkeys, batch_id):
             stopped += cancel_ids(client, qkeys, job_ids).stopped
         return stopped
 
@@ -357,7 +355,7 @@ class BatchBook:
             if share is not None:
                 reply = self._settle(client, batch_id, [(f"q:{queue}", share)])
                 if reply.state not in ("", "fired"):
-                    client.srem(qkeys.batches_due, batch_id)
+                    batches.drop_due_share(client, qkeys, batch_id)
                     continue
             # no such batch (it expired), or it is over: its share goes
             BATCH_SEAL.call(client, seal_keys, BATCH_SEAL.argv(batch_id, "drop"))
@@ -390,8 +388,10 @@ class BatchBook:
             "meta": spec.get("meta"),
         }
         if reply.cancelled:
-            raw: Optional[bytes] = client.hget(self._keys(batch_id).batch, "cx")  # type: ignore[assignment]
-            status["cancelled_at"] = int(raw) / 1000 if raw else reply.ended_ms / 1000
+            cancelled_ms = batches.cancelled_ms(client, self._keys(batch_id))
+            status["cancelled_at"] = (
+                reply.ended_ms if cancelled_ms is None else cancelled_ms
+            ) / 1000
         succeeded = done == total and not reply.cancelled
         with outside_batches():
             for kind in ("complete", "success"):
@@ -411,13 +411,10 @@ class BatchBook:
             self._settle(client, reply.parent, [(f"k:{batch_id}", counts)])
         keys = self._keys(batch_id)
         BATCH_SETTLE.call(client, [keys.batch], BATCH_SETTLE.argv(KEEP_MS, True))
-        members: list[bytes] = client.hkeys(keys.batch)  # type: ignore[assignment]
-        for raw in members:
-            member = raw.decode()
-            if member.startswith("q:"):
-                seal_keys = BATCH_SEAL.keys_for(self.store.keys(member[2:]))
-                BATCH_SEAL.call(client, seal_keys, BATCH_SEAL.argv(batch_id, "drop"))
-        client.zrem(keys.work, batch_id)
+        for queue in batches.queues_joined(client, keys):
+            seal_keys = BATCH_SEAL.keys_for(self.store.keys(queue))
+            BATCH_SEAL.call(client, seal_keys, BATCH_SEAL.argv(batch_id, "drop"))
+        batches.drop_work(client, keys)
         log.info(
             "batch %s ended: %d jobs, %d done, %d dead, %d cancelled%s",
             batch_id,
@@ -431,40 +428,21 @@ class BatchBook:
     def resume(self, client: redis.Redis, queues: list[str]) -> None:
         """A reaper's turn: settle the shares the queues note as ended, and finish the
         closes and firings whose callers did not (they died, or Redis failed them)."""
-        due_keys = [self.store.keys(queue).batches_due for queue in queues]
-        # one command on one Redis, for an idle namespace of any size (a cluster's
-        # keys are in many slots: one each)
-        if due_keys and (self.store.cluster_flag or client.exists(*due_keys)):
-            pipe = client.pipeline(transaction=False)
-            for key in due_keys:
-                pipe.smembers(key)
-            for queue, due in zip(queues, pipe.execute()):
-                if due:
-                    self.settle_shares(client, queue, sorted(b.decode() for b in due))
-        work = self._keys("").work
+        queue_keys = [self.store.keys(queue) for queue in queues]
+        due = batches.due_shares(client, queue_keys, cluster=self.store.cluster_flag)
+        for queue, batch_ids in zip(queues, due):
+            if batch_ids:
+                self.settle_shares(client, queue, batch_ids)
+        namespace = self.store.namespace
         now = int(time.time() * 1000)
         if now >= self._trim_at:  # the index forgets batches that have expired
             self._trim_at = now + 60_000
-            client.zremrangebyscore(self._keys("").index, "-inf", now - OPEN_TTL_MS - KEEP_MS)
-        late: list[bytes] = client.zrangebyscore(work, "-inf", now, start=0, num=100)  # type: ignore[assignment]
-        for raw in late:
-            batch_id = raw.decode()
+            batches.trim_index(client, namespace, now - OPEN_TTL_MS - KEEP_MS)
+        for batch_id in batches.work_due(client, namespace, now):
             keys = self._keys(batch_id)
-            state: Optional[bytes] = client.hget(keys.batch, "st")  # type: ignore[assignment]
+            state = batches.batch_state(client, keys)
             if state == b"closed":
                 self._close(client, batch_id, cancel=False)  # a cancel's flag stays set
             elif state == b"ended":
                 self._settle(client, batch_id, [])
-            client.zrem(work, batch_id)
-
-
-def _batched_ids(client: redis.Redis, key: str, batch_id: bytes) -> Iterator[list[str]]:
-    """The ids of one batch's jobs in a queue's batched hash, a scan's page at a time."""
-    cursor = 0
-    while True:
-        cursor, page = hash_page(client, key, cursor, SCAN_COUNT)
-        ids = [job_id.decode() for job_id, b in page.items() if b == batch_id]
-        if ids:
-            yield ids
-        if cursor == 0:
-            return
+            batches.drop_work(client, keys)

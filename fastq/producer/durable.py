@@ -99,18 +99,6 @@ class Confirmation:
         return self.replicas is None or self.replicas >= wanted.min_replicas
 
 
-def _round(
-    client: redis.Redis, commands: Sequence[scripts.Command], barrier_key: str, wanted: Durability
-) -> list[Any]:
-    pipe: Any = client.pipeline(transaction=False)
-    for script, keys, argv in commands:
-        pipe.execute_command(*script.args(keys, argv))
-    pipe.execute_command("HINCRBY", barrier_key, "enqueued", 0)
-    pipe.execute_command("WAIT", wanted.min_replicas, wanted.timeout_ms)
-    replies: list[Any] = pipe.execute(raise_on_error=False)
-    return replies
-
-
 def call_many(
     client: redis.Redis, commands: Sequence[scripts.Command], barrier_key: str, wanted: Durability
 ) -> tuple[list[Any], Confirmation]:
@@ -127,7 +115,9 @@ def call_many(
         nonlocal target, fewest, error
         target = cluster.node_client(rc, barrier_key) if rc is not None else client
         try:
-            *replies, barrier, waited = _round(target, calls, barrier_key, wanted)
+            *replies, barrier, waited = scripts.call_then_wait(
+                target, calls, barrier_key, wanted.min_replicas, wanted.timeout_ms
+            )
         except REDIS_ERRORS:
             if rc is not None:
                 cluster.refresh_slots(rc)  # a failover: the next call finds the new master

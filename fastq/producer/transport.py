@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING, Any, Optional, Protocol
 
 from redis.exceptions import ResponseError
 
-from fastq.connection.typed import sync_reply
 from fastq.errors import BatchClosed, UnknownQueue
 from fastq.producer import durable
 from fastq.producer.batches import current_batch
 from fastq.producer.routing import Part, pick
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE, enqueue_extras
+from fastq.protocol.control import add_known_queues
+from fastq.protocol.introspect import is_known_queue, known_queues
 
 if TYPE_CHECKING:
     from redis import Redis
@@ -123,10 +124,10 @@ class RedisTransport:
         """Add ``queue`` to the namespace's set before it holds a job; its shard count."""
         client = self.store.redis
         if queue not in self.known:
-            key = f"{self.store.namespace}:queues"
+            namespace = self.store.namespace
             if registered(queue, self.registry, self.declared):
-                client.sadd(key, queue)
-            elif not client.sismember(key, queue):
+                add_known_queues(client, namespace, queue)
+            elif not is_known_queue(client, namespace, queue):
                 known = sorted(self._known_to(client))
                 if self.registry:  # an app that registers jobs knows its queues
                     raise UnknownQueue(queue, known)
@@ -139,7 +140,7 @@ class RedisTransport:
                     ", ".join(known) or "none",
                     queue,
                 )
-                client.sadd(key, queue)
+                add_known_queues(client, namespace, queue)
             self.known.add(queue)
         shards = self.store.shard_counts.cached(queue)
         if shards is None:
@@ -147,8 +148,7 @@ class RedisTransport:
         return shards
 
     def _known_to(self, client: Redis) -> set[str]:
-        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
-        names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
+        names = known_queues(client, self.store.namespace)
         return names | {job.queue for job in self.registry.values()} | self.declared
 
     def send(

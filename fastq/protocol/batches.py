@@ -17,16 +17,20 @@ carries counts that the job-ending scripts kept.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import orjson
 import redis
 
+from fastq.connection.typed import hash_page
 from fastq.protocol.keys import BatchKeys, QueueKeys
 
 # A share: 'enq,done,dead,cancelled,failed,flag' (lib/batches.lua)
 SEALED, CANCELLED = "c", "x"
+# Ids a cancel reads from a queue's batched hash per HSCAN call.
+SCAN_COUNT = 1000
 
 
 @dataclass(frozen=True)
@@ -199,3 +203,95 @@ def read_status(client: redis.Redis, namespace: str, batch_id: str) -> Optional[
         children=sorted(children),
         callbacks=callbacks,
     )
+
+
+# -- the batch book's other calls (fastq.producer.batches): the index, the work noted
+# for a reaper, the shares due --------------------------------------------------------
+
+
+def batch_exists(client: redis.Redis, keys: BatchKeys) -> bool:
+    return bool(client.exists(keys.batch))
+
+
+def batch_state(client: redis.Redis, keys: BatchKeys) -> Optional[bytes]:
+    """``open``, ``closed`` or ``ended`` (None: no such batch)."""
+    state: Optional[bytes] = client.hget(keys.batch, "st")  # type: ignore[assignment]
+    return state
+
+
+def cancelled_ms(client: redis.Redis, keys: BatchKeys) -> Optional[int]:
+    """When the batch was cancelled (Unix ms), if it was."""
+    raw: Optional[bytes] = client.hget(keys.batch, "cx")  # type: ignore[assignment]
+    return int(raw) if raw else None
+
+
+def queues_joined(client: redis.Redis, keys: BatchKeys) -> list[str]:
+    """The queues (shards) whose share the batch holds."""
+    members: list[bytes] = client.hkeys(keys.batch)  # type: ignore[assignment]
+    return [m.decode()[2:] for m in members if m.startswith(b"q:")]
+
+
+def add_to_index(client: redis.Redis, keys: BatchKeys, opened_ms: int) -> None:
+    client.zadd(keys.index, {keys.batch_id: opened_ms})
+
+
+def newest_in_index(client: redis.Redis, namespace: str, count: int) -> list[str]:
+    """The ids of the ``count`` batches opened last, newest first."""
+    newest: list[bytes] = client.zrevrange(BatchKeys(namespace, "").index, 0, count - 1)  # type: ignore[assignment]
+    return [raw.decode() for raw in newest]
+
+
+def drop_from_index(client: redis.Redis, keys: BatchKeys) -> None:
+    client.zrem(keys.index, keys.batch_id)
+
+
+def trim_index(client: redis.Redis, namespace: str, opened_before_ms: int) -> None:
+    """Forget the batches opened before ``opened_before_ms`` (expired by then)."""
+    client.zremrangebyscore(BatchKeys(namespace, "").index, "-inf", opened_before_ms)
+
+
+def note_work(client: redis.Redis, keys: BatchKeys, at_ms: int) -> None:
+    """Note the batch for a reaper to finish at ``at_ms``, in case its caller dies."""
+    client.zadd(keys.work, {keys.batch_id: at_ms})
+
+
+def drop_work(client: redis.Redis, keys: BatchKeys) -> None:
+    client.zrem(keys.work, keys.batch_id)
+
+
+def work_due(client: redis.Redis, namespace: str, now_ms: int, limit: int = 100) -> list[str]:
+    """The batches whose work was due by ``now_ms``, at most ``limit``."""
+    work = BatchKeys(namespace, "").work
+    late: list[bytes] = client.zrangebyscore(work, "-inf", now_ms, start=0, num=limit)  # type: ignore[assignment]
+    return [raw.decode() for raw in late]
+
+
+def due_shares(client: redis.Redis, queues: list[QueueKeys], *, cluster: bool) -> list[list[str]]:
+    """The batches whose share of each queue ended and is not settled yet, by queue
+    (sorted ids). One command on one Redis for an idle namespace of any size (a
+    cluster's keys are in many slots: one each)."""
+    due_keys = [keys.batches_due for keys in queues]
+    if not due_keys or not (cluster or client.exists(*due_keys)):
+        return [[] for _ in queues]
+    pipe = client.pipeline(transaction=False)
+    for key in due_keys:
+        pipe.smembers(key)
+    return [sorted(b.decode() for b in due) for due in pipe.execute()]
+
+
+def drop_due_share(client: redis.Redis, keys: QueueKeys, batch_id: str) -> None:
+    """The batch was told of its share of the queue: it is due no more."""
+    client.srem(keys.batches_due, batch_id)
+
+
+def batched_ids(client: redis.Redis, keys: QueueKeys, batch_id: str) -> Iterator[list[str]]:
+    """The ids of one batch's jobs in a queue's batched hash, a scan's page at a time."""
+    target = batch_id.encode()
+    cursor = 0
+    while True:
+        cursor, page = hash_page(client, keys.batched, cursor, SCAN_COUNT)
+        ids = [job_id.decode() for job_id, b in page.items() if b == target]
+        if ids:
+            yield ids
+        if cursor == 0:
+            return

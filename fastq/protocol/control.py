@@ -1,4 +1,5 @@
-"""Flow control of one queue from the outside: pause, resume, rate limits, purge.
+"""Flow control of one queue from the outside: pause, resume, rate limits, purge
+(and the deletion of a whole namespace, the demo's).
 
 A pause is a field of the queue's settings hash, read by ``claim.lua`` (one HGET
 per claim, on a key that does not exist for a queue never paused): a paused
@@ -25,10 +26,16 @@ from typing import Any, Optional
 import redis
 
 from fastq.protocol.contracts import PURGE, PURGE_BATCH_MAX
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.validate import RateLimit
 
 PURGE_BATCH = 1000  # ids per purge call: about a millisecond of Redis time
+
+
+def add_known_queues(client: redis.Redis, namespace: str, *queues: str) -> None:
+    """Make ``queues`` known to the namespace (``NS:queues``): what ``fastq stats``,
+    the dashboard and every producer's queue check read."""
+    client.sadd(NamespaceKeys(namespace).queues, *queues)
 
 
 def pause(client: redis.Redis, keys: QueueKeys) -> None:
@@ -45,11 +52,6 @@ def resume(client: redis.Redis, keys: QueueKeys) -> None:
     # one token is enough: a claim that leaves work behind pushes the next one
     pipe.ltrim(keys.wake, 0, 0)
     pipe.execute()
-
-
-def is_paused(client: redis.Redis, keys: QueueKeys) -> bool:
-    paused: Optional[bytes] = client.hget(keys.settings, "paused")  # type: ignore[assignment]
-    return paused == b"1"
 
 
 _RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")
@@ -147,3 +149,11 @@ def _selected_count(
     if broken:
         pipe.hlen(keys.broken)
     return sum(int(n) for n in pipe.execute())
+
+
+def delete_namespace(client: redis.Redis, namespace: str) -> None:
+    """Delete every key of ``namespace`` (``SCAN``, then one ``DEL``): the demo's, once
+    it ran; never a namespace in use."""
+    keys = list(client.scan_iter(match=NamespaceKeys(namespace).every, count=1000))
+    if keys:
+        client.delete(*keys)

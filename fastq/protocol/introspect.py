@@ -13,10 +13,10 @@ from typing import Any, Optional
 import orjson
 import redis
 
-from fastq.connection.typed import hash_page
+from fastq.connection.typed import hash_page, sync_reply
 from fastq.protocol import records
 from fastq.protocol.contracts.reader import JOB_INFO, JobInfoReply
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 
 COUNTERS = (
     "enqueued",
@@ -94,6 +94,26 @@ def from_record(job_id: str, queue: str, rec: records.Record) -> JobInfo:
         ended_at=rec.ended_at,
         run_ms=rec.run_ms,
     )
+
+
+def known_queues(client: redis.Redis, namespace: str) -> set[str]:
+    """The queues the namespace knows (``NS:queues``: a sharded queue by its name)."""
+    members = sync_reply(client.smembers(NamespaceKeys(namespace).queues))
+    return {q.decode() if isinstance(q, bytes) else str(q) for q in members}
+
+
+def is_known_queue(client: redis.Redis, namespace: str, queue: str) -> bool:
+    """Does the namespace know ``queue`` (``NS:queues``)?"""
+    return bool(sync_reply(client.sismember(NamespaceKeys(namespace).queues, queue)))
+
+
+def which_exist(client: redis.Redis, groups: list[list[str]]) -> list[bool]:
+    """For each group of keys, whether one of them exists, in one round trip (on a
+    cluster, each group's keys in one slot)."""
+    pipe = client.pipeline(transaction=False)
+    for group in groups:
+        pipe.exists(*group)
+    return [bool(n) for n in pipe.execute()]
 
 
 def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:

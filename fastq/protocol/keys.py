@@ -1,4 +1,5 @@
-"""Redis key names for one queue.
+"""Redis key names: every key fastq writes is named here, and only here
+(``tests/unit/test_layers.py`` fails on a key name built anywhere else).
 
 Every key of queue ``q`` carries the hash tag ``{q}`` so that each Lua script
 touches a single Redis Cluster slot. Scripts never build key names: they get
@@ -41,6 +42,33 @@ def logical_queue(name: str) -> str:
 def queue_of_key(key: str) -> str:
     """The queue a key belongs to: its hash tag, ``mailer`` in ``fastq:{mailer}:ready``."""
     return key[key.index("{") + 1 : key.index("}")]
+
+
+@dataclass(frozen=True)
+class NamespaceKeys:
+    """The keys of a namespace that belong to no queue, e.g. ``fastq:queues``."""
+
+    namespace: str
+
+    @property
+    def queues(self) -> str:
+        """A set: every queue the namespace knows (a sharded queue by its shard 0)."""
+        return f"{self.namespace}:queues"
+
+    @property
+    def shards(self) -> str:
+        """A hash: queue -> the shard count of each sharded queue."""
+        return f"{self.namespace}:shards"
+
+    @property
+    def workers(self) -> str:
+        """A hash: the worker registry (``fastq.protocol.workers``)."""
+        return f"{self.namespace}:workers"
+
+    @property
+    def every(self) -> str:
+        """A ``SCAN`` pattern that matches every key of the namespace."""
+        return f"{self.namespace}:*"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """The waiting jobs of a queue, a page at a time: ready (priority ones first, then
 the ready list from its front) and scheduled (soonest due first). For the
-dashboard's queue page; bounded reads (a page is at most :data:`MAX_PAGE` ids)."""
+dashboard's queue page; bounded reads (a page is at most :data:`MAX_PAGE` ids).
+And what a worker asks of its queues' scheduled jobs: when the first is due, how
+many wait."""
 
 from __future__ import annotations
 
@@ -67,3 +69,20 @@ def waiting_jobs(
         info = _listed(job_id.decode(), keys, state if raw is not None else "cancelled", raw)
         out.append(dataclasses.replace(info, due_at=due_at))
     return out
+
+
+def first_due_ms(client: redis.Redis, queues: list[QueueKeys]) -> list[Optional[int]]:
+    """When the first scheduled job of each queue is due (ms; None: none), in one
+    round trip."""
+    pipe = client.pipeline(transaction=False)
+    for keys in queues:
+        pipe.zrange(keys.scheduled, 0, 0, withscores=True)
+    return [int(first[0][1]) if first else None for first in pipe.execute()]
+
+
+def scheduled_count(client: redis.Redis, queues: list[QueueKeys]) -> int:
+    """The scheduled jobs of ``queues``, in one round trip."""
+    pipe = client.pipeline(transaction=False)
+    for keys in queues:
+        pipe.zcard(keys.scheduled)
+    return sum(pipe.execute())

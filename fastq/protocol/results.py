@@ -1,5 +1,5 @@
 """Kept return values (``@app.job(result_ttl_s=...)``): encoding them in the worker
-and waiting for them in ``app.result()``.
+and waiting for them in ``app.result()``; and the progress running jobs report.
 
 A job's result lives at ``result:<id>`` (a string, with the TTL) and its arrival is
 announced on ``result_ready:<id>`` (a list, same TTL), which a waiter blocks on
@@ -17,7 +17,7 @@ from typing import Any
 import redis
 
 from fastq.connection.cluster import is_cluster
-from fastq.connection.typed import sync_reply
+from fastq.connection.typed import sync_reply, unchecked
 from fastq.errors import JobFailed, NoResult, ResultNotSerializable, ResultTimeout
 from fastq.protocol.introspect import get_job
 from fastq.protocol.keys import QueueKeys
@@ -118,3 +118,23 @@ def _pass_on(client: redis.Redis, ready_key: Any) -> None:
 
 
 TOKEN_PUT_BACK_TTL_MS = 60_000
+
+
+def send_progress(
+    client: redis.Redis,
+    queues: list[QueueKeys],
+    latest: dict[str, dict[bytes, bytes]],
+    ttl_ms: int,
+) -> None:
+    """Write the latest progress reports of running jobs (queue -> job id -> report)
+    into each queue's progress hash, in one round trip (on a cluster, ``queues`` on
+    one node)."""
+    pipe = client.pipeline(transaction=False)
+    for k in queues:
+        # a dict[bytes, bytes] is not the Mapping[FieldT, ...] redis-py 8 asks for (a
+        # mapping's keys are invariant)
+        pipe.hset(k.progress, mapping=unchecked(latest[k.queue]))
+        # the reports of a worker that died are deleted by no one: the hash goes once
+        # no worker reported for a while
+        pipe.pexpire(k.progress, ttl_ms)
+    pipe.execute()

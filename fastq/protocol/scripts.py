@@ -295,3 +295,24 @@ def call_many(
             if isinstance(reply, Exception):
                 raise reply
     return results
+
+
+def call_then_wait(
+    client: redis.Redis,
+    commands: Sequence[Command],
+    barrier_key: str,
+    min_replicas: int,
+    timeout_ms: int,
+) -> list[Any]:
+    """Send ``commands`` on one connection, then a barrier that writes nothing but is
+    replicated (``HINCRBY <barrier_key> enqueued 0``: a queue's stats) and ``WAIT
+    min_replicas timeout_ms``, in one round trip: the replies of the commands, the
+    barrier's and the ``WAIT``'s (errors in their places, not raised). A durable
+    enqueue's round trip (:mod:`fastq.producer.durable` says why the barrier)."""
+    pipe: Any = client.pipeline(transaction=False)
+    for script, keys, argv in commands:
+        pipe.execute_command(*script.args(keys, argv))
+    pipe.execute_command("HINCRBY", barrier_key, "enqueued", 0)
+    pipe.execute_command("WAIT", min_replicas, timeout_ms)
+    replies: list[Any] = pipe.execute(raise_on_error=False)
+    return replies

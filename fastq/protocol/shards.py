@@ -38,7 +38,7 @@ import redis
 from fastq.connection.typed import sync_reply, unchecked
 from fastq.errors import ShardCountMismatch
 from fastq.protocol import control
-from fastq.protocol.keys import QueueKeys, shard_names
+from fastq.protocol.keys import NamespaceKeys, QueueKeys, shard_names
 from fastq.validate import check_queue_name, check_shards
 
 # A queue that neither Redis nor the app says is sharded is taken to have one shard
@@ -47,7 +47,7 @@ UNDECLARED_TTL_S = 30.0
 
 
 def shards_key(namespace: str) -> str:
-    return f"{namespace}:shards"
+    return NamespaceKeys(namespace).shards
 
 
 def shard_of(key: str, shards: int) -> int:
@@ -140,7 +140,7 @@ class ShardCounts:
             declared = self.declared.get(queue)
             if count is not None and declared is not None and count != declared:
                 if strict:
-                    raise ShardCountMismatch(queue, declared, count, namespace)
+                    raise ShardCountMismatch(queue, declared, count, key)
                 out[queue] = count
                 continue
             ttl = UNDECLARED_TTL_S if count is None and declared is None else float("inf")

@@ -9,21 +9,22 @@ read the same client and see a ``configure`` at once.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Optional
 
 import redis
+from redis import Redis
 
 from fastq.connection import client as redis_client
 from fastq.connection.client import check_url
 from fastq.connection.cluster import is_cluster_url
 from fastq.connection.faults import REDIS_ERRORS, for_producer
+from fastq.connection.perprocess import PerProcess
 from fastq.connection.url import mask_url
 from fastq.errors import FastqError
 from fastq.protocol import scripts
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.validate import check_namespace
 
@@ -31,18 +32,6 @@ DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 # How long a producer's or an operator's call waits for Redis (a stall: a big fork, a
 # slow disk, a paused server) before it gives up, by default.
 DEFAULT_CALL_TIMEOUT_S = 5.0
-
-# Jobs in threads (--threads) may all reach for ``Store.redis`` first at once: one
-# client is made, or a second one, dropped, closes its pool under the first's calls.
-_client_lock = threading.Lock()
-
-
-def _fresh_client_lock() -> None:
-    global _client_lock
-    _client_lock = threading.Lock()  # a child never inherits it held by another thread
-
-
-os.register_at_fork(after_in_child=_fresh_client_lock)
 
 
 class Store:
@@ -77,8 +66,7 @@ class Store:
         self.namespace = check_namespace(namespace)
         self.call_timeout_s = call_timeout_s
         self.shard_counts = ShardCounts()  # sharded queues: declared by the app, or Redis'
-        self._client: Optional[redis.Redis] = None
-        self._client_pid = -1
+        self._client: PerProcess[redis.Redis] = PerProcess()
 
     def configure(self, *, redis_url: Optional[str], namespace: Optional[str]) -> None:
         """Point elsewhere: what was read of the old Redis is forgotten."""
@@ -95,6 +83,10 @@ class Store:
 
     def keys(self, queue: str) -> QueueKeys:
         return QueueKeys(self.namespace, queue)
+
+    @property
+    def namespace_keys(self) -> NamespaceKeys:
+        return NamespaceKeys(self.namespace)
 
     def new_client(
         self,
@@ -121,22 +113,18 @@ class Store:
     @property
     def redis(self) -> redis.Redis:
         """The process's client; a new one after fork, never a shared socket."""
-        client = self._client
-        if client is not None and self._client_pid == os.getpid():
-            return client
-        with _client_lock:
-            if self._client is None or self._client_pid != os.getpid():
-                with self.producer_call():
-                    timeout_s = self.call_timeout_s
-                    client = self.new_client(  # a cluster's connects here
-                        socket_timeout_s=timeout_s,
-                        connect_timeout_s=min(timeout_s, 5.0),
-                        retry_timeouts=False,
-                    )
-                    scripts.load_all(client)
-                self._client = client
-                self._client_pid = os.getpid()
-            return self._client
+        return self._client.get(self._made_client)
+
+    def _made_client(self) -> Redis:
+        with self.producer_call():
+            timeout_s = self.call_timeout_s
+            client = self.new_client(  # a cluster's connects here
+                socket_timeout_s=timeout_s,
+                connect_timeout_s=min(timeout_s, 5.0),
+                retry_timeouts=False,
+            )
+            scripts.load_all(client)
+        return client
 
     @contextmanager
     def producer_call(self) -> Iterator[None]:
@@ -151,6 +139,6 @@ class Store:
             raise for_producer(exc, self.redis_url) from exc
 
     def close(self) -> None:
-        if self._client is not None and self._client_pid == os.getpid():
-            self._client.close()
-        self._client = None
+        client = self._client.take()
+        if client is not None:
+            client.close()

@@ -151,7 +151,7 @@ class Firer:
         for job in jobs:
             pipe.hget(self._keys[job.name][0], job.name)
         # known to the namespace, for `fastq stats` and other reapers
-        pipe.sadd(f"{self.app.namespace}:queues", *{job.queue for job in jobs})
+        pipe.sadd(self.app.store.namespace_keys.queues, *{job.queue for job in jobs})
         replies = pipe.execute()
         for job, last in zip(jobs, replies):
             after = int(last) if last is not None else now_ms

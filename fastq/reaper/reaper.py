@@ -25,8 +25,8 @@ from fastq.connection import cluster
 from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, unanswered
 from fastq.errors import FastqError
+from fastq.monitor.losses import LossWatch, LossWatchThread
 from fastq.protocol.contracts import REAP, RELEASE, ReleaseMode
-from fastq.protocol.markers import LossWatch, LossWatchThread
 from fastq.reaper.firer import Firer
 from fastq.reaper.watch import QueueWatch
 from fastq.shm.heartbeat import Heartbeat, HeartbeatSlot

@@ -26,6 +26,7 @@ import redis
 
 from fastq.connection import cluster
 from fastq.protocol.contracts import ReapReply
+from fastq.protocol.introspect import which_exist
 from fastq.protocol.keys import QueueKeys
 
 # queues per EXISTS of the bulk probe on a single Redis (two keys each)
@@ -120,18 +121,16 @@ class QueueWatch:
 
         chunk = 1 if cluster.is_cluster(client) else PROBE_CHUNK
         chunks = [queues[i : i + chunk] for i in range(0, len(queues), chunk)]
-        pipe = client.pipeline(transaction=False)
-        for part in chunks:
-            pipe.exists(*[key for queue in part for key in keys(queue)])
-        busy = [part for part, n in zip(chunks, pipe.execute()) if n]
+        found = which_exist(
+            client, [[key for queue in part for key in keys(queue)] for part in chunks]
+        )
+        busy = [part for part, n in zip(chunks, found) if n]
         self.round_trips += 1
         if chunk == 1 or not busy:
             return [queue for part in busy for queue in part]
         candidates = [queue for part in busy for queue in part]
-        pipe = client.pipeline(transaction=False)
-        for queue in candidates:
-            pipe.exists(*keys(queue))
-        return [queue for queue, n in zip(candidates, pipe.execute()) if n]
+        found = which_exist(client, [list(keys(queue)) for queue in candidates])
+        return [queue for queue, n in zip(candidates, found) if n]
 
 
 def _work_keys(keys: QueueKeys) -> tuple[str, ...]:

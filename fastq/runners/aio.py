@@ -30,7 +30,7 @@ from fastq import context
 from fastq.errors import JobTimeout
 from fastq.job import JobDef, Runnable
 from fastq.protocol.outcomes import Outcomes
-from fastq.runners.flight import (
+from fastq.runners.inflight_base import (
     Flight,
     FlightRunner,
     Settle,
@@ -41,7 +41,7 @@ from fastq.runners.flight import (
     stalled,
     unstarted,
 )
-from fastq.runners.inflight import WAIT_TICK_S
+from fastq.runners.slots import WAIT_TICK_S
 from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
 

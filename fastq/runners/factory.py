@@ -7,7 +7,7 @@ and two options: ``async def`` jobs (or ``concurrency`` > 1) bring an event loop
 (:class:`fastq.runners.aio.AsyncRunner`), ``threads`` a pool of threads for sync
 jobs (:class:`fastq.runners.threads.ThreadRunner`), both together one runner of
 both (:class:`fastq.runners.mixed.Mixed`); neither leaves the loop running each
-batch to completion (:class:`fastq.runners.inflight.RunToCompletion`).
+batch to completion (:class:`fastq.runners.slots.RunToCompletion`).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, NamedTuple, Optional
 
 from fastq.context import ProgressBuffer
 from fastq.hooks import Hooks, job_logger, jobs_log
-from fastq.runners.inflight import JobSlots, RunToCompletion
+from fastq.runners.slots import JobSlots, RunToCompletion
 from fastq.runners.sync import Stoppable, SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics

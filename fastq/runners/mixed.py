@@ -8,7 +8,7 @@ from typing import Callable, Optional
 from fastq.job import Runnable
 from fastq.protocol.outcomes import Outcomes
 from fastq.runners.aio import AsyncRunner
-from fastq.runners.inflight import WAIT_TICK_S, wait_for_free
+from fastq.runners.slots import WAIT_TICK_S, wait_for_free
 from fastq.runners.threads import ThreadRunner
 
 

@@ -3,7 +3,7 @@
 The seam between a worker's loop and how its jobs run: the sync runner here runs
 them one after another in the worker's thread; the asyncio and thread runners
 (many jobs in flight per child, ``fastq/runners/aio.py``, ``fastq/runners/threads.py``) fit behind
-the same ``run()`` (``fastq/runners/inflight.py``).
+the same ``run()`` (``fastq/runners/slots.py``).
 """
 
 from __future__ import annotations
@@ -21,10 +21,11 @@ from fastq.hooks import Hooks
 from fastq.job import Runnable
 from fastq.protocol.outcomes import Outcomes
 from fastq.protocol.results import encode_result
-from fastq.ratelimit import SLOT_FIELD, KeyGate, RateKey
+from fastq.ratelimit import KeyGate, RateKey
 from fastq.runners.settle import settle_failure
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics, lengths
+from fastq.validate import SLOT_FIELD
 
 if TYPE_CHECKING:
     from fastq.job import JobDef

@@ -32,7 +32,7 @@ from fastq import context
 from fastq.errors import JobTimeout
 from fastq.job import JobDef, Runnable
 from fastq.protocol.outcomes import Outcomes
-from fastq.runners.flight import (
+from fastq.runners.inflight_base import (
     Flight,
     FlightRunner,
     Settle,

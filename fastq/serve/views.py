@@ -13,7 +13,7 @@ from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.errors import JobFailed, NoResult, ResultTimeout
 from fastq.protocol.history import merge
-from fastq.protocol.registry import workers_per_queue
+from fastq.protocol.workers import workers_per_queue
 from fastq.serve.guard import _is_loopback_host
 
 # the overview's columns, from app.stats() (the name shown, the stats key)

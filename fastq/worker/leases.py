@@ -13,11 +13,11 @@ import redis
 
 from fastq.connection import cluster
 from fastq.connection.faults import REDIS_ERRORS, Outage, classify, unanswered
-from fastq.connection.typed import unchecked
 from fastq.context import PROGRESS_FLUSH_S, ProgressBuffer
+from fastq.monitor.losses import LossWatch
 from fastq.protocol.contracts import EXTEND, is_stale
 from fastq.protocol.keys import QueueKeys
-from fastq.protocol.markers import LossWatch
+from fastq.protocol.results import send_progress
 
 log = logging.getLogger("fastq.worker")
 
@@ -114,16 +114,8 @@ class LeaseKeeper(threading.Thread):
                 log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)
                 return
             for _, node_keys in by_node:
-                pipe = client.pipeline(transaction=False)
-                for k in node_keys:
-                    # a dict[bytes, bytes] is not the Mapping[FieldT, ...] redis-py 8
-                    # asks for (a mapping's keys are invariant)
-                    pipe.hset(k.progress, mapping=unchecked(latest[k.queue]))
-                    # the reports of a worker that died are deleted by no one: the
-                    # hash goes once no worker reported for a while
-                    pipe.pexpire(k.progress, self.progress_ttl_ms)
                 try:
-                    pipe.execute()
+                    send_progress(client, node_keys, latest, self.progress_ttl_ms)
                 except REDIS_ERRORS as exc:
                     self.progress.give_back({k.queue: latest[k.queue] for k in node_keys})
                     log.warning("worker %s: could not send progress (%s)", self.worker_id, exc)

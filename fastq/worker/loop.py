@@ -6,7 +6,7 @@ The loop is assembled from parts, each in a module of its own: the pump
 the batch sizer (:mod:`fastq.worker.sizer`) says how many jobs to claim; the CPU governor
 (:class:`fastq.shm.cpuslots.CpuGovernor`) takes a pool's CPU slot while batches are
 CPU-bound; a pure decision (:mod:`fastq.worker.decide`) says what follows an empty claim;
-a runner (:mod:`fastq.runners.sync`) runs the jobs; job slots (:mod:`fastq.runners.inflight`)
+a runner (:mod:`fastq.runners.sync`) runs the jobs; job slots (:mod:`fastq.runners.slots`)
 say how many to claim and keep jobs in flight (:mod:`fastq.runners.aio`: ``async def``
 jobs, up to ``async_jobs`` at once; :mod:`fastq.runners.threads`: sync jobs in
 ``threads`` threads) while the loop claims and settles.
@@ -26,7 +26,8 @@ import psutil
 
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.job import Runnable
-from fastq.runners.inflight import JobSlots
+from fastq.protocol.listing import first_due_ms, scheduled_count
+from fastq.runners.slots import JobSlots
 from fastq.runners.sync import HardStop, SyncRunner
 from fastq.shm.cpuslots import CpuGovernor
 from fastq.shm.heartbeat import HeartbeatSlot
@@ -321,17 +322,12 @@ class ClaimLoop:
         on a Redis error, ``next_due_ms``."""
         rt = self.rt
         try:
-            pipe = rt.client.pipeline(transaction=False)
-            for name in shards:
-                pipe.zrange(rt.keys[name].scheduled, 0, 0, withscores=True)
-            replies = pipe.execute()
+            firsts = first_due_ms(rt.client, [rt.keys[name] for name in shards])
         except REDIS_ERRORS:
             return next_due_ms
-        for first in replies:
-            if first:
-                due = int(first[0][1])
-                if next_due_ms < 0 or due < next_due_ms:
-                    next_due_ms = due
+        for due in firsts:
+            if due is not None and (next_due_ms < 0 or due < next_due_ms):
+                next_due_ms = due
         return next_due_ms
 
     def log_left_scheduled(self, next_due_ms: int, now_ms: int) -> None:
@@ -339,10 +335,7 @@ class ClaimLoop:
         the earliest is due (a job scheduled for later is not its to wait for)."""
         rt = self.rt
         try:
-            pipe = rt.client.pipeline(transaction=False)
-            for k in rt.keys.values():
-                pipe.zcard(k.scheduled)
-            left = sum(pipe.execute())
+            left = scheduled_count(rt.client, list(rt.keys.values()))
         except REDIS_ERRORS:
             left = -1  # the count is only for the log
         if next_due_ms < 0 and left <= 0:

@@ -20,7 +20,7 @@ from typing import Optional
 
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.context import BatchCursor
-from fastq.runners.inflight import JobSlots
+from fastq.runners.slots import JobSlots
 from fastq.runners.sync import SyncRunner
 from fastq.worker.pump import Pump
 

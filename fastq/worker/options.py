@@ -20,6 +20,34 @@ HAND_BACK_AFTER_S = 2.0
 
 
 @dataclass(frozen=True)
+class OldName:
+    """An option's old name, still taken with a warning: as a keyword (``Worker``,
+    :meth:`WorkerOptions.with_changes`) and as a flag (``fastq worker``, ``fastq pool``)."""
+
+    old: str
+    new: str
+    meaning: str  # what the option sets, as the warnings say it
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.old.replace("_", "-")
+
+    @property
+    def keyword_warning(self) -> str:
+        return f"{self.old}= is deprecated: it is {self.new}= ({self.meaning})"
+
+    def flag_warning(self, then: str = "") -> str:
+        new_flag = "--" + self.new.replace("_", "-")
+        return f"{self.flag} is deprecated: it sets the {self.meaning}, use {new_flag}{then}"
+
+
+# --concurrency (concurrency=) was --async-jobs until a Celery user read it as
+# processes: it keeps its meaning for a while, with a warning, rather than change it
+# silently (a `--concurrency 200` would then fork 200 processes)
+OLD_NAMES = (OldName("concurrency", "async_jobs", "async def jobs in flight per worker process"),)
+
+
+@dataclass(frozen=True)
 class WorkerOptions:
     """A worker's options, checked when made (``ValueError`` names the bad one).
 
@@ -102,20 +130,16 @@ class WorkerOptions:
 
     def with_changes(self, **changes: Any) -> WorkerOptions:
         """A copy with ``changes`` (option names as keywords), checked as made.
-        ``concurrency``, the old name of ``async_jobs``, is taken with a
-        DeprecationWarning.
+        An old name (:data:`OLD_NAMES`: ``concurrency``, for ``async_jobs``) is
+        taken with a DeprecationWarning.
 
         Raises:
             TypeError: a keyword that names no option.
         """
-        if "concurrency" in changes:
-            warnings.warn(
-                "concurrency= is deprecated: it is async_jobs= (async def jobs in flight "
-                "per worker process)",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            changes.setdefault("async_jobs", changes.pop("concurrency"))
+        for name in OLD_NAMES:
+            if name.old in changes:
+                warnings.warn(name.keyword_warning, DeprecationWarning, stacklevel=3)
+                changes.setdefault(name.new, changes.pop(name.old))
         unknown = sorted(set(changes) - {f.name for f in dataclasses.fields(self)})
         if unknown:
             raise TypeError(f"unknown worker option {unknown[0]!r}")

@@ -249,10 +249,6 @@ class RoundTrip:
         wake_keys = [k.wake for k in self.keys.values()]
         self.wire: Wire = wire_for(connect, wake_keys, cluster=cluster)
 
-    def release_keys(self, queue: str) -> list[str]:
-        """The KEYS of this worker's release calls on ``queue``."""
-        return self._release_keys[queue]
-
     @property
     def client(self) -> redis.Redis:
         """The worker's client, for calls outside its round trips (on a cluster

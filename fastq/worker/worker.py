@@ -22,9 +22,9 @@ from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.connection.url import mask_url
 from fastq.context import ProgressBuffer
 from fastq.errors import FastqError
+from fastq.monitor.announcer import Announcer, process_fields
+from fastq.monitor.losses import Held, LossWatch
 from fastq.protocol.keys import validate_queue_name
-from fastq.protocol.markers import Held, LossWatch
-from fastq.protocol.registry import Announcer, process_fields
 from fastq.ratelimit import KeyGate
 from fastq.runners.factory import build_runners
 from fastq.runners.sync import HardStop
@@ -331,7 +331,7 @@ class Worker:
             announcer.stop()
 
     def _announced(self) -> dict[str, Any]:
-        """This worker's entry in the worker registry (:mod:`fastq.protocol.registry`)."""
+        """This worker's entry in the worker registry (:mod:`fastq.protocol.workers`)."""
         app, pid = self.app, os.getpid()
         entry = process_fields("worker", pid, self.queues, app.redis_url, app.namespace)
         # what it runs now is known to a pool's children only (their heartbeat slots)

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 import fastq
-from fastq.protocol.markers import CHECK_S
+from fastq.monitor.losses import CHECK_S
 from fastq.testing.redis_server import RedisServer
 from tests.support.pool import Pool, noted_runs, wait_until
 

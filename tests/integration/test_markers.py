@@ -1,5 +1,5 @@
 """The markers by which a process notices that Redis lost its data
-(:mod:`fastq.protocol.markers`), on a real Redis and a real Redis Cluster: a fresh
+(:mod:`fastq.monitor.losses`), on a real Redis and a real Redis Cluster: a fresh
 namespace is no loss, a marker gone is one ERROR per watcher naming what it held
 that no longer exists, and on a cluster only the queues of the node that lost them."""
 
@@ -15,7 +15,8 @@ import redis
 
 import fastq
 from fastq.connection.cluster import node_of
-from fastq.protocol.markers import CHECK_S, LossWatch, marker_key
+from fastq.monitor.losses import CHECK_S, LossWatch
+from fastq.protocol.markers import marker_key
 from fastq.worker.worker import Worker
 from tests.support.pool import wait_until
 

@@ -14,7 +14,7 @@ import orjson
 import redis
 
 import fastq
-from fastq.protocol.registry import live_entries, registry_key
+from fastq.protocol.workers import live_entries, registry_key
 from fastq.testing.redis_server import RedisServer
 from tests.support.pool import Pool, wait_until
 from tests.support.processes import fastq_cmd, subprocess_env

@@ -10,7 +10,6 @@ import orjson
 import pytest
 import redis
 
-from fastq.admin.revive import revive_ids
 from fastq.protocol import records, scripts
 from fastq.protocol.batches import Share
 from fastq.protocol.contracts import (
@@ -31,6 +30,7 @@ from fastq.protocol.contracts import (
 )
 from fastq.protocol.keys import BatchKeys, QueueKeys
 from fastq.protocol.outcomes import Outcomes
+from fastq.protocol.revive import revive_ids
 from tests.lua.test_cancel_tags_unique_scripts import cancel
 
 NOW_MS = int(time.time() * 1000)

@@ -11,8 +11,8 @@ import pytest
 import redis
 from test_scripts import ack, claim, claimed_ids, env, release
 
-from fastq.admin.cancel import cancel_call
 from fastq.protocol import scripts
+from fastq.protocol.cancel import cancel_call
 from fastq.protocol.contracts import (
     CANCEL,
     ENQUEUE,

@@ -1,4 +1,4 @@
-"""revive.lua, and the envelopes fastq.admin.revive hands it, on a real server."""
+"""revive.lua, and the envelopes fastq.protocol.revive hands it, on a real server."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import orjson
 import pytest
 import redis
 
-from fastq.admin.revive import fresh_envelope, revive
 from fastq.protocol.contracts import REVIVE, ReviveSection
 from fastq.protocol.keys import QueueKeys
+from fastq.protocol.revive import fresh_envelope, revive
 
 
 @pytest.fixture

@@ -13,6 +13,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from redis.commands.core import CoreCommands
+
 import fastq
 
 # the rank of each top-level module or package of fastq/: a module imports only from
@@ -44,6 +47,7 @@ RANKS = {
     "__init__": 5,
     "runners": 6,
     "testmode": 6,
+    "monitor": 6,
     "worker": 7,
     "reaper": 7,
     "pool": 8,
@@ -52,7 +56,7 @@ RANKS = {
     "__main__": 9,
 }
 # what `import fastq` (a producer) must not load
-NOT_FOR_PRODUCERS = ("runners", "testmode", "worker", "reaper", "pool", "cli", "serve")
+NOT_FOR_PRODUCERS = ("runners", "testmode", "monitor", "worker", "reaper", "pool", "cli", "serve")
 
 
 def module_names(package_dir: Path) -> dict[str, Path]:
@@ -240,3 +244,216 @@ def test_a_module_over_800_lines_says_why() -> None:
         if (n := len(path.read_text().splitlines())) > LONG_LINES and name not in LONG_AND_WHY
     }
     assert long == {}
+
+
+# protocol/ is what Redis holds and the calls that change or read it; a thread that
+# polls or announces belongs to the process that runs it (monitor/, worker/, pool/)
+THREAD_MODULES = ("threading", "_thread", "concurrent.futures")
+
+
+def threads_in(package_dir: Path, layer: str) -> list[str]:
+    """Each module of ``layer`` that imports a thread module or defines a class on a
+    ``Thread``, as 'module: what'."""
+    found = []
+    for name, path in module_names(package_dir).items():
+        if layer_of(name, RANKS) != layer:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                modules = [node.module or ""]
+            elif isinstance(node, ast.ClassDef):
+                bases = [ast.unparse(base) for base in node.bases]
+                modules = []
+                found += [f"{name}: class {node.name}({b})" for b in bases if "Thread" in b]
+            else:
+                continue
+            found += [
+                f"{name}: import {m}"
+                for m in modules
+                if any(m == t or m.startswith(t + ".") for t in THREAD_MODULES)
+            ]
+    return found
+
+
+def test_protocol_runs_no_thread() -> None:
+    assert threads_in(FASTQ_DIR, "protocol") == []
+
+
+def test_the_check_finds_a_thread_in_protocol(tmp_path: Path) -> None:
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "protocol/__init__.py": "",
+            "protocol/a.py": "import threading\n",
+            "protocol/b.py": "def f():\n    from concurrent.futures import ThreadPoolExecutor\n",
+            "protocol/c.py": "from fastq.x import base\nclass Poller(base.Thread): ...\n",
+            "protocol/d.py": "import redis\nclass Keys: ...\n",
+            "worker/__init__.py": "import threading\n",
+        },
+    )
+    assert threads_in(pkg, "protocol") == [
+        "fastq.protocol.a: import threading",
+        "fastq.protocol.b: import concurrent.futures",
+        "fastq.protocol.c: class Poller(base.Thread)",
+    ]
+
+
+# Every key name is built in protocol/keys.py: a key spelled by hand elsewhere drifts
+# from docs/internals.md ("Keys") and from the other places that spell it. What counts
+# as building one: the namespace followed by ':' (an f-string, a '+', a ':'.join), or a
+# hash tag, ':{' + a name + '}'.
+KEYS_MODULE = "fastq.protocol.keys"
+NAMESPACE_NAMES = ("namespace", "ns", "prefix")
+
+
+def _names_the_namespace(node: ast.expr) -> bool:
+    last = ast.unparse(node).replace("()", "").rpartition(".")[2]
+    return last in NAMESPACE_NAMES or last.endswith(("_namespace", "_ns"))
+
+
+def _text(node: object) -> str:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else ""
+
+
+def key_names_built(package_dir: Path) -> list[str]:
+    """Each place outside protocol/keys.py that builds a key name, as 'module:line'."""
+    found = []
+    for name, path in module_names(package_dir).items():
+        if name == KEYS_MODULE:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.JoinedStr):
+                parts = [None, *node.values, None]
+                builds = any(
+                    isinstance(part, ast.FormattedValue)
+                    and (
+                        (_names_the_namespace(part.value) and _text(after).startswith(":"))
+                        or (_text(before).endswith(":{") and _text(after).startswith("}"))
+                    )
+                    for before, part, after in zip(parts, parts[1:], parts[2:])
+                )
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+                builds = _names_the_namespace(node.left) and _text(node.right).startswith(":")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "join"
+                and _text(node.func.value) == ":"
+            ):
+                builds = any(
+                    _names_the_namespace(n)
+                    for arg in node.args
+                    for n in ast.walk(arg)
+                    if isinstance(n, (ast.Name, ast.Attribute))
+                )
+            else:
+                continue
+            if builds:
+                found.append(f"{name}:{node.lineno}")
+    return found
+
+
+def test_key_names_are_built_only_in_protocol_keys() -> None:
+    assert key_names_built(FASTQ_DIR) == []
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        'key = f"{self.store.namespace}:queues"',
+        'key = f"{app.namespace}:{{{queue}}}:ready"',
+        'key = f"fastq:{{{queue}}}:ready"',
+        'key = ns + ":workers"',
+        'key = ":".join([namespace, "shards"])',
+        'key = f"{self.app.namespace()}:queues"',
+    ],
+)
+def test_the_check_finds_a_key_name_built_outside_keys(tmp_path: Path, line: str) -> None:
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "protocol/__init__.py": "",
+            # keys.py may; a message naming a queue may; a key taken from keys.py may
+            "protocol/keys.py": 'def queues(namespace):\n    return f"{namespace}:queues"\n',
+            "cli/ops.py": 'def f(queue, n):\n    print(f"{queue}: {n} jobs")\n',
+            "admin/ok.py": "def f(store):\n    return store.namespace_keys.queues\n",
+            "admin/bad.py": f"def f(self, app, ns, namespace, queue):\n    {line}\n",
+        },
+    )
+    assert key_names_built(pkg) == ["fastq.admin.bad:2"]
+
+
+# Redis is changed and read by protocol/'s functions (reached through connection/):
+# a Redis command called anywhere else is one to move there. A command is known by
+# redis-py's method name, less the names that are common Python methods as well.
+NOT_ONLY_REDIS = {
+    *("get", "set", "delete", "exists", "info", "wait", "type", "time", "keys", "copy"),
+    *("append", "sort", "move", "echo", "object", "dump", "digest", "unlink", "select"),
+    *("save", "reset", "sync", "quit", "hello", "role", "auth", "command", "cluster"),
+    *("rename", "touch", "restore", "shutdown", "persist", "readonly", "watch"),
+    *("unwatch", "register_script", "publish", "ping", "lcs", "substr"),
+}
+REDIS_COMMANDS = {n for n in dir(CoreCommands) if not n.startswith("_")} - NOT_ONLY_REDIS
+REDIS_COMMANDS |= {"pipeline"}
+# where commands are issued: protocol/ and the layers under it (the transport, the
+# test servers)
+REDIS_LAYERS = ("protocol", "connection", "testing")
+# what still issues its own, each owned by other work under way (issue 34): its calls
+# are the next to move to protocol/
+STILL_RAW = {
+    "fastq.producer.enqueue",
+    "fastq.producer.chains",
+    "fastq.reaper.firer",
+    "fastq.pool.handback",
+}
+STILL_RAW_LAYERS = ("serve",)  # restructured meanwhile: its leases' calls
+
+
+def redis_commands_outside_protocol(package_dir: Path) -> list[str]:
+    """Each call of a Redis command outside ``REDIS_LAYERS``, as 'module:line command'."""
+    found = []
+    for name, path in module_names(package_dir).items():
+        layer = layer_of(name, RANKS)
+        if layer in REDIS_LAYERS or layer in STILL_RAW_LAYERS or name in STILL_RAW:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in REDIS_COMMANDS
+            ):
+                found.append(f"{name}:{node.lineno} {node.func.attr}")
+    return sorted(found)
+
+
+def test_redis_commands_are_issued_in_protocol() -> None:
+    assert redis_commands_outside_protocol(FASTQ_DIR) == []
+
+
+def test_the_check_finds_a_redis_command_outside_protocol(tmp_path: Path) -> None:
+    pkg = _plant(
+        tmp_path,
+        {
+            "__init__.py": "",
+            "protocol/__init__.py": "",
+            "protocol/reads.py": "def f(client, key):\n    return client.hget(key, 'x')\n",
+            "admin/__init__.py": "",
+            "admin/bad.py": (
+                "def f(self, client, key, log, stopped):\n"
+                "    log.info('x')\n"  # a logger's, an event's: not Redis
+                "    stopped.wait(1)\n"
+                "    pipe = self.store.redis.pipeline(transaction=False)\n"
+                "    pipe.zadd(key, {'a': 1})\n"
+                "    return client.smembers(key)\n"
+            ),
+        },
+    )
+    assert redis_commands_outside_protocol(pkg) == [
+        "fastq.admin.bad:4 pipeline",
+        "fastq.admin.bad:5 zadd",
+        "fastq.admin.bad:6 smembers",
+    ]

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from fastq import retry, validate
-from fastq.admin.revive import _RUN_FIELDS
 from fastq.producer import routing
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE
+from fastq.protocol.revive import _RUN_FIELDS
 
 _CONSTANT = re.compile(r"^local ([A-Z_]+) = (.+?)\s*$")
 

@@ -10,8 +10,8 @@ import pytest
 import fastq
 from fastq.runners.aio import AsyncRunner
 from fastq.runners.factory import build_runners
-from fastq.runners.inflight import RunToCompletion
 from fastq.runners.mixed import Mixed
+from fastq.runners.slots import RunToCompletion
 from fastq.runners.threads import ThreadRunner
 
 

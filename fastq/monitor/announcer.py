@@ -1,16 +1,6 @@
-"""The worker registry: who serves the queues now.
-
-Each pool's master (and each ``fastq worker`` run alone) announces itself every
-:data:`ANNOUNCE_EVERY_S` in one hash of the namespace, ``NS:workers`` (entry id →
-JSON): its host, pid, queues, Redis, when it started, and per child its state,
-the job it runs and since when, its memory and the jobs it finished. Each entry
-carries when it lapses, by Redis' clock (:class:`fastq.connection.clock.RedisClock`,
-so a host whose clock is off neither hides nor keeps an entry); a process that stops
-withdraws its entry, and one that dies lapses within :data:`TTL_S`. Readers drop the
-lapsed entries as they read (``fastq workers``, ``fastq stats``, ``fastq wait``, the
-dashboard). Not a queue's key: no script needs it, and one hash costs a namespace a
-few hundred bytes per pool.
-"""
+"""A process's entry in the worker registry (:mod:`fastq.protocol.workers`), kept
+by a thread of its own: a pool's master announces itself and its children, a
+``fastq worker`` run alone itself (a pool's children do not announce)."""
 
 from __future__ import annotations
 
@@ -20,54 +10,22 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
-import orjson
 import psutil
 
 from fastq._version import __version__
 from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, unanswered
 from fastq.connection.url import mask_url
+from fastq.protocol import workers
+from fastq.protocol.workers import registry_key
 
 log = logging.getLogger("fastq.registry")
 # the registry's reading of Redis' clock: a skew is the reaper's to tell, once
 _clock_log = logging.getLogger("fastq.registry.clock")
 _clock_log.setLevel(logging.ERROR)
 
-ANNOUNCE_EVERY_S = 2.0
-TTL_S = 10.0  # five announcements missed: the process is gone (or cut off)
+ANNOUNCE_EVERY_S = 2.0  # an entry lapses after five missed (workers.TTL_S)
 LOOK_EVERY_S = 0.25  # how soon a pool's new or dead child shows
-
-
-def registry_key(namespace: str) -> str:
-    return f"{namespace}:workers"
-
-
-def live_entries(client: Any, namespace: str) -> list[dict[str, Any]]:
-    """The entries that have not lapsed, oldest pool first; lapsed ones are dropped
-    from Redis as a side effect (best effort: another reader may drop them too)."""
-    key = registry_key(namespace)
-    clock = RedisClock("worker registry", _clock_log)
-    clock.read(client, key)  # the clock its writers read: on a cluster, its master's
-    raw = client.hgetall(key)
-    now_ms = clock.now_ms()
-    live: list[dict[str, Any]] = []
-    lapsed: list[Any] = []
-    for field, value in raw.items():
-        try:
-            entry = orjson.loads(value)
-            expires_at = float(entry["expires_at"])
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
-            lapsed.append(field)  # not an entry of ours: unreadable, so dropped
-            continue
-        if expires_at <= now_ms:
-            lapsed.append(field)
-        else:
-            entry["lapses_in_s"] = round((expires_at - now_ms) / 1000, 1)
-            live.append(entry)
-    if lapsed:
-        client.hdel(key, *lapsed)
-    live.sort(key=lambda e: (e.get("started_at") or 0, str(e.get("id"))))
-    return live
 
 
 def process_fields(
@@ -88,16 +46,6 @@ def process_fields(
         "namespace": namespace,
         "version": __version__,
     }
-
-
-def workers_per_queue(entries: list[dict[str, Any]]) -> dict[str, int]:
-    """How many worker processes serve each queue, by the live entries."""
-    counts: dict[str, int] = {}
-    for entry in entries:
-        workers = sum(1 for c in entry.get("children", ()) if c.get("kind") == "worker")
-        for queue in entry.get("queues", ()):
-            counts[queue] = counts.get(queue, 0) + workers
-    return counts
 
 
 class Announcer(threading.Thread):
@@ -128,6 +76,7 @@ class Announcer(threading.Thread):
     ) -> None:
         super().__init__(name="fastq-registry", daemon=True)
         self.new_client = new_client
+        self.namespace = namespace
         self.key = registry_key(namespace)
         self.entry_id = entry_id
         self.snapshot = snapshot
@@ -170,9 +119,8 @@ class Announcer(threading.Thread):
     def _send(self, entry: dict[str, Any]) -> None:
         try:
             client = self._client = self._client or self.new_client()
-            now_ms = self._clock.now_ms(client, self.key)
-            entry.update(seen_at=now_ms, expires_at=now_ms + int(TTL_S * 1000))
-            client.hset(self.key, self.entry_id, orjson.dumps(entry))
+            now_ms = self._clock.now_ms(client, self.key)  # the registry's node's clock
+            workers.announce(client, self.namespace, self.entry_id, entry, now_ms)
         except REDIS_ERRORS as exc:
             # the process' own connections say it once per outage; this one keeps
             # quiet (an entry that lapses meanwhile comes back with Redis)
@@ -190,7 +138,7 @@ class Announcer(threading.Thread):
         if self._client is None:
             return
         try:
-            self._client.hdel(self.key, self.entry_id)
+            workers.withdraw(self._client, self.namespace, self.entry_id)
         except REDIS_ERRORS as exc:  # it lapses by itself
             log.debug("worker registry: could not withdraw %s: %s", self.entry_id, exc)
         finally:

@@ -24,8 +24,8 @@ from fastq.errors import Fail, Retry
 from fastq.hooks import JobEvent
 from fastq.job import JobDef, Runnable
 from fastq.protocol.outcomes import Outcomes
-from fastq.runners.inflight import WAIT_TICK_S, wait_for_free
 from fastq.runners.settle import settle_failure
+from fastq.runners.slots import WAIT_TICK_S, wait_for_free
 from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import counted

@@ -9,7 +9,7 @@ hand-over (:class:`RunToCompletion`: nothing is ever in flight, and the loop run
 the batch itself); a runner with N slots (:class:`fastq.runners.aio.AsyncRunner`) takes
 the jobs it runs in flight and hands back those the loop runs to completion;
 so does a pool of N threads for sync jobs (:class:`fastq.runners.threads.ThreadRunner`);
-both on one base (:class:`fastq.runners.flight.FlightRunner`).
+both on one base (:class:`fastq.runners.inflight_base.FlightRunner`).
 An app of both kinds run both ways gets both runners behind one
 (:class:`fastq.runners.mixed.Mixed`).
 """

@@ -11,8 +11,7 @@ import redis
 from fastq.connection.typed import hash_page
 from fastq.protocol.contracts import REVIVE, REVIVE_BATCH_MAX, ReviveSection
 from fastq.protocol.keys import QueueKeys
-from fastq.ratelimit import SLOT_FIELD
-from fastq.validate import BATCH_FIELD
+from fastq.validate import BATCH_FIELD, SLOT_FIELD
 
 # what a failed run wrote into the envelope: a new run starts without it (and with a
 # new grace period for a job name no worker knew: fastq.worker.unknown.UNKNOWN_SINCE);
