@@ -76,6 +76,7 @@ class HandBack:
     cause: str = ""
     # the queues its indexes name, when not the master's own (a dead predecessor's)
     queues: tuple[str, ...] = ()
+    slot_index: int = -1  # the heartbeat slot it was read from (-1: none of this master's)
 
     @property
     def job_at_fault(self) -> bool:
@@ -92,6 +93,7 @@ class HandBack:
         hard_stop: bool,
         cause: str = "",
         queues: tuple[str, ...] = (),
+        slot_index: int = -1,
     ) -> HandBack:
         """What a dead child's heartbeat slot says goes back, and how. The job it
         was running counts a stall (poison jobs go dead), unless the operator
@@ -116,6 +118,7 @@ class HandBack:
             finished=tuple(slot.finished_unacked()),
             cause=cause,
             queues=queues,
+            slot_index=slot_index,
         )
 
 
@@ -128,10 +131,12 @@ class HandBacks(threading.Thread):
         app: App,
         queues: list[str],
         connect: Optional[Callable[[], redis.Redis]] = None,
+        on_sent: Optional[Callable[[HandBack], None]] = None,
     ) -> None:
         super().__init__(name="fastq-handbacks", daemon=True)
         self.app = app
         self.queues = list(queues)
+        self.on_sent = on_sent  # told each hand-back Redis took (from this thread)
         self.connect = connect or (
             lambda: app.new_client(
                 retries=0, socket_timeout_s=CALL_TIMEOUT_S, connect_timeout_s=CALL_TIMEOUT_S
@@ -168,6 +173,8 @@ class HandBacks(threading.Thread):
                     if time.monotonic() >= self._deadline:
                         self._give_up(item)
                         return
+                if self.on_sent is not None:
+                    self.on_sent(item)
         finally:
             if self._client is not None:
                 with self.fork_gate:

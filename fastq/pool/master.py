@@ -125,7 +125,12 @@ class Master:
         self.next_memory_check = 0.0
         self._signals: deque[int] = deque()
         self._pipe: tuple[int, int] = (-1, -1)
-        self.hand_backs = HandBacks(app, config.queues)
+        # the slots of dead workers whose hand-back is not sent yet: not given to a
+        # new child (its reset would wipe what a pool after this one reads there)
+        self.unsent_slots: set[int] = set()
+        self.hand_backs = HandBacks(
+            app, config.queues, on_sent=lambda item: self.unsent_slots.discard(item.slot_index)
+        )
         self.board = HeartbeatBoard(
             max(2 * config.children + 2, config.children + 16),
             records=config.worker.async_jobs + config.worker.threads,
@@ -253,15 +258,12 @@ class Master:
             return None
         return TakeOver(predecessors, self.hand_backs.put, self.pid)
 
-    def note_worker(self, slot: int, worker: Optional[tuple[str, int]]) -> None:
-        """The manifest says which worker (id, pid) holds ``slot`` (None: none)."""
+    def note_worker(self, slot: int, worker: tuple[str, int]) -> None:
+        """The manifest says which worker (id, pid) holds ``slot`` now."""
         files = self.files
         if files is None:
             return
-        if worker is None:
-            files.workers.pop(slot, None)
-        else:
-            files.workers[slot] = (*worker, process_started(worker[1]))
+        files.workers[slot] = (*worker, process_started(worker[1]))
         files.queues = list(self.config.queues)
         try:
             files.write()
@@ -391,7 +393,7 @@ class Master:
             and not self.children.has_reaper()
             and time.monotonic() >= self.spawn_after
         ):
-            slot = self.children.free_slots()[-1]  # from the end: workers take them from the start
+            slot = self.free_slots()[-1]  # from the end: workers take them from the start
             self.board.slot(slot).reset()
             child = self.spawn(lambda: self.reaper_main(slot), "reaper")
             if child is not None:
@@ -410,7 +412,7 @@ class Master:
             log.info("master %d: forking %d more workers: %s", self.pid, missing, self.ramp.reason)
         if missing <= 0 or time.monotonic() < self.spawn_after:
             return
-        free = self.children.free_slots()[:-1]  # the last one is kept for the reaper
+        free = self.free_slots()[:-1]  # the last one is kept for the reaper
         if len(free) < missing:
             log.warning(
                 "master %d: no heartbeat slot free for %d more workers",
@@ -420,6 +422,12 @@ class Master:
         for slot in free[:missing]:
             if not self.spawn_worker(slot):
                 return  # the next turn of the loop
+
+    def free_slots(self) -> list[int]:
+        """The slots no child holds, but those of dead workers whose hand-back is
+        not sent yet."""
+        unsent = set(self.unsent_slots)  # the hand-back thread may change it meanwhile
+        return [slot for slot in self.children.free_slots() if slot not in unsent]
 
     def spawn_worker(self, slot: int) -> bool:
         self.spawned += 1
@@ -487,8 +495,10 @@ class Master:
         job_at_fault = False
         if child.kind == "worker":
             # an exit nobody asked for, status 0 included (os._exit(0) in a job)
+            # its entry in the manifest stays until a new child takes its slot: were
+            # the pool killed before this hand-back is sent, the next pool sends it
+            # (again is harmless: only what the worker still holds moves)
             hand_back = self.release_jobs(child, code, crashed=code != 0 or not expected)
-            self.note_worker(child.slot, None)  # its hand-back is the master's now
             job_at_fault = not expected and hand_back.job_at_fault
             if self.metrics is not None:  # before its slot is reused
                 self.metrics.fold(child.slot)
@@ -520,12 +530,14 @@ class Master:
             crashed=crashed,
             hard_stop=self.hard_stopping,
             cause=death_cause(code),
+            slot_index=child.slot,
         )
         running = hand_back.running
         if self.metrics is not None and running is not None and not self.hard_stopping:
             queues = self.config.queues
             queue = queues[running[0]] if running[0] < len(queues) else queues[0]
             self.metrics.add(queue, OTHER_JOB, STALLED)  # the master knows its id, not its job
+        self.unsent_slots.add(child.slot)
         self.hand_backs.put(hand_back)
         return hand_back
 

@@ -68,9 +68,12 @@ def pool_digest(app: App) -> str:
 
 
 def process_started(pid: int) -> Optional[float]:
-    """When process ``pid`` started (None: there is none)."""
+    """When process ``pid`` started (None: there is none, or a zombie: it is dead)."""
     try:
-        return psutil.Process(pid).create_time()
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc.create_time()
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return None
 

@@ -48,11 +48,18 @@ def test_a_pool_killed_whole_is_taken_over_at_once_by_the_next(
     assert held > 0  # leases the dead pool held
     restarted = time.monotonic()
     pools(*args)
-    wait_until(
-        lambda: app.stats("q")["processed"] == n and app.stats("q")["inflight"] == 0,
-        10,
-        "the rest drained within 10 s of the restart",
-    )
+    try:
+        wait_until(
+            lambda: app.stats("q")["processed"] == n and app.stats("q")["inflight"] == 0,
+            10,
+            "the rest drained within 10 s of the restart",
+        )
+    except AssertionError:
+        k = app.keys("q")
+        raise AssertionError(
+            f"not drained within 10 s of the restart: {app.stats('q')}, leases "
+            f"{r.zrange(k.leases, 0, -1, withscores=True)}"
+        ) from None
     log = pool.log()
     assert f"died with {CHILDREN} workers; handing back what they held" in log, log
     ran = runs(r, app.namespace)
