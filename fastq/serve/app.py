@@ -1,9 +1,8 @@
 """The ASGI app of ``fastq serve``: :func:`create_app`.
 
 Its routes: the producer's (:mod:`fastq.serve.producers`), the batches'
-(:mod:`fastq.serve.batches`) and, once present, the HTTP workers'
-(``fastq.serve.workers``: its ``ROUTES``, ``OPENAPI_PATHS`` and
-``OPENAPI_SCHEMAS``), behind the guard (:mod:`fastq.serve.guard`: the token, the
+(:mod:`fastq.serve.batches`) and the HTTP workers' (:mod:`fastq.serve.workers`),
+behind the guard (:mod:`fastq.serve.guard`: the token, the
 body's bound and type on every ``/api/`` route), and the OpenAPI document of them
 all at ``/api/v1/openapi.json``. It holds no state but the :class:`fastq.App`:
 any number of servers on one Redis answer alike.
@@ -11,9 +10,7 @@ any number of servers on one Redis answer alike.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from types import ModuleType
 from typing import Optional
 
 from starlette.applications import Starlette
@@ -24,22 +21,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from fastq.app import App
-from fastq.serve import batches, openapi, producers
+from fastq.serve import batches, openapi, producers, workers
 from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
 from fastq.serve.reply import JSONReply, error_reply
 from fastq.serve.session import Sessions
 
 log = logging.getLogger("fastq.serve")
-
-
-def _workers() -> Optional[ModuleType]:
-    """``fastq.serve.workers`` (the HTTP workers' routes), or None before it exists."""
-    try:
-        return importlib.import_module("fastq.serve.workers")
-    except ModuleNotFoundError as exc:
-        if exc.name != "fastq.serve.workers":
-            raise  # it exists and failed: a bug to see, not to hide
-        return None
 
 
 def create_app(
@@ -70,14 +57,9 @@ def create_app(
         or max_body_bytes < 1
     ):
         raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
-    routes: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES]
-    paths = {**openapi.PRODUCER_PATHS, **batches.OPENAPI_PATHS}
-    schemas = {**openapi.SCHEMAS, **batches.OPENAPI_SCHEMAS}
-    workers = _workers()
-    if workers is not None:
-        routes += list(workers.ROUTES)
-        paths.update(getattr(workers, "OPENAPI_PATHS", {}))
-        schemas.update(getattr(workers, "OPENAPI_SCHEMAS", {}))
+    routes: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES, *workers.ROUTES]
+    paths = {**openapi.PRODUCER_PATHS, **batches.OPENAPI_PATHS, **workers.OPENAPI_PATHS}
+    schemas = {**openapi.SCHEMAS, **batches.OPENAPI_SCHEMAS, **workers.OPENAPI_SCHEMAS}
     document = openapi.document(paths, schemas, max_body_bytes)
 
     def openapi_json(request: Request) -> Response:

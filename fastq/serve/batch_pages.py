@@ -17,7 +17,8 @@ from starlette.routing import BaseRoute, Route
 from fastq.app import App
 from fastq.errors import BatchClosed
 from fastq.protocol.batches import BatchStatus
-from fastq.serve.pages import NotFound, Refused, Rendered, back, check_id, confirm, page
+from fastq.serve.pages import Rendered, back, check_id, confirm, page
+from fastq.serve.reply import HTTPError
 from fastq.validate import SHARD_SEP
 
 # batches the list shows (the newest): each is read whole, every 5 s an open tab polls
@@ -46,9 +47,10 @@ def progress(status: BatchStatus) -> dict[str, Any]:
 def _batch(app: App, batch_id: str) -> BatchStatus:
     status: Optional[BatchStatus] = app.batch_status(batch_id) if check_id(batch_id) else None
     if status is None:
-        raise NotFound(
+        raise HTTPError(
+            404,
             f"no batch {batch_id!r}: never opened, or it expired (a batch is kept 7 days "
-            "after it ended)"
+            "after it ended)",
         )
     return status
 
@@ -75,7 +77,7 @@ def batch_fragment(app: App, request: Request, form: dict[str, str]) -> Rendered
 def _form_batch(form: dict[str, str]) -> str:
     batch_id = form.get("id", "")
     if not check_id(batch_id):
-        raise Refused(f"no batch {batch_id!r}")
+        raise HTTPError(422, f"no batch {batch_id!r}")
     return batch_id
 
 
@@ -90,11 +92,11 @@ def cancel_batch(app: App, request: Request, form: dict[str, str]) -> Rendered:
         )
     status = app.batch_status(batch_id)
     if status is None or status.state == "ended":
-        raise Refused(f"batch {batch_id} has ended or is gone: nothing to cancel")
+        raise HTTPError(409, f"batch {batch_id} has ended or is gone: nothing to cancel")
     try:
         n = app.cancel_batch(batch_id)
     except BatchClosed:
-        raise Refused(f"batch {batch_id} is gone: nothing to cancel") from None
+        raise HTTPError(409, f"batch {batch_id} is gone: nothing to cancel") from None
     return back(request, form, f"batch {batch_id} cancelled: {n} waiting jobs will never run")
 
 
@@ -103,7 +105,7 @@ def close_batch(app: App, request: Request, form: dict[str, str]) -> Rendered:
     try:
         app.close_batch(batch_id)
     except BatchClosed:
-        raise Refused(f"batch {batch_id} is gone: nothing to close") from None
+        raise HTTPError(409, f"batch {batch_id} is gone: nothing to close") from None
     return back(request, form, f"batch {batch_id} closed: no job joins it now")
 
 

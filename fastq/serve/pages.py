@@ -18,7 +18,7 @@ from urllib.parse import parse_qsl, quote, urlencode
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -27,6 +27,7 @@ from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.errors import FastqError
 from fastq.serve import views
+from fastq.serve.reply import HTTPError, JSONReply, error_reply
 from fastq.serve.session import BEARER_NONCE, FormTooLarge, Sessions, read_form, root_of
 from fastq.validate import check_job_id
 
@@ -63,14 +64,6 @@ NO_TOKEN = (
     "this server has no token and answers only requests to localhost: "
     "start it with --token-file or $FASTQ_TOKEN"
 )
-
-
-class Refused(Exception):
-    """An action refused with its message (shown on the page it returns to)."""
-
-
-class NotFound(Exception):
-    """A page of nothing (no such queue or job): a 404 saying so."""
 
 
 def check_id(job_id: str) -> bool:
@@ -124,11 +117,13 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
         request.state.session = session
         try:
             rendered = await run_in_threadpool(view, request.app.state.fastq, request, form)
-        except Refused as exc:
+        except HTTPError as exc:
+            # an action refused: back to the page it came from, saying why; a page of
+            # nothing (404, also of an action on no such queue): a page saying so
+            if request.method != "POST" or exc.status == 404:
+                return _refusal(request, exc.status, exc.message)
             back = form.get("back") or request.headers.get("referer") or f"{root}/"
-            return _back(request, back, err=str(exc))
-        except NotFound as exc:
-            return _refusal(request, 404, str(exc))
+            return _back(request, back, err=exc.message)
         except FastqError as exc:
             return _refusal(request, 503, f"Redis: {exc}")
         if isinstance(rendered, Response):
@@ -235,9 +230,9 @@ def history(app: App, request: Request, form: dict[str, str]) -> Rendered:
     except ValueError:
         window_s = 3600
     try:
-        return JSONResponse(views.history_series(app, queue, window_s))
+        return JSONReply(views.history_series(app, queue, window_s))
     except ValueError as exc:
-        return JSONResponse({"error": str(exc)}, status_code=422)
+        return error_reply(422, str(exc))
 
 
 # -- a queue --------------------------------------------------------------------------
@@ -246,7 +241,7 @@ def history(app: App, request: Request, form: dict[str, str]) -> Rendered:
 def _queue(app: App, request: Request) -> str:
     queue = str(request.path_params["queue"])
     if not valid_name(queue) or queue not in app.queues():
-        raise NotFound(f"no queue {queue!r} in namespace {app.namespace}")
+        raise HTTPError(404, f"no queue {queue!r} in namespace {app.namespace}")
     return queue
 
 
@@ -335,7 +330,7 @@ def rate_limit(app: App, request: Request, form: dict[str, str]) -> Rendered:
         burst = int(burst_text) if burst_text else None
         app.set_rate_limit(queue, rate, per_s=per_s, burst=burst)
     except (TypeError, ValueError) as exc:
-        raise Refused(f"rate limit not set: {exc}") from None
+        raise HTTPError(422, f"rate limit not set: {exc}") from None
     limit = app.rate_limit(queue)
     return back(request, form, f"rate limit of {queue}: {limit if limit else 'none'}")
 
@@ -347,7 +342,7 @@ def purge(app: App, request: Request, form: dict[str, str]) -> Rendered:
     queue = _queue(app, request)
     chosen = {what: form.get(what) == "1" for what in PURGEABLE}
     if not any(chosen.values()):
-        raise Refused("purge: choose what to delete (ready, scheduled, dead, broken)")
+        raise HTTPError(422, "purge: choose what to delete (ready, scheduled, dead, broken)")
     named = ", ".join(what for what, on in chosen.items() if on)
     if form.get("confirmed") != "1":
         return confirm(
@@ -383,11 +378,11 @@ def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
     job_id = str(request.path_params["job_id"])
     queue = request.query_params.get("queue") or None
     if not check_id(job_id) or (queue is not None and not valid_name(queue)):
-        raise NotFound(f"no job {job_id!r}")
+        raise HTTPError(404, f"no job {job_id!r}")
     info = app.get_job(job_id, queue)
     if info is None:
-        raise NotFound(
-            f"no job {job_id!r}: an unknown id, or a job that ended and whose record is gone"
+        raise HTTPError(
+            404, f"no job {job_id!r}: an unknown id, or a job that ended and whose record is gone"
         )
     kept, result = views.result_of(app, info)
     running = views.running_since(app, info.queue).get(job_id) if info.state == "active" else None
@@ -406,14 +401,14 @@ def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
 def _job_form(app: App, form: dict[str, str]) -> tuple[str, Optional[str]]:
     job_id, queue = form.get("id", ""), form.get("queue") or None
     if not check_id(job_id) or (queue is not None and not valid_name(queue)):
-        raise Refused(f"no job {job_id!r}")
+        raise HTTPError(422, f"no job {job_id!r}")
     return job_id, queue
 
 
 def retry_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
     job_id, queue = _job_form(app, form)
     if not app.retry_job(job_id, queue):
-        raise Refused(f"job {job_id} is neither dead nor broken: nothing retried")
+        raise HTTPError(409, f"job {job_id} is neither dead nor broken: nothing retried")
     return back(request, form, f"job {job_id} is queued again")
 
 
@@ -423,7 +418,7 @@ def cancel_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
         return confirm(request, form, f"Cancel job {job_id}?", "Yes, cancel it")
     done = app.cancel(job_id, queue)
     if not done:
-        raise Refused(f"job {job_id} has ended: only a job yet to end can be cancelled")
+        raise HTTPError(409, f"job {job_id} has ended: only a job yet to end can be cancelled")
     return back(request, form, f"job {job_id} cancelled")
 
 
@@ -432,7 +427,7 @@ def delete_job(app: App, request: Request, form: dict[str, str]) -> Rendered:
     if form.get("confirmed") != "1":
         return confirm(request, form, f"Delete job {job_id} for good?", "Yes, delete it")
     if not app.delete_job(job_id, queue):
-        raise Refused(f"job {job_id} is neither dead nor broken: nothing deleted")
+        raise HTTPError(409, f"job {job_id} is neither dead nor broken: nothing deleted")
     return back(request, form, f"job {job_id} deleted")
 
 

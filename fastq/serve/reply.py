@@ -1,5 +1,6 @@
-"""What every route shares: JSON replies, errors as ``{"error": "..."}``, reading
-the request's JSON, and running fastq's blocking calls off the event loop.
+"""What every route shares: the one JSON encoder (:class:`JSONReply`), the one
+refusal (:class:`HTTPError`, answered as ``{"error": "...", ...}``), reading the
+request's JSON, and running fastq's blocking calls off the event loop.
 
 fastq's calls block on Redis (redis-py, synchronous), so a handler never makes
 one on the event loop: :func:`endpoint` reads the request there (the guard has
@@ -14,6 +15,7 @@ import logging
 from typing import Any, Awaitable, Callable, Optional
 
 import orjson
+import redis
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
@@ -48,7 +50,9 @@ class JSONReply(Response):
 
 
 class HTTPError(Exception):
-    """A refusal: answered as ``{"error": message}`` with ``status``."""
+    """A refusal, the server's one: the API answers it as ``{"error": message,
+    **more}`` with ``status``; the dashboard's pages show ``message`` (a 404 as a
+    page of nothing, any other refusal of an action on the page it came from)."""
 
     def __init__(self, status: int, message: str, **more: Any) -> None:
         super().__init__(message)
@@ -69,7 +73,8 @@ def fastq_app(request: Request) -> App:
 
 
 def parse_json(body: bytes) -> Any:
-    """The request's JSON (:data:`NO_BODY` for an empty body).
+    """The request's JSON (:data:`NO_BODY` for an empty body; a body of blanks is
+    no JSON).
 
     Read by the standard library, not orjson, which turns an integer beyond 64 bits
     into a float without a word: kept whole, such a number is refused where it is
@@ -78,7 +83,7 @@ def parse_json(body: bytes) -> Any:
     Raises:
         HTTPError: 400, the body is not JSON.
     """
-    if not body.strip():
+    if not body:
         return NO_BODY
     try:
         return json.loads(body, parse_constant=_no_constant)
@@ -135,7 +140,7 @@ def refusal(exc: BaseException) -> Optional[HTTPError]:
     """The reply to an error of fastq's that is not a bug of the server: bad input
     (422), an unknown queue (404), a shard count in conflict or a batch that takes no
     job (409), Redis out of reach or refusing (503); None for any other (a bug: a
-    500, logged)."""
+    500, logged). The one place an error becomes a status."""
     if isinstance(exc, UnknownQueue):
         return HTTPError(404, str(exc))
     if isinstance(exc, BatchClosed):  # a ValueError, but of the batch's state
@@ -146,6 +151,10 @@ def refusal(exc: BaseException) -> Optional[HTTPError]:
         return HTTPError(503, str(exc), written=list(exc.written))
     if isinstance(exc, (RedisUnavailable, RedisRefused)):
         return HTTPError(503, str(exc))
+    if isinstance(exc, redis.RedisError):  # a call made on the client itself
+        # retried by the client: a claim lost on the way costs one lease of delay, a
+        # done sent again is harmless
+        return HTTPError(503, f"Redis could not serve the call: {type(exc).__name__}: {exc}")
     if isinstance(exc, (TypeError, ValueError)):
         return HTTPError(422, str(exc))
     return None

@@ -1,133 +1,78 @@
 """The routes of workers in any language: claim jobs of a queue, heartbeat, and
 report each job done or failed (Ocypod's job server, over fastq's own leases).
 
-What each call does in Redis is :mod:`fastq.serve.leases`'; here only the HTTP: read
-the body, map a body that is not a JSON object to 400, a wrong value to 422 and a
-lost lease to 409. The app that mounts these routes (``fastq serve``) checks the
-bearer token and bounds the body; its fastq App is ``request.app.state.fastq``.
+What each call does in Redis is :mod:`fastq.serve.leases`'; here only the HTTP,
+through :func:`fastq.serve.reply.endpoint` as every route of the API: a body that
+is not a JSON object is a 400, a wrong value a 422, a lost lease a 409. The app
+that mounts these routes (``fastq serve``) checks the bearer token and bounds the
+body.
 """
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any
 
-import orjson
-import redis
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from fastq.errors import RedisRefused, RedisUnavailable
+from fastq.app import App
 from fastq.serve.leases import HttpWorkers
-from fastq.serve.tokens import (
-    DEFAULT_LEASE_S,
-    MAX_CLAIM,
-    MAX_LEASE_S,
-    MIN_LEASE_S,
-    BadRequest,
-    LeaseGone,
-)
+from fastq.serve.reply import endpoint, require_object
+from fastq.serve.tokens import DEFAULT_LEASE_S, MAX_CLAIM, MAX_LEASE_S, MIN_LEASE_S
+
+# The handlers run in the thread pool (:func:`fastq.serve.reply.endpoint`): redis-py blocks.
 
 
-def _error(message: str, status_code: int) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status_code)
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    """The request's JSON object.
-
-    Raises:
-        BadRequest: the body is not a JSON object.
-    """
-    raw = await request.body()
-    try:
-        body = orjson.loads(raw) if raw else {}
-    except orjson.JSONDecodeError as exc:
-        raise BadRequest(f"the body is not JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise BadRequest("the body must be a JSON object")
-    return body
-
-
-Params = dict[str, Any]
-Handler = Callable[[HttpWorkers, Params, Params], Params]
-
-
-def _endpoint(handler: Handler) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint of ``handler(workers, path_params, body)``: it reads the
-    body on the event loop, then runs the handler (blocking redis-py calls) in
-    Starlette's thread pool, so the loop serves other requests meanwhile, and maps
-    what it raises to a status."""
-
-    async def endpoint(request: Request) -> Response:
-        try:
-            body = await _body(request)
-        except BadRequest as exc:
-            return _error(str(exc), 400)
-        workers = HttpWorkers(request.app.state.fastq)
-        try:
-            reply = await run_in_threadpool(handler, workers, request.path_params, body)
-        except BadRequest as exc:  # a value is wrong: 422, as the producers' routes say it
-            return _error(str(exc), 422)
-        except LeaseGone as exc:
-            return _error(str(exc), 409)
-        except (redis.RedisError, RedisUnavailable, RedisRefused) as exc:
-            # retried by the client: a claim lost on the way costs one lease of
-            # delay, a done sent again is harmless
-            return _error(f"Redis could not serve the call: {type(exc).__name__}: {exc}", 503)
-        return JSONResponse(reply)
-
-    endpoint.__name__ = handler.__name__
-    endpoint.__doc__ = handler.__doc__
-    return endpoint
-
-
-# The handlers are sync: they run in the thread pool (``_endpoint``), redis-py blocks.
-
-
-def claim(workers: HttpWorkers, params: Params, body: Params) -> Params:
+def claim(app: App, request: Request, body: Any) -> Any:
     """Claim up to ``max`` ready jobs of the queue, leased for ``lease_s``."""
-    jobs = workers.claim(params["queue"], body.get("max"), body.get("lease_s"), body.get("worker"))
+    given = require_object(body, "a claim")
+    jobs = HttpWorkers(app).claim(
+        request.path_params["queue"], given.get("max"), given.get("lease_s"), given.get("worker")
+    )
     return {"jobs": [job.to_json() for job in jobs]}
 
 
-def heartbeat(workers: HttpWorkers, params: Params, body: Params) -> Params:
+def heartbeat(app: App, request: Request, body: Any) -> Any:
     """Extend the lease of the job's claim; keep its progress."""
-    held = workers.heartbeat(params["id"], body.get("token"), body.get("progress"))
+    given = require_object(body, "a heartbeat")
+    held = HttpWorkers(app).heartbeat(
+        request.path_params["id"], given.get("token"), given.get("progress")
+    )
     return {"ok": True, "held": held}
 
 
-def done(workers: HttpWorkers, params: Params, body: Params) -> Params:
+def done(app: App, request: Request, body: Any) -> Any:
     """The job is done (with its result)."""
-    workers.done(
-        params["id"],
-        body.get("token"),
-        body.get("result"),
-        "result" in body,
-        body.get("result_ttl_s"),
+    given = require_object(body, "a done")
+    HttpWorkers(app).done(
+        request.path_params["id"],
+        given.get("token"),
+        given.get("result"),
+        "result" in given,
+        given.get("result_ttl_s"),
     )
     return {"ok": True}
 
 
-def fail(workers: HttpWorkers, params: Params, body: Params) -> Params:
+def fail(app: App, request: Request, body: Any) -> Any:
     """The job failed: retried by its policy, or dead."""
-    outcome = workers.fail(
-        params["id"],
-        body.get("token"),
-        body.get("error"),
-        body.get("retry", True),
-        body.get("traceback"),
+    given = require_object(body, "a fail")
+    outcome = HttpWorkers(app).fail(
+        request.path_params["id"],
+        given.get("token"),
+        given.get("error"),
+        given.get("retry", True),
+        given.get("traceback"),
     )
     return {"ok": True, "outcome": outcome}
 
 
 ROUTES: list[Route] = [
-    Route("/api/v1/queues/{queue}/claim", _endpoint(claim), methods=["POST"]),
+    Route("/api/v1/queues/{queue}/claim", endpoint(claim), methods=["POST"]),
     # a job id may hold '/' (any printable ASCII): matched up to the last segment
-    Route("/api/v1/jobs/{id:path}/heartbeat", _endpoint(heartbeat), methods=["POST"]),
-    Route("/api/v1/jobs/{id:path}/done", _endpoint(done), methods=["POST"]),
-    Route("/api/v1/jobs/{id:path}/fail", _endpoint(fail), methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/heartbeat", endpoint(heartbeat), methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/done", endpoint(done), methods=["POST"]),
+    Route("/api/v1/jobs/{id:path}/fail", endpoint(fail), methods=["POST"]),
 ]
 
 

@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import fastq
 
 # the rank of each top-level module or package of fastq/: a module imports only from
