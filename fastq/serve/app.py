@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from fastq.app import App
 from fastq.serve import batches, openapi, producers, workers
@@ -27,6 +27,10 @@ from fastq.serve.reply import JSONReply, error_reply
 from fastq.serve.session import Sessions
 
 log = logging.getLogger("fastq.serve")
+
+# where the API is mounted (the guard guards all of /api/)
+API_ROOT = "/api/v1"
+NAMED = (Route, Mount)
 
 
 def create_app(
@@ -57,7 +61,7 @@ def create_app(
         or max_body_bytes < 1
     ):
         raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
-    routes: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES, *workers.ROUTES]
+    api: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES, *workers.ROUTES]
     paths = {**openapi.PRODUCER_PATHS, **batches.OPENAPI_PATHS, **workers.OPENAPI_PATHS}
     schemas = {**openapi.SCHEMAS, **batches.OPENAPI_SCHEMAS, **workers.OPENAPI_SCHEMAS}
     document = openapi.document(paths, schemas, max_body_bytes)
@@ -65,8 +69,10 @@ def create_app(
     def openapi_json(request: Request) -> Response:
         return JSONReply(document)
 
-    routes.append(Route("/api/v1/openapi.json", openapi_json, methods=["GET"]))
-    routes += _dashboard()
+    api.append(Route("/openapi.json", openapi_json, methods=["GET"]))
+    pages = _dashboard()
+    # the API under its prefix, named: its routes' names never shadow the pages'
+    routes: list[BaseRoute] = [Mount(API_ROOT, routes=api, name="api"), *pages]
     app = Starlette(
         routes=routes,
         middleware=[Middleware(Guard, token=token, max_body_bytes=max_body_bytes)],
@@ -76,6 +82,8 @@ def create_app(
     app.state.openapi = document
     app.state.sessions = Sessions(token)  # the dashboard's login and CSRF tokens
     app.state.read_only = read_only
+    # the pages' routes by name, for their links (fastq.serve.pages.url_for)
+    app.state.page_routes = {route.name: route for route in pages if isinstance(route, NAMED)}
     return app
 
 

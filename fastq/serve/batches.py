@@ -162,11 +162,11 @@ def cancel_batch(app: App, request: Request, body: Any) -> Any:
 
 ROUTES = [
     # one route of both methods: a 405's Allow names both
-    Route("/api/v1/batches", endpoint(batches), methods=["GET", "POST"]),
+    Route("/batches", endpoint(batches), methods=["GET", "POST"]),
     # an id may hold a '/': the actions' routes end the path
-    Route("/api/v1/batches/{batch_id:path}/close", endpoint(close_batch), methods=["POST"]),
-    Route("/api/v1/batches/{batch_id:path}/cancel", endpoint(cancel_batch), methods=["POST"]),
-    Route("/api/v1/batches/{batch_id:path}", endpoint(batch_status), methods=["GET"]),
+    Route("/batches/{batch_id:path}/close", endpoint(close_batch), methods=["POST"]),
+    Route("/batches/{batch_id:path}/cancel", endpoint(cancel_batch), methods=["POST"]),
+    Route("/batches/{batch_id:path}", endpoint(batch_status), methods=["GET"]),
 ]
 
 # -- the OpenAPI entries ------------------------------------------------------------

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 from urllib.parse import parse_qsl, quote, urlencode
 
+from jinja2 import pass_context
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -39,7 +40,6 @@ templates.env.filters["when"] = views.when
 templates.env.filters["ago"] = views.ago
 templates.env.filters["lasted"] = views.lasted
 templates.env.filters["mib"] = views.mib
-templates.env.filters["q"] = lambda text: quote(str(text), safe="")
 
 # a view: (app, request, form) -> a template's name and context, or a response
 Rendered = Union[tuple[str, dict[str, Any]], Response]
@@ -60,6 +60,42 @@ HEADERS = {
 }
 
 
+def url_for(request: Request, name: str, **params: Any) -> str:
+    """The path of the page route ``name``, under ``--root-path``: its path
+    parameters quoted whole (a job id may hold ``/``, ``?`` or ``#``), the other
+    ``params`` its query string (None: left out).
+
+    A path, not Starlette's absolute ``request.url_for``: behind a proxy that ends
+    TLS, an absolute URL would name the scheme and host the server sees, not the
+    browser's.
+    """
+    route = _pages_by_name(request)[name]
+    path_params = {key: params.pop(key) for key in route.param_convertors if key in params}
+    quoted = {
+        # a static file's path keeps its folders
+        key: quote(str(value), safe="/" if name == "static" else "")
+        for key, value in path_params.items()
+    }
+    url = root_of(request) + str(route.url_path_for(name, **quoted))
+    query = {key: value for key, value in params.items() if value is not None}
+    return f"{url}?{urlencode(query)}" if query else url
+
+
+def _pages_by_name(request: Request) -> dict[str, Any]:
+    """The pages' routes by name (:func:`fastq.serve.app.create_app` keeps them)."""
+    named: dict[str, Any] = request.app.state.page_routes
+    return named
+
+
+@pass_context
+def _template_url_for(context: Any, name: str, /, **params: Any) -> str:
+    return url_for(context["request"], name, **params)
+
+
+# the templates' url_for is ours (a path under --root-path), not Starlette's
+templates.env.globals["url_for"] = _template_url_for
+
+
 NO_TOKEN = (
     "this server has no token and answers only requests to localhost: "
     "start it with --token-file or $FASTQ_TOKEN"
@@ -77,7 +113,7 @@ def check_id(job_id: str) -> bool:
 def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
     """The handler of a page, a fragment or an action (see the module)."""
 
-    async def handler(request: Request) -> Response:
+    async def handler(request: Request) -> Response:  # named after its view: url_for
         sessions: Sessions = request.app.state.sessions
         root = root_of(request)
         session = sessions.session_of(request)
@@ -100,7 +136,7 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
             if request.url.query:
                 there += "?" + request.url.query
             return RedirectResponse(
-                f"{root}/login?{urlencode({'next': there})}", status_code=303, headers=HEADERS
+                url_for(request, "login", next=there), status_code=303, headers=HEADERS
             )
         form: dict[str, str] = {}
         if request.method == "POST":
@@ -122,7 +158,9 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
             # nothing (404, also of an action on no such queue): a page saying so
             if request.method != "POST" or exc.status == 404:
                 return _refusal(request, exc.status, exc.message)
-            back = form.get("back") or request.headers.get("referer") or f"{root}/"
+            back = (
+                form.get("back") or request.headers.get("referer") or url_for(request, "overview")
+            )
             return _back(request, back, err=exc.message)
         except FastqError as exc:
             return _refusal(request, 503, f"Redis: {exc}")
@@ -136,6 +174,7 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
         response.headers.update(HEADERS)
         return response
 
+    handler.__name__ = view.__name__  # its route's name (url_for)
     return handler
 
 
@@ -178,7 +217,7 @@ def local_path(where: str, root: str) -> Optional[str]:
 def _back(request: Request, where: str, **said: str) -> Response:
     """303 to ``where`` (a path of this dashboard) saying ``msg`` or ``err``."""
     root = root_of(request)
-    where = local_path(where, root) or root + "/"
+    where = local_path(where, root) or url_for(request, "overview")
     path, _, query = where.partition("?")
     kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("msg", "err")]
     return RedirectResponse(
@@ -187,7 +226,7 @@ def _back(request: Request, where: str, **said: str) -> Response:
 
 
 def back(request: Request, form: dict[str, str], message: str) -> Response:
-    return _back(request, form.get("back") or f"{root_of(request)}/", msg=message)
+    return _back(request, form.get("back") or url_for(request, "overview"), msg=message)
 
 
 # -- login ------------------------------------------------------------------------
@@ -207,7 +246,7 @@ def login(app: App, request: Request, form: dict[str, str]) -> Rendered:
 
 
 def logout(app: App, request: Request, form: dict[str, str]) -> Rendered:
-    response = RedirectResponse(f"{root_of(request)}/login", status_code=303)
+    response = RedirectResponse(url_for(request, "login"), status_code=303)
     request.app.state.sessions.clear_cookie(request, response)
     return response
 
@@ -253,11 +292,10 @@ def _page_number(request: Request) -> int:
 def queue_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
     queue = _queue(app, request)
     params = request.query_params
-    root = root_of(request)
     job_id = params.get("id", "").strip()
     if job_id:  # the search by id: straight to the job's page, if the queue has it
         if check_id(job_id) and app.get_job(job_id, queue) is not None:
-            return RedirectResponse(f"{root}/jobs/{quote(job_id, safe='')}?queue={queue}", 303)
+            return RedirectResponse(url_for(request, "job_page", job_id=job_id, queue=queue), 303)
         return render(
             request,
             "queue.html",
@@ -366,7 +404,7 @@ def confirm(request: Request, form: dict[str, str], question: str, yes: str) -> 
             "yes": yes,
             "action": request.url.path,
             "fields": fields,
-            "back": form.get("back") or f"{root_of(request)}/",
+            "back": form.get("back") or url_for(request, "overview"),
         },
     )
 

@@ -212,12 +212,12 @@ class JobRoute(Route):
 
 
 ROUTES = [
-    Route("/api/v1/queues", endpoint(list_queues), methods=["GET"]),
-    Route("/api/v1/queues/{queue}", endpoint(queue_stats), methods=["GET"]),
-    Route("/api/v1/queues/{queue}/jobs", endpoint(enqueue), methods=["POST"]),
-    Route("/api/v1/queues/{queue}/pause", endpoint(pause), methods=["POST"]),
-    Route("/api/v1/queues/{queue}/resume", endpoint(resume), methods=["POST"]),
-    Route("/api/v1/queues/{queue}/rate_limit", endpoint(set_rate_limit), methods=["PUT"]),
+    Route("/queues", endpoint(list_queues), methods=["GET"]),
+    Route("/queues/{queue}", endpoint(queue_stats), methods=["GET"]),
+    Route("/queues/{queue}/jobs", endpoint(enqueue), methods=["POST"]),
+    Route("/queues/{queue}/pause", endpoint(pause), methods=["POST"]),
+    Route("/queues/{queue}/resume", endpoint(resume), methods=["POST"]),
+    Route("/queues/{queue}/rate_limit", endpoint(set_rate_limit), methods=["PUT"]),
     # one route of both methods: a 405's Allow names both
-    JobRoute("/api/v1/jobs/{job_id:path}", endpoint(job), methods=["GET", "DELETE"]),
+    JobRoute("/jobs/{job_id:path}", endpoint(job), methods=["GET", "DELETE"]),
 ]

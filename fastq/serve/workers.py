@@ -68,11 +68,11 @@ def fail(app: App, request: Request, body: Any) -> Any:
 
 
 ROUTES: list[Route] = [
-    Route("/api/v1/queues/{queue}/claim", endpoint(claim), methods=["POST"]),
+    Route("/queues/{queue}/claim", endpoint(claim), methods=["POST"]),
     # a job id may hold '/' (any printable ASCII): matched up to the last segment
-    Route("/api/v1/jobs/{id:path}/heartbeat", endpoint(heartbeat), methods=["POST"]),
-    Route("/api/v1/jobs/{id:path}/done", endpoint(done), methods=["POST"]),
-    Route("/api/v1/jobs/{id:path}/fail", endpoint(fail), methods=["POST"]),
+    Route("/jobs/{id:path}/heartbeat", endpoint(heartbeat), methods=["POST"]),
+    Route("/jobs/{id:path}/done", endpoint(done), methods=["POST"]),
+    Route("/jobs/{id:path}/fail", endpoint(fail), methods=["POST"]),
 ]
 
 
