@@ -1,11 +1,9 @@
-"""The ASGI app of ``fastq serve``: :func:`create_app`.
-
-Its routes: the producer's (:mod:`fastq.serve.producers`), the batches'
-(:mod:`fastq.serve.batches`) and the HTTP workers' (:mod:`fastq.serve.workers`),
-behind the guard (:mod:`fastq.serve.guard`: the token, the
-body's bound and type on every ``/api/`` route), and the OpenAPI document of them
-all at ``/api/v1/openapi.json``. It holds no state but the :class:`fastq.App`:
-any number of servers on one Redis answer alike.
+"""The ASGI app of ``fastq serve``: :func:`create_app`, which assembles its two
+halves. The JSON API (:mod:`fastq.serve.api`: producers, batches, HTTP workers and
+the OpenAPI document of them all), mounted at ``/api/v1`` behind the guard
+(:mod:`fastq.serve.guard`: the token, the body's bound and type on every ``/api/``
+route); the dashboard's pages (:mod:`fastq.serve.pages`) at ``/``. It holds no
+state but the :class:`fastq.App`: any number of servers on one Redis answer alike.
 """
 
 from __future__ import annotations
@@ -21,10 +19,10 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Mount, Route
 
 from fastq.app import App
-from fastq.serve import batches, openapi, producers, workers
+from fastq.serve.api import batches, openapi, producers, workers
 from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
+from fastq.serve.pages.session import Sessions
 from fastq.serve.reply import JSONReply, error_reply
-from fastq.serve.session import Sessions
 
 log = logging.getLogger("fastq.serve")
 
@@ -88,16 +86,16 @@ def create_app(
 
 
 def _dashboard() -> list[BaseRoute]:
-    """The dashboard's routes (:mod:`fastq.serve.pages`, the batches' in
-    :mod:`fastq.serve.batch_pages`), or none without jinja2."""
+    """The dashboard's routes (:mod:`fastq.serve.pages.routes`), or none without
+    jinja2."""
     try:
-        from fastq.serve import batch_pages, pages
+        from fastq.serve.pages.routes import ROUTES
     except ModuleNotFoundError as exc:
         if exc.name != "jinja2":
             raise
         log.warning("fastq serve: no dashboard at / (it needs jinja2: pip install 'fastq[web]')")
         return []
-    return [*pages.routes(), *batch_pages.routes()]
+    return list(ROUTES)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

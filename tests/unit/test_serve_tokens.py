@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastq.serve.tokens import ClaimToken, check_claim, progress_report
+from fastq.serve.api.claim_token import ClaimToken, check_claim, progress_report
 
 SECRET = "0123456789abcdef" * 2
 

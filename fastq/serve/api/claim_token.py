@@ -1,6 +1,6 @@
 """What an HTTP worker's calls carry: the claim's token, and the checks of their
 input (each refusal a ``ValueError`` naming the field: HTTP 422, as for every
-route, :func:`fastq.serve.reply.refusal`)."""
+route, :func:`fastq.serve.api.endpoint.refusal`)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ can be generated from it and schemathesis can hold the server to it.
 
 OpenAPI 3.1 schemas are JSON Schema: a field that may be null is
 ``{"type": ["string", "null"]}`` (no ``nullable``). The HTTP workers' paths and
-schemas (``fastq.serve.workers``) are merged in by :func:`document`.
+schemas (``fastq.serve.api.workers``) are merged in by :func:`document`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastq._version import __version__
-from fastq.serve.enqueue import MAX_JOBS_PER_REQUEST
+from fastq.serve.api.enqueue import MAX_JOBS_PER_REQUEST
 from fastq.validate import (
     MAX_DELAY_S,
     MAX_JOB_ID_BYTES,

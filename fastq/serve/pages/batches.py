@@ -2,7 +2,7 @@
 batch (its counts, times, queues, child batches, callbacks) with its Close and
 Cancel buttons; both poll a fragment of their own every few seconds.
 
-Every page and action goes through :func:`fastq.serve.pages.page` (the session,
+Every page and action goes through :func:`fastq.serve.pages.handler.page` (the session,
 the read-only switch, the CSRF token); an action calls what ``fastq batch close``
 and ``fastq batch cancel`` call, and a cancel asks first, as a job's does.
 """
@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Route
 
 from fastq.app import App
 from fastq.errors import BatchClosed
 from fastq.protocol.batches import BatchStatus
-from fastq.serve.pages import Rendered, back, check_id, confirm, page
+from fastq.serve.pages.handler import Rendered, back, check_id, confirm
 from fastq.serve.reply import HTTPError
 from fastq.validate import SHARD_SEP
 
@@ -107,15 +106,3 @@ def close_batch(app: App, request: Request, form: dict[str, str]) -> Rendered:
     except BatchClosed:
         raise HTTPError(409, f"batch {batch_id} is gone: nothing to close") from None
     return back(request, form, f"batch {batch_id} closed: no job joins it now")
-
-
-def routes() -> list[BaseRoute]:
-    """The batch pages' routes (:func:`fastq.serve.app.create_app` adds them)."""
-    return [
-        Route("/batches", page(batches), methods=["GET"]),
-        Route("/_/batches", page(batches_fragment), methods=["GET"]),
-        Route("/batches/{batch_id:path}", page(batch_page), methods=["GET"]),
-        Route("/_/batches/{batch_id:path}", page(batch_fragment), methods=["GET"]),
-        Route("/actions/cancel-batch", page(cancel_batch), methods=["POST"]),
-        Route("/actions/close-batch", page(close_batch), methods=["POST"]),
-    ]

@@ -1,6 +1,6 @@
 """The producer's routes: enqueue, read a job back, cancel it; the queues, their
 stats, pause, resume and rate limit. Each runs in the thread pool
-(:func:`fastq.serve.reply.endpoint`): fastq's calls block on Redis."""
+(:func:`fastq.serve.api.endpoint.endpoint`): fastq's calls block on Redis."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.errors import NoResult
 from fastq.protocol.introspect import JobInfo
-from fastq.serve.enqueue import parse_jobs, send
-from fastq.serve.reply import HTTPError, endpoint, require_object
+from fastq.serve.api.endpoint import endpoint, require_object
+from fastq.serve.api.enqueue import parse_jobs, send
+from fastq.serve.reply import HTTPError
 from fastq.validate import check_job_id, check_queue_name
 
 # what a job's reply holds, by the JobInfo attribute it comes from

@@ -1,8 +1,8 @@
 """The routes of workers in any language: claim jobs of a queue, heartbeat, and
 report each job done or failed (Ocypod's job server, over fastq's own leases).
 
-What each call does in Redis is :mod:`fastq.serve.leases`'; here only the HTTP,
-through :func:`fastq.serve.reply.endpoint` as every route of the API: a body that
+What each call does in Redis is :mod:`fastq.serve.api.claims`'; here only the HTTP,
+through :func:`fastq.serve.api.endpoint.endpoint` as every route of the API: a body that
 is not a JSON object is a 400, a wrong value a 422, a lost lease a 409. The app
 that mounts these routes (``fastq serve``) checks the bearer token and bounds the
 body.
@@ -16,17 +16,17 @@ from starlette.requests import Request
 from starlette.routing import Route
 
 from fastq.app import App
-from fastq.serve.leases import HttpWorkers
-from fastq.serve.reply import endpoint, require_object
-from fastq.serve.tokens import DEFAULT_LEASE_S, MAX_CLAIM, MAX_LEASE_S, MIN_LEASE_S
+from fastq.serve.api.claim_token import DEFAULT_LEASE_S, MAX_CLAIM, MAX_LEASE_S, MIN_LEASE_S
+from fastq.serve.api.claims import Claims
+from fastq.serve.api.endpoint import endpoint, require_object
 
-# The handlers run in the thread pool (:func:`fastq.serve.reply.endpoint`): redis-py blocks.
+# The handlers run in the thread pool (:func:`fastq.serve.api.endpoint.endpoint`): redis-py blocks.
 
 
 def claim(app: App, request: Request, body: Any) -> Any:
     """Claim up to ``max`` ready jobs of the queue, leased for ``lease_s``."""
     given = require_object(body, "a claim")
-    jobs = HttpWorkers(app).claim(
+    jobs = Claims(app).claim(
         request.path_params["queue"], given.get("max"), given.get("lease_s"), given.get("worker")
     )
     return {"jobs": [job.to_json() for job in jobs]}
@@ -35,7 +35,7 @@ def claim(app: App, request: Request, body: Any) -> Any:
 def heartbeat(app: App, request: Request, body: Any) -> Any:
     """Extend the lease of the job's claim; keep its progress."""
     given = require_object(body, "a heartbeat")
-    held = HttpWorkers(app).heartbeat(
+    held = Claims(app).heartbeat(
         request.path_params["id"], given.get("token"), given.get("progress")
     )
     return {"ok": True, "held": held}
@@ -44,7 +44,7 @@ def heartbeat(app: App, request: Request, body: Any) -> Any:
 def done(app: App, request: Request, body: Any) -> Any:
     """The job is done (with its result)."""
     given = require_object(body, "a done")
-    HttpWorkers(app).done(
+    Claims(app).done(
         request.path_params["id"],
         given.get("token"),
         given.get("result"),
@@ -57,7 +57,7 @@ def done(app: App, request: Request, body: Any) -> Any:
 def fail(app: App, request: Request, body: Any) -> Any:
     """The job failed: retried by its policy, or dead."""
     given = require_object(body, "a fail")
-    outcome = HttpWorkers(app).fail(
+    outcome = Claims(app).fail(
         request.path_params["id"],
         given.get("token"),
         given.get("error"),

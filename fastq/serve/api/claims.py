@@ -1,5 +1,5 @@
 """Workers in any language, over HTTP: what their claim, heartbeat, done and fail
-calls do in Redis (no HTTP here: :mod:`fastq.serve.workers` maps routes onto this).
+calls do in Redis (no HTTP here: :mod:`fastq.serve.api.workers` maps routes onto this).
 
 Each claim over HTTP is a short-lived worker of its own: a worker id
 ``http:<name>:<digest>`` whose held set and lease deadline the scripts keep exactly
@@ -42,7 +42,7 @@ from fastq.protocol.contracts import ACK, CLAIM, EXTEND, RELEASE, ReleaseMode
 from fastq.protocol.keys import QueueKeys, shard_names
 from fastq.protocol.results import encode_result, store_commands
 from fastq.runners.settle import failure_fields
-from fastq.serve.tokens import (
+from fastq.serve.api.claim_token import (
     SECRET_BYTES,
     ClaimToken,
     LeaseGone,
@@ -99,7 +99,7 @@ class _AnyName(Mapping[str, str]):
 _ANY_NAME = _AnyName()
 
 
-class HttpWorkers:
+class Claims:
     """The Redis side of HTTP workers, for one app (its Redis, namespace, limits and
     registered jobs' policies). Every method is one or two round trips of blocking
     redis-py calls, safe from any thread."""

@@ -1,7 +1,7 @@
 """The batches' routes: open a batch, read its status, list the latest, close one,
 cancel one (:mod:`fastq.producer.batches`); jobs join a batch through the enqueue
-route's ``"batch"`` field (:mod:`fastq.serve.enqueue`). Each runs in the thread
-pool (:func:`fastq.serve.reply.endpoint`), and their OpenAPI entries are here too
+route's ``"batch"`` field (:mod:`fastq.serve.api.enqueue`). Each runs in the thread
+pool (:func:`fastq.serve.api.endpoint.endpoint`), and their OpenAPI entries are here too
 (``OPENAPI_PATHS``, ``OPENAPI_SCHEMAS``, merged by :mod:`fastq.serve.app`).
 
 A batch opened over HTTP stays open (``close=False``): the client adds its jobs in
@@ -19,9 +19,10 @@ from starlette.routing import Route
 from fastq.app import App
 from fastq.errors import BatchClosed
 from fastq.protocol.batches import BatchStatus
-from fastq.serve.enqueue import check_batch_id
-from fastq.serve.openapi import JOB_ID, Schema, _op, errors, json_body, nullable, ref, reply
-from fastq.serve.reply import HTTPError, endpoint, json_type, require_object
+from fastq.serve.api.endpoint import endpoint, json_type, require_object
+from fastq.serve.api.enqueue import check_batch_id
+from fastq.serve.api.openapi import JOB_ID, Schema, _op, errors, json_body, nullable, ref, reply
+from fastq.serve.reply import HTTPError
 
 # batches a listing holds at most (GET /api/v1/batches?limit=)
 MAX_LIST = 1000
