@@ -22,13 +22,15 @@ from fastq.app import App
 from fastq.serve.api import batches, openapi, producers, workers
 from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
 from fastq.serve.pages.session import Sessions
-from fastq.serve.reply import JSONReply, error_reply
+from fastq.serve.reply import error_reply
 
 log = logging.getLogger("fastq.serve")
 
 # where the API is mounted (the guard guards all of /api/)
 API_ROOT = "/api/v1"
 NAMED = (Route, Mount)
+# the API's route tables, in the order their routes match
+API = (producers.ROUTES, batches.ROUTES, workers.ROUTES, openapi.ROUTES)
 
 
 def create_app(
@@ -59,15 +61,8 @@ def create_app(
         or max_body_bytes < 1
     ):
         raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
-    api: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES, *workers.ROUTES]
-    paths = {**openapi.PRODUCER_PATHS, **batches.OPENAPI_PATHS, **workers.OPENAPI_PATHS}
-    schemas = {**openapi.SCHEMAS, **batches.OPENAPI_SCHEMAS, **workers.OPENAPI_SCHEMAS}
-    document = openapi.document(paths, schemas, max_body_bytes)
-
-    def openapi_json(request: Request) -> Response:
-        return JSONReply(document)
-
-    api.append(Route("/openapi.json", openapi_json, methods=["GET"]))
+    api = [route for table in API for route in table.starlette_routes()]
+    document = openapi.document(API, API_ROOT, max_body_bytes)
     pages = _dashboard()
     # the API under its prefix, named: its routes' names never shadow the pages'
     routes: list[BaseRoute] = [Mount(API_ROOT, routes=api, name="api"), *pages]

@@ -1,8 +1,8 @@
 """The batches' routes: open a batch, read its status, list the latest, close one,
 cancel one (:mod:`fastq.producer.batches`); jobs join a batch through the enqueue
-route's ``"batch"`` field (:mod:`fastq.serve.api.enqueue`). Each runs in the thread
-pool (:func:`fastq.serve.api.endpoint.endpoint`), and their OpenAPI entries are here too
-(``OPENAPI_PATHS``, ``OPENAPI_SCHEMAS``, merged by :mod:`fastq.serve.app`).
+route's ``"batch"`` field (:mod:`fastq.serve.api.enqueue`). Each is declared in
+:data:`ROUTES` with its OpenAPI entry, and runs in the thread pool
+(:mod:`fastq.serve.api.endpoint`).
 
 A batch opened over HTTP stays open (``close=False``): the client adds its jobs in
 as many requests as it likes, then closes it (``POST .../close``); it ends once
@@ -14,14 +14,13 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from starlette.requests import Request
-from starlette.routing import Route
 
 from fastq.app import App
 from fastq.errors import BatchClosed
 from fastq.protocol.batches import BatchStatus
-from fastq.serve.api.endpoint import endpoint, json_type, require_object
+from fastq.serve.api.endpoint import Routes, json_type, require_object
 from fastq.serve.api.enqueue import check_batch_id
-from fastq.serve.api.openapi import JOB_ID, Schema, _op, errors, json_body, nullable, ref, reply
+from fastq.serve.api.schemas import BATCH_ID, Schema, json_body, nullable, ref, reply
 from fastq.serve.reply import HTTPError
 
 # batches a listing holds at most (GET /api/v1/batches?limit=)
@@ -32,154 +31,10 @@ MAX_DESCRIPTION_CHARS = 1000
 OPEN_FIELDS = ("description", "on_complete", "on_success", "meta", "id")
 
 
-def _batch_id(request: Request) -> str:
-    try:
-        return check_batch_id(request.path_params["batch_id"])
-    except (TypeError, ValueError) as exc:
-        raise HTTPError(422, str(exc)) from None
-
-
-def _no_batch(batch_id: str) -> HTTPError:
-    return HTTPError(
-        404,
-        f"no batch {batch_id!r}: never opened, or it expired (a batch is kept 7 days "
-        "after it ended)",
-    )
-
-
-def _status(app: App, batch_id: str) -> dict[str, Any]:
-    status: Optional[BatchStatus] = app.batch_status(batch_id)
-    if status is None:
-        raise _no_batch(batch_id)
-    return status.as_dict()
-
-
-def _callback(app: App, given: dict[str, Any], field: str) -> Optional[str]:
-    """A callback's job name, checked as far as the server's app knows it: a job it
-    registers must take the batch's status as its one argument (else it could never
-    be enqueued, and the batch's end would be tried again and again)."""
-    name = given.get(field)
-    if name is None:
-        return None
-    if not isinstance(name, str) or not name:
-        raise HTTPError(422, f"{field}: a job's name (a non-empty string), not {json_type(name)}")
-    jobdef = app.registry.get(name)
-    if jobdef is not None:
-        try:
-            jobdef.arg_checker.check([{}], {})
-        except (TypeError, ValueError) as exc:
-            raise HTTPError(
-                422, f"{field}: job {name!r} must take one argument, the batch's status: {exc}"
-            ) from None
-    return name
-
-
-def open_batch(app: App, request: Request, body: Any) -> Any:
-    """POST /api/v1/batches: open a batch (left open: close it when its jobs are in)."""
-    given = require_object(body, "a batch")
-    unknown = [key for key in given if key not in OPEN_FIELDS]
-    if unknown:
-        raise HTTPError(422, f"{unknown[0]}: unknown field (fields: {', '.join(OPEN_FIELDS)})")
-    description = given.get("description")
-    description = "" if description is None else description
-    if not isinstance(description, str):
-        raise HTTPError(422, f"description: must be a string, not {json_type(description)}")
-    if len(description) > MAX_DESCRIPTION_CHARS:
-        raise HTTPError(
-            422,
-            f"description: {len(description):,} characters, more than {MAX_DESCRIPTION_CHARS:,}",
-        )
-    batch_id = given.get("id")
-    if batch_id is not None:
-        try:
-            check_batch_id(batch_id)
-        except (TypeError, ValueError) as exc:
-            raise HTTPError(422, f"id: {exc}") from None
-    on_complete = _callback(app, given, "on_complete")
-    on_success = _callback(app, given, "on_success")
-    batch = app.batch(
-        on_complete,
-        on_success,
-        description=description,
-        meta=given.get("meta"),
-        id=batch_id,
-        close=False,
-    )
-    return _status(app, batch.id)
-
-
-def list_batches(app: App, request: Request, body: Any) -> Any:
-    """GET /api/v1/batches: the latest batches opened, newest first."""
-    unknown = [key for key in request.query_params if key != "limit"]
-    if unknown:
-        raise HTTPError(422, f"{unknown[0]!r}: unknown query parameter (parameters: limit)")
-    text = request.query_params.get("limit")
-    limit = DEFAULT_LIST
-    if text is not None:
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIST:
-            raise HTTPError(422, f"limit: an integer within 1..{MAX_LIST}, not {text!r}")
-        limit = int(text)
-    return {"batches": [status.as_dict() for status in app.list_batches(limit)]}
-
-
-def batches(app: App, request: Request, body: Any) -> Any:
-    """GET or POST /api/v1/batches."""
-    if request.method == "POST":
-        return open_batch(app, request, body)
-    return list_batches(app, request, body)
-
-
-def batch_status(app: App, request: Request, body: Any) -> Any:
-    """GET /api/v1/batches/{id}: its state, counts and times."""
-    return _status(app, _batch_id(request))
-
-
-def close_batch(app: App, request: Request, body: Any) -> Any:
-    """POST /api/v1/batches/{id}/close: no job joins it from now; it ends once its
-    jobs have (at once, if they all have)."""
-    batch_id = _batch_id(request)
-    try:
-        app.close_batch(batch_id)
-    except BatchClosed:
-        raise _no_batch(batch_id) from None
-    return _status(app, batch_id)
-
-
-def cancel_batch(app: App, request: Request, body: Any) -> Any:
-    """POST /api/v1/batches/{id}/cancel: its waiting jobs never run, those running
-    finish; a batch that ended is a 409."""
-    batch_id = _batch_id(request)
-    before = _status(app, batch_id)
-    if before["state"] == "ended":
-        raise HTTPError(
-            409, f"batch {batch_id!r} has ended: nothing to cancel", batch=batch_id, state="ended"
-        )
-    try:
-        cancelled = app.cancel_batch(batch_id)
-    except BatchClosed:  # it expired in between
-        raise _no_batch(batch_id) from None
-    return {"jobs_cancelled": cancelled, "batch": _status(app, batch_id)}
-
-
-ROUTES = [
-    # one route of both methods: a 405's Allow names both
-    Route("/batches", endpoint(batches), methods=["GET", "POST"]),
-    # an id may hold a '/': the actions' routes end the path
-    Route("/batches/{batch_id:path}/close", endpoint(close_batch), methods=["POST"]),
-    Route("/batches/{batch_id:path}/cancel", endpoint(cancel_batch), methods=["POST"]),
-    Route("/batches/{batch_id:path}", endpoint(batch_status), methods=["GET"]),
-]
-
-# -- the OpenAPI entries ------------------------------------------------------------
-
-BATCH_ID: Schema = {
-    **JOB_ID,
-    "pattern": JOB_ID["pattern"].replace("[!-~]", "[!-z|~]"),
-    "description": "printable ASCII without whitespace, `{` nor `}`; `fastq:` is reserved",
-}
 TIME = nullable({"type": "number", "description": "Unix seconds"})
 
-OPENAPI_SCHEMAS: dict[str, Schema] = {
+# the schemas its routes refer to
+SCHEMAS: dict[str, Schema] = {
     "BatchStatus": {
         "type": "object",
         "description": "A batch as it stands (`app.batch_status(id)`); `pending` jobs have "
@@ -264,7 +119,6 @@ OPENAPI_SCHEMAS: dict[str, Schema] = {
     },
 }
 
-BATCH_PARAM = {"name": "batch_id", "in": "path", "required": True, "schema": BATCH_ID}
 LIMIT_PARAM = {
     "name": "limit",
     "in": "query",
@@ -273,49 +127,164 @@ LIMIT_PARAM = {
     "description": "batches to list at most",
 }
 
-OPENAPI_PATHS: dict[str, Schema] = {
-    "/api/v1/batches": {
-        "get": _op(
-            "The latest batches opened, newest first",
-            reply(ref("Batches"), "their statuses"),
-            "422",
-            parameters=[LIMIT_PARAM],
-        ),
-        "post": {
-            "summary": "Open a batch (left open: close it once its jobs are in)",
-            "requestBody": {**json_body(ref("BatchRequest"), "the batch"), "required": False},
-            "responses": {
-                "200": reply(ref("BatchStatus"), "the batch, open"),
-                **errors("400", "409", "422"),
-            },
-        },
-    },
-    "/api/v1/batches/{batch_id}": {
-        "parameters": [BATCH_PARAM],
-        "get": _op(
-            "A batch's state, counts and times",
-            reply(ref("BatchStatus"), "the batch"),
-            "404",
-            "422",
-        ),
-    },
-    "/api/v1/batches/{batch_id}/close": {
-        "parameters": [BATCH_PARAM],
-        "post": _op(
-            "Close a batch: no job joins it now; it ends once its jobs have",
-            reply(ref("BatchStatus"), "the batch, closed (or ended)"),
-            "404",
-            "422",
-        ),
-    },
-    "/api/v1/batches/{batch_id}/cancel": {
-        "parameters": [BATCH_PARAM],
-        "post": _op(
-            "Cancel a batch: its waiting jobs never run, those running finish",
-            reply(ref("BatchCancelled"), "what was cancelled, and the batch now"),
-            "404",
-            "409",
-            "422",
-        ),
-    },
-}
+# the batches' routes, each declared beside its handler below
+ROUTES = Routes(SCHEMAS)
+
+
+def _batch_id(request: Request) -> str:
+    try:
+        return check_batch_id(request.path_params["batch_id"])
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, str(exc)) from None
+
+
+def _no_batch(batch_id: str) -> HTTPError:
+    return HTTPError(
+        404,
+        f"no batch {batch_id!r}: never opened, or it expired (a batch is kept 7 days "
+        "after it ended)",
+    )
+
+
+def _status(app: App, batch_id: str) -> dict[str, Any]:
+    status: Optional[BatchStatus] = app.batch_status(batch_id)
+    if status is None:
+        raise _no_batch(batch_id)
+    return status.as_dict()
+
+
+def _callback(app: App, given: dict[str, Any], field: str) -> Optional[str]:
+    """A callback's job name, checked as far as the server's app knows it: a job it
+    registers must take the batch's status as its one argument (else it could never
+    be enqueued, and the batch's end would be tried again and again)."""
+    name = given.get(field)
+    if name is None:
+        return None
+    if not isinstance(name, str) or not name:
+        raise HTTPError(422, f"{field}: a job's name (a non-empty string), not {json_type(name)}")
+    jobdef = app.registry.get(name)
+    if jobdef is not None:
+        try:
+            jobdef.arg_checker.check([{}], {})
+        except (TypeError, ValueError) as exc:
+            raise HTTPError(
+                422, f"{field}: job {name!r} must take one argument, the batch's status: {exc}"
+            ) from None
+    return name
+
+
+@ROUTES.route(
+    "POST",
+    "/batches",
+    "Open a batch (left open: close it once its jobs are in)",
+    reply(ref("BatchStatus"), "the batch, open"),
+    errors=("400", "409", "422"),
+    body={**json_body(ref("BatchRequest"), "the batch"), "required": False},
+)
+def open_batch(app: App, request: Request, body: Any) -> Any:
+    """POST /api/v1/batches: open a batch (left open: close it when its jobs are in)."""
+    given = require_object(body, "a batch")
+    unknown = [key for key in given if key not in OPEN_FIELDS]
+    if unknown:
+        raise HTTPError(422, f"{unknown[0]}: unknown field (fields: {', '.join(OPEN_FIELDS)})")
+    description = given.get("description")
+    description = "" if description is None else description
+    if not isinstance(description, str):
+        raise HTTPError(422, f"description: must be a string, not {json_type(description)}")
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise HTTPError(
+            422,
+            f"description: {len(description):,} characters, more than {MAX_DESCRIPTION_CHARS:,}",
+        )
+    batch_id = given.get("id")
+    if batch_id is not None:
+        try:
+            check_batch_id(batch_id)
+        except (TypeError, ValueError) as exc:
+            raise HTTPError(422, f"id: {exc}") from None
+    on_complete = _callback(app, given, "on_complete")
+    on_success = _callback(app, given, "on_success")
+    batch = app.batch(
+        on_complete,
+        on_success,
+        description=description,
+        meta=given.get("meta"),
+        id=batch_id,
+        close=False,
+    )
+    return _status(app, batch.id)
+
+
+@ROUTES.route(
+    "GET",
+    "/batches",
+    "The latest batches opened, newest first",
+    reply(ref("Batches"), "their statuses"),
+    errors=("422",),
+    query=[LIMIT_PARAM],
+)
+def list_batches(app: App, request: Request, body: Any) -> Any:
+    """GET /api/v1/batches: the latest batches opened, newest first."""
+    unknown = [key for key in request.query_params if key != "limit"]
+    if unknown:
+        raise HTTPError(422, f"{unknown[0]!r}: unknown query parameter (parameters: limit)")
+    text = request.query_params.get("limit")
+    limit = DEFAULT_LIST
+    if text is not None:
+        if not text.isdigit() or not 1 <= int(text) <= MAX_LIST:
+            raise HTTPError(422, f"limit: an integer within 1..{MAX_LIST}, not {text!r}")
+        limit = int(text)
+    return {"batches": [status.as_dict() for status in app.list_batches(limit)]}
+
+
+@ROUTES.route(
+    "GET",
+    "/batches/{batch_id:path}",
+    "A batch's state, counts and times",
+    reply(ref("BatchStatus"), "the batch"),
+    errors=("404", "422"),
+)
+def batch_status(app: App, request: Request, body: Any) -> Any:
+    """GET /api/v1/batches/{id}: its state, counts and times."""
+    return _status(app, _batch_id(request))
+
+
+@ROUTES.route(
+    "POST",
+    "/batches/{batch_id:path}/close",
+    "Close a batch: no job joins it now; it ends once its jobs have",
+    reply(ref("BatchStatus"), "the batch, closed (or ended)"),
+    errors=("404", "422"),
+)
+def close_batch(app: App, request: Request, body: Any) -> Any:
+    """POST /api/v1/batches/{id}/close: no job joins it from now; it ends once its
+    jobs have (at once, if they all have)."""
+    batch_id = _batch_id(request)
+    try:
+        app.close_batch(batch_id)
+    except BatchClosed:
+        raise _no_batch(batch_id) from None
+    return _status(app, batch_id)
+
+
+@ROUTES.route(
+    "POST",
+    "/batches/{batch_id:path}/cancel",
+    "Cancel a batch: its waiting jobs never run, those running finish",
+    reply(ref("BatchCancelled"), "what was cancelled, and the batch now"),
+    errors=("404", "409", "422"),
+)
+def cancel_batch(app: App, request: Request, body: Any) -> Any:
+    """POST /api/v1/batches/{id}/cancel: its waiting jobs never run, those running
+    finish; a batch that ended is a 409."""
+    batch_id = _batch_id(request)
+    before = _status(app, batch_id)
+    if before["state"] == "ended":
+        raise HTTPError(
+            409, f"batch {batch_id!r} has ended: nothing to cancel", batch=batch_id, state="ended"
+        )
+    try:
+        cancelled = app.cancel_batch(batch_id)
+    except BatchClosed:  # it expired in between
+        raise _no_batch(batch_id) from None
+    return {"jobs_cancelled": cancelled, "batch": _status(app, batch_id)}

@@ -1,11 +1,14 @@
-"""How every route of the API is written: :func:`endpoint` reads the request's
-JSON (:func:`parse_json`), runs the handler off the event loop, and answers what
-it returns as JSON (:class:`fastq.serve.reply.JSONReply`) or what it raised as the
-one refusal (:class:`fastq.serve.reply.HTTPError`; :func:`refusal` maps fastq's
-errors onto it).
+"""How every route of the API is written: declared in a :class:`Routes` table
+beside its handler (``@ROUTES.route("POST", "/queues/{queue}/pause", summary, ok,
+errors=...)``: its method, path and OpenAPI entry in one place), and served by one
+endpoint, which reads the request's JSON (:func:`parse_json`), runs the handler off
+the event loop, and answers what it returns as JSON
+(:class:`fastq.serve.reply.JSONReply`) or what it raised as the one refusal
+(:class:`fastq.serve.reply.HTTPError`; :func:`refusal` maps fastq's errors onto
+it).
 
 fastq's calls block on Redis (redis-py, synchronous), so a handler never makes
-one on the event loop: :func:`endpoint` reads the request there (the guard has
+one on the event loop: the endpoint reads the request there (the guard has
 already buffered its body) and runs the handler in Starlette's thread pool
 (``run_in_threadpool``), where it calls the :class:`fastq.App` freely.
 """
@@ -14,12 +17,15 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Awaitable, Callable, Optional
+import re
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Optional, Sequence
 
 import redis
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
 
 from fastq.app import App
 from fastq.errors import (
@@ -30,6 +36,8 @@ from fastq.errors import (
     ShardCountMismatch,
     UnknownQueue,
 )
+from fastq.serve.api import schemas
+from fastq.serve.api.schemas import Schema
 from fastq.serve.reply import HTTPError, JSONReply, error_reply
 
 log = logging.getLogger("fastq.serve")
@@ -69,31 +77,135 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def endpoint(
-    handler: Callable[[App, Request, Any], Any],
-) -> Callable[[Request], Awaitable[Response]]:
-    """A Starlette endpoint that reads the body's JSON and runs ``handler(app, request,
-    body)`` in the thread pool (it may block on Redis) and answers what it returns as JSON: a value
-    (200), or ``(status, value)``. Its :class:`HTTPError`, and the errors of
+Handler = Callable[[App, Request, Any], Any]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One method of one route: its handler, whether it reads a body, and what the
+    OpenAPI document says of it (its operation object)."""
+
+    method: str
+    handler: Handler
+    takes_body: bool
+    doc: Schema
+
+
+class Routes:
+    """A table of routes of the API, each declared once, beside its handler, with
+    what the OpenAPI document says of it (:meth:`route`); the Starlette routes
+    (:meth:`starlette_routes`) and the document's paths (:meth:`openapi_paths`) are
+    both made from it, so that neither can drift from the other.
+
+    Args:
+        schemas: the named schemas its routes refer to (``ref(name)``).
+        tags: the OpenAPI tags of its operations.
+    """
+
+    def __init__(self, schemas: Optional[dict[str, Schema]] = None, tags: Sequence[str] = ()):
+        self.schemas = dict(schemas or {})
+        self.tags = list(tags)
+        self.paths: dict[str, list[Operation]] = {}
+        self.route_classes: dict[str, type[Route]] = {}
+
+    def route(
+        self,
+        method: str,
+        path: str,
+        summary: str,
+        ok: Schema,
+        *,
+        errors: Sequence[str] = (),
+        said: Optional[dict[str, str]] = None,
+        body: Optional[Schema] = None,
+        query: Sequence[Schema] = (),
+        description: Optional[str] = None,
+        route_class: type[Route] = Route,
+    ) -> Callable[[Handler], Handler]:
+        """Declare ``handler(app, request, body)`` as ``method`` of ``path`` (under
+        ``/api/v1``, as Starlette routes it: ``{job_id:path}``).
+
+        Args:
+            summary: the operation's summary.
+            ok: its 200 reply (:func:`~fastq.serve.api.schemas.reply`).
+            errors: the codes of its refusals, beyond those of every route
+                (:data:`~fastq.serve.api.schemas.EVERY_ROUTE`); ``said``: what a
+                code means here, where the common words say too little.
+            body: its request body (:func:`~fastq.serve.api.schemas.json_body`);
+                None: it reads none (a body sent is ignored).
+            query: its query parameters.
+            description: the operation's description.
+            route_class: the Starlette route of the path (every method of a path
+                shares one route, so that a 405 names them all).
+        """
+
+        def declare(handler: Handler) -> Handler:
+            doc: Schema = {"summary": summary}
+            if description is not None:
+                doc["description"] = description
+            if self.tags:
+                doc["tags"] = list(self.tags)
+            if query:
+                doc["parameters"] = list(query)
+            if body is not None:
+                doc["requestBody"] = body
+            doc["responses"] = {"200": ok, **schemas.errors(errors, said)}
+            operation = Operation(method, handler, body is not None, doc)
+            self.paths.setdefault(path, []).append(operation)
+            if route_class is not Route:
+                self.route_classes[path] = route_class
+            return handler
+
+        return declare
+
+    def starlette_routes(self) -> list[BaseRoute]:
+        """A Starlette route per path, with all its methods."""
+        return [
+            self.route_classes.get(path, Route)(
+                path,
+                _endpoint({op.method: op for op in operations}),
+                methods=[op.method for op in operations],
+            )
+            for path, operations in self.paths.items()
+        ]
+
+    def openapi_paths(self, prefix: str) -> dict[str, Schema]:
+        """The document's paths of these routes under ``prefix``: each path's
+        parameters (:data:`~fastq.serve.api.schemas.PATH_PARAMETERS`, by the
+        names its path holds), and an operation per method."""
+        out: dict[str, Schema] = {}
+        for path, operations in self.paths.items():
+            names = re.findall(r"\{(\w+)(?::\w+)?\}", path)
+            item: Schema = {}
+            if names:
+                item["parameters"] = [schemas.PATH_PARAMETERS[name] for name in names]
+            for op in operations:
+                item[op.method.lower()] = op.doc
+            out[prefix + re.sub(r"\{(\w+):\w+\}", r"{\1}", path)] = item
+        return out
+
+
+def _endpoint(operations: dict[str, Operation]) -> Callable[[Request], Awaitable[Response]]:
+    """A Starlette endpoint of one path: it reads the body's JSON (for an operation
+    that takes one) and runs the method's ``handler(app, request, body)`` in the
+    thread pool (it may block on Redis), and answers what it returns as JSON: a
+    value (200), or ``(status, value)``. Its :class:`HTTPError`, and the errors of
     fastq that are no bug (:func:`refusal`), become ``{"error": ...}`` replies."""
 
     async def call(request: Request) -> Response:
+        op = operations[request.method if request.method != "HEAD" else "GET"]
         try:
-            raw = await request.body()  # read by the guard already: no wait
-            out = await run_in_threadpool(_guarded, handler, fastq_app(request), request, raw)
+            raw = await request.body() if op.takes_body else b""  # read by the guard: no wait
+            out = await run_in_threadpool(_guarded, op.handler, fastq_app(request), request, raw)
         except HTTPError as exc:
             return error_reply(exc.status, exc.message, **exc.more)
         status, value = out if isinstance(out, tuple) else (200, out)
         return JSONReply(value, status_code=status)
 
-    call.__name__ = handler.__name__
-    call.__doc__ = handler.__doc__
     return call
 
 
-def _guarded(
-    handler: Callable[[App, Request, Any], Any], app: App, request: Request, raw: bytes
-) -> Any:
+def _guarded(handler: Handler, app: App, request: Request, raw: bytes) -> Any:
     """In the thread pool: the body's JSON read (up to the bound, some milliseconds
     that the event loop need not wait), then the handler."""
     body = parse_json(raw)
