@@ -16,7 +16,7 @@ from starlette.requests import Request
 from fastq.app import App
 from fastq.errors import BatchClosed
 from fastq.protocol.batches import BatchStatus
-from fastq.serve.pages.handler import Rendered, back, check_id, confirm
+from fastq.serve.pages.handler import Rendered, back, confirm, is_job_id
 from fastq.serve.reply import HTTPError
 from fastq.validate import SHARD_SEP
 
@@ -44,7 +44,7 @@ def progress(status: BatchStatus) -> dict[str, Any]:
 
 
 def _batch(app: App, batch_id: str) -> BatchStatus:
-    status: Optional[BatchStatus] = app.batch_status(batch_id) if check_id(batch_id) else None
+    status: Optional[BatchStatus] = app.batch_status(batch_id) if is_job_id(batch_id) else None
     if status is None:
         raise HTTPError(
             404,
@@ -75,7 +75,7 @@ def batch_fragment(app: App, request: Request, form: dict[str, str]) -> Rendered
 
 def _form_batch(form: dict[str, str]) -> str:
     batch_id = form.get("id", "")
-    if not check_id(batch_id):
+    if not is_job_id(batch_id):
         raise HTTPError(422, f"no batch {batch_id!r}")
     return batch_id
 

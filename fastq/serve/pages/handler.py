@@ -108,7 +108,9 @@ NO_TOKEN = (
 )
 
 
-def check_id(job_id: str) -> bool:
+def is_job_id(job_id: str) -> bool:
+    """Whether ``job_id`` may be a job's (or a batch's) id: a page of any other is
+    a page of nothing."""
     try:
         check_job_id(job_id)
     except (TypeError, ValueError):
@@ -116,72 +118,113 @@ def check_id(job_id: str) -> bool:
     return True
 
 
+class _Refused(Exception):
+    """A request refused before its view runs: the reply made already."""
+
+    def __init__(self, response: Response) -> None:
+        super().__init__()
+        self.response = response
+
+
 def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
-    """The handler of a page, a fragment or an action (see the module)."""
+    """The handler of a page, a fragment or an action (see the module): who may see
+    it (:func:`_admit`, the one check of every page), what a POST may change
+    (:func:`_read_action`: the read-only switch and the CSRF token), then the view,
+    in the thread pool, and its reply (:func:`_answer`)."""
 
     async def handler(request: Request) -> Response:  # named after its view: url_for
-        sessions: Sessions = request.app.state.sessions
-        root = root_of(request)
-        session = sessions.session_of(request)
-        new_cookie: Optional[str] = None
-        if session is None and sessions.token is None and not public:
-            if not loopback(request):
-                return _refusal(request, 403, NO_TOKEN)
-            if request.method == "POST":
-                return _refusal(request, 403, "no session: reload the page, then try again")
-            new_cookie = sessions.new_cookie()  # loopback without a token: no login
-            session = new_cookie.split(".", 1)[0]
-        if session is None and not public:
-            if (
-                request.method == "POST"
-                or "authorization" in request.headers
-                or "hx-request" in request.headers
-            ):
-                return _refusal(request, 401, "log in first: no session, or a wrong token")
-            there = request.url.path[len(root) :] if request.url.path.startswith(root) else "/"
-            if request.url.query:
-                there += "?" + request.url.query
-            return RedirectResponse(
-                url_for(request, "login", next=there), status_code=303, headers=HEADERS
-            )
-        form: dict[str, str] = {}
-        if request.method == "POST":
-            try:
-                form = await read_form(request)
-            except FormTooLarge:
-                return _refusal(request, 413, "the form is too large")
-            if not public:
-                assert session is not None
-                if request.app.state.read_only:
-                    return _refusal(request, 403, "this dashboard is read-only (--read-only)")
-                if not sessions.check_csrf(session, form.get("csrf", "")):
-                    return _refusal(request, 403, "missing or wrong CSRF token: reload the page")
-        request.state.session = session
         try:
-            rendered = await run_in_threadpool(view, request.app.state.fastq, request, form)
-        except HTTPError as exc:
-            # an action refused: back to the page it came from, saying why; a page of
-            # nothing (404, also of an action on no such queue): a page saying so
-            if request.method != "POST" or exc.status == 404:
-                return _refusal(request, exc.status, exc.message)
-            back = (
-                form.get("back") or request.headers.get("referer") or url_for(request, "overview")
-            )
-            return _back(request, back, err=exc.message)
-        except FastqError as exc:
-            return _refusal(request, 503, f"Redis: {exc}")
-        if isinstance(rendered, Response):
-            response = rendered
-        else:
-            name, context = rendered
-            response = render(request, name, context)
+            session, new_cookie = _admit(request, public)
+            form = await _read_action(request, session, public)
+        except _Refused as refused:
+            return refused.response
+        request.state.session = session
+        response = await _answer(request, view, form)
         if new_cookie is not None:
-            sessions.set_cookie(request, response, new_cookie)
+            request.app.state.sessions.set_cookie(request, response, new_cookie)
         response.headers.update(HEADERS)
         return response
 
     handler.__name__ = view.__name__  # its route's name (url_for)
     return handler
+
+
+def _admit(request: Request, public: bool) -> tuple[Optional[str], Optional[str]]:
+    """The request's session, and the cookie of a new one to set (a server without
+    a token, on loopback: no login); None for a public page seen without one.
+
+    Raises:
+        _Refused: no session (to the login form, or a 401), or a server without a
+            token and a request not addressed to localhost (403).
+    """
+    sessions: Sessions = request.app.state.sessions
+    session = sessions.session_of(request)
+    if session is not None or public:
+        return session, None
+    if sessions.token is None:
+        if not loopback(request):
+            raise _Refused(_refusal(request, 403, NO_TOKEN))
+        if request.method == "POST":
+            raise _Refused(_refusal(request, 403, "no session: reload the page, then try again"))
+        new_cookie = sessions.new_cookie()
+        return new_cookie.split(".", 1)[0], new_cookie
+    if (
+        request.method == "POST"
+        or "authorization" in request.headers
+        or "hx-request" in request.headers
+    ):
+        raise _Refused(_refusal(request, 401, "log in first: no session, or a wrong token"))
+    root = root_of(request)
+    there = request.url.path[len(root) :] if request.url.path.startswith(root) else "/"
+    if request.url.query:
+        there += "?" + request.url.query
+    login = RedirectResponse(
+        url_for(request, "login", next=there), status_code=303, headers=HEADERS
+    )
+    raise _Refused(login)
+
+
+async def _read_action(request: Request, session: Optional[str], public: bool) -> dict[str, str]:
+    """A POST's form, checked again where a request changes state: not on a
+    read-only dashboard, and carrying the session's CSRF token ({} for a GET).
+
+    Raises:
+        _Refused: the form is too large (413), read-only or a wrong token (403).
+    """
+    if request.method != "POST":
+        return {}
+    try:
+        form = await read_form(request)
+    except FormTooLarge:
+        raise _Refused(_refusal(request, 413, "the form is too large")) from None
+    if not public:
+        assert session is not None
+        sessions: Sessions = request.app.state.sessions
+        if request.app.state.read_only:
+            raise _Refused(_refusal(request, 403, "this dashboard is read-only (--read-only)"))
+        if not sessions.check_csrf(session, form.get("csrf", "")):
+            raise _Refused(_refusal(request, 403, "missing or wrong CSRF token: reload the page"))
+    return form
+
+
+async def _answer(request: Request, view: View, form: dict[str, str]) -> Response:
+    """The view's reply, run in the thread pool (fastq's calls block on Redis); what
+    it refused, as the dashboard shows a refusal."""
+    try:
+        rendered = await run_in_threadpool(view, request.app.state.fastq, request, form)
+    except HTTPError as exc:
+        # an action refused: back to the page it came from, saying why; a page of
+        # nothing (404, also of an action on no such queue): a page saying so
+        if request.method != "POST" or exc.status == 404:
+            return _refusal(request, exc.status, exc.message)
+        back = form.get("back") or request.headers.get("referer") or url_for(request, "overview")
+        return _back(request, back, err=exc.message)
+    except FastqError as exc:
+        return _refusal(request, 503, f"Redis: {exc}")
+    if isinstance(rendered, Response):
+        return rendered
+    name, context = rendered
+    return render(request, name, context)
 
 
 def render(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:

@@ -10,14 +10,14 @@ from starlette.requests import Request
 from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.serve.pages import models
-from fastq.serve.pages.handler import Rendered, back, check_id, confirm
+from fastq.serve.pages.handler import Rendered, back, confirm, is_job_id
 from fastq.serve.reply import HTTPError
 
 
 def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
     job_id = str(request.path_params["job_id"])
     queue = request.query_params.get("queue") or None
-    if not check_id(job_id) or (queue is not None and not valid_name(queue)):
+    if not is_job_id(job_id) or (queue is not None and not valid_name(queue)):
         raise HTTPError(404, f"no job {job_id!r}")
     info = app.get_job(job_id, queue)
     if info is None:
@@ -40,7 +40,7 @@ def job_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
 
 def _job_form(app: App, form: dict[str, str]) -> tuple[str, Optional[str]]:
     job_id, queue = form.get("id", ""), form.get("queue") or None
-    if not check_id(job_id) or (queue is not None and not valid_name(queue)):
+    if not is_job_id(job_id) or (queue is not None and not valid_name(queue)):
         raise HTTPError(422, f"no job {job_id!r}")
     return job_id, queue
 

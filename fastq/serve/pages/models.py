@@ -12,15 +12,6 @@ from fastq.errors import JobFailed, NoResult, ResultTimeout
 from fastq.protocol.history import merge
 from fastq.protocol.registry import workers_per_queue
 
-# the overview's columns, from app.stats() (the name shown, the stats key)
-COUNTS = (
-    ("ready", "ready"),
-    ("scheduled", "scheduled"),
-    ("in flight", "inflight"),
-    ("dead", "dead"),
-    ("broken", "broken"),
-)
-
 
 def rate_text(stats: dict[str, int]) -> str:
     if not stats.get("rate"):

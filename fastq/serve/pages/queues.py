@@ -12,7 +12,7 @@ from starlette.responses import RedirectResponse
 from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.serve.pages import models
-from fastq.serve.pages.handler import Rendered, back, check_id, confirm, render, url_for
+from fastq.serve.pages.handler import Rendered, back, confirm, is_job_id, render, url_for
 from fastq.serve.reply import HTTPError, JSONReply, error_reply
 
 
@@ -53,7 +53,7 @@ def queue_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
     params = request.query_params
     job_id = params.get("id", "").strip()
     if job_id:  # the search by id: straight to the job's page, if the queue has it
-        if check_id(job_id) and app.get_job(job_id, queue) is not None:
+        if is_job_id(job_id) and app.get_job(job_id, queue) is not None:
             return RedirectResponse(url_for(request, "job_page", job_id=job_id, queue=queue), 303)
         return render(
             request,
