@@ -23,6 +23,8 @@ from typing import Any, Awaitable, Callable, MutableMapping, Optional
 
 import orjson
 
+from fastq.serve.reply import problem
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -177,7 +179,7 @@ async def _refuse(send: Send, status: int, message: str) -> None:
     if status == 413:
         # the rest of the body is not read: the connection cannot carry another request
         headers.append((b"connection", b"close"))
-    body = orjson.dumps({"error": message})
+    body = orjson.dumps(problem(message))
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

@@ -37,7 +37,13 @@ class HTTPError(Exception):
         self.more = more
 
 
+def problem(message: str, **more: Any) -> dict[str, Any]:
+    """The one problem shape of the API: ``{"error": message, **more}`` (``more``:
+    what a refusal names, such as the ``written`` ids or a batch's ``state``)."""
+    return {"error": message, **more}
+
+
 def error_reply(status: int, message: str, **more: Any) -> JSONReply:
-    """The JSON of a refusal: ``{"error": message, **more}`` with ``status``."""
+    """The reply of a refusal: its :func:`problem` with ``status``."""
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONReply({"error": message, **more}, status_code=status, headers=headers)
+    return JSONReply(problem(message, **more), status_code=status, headers=headers)
