@@ -4,13 +4,14 @@ which it delegates to the producer and the admins it holds."""
 from __future__ import annotations
 
 import functools
+import importlib
+import logging
 from contextlib import AbstractContextManager
 from datetime import tzinfo
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, TypeVar, Union, cast, overload
 
 import redis
 
-from fastq._accel import codec
 from fastq.admin.jobs import JobAdmin
 from fastq.admin.operator import Admin
 from fastq.hooks import Hooks, JobHook
@@ -22,7 +23,8 @@ from fastq.producer.batches import BatchBook
 from fastq.producer.chains import ChainBook
 from fastq.producer.durable import durability
 from fastq.producer.enqueue import DEFAULT_MAX_PAYLOAD_BYTES, Producer
-from fastq.producer.testmode import QueuedJobs, test_mode
+from fastq.producer.testmode import JobRunner, QueuedJobs, test_mode
+from fastq.protocol.contracts import ACK
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.protocol.store import DEFAULT_CALL_TIMEOUT_S, DEFAULT_REDIS_URL, Store
@@ -30,6 +32,8 @@ from fastq.ratelimit import RateKey
 from fastq.validate import check_delay_s
 
 if TYPE_CHECKING:
+    # App.redis (a property) hides the module's name inside the class
+    from redis import Redis as RedisClient
     from typing_extensions import Concatenate, ParamSpec, Unpack
 
     from fastq.options import JobKeywords
@@ -41,9 +45,14 @@ T = TypeVar("T")
 
 __all__ = ["DEFAULT_REDIS_URL", "DEFAULT_UNKNOWN_JOB_GRACE_S", "App"]
 
+# what runs the jobs of a test mode (app.stub(), app.eager()): module, class
+TEST_WORKER = ("fastq.testmode", "TestWorker")
+
 # how long a job whose name a worker's app lacks goes back to its queue (a rolling
 # deploy's new job, perhaps) before it is broken: fastq.worker.unknown
 DEFAULT_UNKNOWN_JOB_GRACE_S = 300.0
+
+log = logging.getLogger("fastq.ack")  # what an ack left to do and could not: App.after_ack
 
 
 def _delegate(
@@ -205,14 +214,27 @@ class App:
     def stub(self) -> AbstractContextManager[QueuedJobs]:
         """For a test: inside ``with app.stub() as jobs:``, enqueues are checked and
         encoded as always but kept in ``jobs`` instead of Redis (no Redis needed);
-        ``jobs.run()`` runs them here (:mod:`fastq.producer.testmode`)."""
-        return test_mode(self, eager=False)
+        ``jobs.run()`` runs them here, as a worker runs them: ``current_job()``,
+        hooks, retries (their backoff not slept), results and progress
+        (:mod:`fastq.producer.testmode`)."""
+        return test_mode(self, eager=False, worker=self._test_worker)
 
     def eager(self) -> AbstractContextManager[QueuedJobs]:
         """For a test: inside ``with app.eager():``, each job enqueued runs at once,
-        in-process, from its encoded envelope; an exception it raises propagates
-        to the enqueue call (:mod:`fastq.producer.testmode`)."""
-        return test_mode(self, eager=True)
+        in-process, from its encoded envelope, as a worker runs it (retried at once
+        by its policy); the exception of a job that failed for good propagates to
+        the enqueue call (:mod:`fastq.producer.testmode`)."""
+        return test_mode(self, eager=True, worker=self._test_worker)
+
+    def _test_worker(self) -> JobRunner:
+        """What runs a test mode's jobs: a worker's runner, in-process."""
+        # It ranks with the runners, above the app: named here and loaded when a
+        # test mode starts (as Celery's app names its worker class), so that the
+        # layers still import one way and `import fastq` loads no runner
+        worker: JobRunner = getattr(importlib.import_module(TEST_WORKER[0]), TEST_WORKER[1])(
+            self.registry, self.hooks
+        )
+        return worker
 
     def on_worker_start(self, fn: Callable[[], None]) -> Callable[[], None]:
         """Register ``fn`` to run in every worker process once it starts (after
@@ -441,7 +463,8 @@ class App:
                 raise ValueError(f"job {job_name!r} already has a schedule")
             # checked before anything is registered, so that a refusal leaves no trace
             ArgChecker(func).check(args, run_kwargs)
-            codec.encode_envelope(list(args), run_kwargs, codec.envelope_tail("check", 0, {}))
+            envelopes, name = self.producer.envelopes, str(job_name)
+            envelopes.encode(name, list(args), run_kwargs, envelopes.tail(name, priority=0))
             jobdef = existing if existing is not None else self.job(**job_options)(func)
             self.schedules[jobdef.name] = PeriodicJob(
                 name=jobdef.name,
@@ -461,6 +484,37 @@ class App:
         registered (``["default"]`` when none): what a worker or a pool serves when
         started without ``-q``."""
         return list(dict.fromkeys(job.queue for job in self.registry.values())) or ["default"]
+
+    def after_ack(self, client: RedisClient, queue: str, ack_reply: Any, who: str) -> None:
+        """Do now what an ack of ``queue`` (``ack_reply``: its raw reply) left to do,
+        whoever sent it (a pool child, the master for a dead child, an HTTP worker):
+        settle the batches whose share of the queue it ended, and enqueue the next
+        links of the chains it moved on. A Redis error leaves either due in Redis for
+        a reaper, and is logged (as ``who``), not raised: the ack itself went through.
+        """
+        batch_ids, link_ids = ACK.batches_ended(ack_reply), ACK.chains_moved(ack_reply)
+        if batch_ids:
+            try:
+                self.batch_book.settle_shares(client, queue, batch_ids)
+            except redis.RedisError as exc:
+                log.warning(
+                    "%s: batches %s of %s not settled (%s); a reaper will",
+                    who,
+                    ", ".join(batch_ids),
+                    queue,
+                    exc,
+                )
+        if link_ids:
+            try:
+                self.chain_book.forward(client, queue, link_ids)
+            except redis.RedisError as exc:
+                log.warning(
+                    "%s: %d links of chains on %s not forwarded (%s); a reaper will",
+                    who,
+                    len(link_ids),
+                    queue,
+                    exc,
+                )
 
     # -- the producer's and the admin's methods ---------------------------------------
 

@@ -7,6 +7,7 @@ helpers the tests share are in ``tests/support/``.
 
 from __future__ import annotations
 
+import os
 import shutil
 import uuid
 from typing import Iterator, Optional
@@ -24,6 +25,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     pytest-xdist, not alone at the end of the run, where a minute-long benchmark
     smoke started last held the whole run up."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pool_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The pools the tests start keep their board files in a temp dir, not in
+    /dev/shm: a test that kills a pool whole leaves them behind (on purpose: a pool
+    started after it takes over), and a temp dir goes with the run."""
+    before = os.environ.get("FASTQ_STATE_DIR")
+    os.environ["FASTQ_STATE_DIR"] = str(tmp_path_factory.mktemp("pool-state"))
+    yield
+    if before is None:
+        del os.environ["FASTQ_STATE_DIR"]
+    else:
+        os.environ["FASTQ_STATE_DIR"] = before
 
 
 @pytest.fixture(scope="session")

@@ -163,6 +163,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         metrics_host=args.metrics_host,
         reload_paths=_reload_paths(args.app) if args.reload else [],
+        state_dir=args.state_dir,
     )
     try:
         master = Master(app, config, reload_app=lambda: configured_app(args, fresh=True))
@@ -398,6 +399,13 @@ def add_pool(sub: Any) -> None:
     )
     p.add_argument(
         "--metrics-host", default="127.0.0.1", help="the metrics' address (default: 127.0.0.1)"
+    )
+    p.add_argument(
+        "--state-dir",
+        help="where the pool keeps its children's heartbeat board, so that a pool "
+        "started after this one was killed whole takes over what it held at once "
+        "(default: $FASTQ_STATE_DIR, else /dev/shm; give a container a directory "
+        "that outlives it)",
     )
     add_connection_options(p)
     p.set_defaults(func=cmd_pool)

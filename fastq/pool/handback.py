@@ -74,6 +74,8 @@ class HandBack:
     held: tuple[tuple[int, bytes], ...] = ()
     finished: tuple[tuple[int, bytes], ...] = ()
     cause: str = ""
+    # the queues its indexes name, when not the master's own (a dead predecessor's)
+    queues: tuple[str, ...] = ()
 
     @property
     def job_at_fault(self) -> bool:
@@ -89,6 +91,7 @@ class HandBack:
         crashed: bool,
         hard_stop: bool,
         cause: str = "",
+        queues: tuple[str, ...] = (),
     ) -> HandBack:
         """What a dead child's heartbeat slot says goes back, and how. The job it
         was running counts a stall (poison jobs go dead), unless the operator
@@ -112,6 +115,7 @@ class HandBack:
             held=tuple(held),
             finished=tuple(slot.finished_unacked()),
             cause=cause,
+            queues=queues,
         )
 
 
@@ -181,14 +185,6 @@ class HandBacks(threading.Thread):
                 ", ".join(h.worker_id for h in left),
             )
 
-    def _forward(self, client: redis.Redis, queue: str, link_ids: list[str]) -> None:
-        """Enqueue the next links of the chains its ack moved on (else a reaper will)."""
-        if link_ids:
-            try:
-                self.app.chain_book.forward(client, queue, link_ids)
-            except REDIS_ERRORS as exc:
-                log.warning("master: links of chains on %s left to a reaper (%s)", queue, exc)
-
     def _send(self, item: HandBack) -> bool:
         """Send one hand-back; False if it must be tried again (after a backoff)."""
         with self.fork_gate:
@@ -221,13 +217,12 @@ class HandBacks(threading.Thread):
         (each is idempotent: only jobs the worker still holds move, so a resend
         after a lost reply moves nothing)."""
         wid, max_stalls = item.worker_id, self.app.max_stalls
+        queues = list(item.queues or self.queues)
         # Redis' counts: a mismatch with the app's stopped its workers at boot already
-        counts = self.app.shard_counts.resolve(
-            client, self.app.namespace, self.queues, strict=False
-        )
+        counts = self.app.shard_counts.resolve(client, self.app.namespace, queues, strict=False)
         if item.finished:
             self.ack_finished(client, item, counts)
-        for index, queue_name in enumerate(self.queues):
+        for index, queue_name in enumerate(queues):
             running = item.running
             # an id the slot could not hold is not guessed at: no innocent job counts a stall
             ran = [job_id for i, job_id in item.held if i == index]
@@ -251,7 +246,7 @@ class HandBacks(threading.Thread):
         seen answered: those it still holds (an ack that did go through left none),
         on the shard holding each (the slot names a queue, not its shard)."""
         app = self.app
-        for index, queue_name in enumerate(self.queues):
+        for index, queue_name in enumerate(item.queues or self.queues):
             ids = [job_id for i, job_id in item.finished if i == index]
             if not ids:
                 continue
@@ -267,7 +262,7 @@ class HandBacks(threading.Thread):
                     command = ACK.command(ACK.keys_for(keys, item.worker_id), argv)
                     raw = scripts.call_many(client, [command])[0]
                     acked += ACK.parse(raw)
-                    self._forward(client, name, ACK.chains_moved(raw))
+                    app.after_ack(client, name, raw, "master")
             if acked:
                 log.info(
                     "master: acknowledged %d jobs that %s finished on %s",

@@ -40,6 +40,14 @@ from fastq.pool.lost import watch_for_loss
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.pool.reload import watch_for_changes
+from fastq.pool.takeover import (
+    PoolFiles,
+    TakeOver,
+    default_state_dir,
+    find_predecessors,
+    pool_digest,
+    process_started,
+)
 from fastq.protocol import scripts
 from fastq.reaper.reaper import Reaper
 from fastq.shm.cpuslots import CpuSlots
@@ -80,6 +88,9 @@ class PoolConfig:
     metrics_port: Optional[int] = None  # serve Prometheus metrics (fastq.shm.metrics) on it
     metrics_host: str = "127.0.0.1"
     reload_paths: list[str] = field(default_factory=list)  # --reload: a HUP when a .py changes
+    # where the board's file lives, for a pool after this one (fastq.pool.takeover);
+    # None: $FASTQ_STATE_DIR, /dev/shm or the temp dir
+    state_dir: Optional[str] = None
 
 
 class Master:
@@ -120,6 +131,7 @@ class Master:
             records=config.worker.async_jobs + config.worker.threads,
         )
         self.children = Children(self.board.slots)
+        self.files: Optional[PoolFiles] = None  # the board's file, once run() made it
         self.cpu_slots = CpuSlots(config.cpu_slots) if config.cpu_slots > 0 else None
         self.metrics: Optional[MetricsBoard] = None
         self.exporter: Optional[Exporter] = None
@@ -142,6 +154,7 @@ class Master:
         self.pid = os.getpid()
         set_process_name("fastq-master")
         check_redis(self.app, f"master {self.pid}")
+        take_over = self.open_files()
         self.init_signals()
         log.info(
             "master %d: %d workers on %s%s",
@@ -155,6 +168,8 @@ class Master:
             lambda: self.app, lambda: self.config.queues, self.pid, self.hand_backs
         )
         self.hand_backs.start()
+        if take_over is not None:
+            take_over.start()
         announcer = pool_announcer(
             self.app,
             self.pid,
@@ -185,7 +200,11 @@ class Master:
             self.reap_children(block=True)
             for fd in self._pipe:
                 os.close(fd)
+            if take_over is not None:
+                take_over.stop()
             self.hand_backs.close()
+            if self.files is not None:
+                self.files.remove()
             announcer.stop()
             if reload_watch is not None:
                 reload_watch.stop()
@@ -194,6 +213,60 @@ class Master:
                 self.exporter.stop()
         log.info("master %d: stopped", self.pid)
         return self.exit_code
+
+    def open_files(self) -> Optional[TakeOver]:
+        """The board in a file of the state directory, with its manifest, for a pool
+        started after this one dies whole; returns the take-over of the pools of
+        this Redis and namespace that died so on this host (None: none). Renames
+        their files first: a predecessor of the same pid (a container's pid 1)
+        names its files as this pool does."""
+        state_dir = self.config.state_dir or default_state_dir()
+        digest = pool_digest(self.app)
+        try:
+            predecessors = find_predecessors(state_dir, digest, self.pid)
+            files = PoolFiles(
+                state_dir,
+                digest,
+                self.pid,
+                self.app.namespace,
+                list(self.config.queues),
+                self.board.slots,
+                self.board.records,
+                self.board.ring_size,
+            )
+            board = HeartbeatBoard(
+                self.board.slots, self.board.records, self.board.ring_size, path=files.board_path
+            )
+            files.write()
+        except OSError as exc:
+            log.warning(
+                "master %d: no board file in %s (%s): a pool started after this one dies "
+                "whole waits for its leases to lapse",
+                self.pid,
+                state_dir,
+                exc,
+            )
+            return None
+        self.board.close()
+        self.board, self.files = board, files
+        if not predecessors:
+            return None
+        return TakeOver(predecessors, self.hand_backs.put, self.pid)
+
+    def note_worker(self, slot: int, worker: Optional[tuple[str, int]]) -> None:
+        """The manifest says which worker (id, pid) holds ``slot`` (None: none)."""
+        files = self.files
+        if files is None:
+            return
+        if worker is None:
+            files.workers.pop(slot, None)
+        else:
+            files.workers[slot] = (*worker, process_started(worker[1]))
+        files.queues = list(self.config.queues)
+        try:
+            files.write()
+        except OSError as exc:
+            log.warning("master %d: the board's manifest not written (%s)", self.pid, exc)
 
     # -- signals -------------------------------------------------------------------
 
@@ -356,6 +429,7 @@ class Master:
         if child is None:
             return False
         child.slot, child.worker_id = slot, worker_id
+        self.note_worker(slot, (worker_id, child.pid))
         return True
 
     def spawn(self, main: Callable[[], None], kind: str) -> Optional[Child]:
@@ -414,6 +488,7 @@ class Master:
         if child.kind == "worker":
             # an exit nobody asked for, status 0 included (os._exit(0) in a job)
             hand_back = self.release_jobs(child, code, crashed=code != 0 or not expected)
+            self.note_worker(child.slot, None)  # its hand-back is the master's now
             job_at_fault = not expected and hand_back.job_at_fault
             if self.metrics is not None:  # before its slot is reused
                 self.metrics.fold(child.slot)

@@ -16,12 +16,10 @@ from typing import TYPE_CHECKING, Callable, Optional
 import orjson
 import redis
 
-from fastq._accel import codec
 from fastq.connection.typed import unchecked
 from fastq.job import Step
 from fastq.producer.batches import current_batch
 from fastq.producer.routing import plan_calls
-from fastq.producer.testmode import TestProducer
 from fastq.protocol import scripts
 from fastq.protocol.chains import KEEP_MS, Forwarder, Link, link_command
 from fastq.protocol.introspect import get_job
@@ -92,7 +90,7 @@ class ChainBook:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`fastq.App.enqueue`.
         """
         producer = self.producer_of()
-        if isinstance(producer, TestProducer):
+        if producer.transport.in_memory:
             raise ValueError(
                 "app.chain needs Redis: inside app.stub() or app.eager() a chain is not "
                 "run; test it against a redis-server (fastq.testing.RedisServer)"
@@ -108,7 +106,7 @@ class ChainBook:
         for i, step in enumerate(steps):
             if not isinstance(step, Step):
                 raise TypeError(f"step {i + 1} must be a job's .step(...), not {step!r}")
-        chain_id = id if id is not None else producer._ids.next_ids(1)[0]
+        chain_id = id if id is not None else producer.new_ids(1)[0]
         check_job_id(chain_id)
         for i in range(2, len(steps) + 1):
             check_job_id(f"{chain_id}.{i}")
@@ -139,7 +137,7 @@ class ChainBook:
         for i, step in enumerate(steps, 1):
             name = step.job.name
             options = step.enqueue_options
-            queue, priority = producer._route(name, options)
+            queue, priority = producer.envelopes.route(name, options)
             takes = i > 1 and (pass_results if step.pass_result is None else step.pass_result)
             if takes:
                 before = steps[i - 2].job
@@ -151,9 +149,11 @@ class ChainBook:
                     )
             args = list(step.args)
             step.job.arg_checker.check([None, *args] if takes else args, step.kwargs)
-            env = codec.encode_envelope(args, step.kwargs, producer._tail(name, priority, options))
-            if len(env) > producer.max_payload_bytes:
-                raise ValueError(f"step {i}: {producer._too_large(name, len(env))}")
+            tail = producer.envelopes.tail(name, priority, options)
+            try:
+                env = producer.envelopes.encode(name, args, step.kwargs, tail)
+            except ValueError as exc:
+                raise ValueError(f"step {i}: {exc}") from None
             link_id = chain_id if i == 1 else f"{chain_id}.{i}"
             link: Link = {"c": chain_id, "i": i, "q": queue, "id": link_id, "p": priority}
             link["e"] = orjson.loads(env)
@@ -163,7 +163,7 @@ class ChainBook:
             envelopes.append(env)
         # every step checked: now each queue known to Redis, and each link's shard
         for step, link in zip(steps, links):
-            _, shards = producer._connect(link["q"])
+            shards = producer.transport.open(link["q"])
             route = [link["id"]]
             options = step.enqueue_options
             parts = plan_calls(self.store.shard_counts, link["q"], shards, 1, 1, options, route)

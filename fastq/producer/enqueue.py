@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import logging
-import re
-import time
+import dataclasses
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
-
-from redis import Redis
-from redis.exceptions import ResponseError
 
 from fastq._accel import codec
 from fastq.connection.faults import REDIS_ERRORS
-from fastq.connection.typed import sync_reply
 from fastq.errors import (
     BatchClosed,
     FastqError,
@@ -24,17 +19,15 @@ from fastq.job import JobDef
 from fastq.options import EnqueueOptions
 from fastq.policy import ArgChecker
 from fastq.producer import durable
-from fastq.producer.batches import current_batch
-from fastq.producer.durable import Confirmation, Durability
+from fastq.producer.durable import Durability
+from fastq.producer.envelope import Envelopes
 from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
-from fastq.producer.routing import Part, chunk_size, pick, plan_calls
+from fastq.producer.routing import chunk_size, pick, plan_calls
+from fastq.producer.transport import RedisTransport, Transport
 from fastq.producer.unique import UniquePlan, call_unique_key, default_unique_key, unique_plan
-from fastq.protocol import scripts
-from fastq.protocol.contracts import ENQUEUE, enqueue_extras
 from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.store import Store
-from fastq.retry import envelope_overrides
 from fastq.validate import check_job_id
 
 if TYPE_CHECKING:
@@ -46,10 +39,44 @@ if TYPE_CHECKING:
 # default: Redis holds every job whole in memory and a worker reads a batch of them
 # in one reply; big data belongs in a store, with its key in the job.
 DEFAULT_MAX_PAYLOAD_BYTES = 4 * 1024 * 1024
-log = logging.getLogger("fastq.enqueue")
 
 # What the first connection of an enqueue_many may raise: mapped already, or raw.
 _CONNECT_ERRORS: tuple[type[BaseException], ...] = (FastqError, *REDIS_ERRORS)
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Jobs of one name and options, checked, given ids and encoded, not sent yet:
+    what one :meth:`Producer.send` sends. ``ids_given``: the caller named the ids (a
+    sharded queue routes each by its id). ``one``: a single enqueue's, whose errors
+    say ``job_id=exc.ids[0]``, rather than a blast's."""
+
+    name: str
+    queue: str
+    priority: int
+    options: EnqueueOptions
+    ids: list[str]
+    envs: list[bytes]
+    unique: Optional[UniquePlan]
+    unique_keys: list[str]
+    ids_given: bool
+    one: bool = True
+
+    @classmethod
+    def joined(cls, jobs: Sequence[Prepared]) -> Prepared:
+        """Single jobs of one name and the same options (their ids named for all or
+        none) as one blast, sent in as few script calls as ``enqueue_many``'s."""
+        if len(jobs) == 1:
+            return jobs[0]
+        first = jobs[0]
+        return dataclasses.replace(
+            first,
+            options=dataclasses.replace(first.options, job_id=None),
+            ids=[i for job in jobs for i in job.ids],
+            envs=[env for job in jobs for env in job.envs],
+            unique_keys=[key for job in jobs for key in job.unique_keys],
+            one=False,
+        )
 
 
 class Producer:
@@ -61,6 +88,8 @@ class Producer:
         registry: the app's jobs by name (read as they are registered).
         max_payload_bytes: the largest envelope an enqueue takes.
         durability: ``App(min_replicas=...)``'s wait for replicas; None: off.
+        transport: where the jobs go (:mod:`fastq.producer.transport`); None:
+            Redis, through ``store``.
     """
 
     def __init__(
@@ -69,51 +98,28 @@ class Producer:
         registry: Mapping[str, JobDef[Any]],
         max_payload_bytes: int,
         durability: Optional[Durability],
+        transport: Optional[Transport] = None,
     ) -> None:
         self.store = store
         self.registry = registry
-        self.max_payload_bytes = max_payload_bytes
+        self.envelopes = Envelopes(registry, max_payload_bytes)
         self._durability = durability
         self._ids = IdGenerator()
-        self._known_queues: set[str] = set()  # queues this app has added to the namespace's set
-        self._declared_queues: set[str] = set()  # declare_queue()'s: new queues on purpose
+        self.transport: Transport = (
+            transport if transport is not None else RedisTransport(store, registry, durability)
+        )
 
     def forget_queues(self) -> None:
         """Forget which queues Redis knows (the app now points elsewhere)."""
-        self._known_queues.clear()
+        self.transport.forget_queues()
 
-    def _route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"job name must be a non-empty str, not {name!r}")
-        jobdef = self.registry.get(name)
-        queue = options.queue
-        if queue is None:
-            queue = jobdef.queue if jobdef else "default"
-        priority = options.priority
-        if priority is None:
-            priority = jobdef.priority if jobdef else 0
-        return queue, priority
+    @property
+    def max_payload_bytes(self) -> int:
+        return self.envelopes.max_payload_bytes
 
-    def _tail(self, name: str, priority: int, options: EnqueueOptions) -> tuple[bytes, ...]:
-        # the envelope's optional fields (docs/protocol.md): none for most jobs
-        shared: dict[str, Any] = {}
-        if priority:
-            shared["p"] = priority
-        if not (options.retry is None and options.retries is None and options.age_limit_s is None):
-            # the retry overrides that differ from the job's own policy, so that a
-            # worker of any host applies them; the common enqueue adds nothing
-            jobdef = self.registry.get(name)
-            own = jobdef.policy if jobdef is not None else None
-            shared.update(
-                envelope_overrides(
-                    (own.backoff, own.retries, own.age_limit_s) if own is not None else None,
-                    options.retry,
-                    options.retries,
-                    options.age_limit_s,
-                )
-            )
-        tail: tuple[bytes, ...] = codec.envelope_tail(name, int(time.time() * 1000), shared)
-        return tail
+    def new_ids(self, n: int) -> list[str]:
+        """``n`` fresh job ids, unique across hosts and in the order made."""
+        return self._ids.next_ids(n)
 
     def declare_queue(self, *queues: str, shards: Optional[int] = None) -> None:
         """Let this app enqueue on ``queues`` although no job of it is registered
@@ -142,98 +148,7 @@ class Producer:
             self.store.shard_counts.check(queue, shards)
         for queue in queues:
             self.store.shard_counts.declare(queue, shards)
-            self._declared_queues.add(queue)
-        if shards is not None and queues:
-            with self.store.producer_call():  # the count, in Redis before any job
-                self.store.shard_counts.resolve(self.store.redis, self.store.namespace, queues)
-
-    def _connect(self, queue: str) -> tuple[Redis, int]:
-        """The client, with ``queue`` known to the namespace before it holds a job,
-        and the queue's shard count.
-
-        Raises:
-            UnknownQueue: neither this app nor the namespace knows ``queue``.
-            ShardCountMismatch: this app declares another shard count than Redis'.
-        """
-        client = self.store.redis
-        if queue not in self._known_queues:
-            key = f"{self.store.namespace}:queues"
-            registered = (
-                queue == "default"
-                or queue in self._declared_queues
-                or any(job.queue == queue for job in self.registry.values())
-            )
-            if registered:
-                client.sadd(key, queue)
-            elif not client.sismember(key, queue):
-                known = sorted(self._known_to(client))
-                if self.registry:  # an app that registers jobs knows its queues
-                    raise UnknownQueue(queue, known)
-                # a producer that registers no job cannot tell a typo from a queue
-                # whose workers have not started yet: it says so, once
-                log.warning(
-                    "enqueue on queue %r, which Redis does not know yet (known: %s): a "
-                    "typo? app.declare_queue(%r) says it is new",
-                    queue,
-                    ", ".join(known) or "none",
-                    queue,
-                )
-                client.sadd(key, queue)
-            self._known_queues.add(queue)
-        shards = self.store.shard_counts.cached(queue)
-        if shards is None:
-            shards = self.store.shard_counts.resolve(client, self.store.namespace, [queue])[queue]
-        return client, shards
-
-    def _known_to(self, client: Redis) -> set[str]:
-        members = sync_reply(client.smembers(f"{self.store.namespace}:queues"))
-        names = {m.decode() if isinstance(m, bytes) else str(m) for m in members}
-        return names | {job.queue for job in self.registry.values()} | self._declared_queues
-
-    def _send(
-        self,
-        client: Redis,
-        parts: list[Part],
-        priority: int,
-        options: EnqueueOptions,
-        ids: Sequence[str],
-        envs: Sequence[bytes],
-        unique: Optional[UniquePlan] = None,
-        unique_keys: Sequence[str] = (),
-    ) -> tuple[list[Any], Optional[Confirmation]]:
-        """Send the jobs, one script call per part, pipelined; returns each part's
-        reply (an ``EnqueueReply``) or the error it got, and with ``min_replicas``
-        what the replicas confirmed. Raises what stopped it from reading them."""
-        due = options.due
-        batch = current_batch()
-        if batch is not None:  # each queue joins it before its first job of it
-            batch.join(client, [name for name, _ in parts])
-        extras = enqueue_extras(
-            options.tags or (),
-            unique.until if unique is not None else None,
-            unique.window_ms if unique is not None else 0,
-            batch.id if batch is not None else None,
-        )
-        commands = []
-        keys_of: dict[str, list[str]] = {}
-        for name, at in parts:
-            keys = keys_of.get(name)
-            if keys is None:
-                keys = keys_of[name] = ENQUEUE.keys_for(self.store.keys(name))
-            ukeys = pick(unique_keys, at) if unique is not None else None
-            argv = ENQUEUE.argv(priority, due, extras, pick(ids, at), pick(envs, at), ukeys)
-            commands.append(ENQUEUE.command(keys, argv))
-        confirmed = None
-        if self._durability is None:
-            replies = scripts.call_many(client, commands, raise_on_error=False)
-        else:
-            replies, confirmed = durable.send(
-                client, [name for name, _ in parts], commands, self.store.keys, self._durability
-            )
-        out = [r if isinstance(r, Exception) else ENQUEUE.parse(r) for r in replies]
-        if batch is not None:
-            out = [_batch_refusal(r, batch.id) for r in out]
-        return out, confirmed
+        self.transport.declare(queues, shards)
 
     def enqueue(
         self,
@@ -281,7 +196,20 @@ class Producer:
         options: EnqueueOptions,
     ) -> str:
         """:meth:`enqueue` with its options made (``JobDef`` enqueues through this)."""
-        queue, priority = self._route(name, options)
+        return self.send(self.prepare(name, args, kwargs, options))[0]
+
+    def prepare(
+        self,
+        name: str,
+        args: Sequence[Any],
+        kwargs: Optional[dict[str, Any]],
+        options: EnqueueOptions,
+    ) -> Prepared:
+        """One job checked, given its id and encoded, as :meth:`enqueue` does before
+        it sends anything: :meth:`send` sends it (the HTTP door checks every job of a
+        request so before it sends the first). Raises as :meth:`enqueue` does for
+        bad input."""
+        queue, priority = self.envelopes.route(name, options)
         if not isinstance(args, (list, tuple)):
             raise TypeError(f"args must be a list or tuple, not {type(args).__name__}")
         if kwargs is not None and not isinstance(kwargs, dict):
@@ -290,22 +218,34 @@ class Producer:
         if jobdef is not None:
             jobdef.arg_checker.check(args, kwargs)
         unique = unique_plan(options, jobdef)
-        job_id = options.job_id if options.job_id is not None else self._ids.next_ids(1)[0]
-        env = codec.encode_envelope(args, kwargs, self._tail(name, priority, options))
-        if len(env) > self.max_payload_bytes:
-            raise ValueError(self._too_large(name, len(env)))
+        job_id = options.job_id if options.job_id is not None else self.new_ids(1)[0]
+        tail = self.envelopes.tail(name, priority, options)
+        env = self.envelopes.encode(name, args, kwargs, tail)
         ukeys = []
         if unique is not None:
             ukeys.append(unique.key or default_unique_key(name, args, kwargs))
+        given = options.job_id is not None
+        return Prepared(name, queue, priority, options, [job_id], [env], unique, ukeys, given)
+
+    def send(self, jobs: Prepared) -> list[str]:
+        """Send prepared jobs (:meth:`prepare`, :meth:`prepare_many`); their ids (a
+        unique job refused by a held lock: the holder's). Raises as :meth:`enqueue`
+        (one job) or :meth:`enqueue_many` (a blast) does once input is checked."""
+        return self._send_one(jobs) if jobs.one else self._send_many(jobs)
+
+    def _send_one(self, job: Prepared) -> list[str]:
+        job_id = job.ids[0]
         try:
             with self.store.producer_call():
-                client, shards = self._connect(queue)
-                route = ukeys if unique is not None else None
-                if route is None and options.job_id is not None:
+                shards = self.transport.open(job.queue)
+                route = job.unique_keys if job.unique is not None else None
+                if route is None and job.ids_given:
                     route = [job_id]
-                parts = plan_calls(self.store.shard_counts, queue, shards, 1, 1, options, route)
-                replies, confirmed = self._send(
-                    client, parts, priority, options, [job_id], [env], unique, ukeys
+                parts = plan_calls(
+                    self.store.shard_counts, job.queue, shards, 1, 1, job.options, route
+                )
+                replies, confirmed = self.transport.send(
+                    parts, job.priority, job.options, job.ids, job.envs, job.unique, job.unique_keys
                 )
                 if isinstance(replies[0], Exception):
                     raise replies[0]
@@ -320,7 +260,7 @@ class Producer:
         )
         # a unique job refused by a held lock: the id of the job holding it
         holder: str = replies[0].holders.get(0, job_id)
-        return holder
+        return [holder]
 
     def enqueue_many(
         self,
@@ -386,16 +326,28 @@ class Producer:
         job_ids: Optional[Sequence[str]] = None,
     ) -> list[str]:
         """:meth:`enqueue_many` with its options made (``JobDef`` enqueues through this)."""
+        return self.send(self.prepare_many(name, calls, options, job_ids))
+
+    def prepare_many(
+        self,
+        name: str,
+        calls: Iterable[Any],
+        options: EnqueueOptions,
+        job_ids: Optional[Sequence[str]] = None,
+    ) -> Prepared:
+        """Many calls of one job checked, given ids and encoded, as
+        :meth:`enqueue_many` does before it sends anything (:meth:`send` sends them).
+        Raises as :meth:`enqueue_many` does for bad input."""
         if options.job_id is not None:
             raise TypeError("enqueue_many takes job_ids=[...], one per call, not job_id")
-        queue, priority = self._route(name, options)
+        queue, priority = self.envelopes.route(name, options)
         calls = calls if isinstance(calls, list) else list(calls)
         jobdef = self.registry.get(name)
         if jobdef is not None:
             self._check_calls(jobdef.arg_checker, calls)
         unique = unique_plan(options, jobdef)
         if job_ids is None:
-            ids = self._ids.next_ids(len(calls))
+            ids = self.new_ids(len(calls))
         else:
             ids = list(job_ids)
             if len(ids) != len(calls):
@@ -407,34 +359,39 @@ class Producer:
                     raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-        envs = codec.encode_calls(calls, self._tail(name, priority, options))
-        if envs and max(map(len, envs)) > self.max_payload_bytes:
-            i = next(i for i, env in enumerate(envs) if len(env) > self.max_payload_bytes)
-            raise ValueError(f"call {i}: {self._too_large(name, len(envs[i]))}")
-        if not ids:
-            return ids
+        tail = self.envelopes.tail(name, priority, options)
+        envs = self.envelopes.encode_calls(name, calls, tail)
         ukeys: list[str] = []
         if unique is not None:
             ukeys = [unique.key or call_unique_key(name, call) for call in calls]
+        return Prepared(
+            name, queue, priority, options, ids, envs, unique, ukeys, job_ids is not None, False
+        )
+
+    def _send_many(self, jobs: Prepared) -> list[str]:
+        ids = jobs.ids
+        if not ids:
+            return ids
         try:
-            client, shards = self._connect(queue)
+            shards = self.transport.open(jobs.queue)
         except (UnknownQueue, ShardCountMismatch):
             raise  # bad input, not a failed blast: nothing was sent
         except _CONNECT_ERRORS as exc:
             raise blast_error(self.store.redis_url, ids, [], exc, sent=False) from exc
-        route = ukeys if unique is not None else (ids if job_ids is not None else None)
+        unique, ukeys = jobs.unique, jobs.unique_keys
+        route = ukeys if unique is not None else (ids if jobs.ids_given else None)
         parts = plan_calls(
             self.store.shard_counts,
-            queue,
+            jobs.queue,
             shards,
             len(ids),
-            chunk_size(options, unique),
-            options,
+            chunk_size(jobs.options, unique),
+            jobs.options,
             route,
         )
         try:
-            replies, confirmed = self._send(
-                client, parts, priority, options, ids, envs, unique, ukeys
+            replies, confirmed = self.transport.send(
+                parts, jobs.priority, jobs.options, ids, jobs.envs, unique, ukeys
             )
         except REDIS_ERRORS as exc:
             # Sent, but no reply read (redis-py reads a pipeline's replies all or
@@ -464,13 +421,6 @@ class Producer:
                     ids[at[i]] = holder
         return ids
 
-    def _too_large(self, name: str, size: int) -> str:
-        return (
-            f"job {name!r} is {size:,} bytes encoded, over the limit of "
-            f"{self.max_payload_bytes:,} (App(max_payload_bytes=...)): pass a "
-            "reference to the data (a key, a URL), not the data"
-        )
-
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:
         # calls of a count of positional arguments the function takes fit without a
@@ -487,13 +437,3 @@ class Producer:
             except TypeError as exc:
                 raise TypeError(f"call {i}: {exc}") from None
             i = codec.first_misfit(calls, low, high, i + 1)
-
-
-_BATCH_REFUSED = re.compile(r"batch .* (is (closed|cancelled): no job|was not joined on this)")
-
-
-def _batch_refusal(reply: Any, batch_id: str) -> Any:
-    """The enqueue script's refusal of a batch closed (or ended) since this process
-    joined it, as the ``BatchClosed`` a join raises; any other reply as it is."""
-    found = _BATCH_REFUSED.search(str(reply)) if isinstance(reply, ResponseError) else None
-    return BatchClosed(batch_id, found.group(2) or "ended") if found else reply

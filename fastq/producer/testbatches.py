@@ -4,11 +4,11 @@ A :class:`TestBatchBook` takes the place of the app's :class:`BatchBook` for the
 ``with`` block of a test mode: ``app.batch()``, ``batch_status``, ``close_batch``,
 ``cancel_batch`` and ``list_batches`` answer from this process' memory, with the
 states and counts of the real thing (:mod:`fastq.producer.batches`) and no Redis.
-The test producer tells it each job that joins a batch, and each one that ends
-(run here: done, or raised — dead; a returned ``Retry`` or ``Fail`` is dead too, as
-there are no retries in a test mode). A closed batch whose jobs have all ended ends
-at once: its callbacks are enqueued through the test producer, so a stub keeps them
-for the next ``jobs.run()`` and an eager app runs them there and then. Batches
+The test mode tells it each job that joins a batch, and each one that ends (run
+here, its retries at once: done, or dead once it failed for good). A closed batch
+whose jobs have all ended ends at once: its callbacks are enqueued through the test
+mode's producer, so a stub keeps them for the next ``jobs.run()`` and an eager app
+runs them there and then. Batches
 inside batches count into their parent as in Redis.
 """
 

@@ -14,11 +14,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 import redis
 
-from fastq._accel import codec
 from fastq.connection import cluster
 from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, for_producer, unanswered
@@ -166,9 +165,9 @@ class Firer:
     def _fire(self, client: redis.Redis, job: PeriodicJob, slot_ms: int) -> int:
         """Fire one slot; returns the next slot to try."""
         job_id = job.run_id(slot_ms)
-        shared: dict[str, Any] = {"p": job.priority} if job.priority else {}
-        tail = codec.envelope_tail(job.name, self.clock.now_ms(), shared)
-        envelope = codec.encode_envelope(job.args, job.kwargs, tail)
+        envelopes = self.app.producer.envelopes
+        tail = envelopes.tail(job.name, job.priority, now_ms=self.clock.now_ms())
+        envelope = envelopes.encode(job.name, job.args, job.kwargs, tail)
         argv = FIRE.argv(job.name, slot_ms, job.overlap, job.priority, job_id, envelope)
         reply = FIRE.call(client, self._keys[job.name], argv)
         self.clock.observe(reply.now_ms)  # a reading for free (give or take the RTT)

@@ -1,4 +1,4 @@
-"""Child → master heartbeats through a shared anonymous mmap, one slot per child.
+"""Child → master heartbeats through a shared mmap, one slot per child.
 
 The master creates the board before forking, so every child inherits the same
 memory. A child stamps its slot with ``time.monotonic()`` (CLOCK_MONOTONIC is
@@ -226,18 +226,55 @@ class HeartbeatSlot:
 
 
 class HeartbeatBoard:
-    """``slots`` heartbeat slots in one shared anonymous mapping, each with
-    ``records`` in-flight records (a child's ``--async-jobs``; 0 for one job at
-    a time) and a ring of ``ring_size`` finished jobs (0: none kept)."""
+    """``slots`` heartbeat slots in one shared mapping, each with ``records``
+    in-flight records (a child's ``--async-jobs``; 0 for one job at a time) and a
+    ring of ``ring_size`` finished jobs (0: none kept).
 
-    def __init__(self, slots: int, records: int = 0, ring_size: int = FINISHED_RING) -> None:
+    With ``path``, the mapping is that file's, created (it must not exist), so
+    that it outlives its master: a pool started after the whole pool was killed
+    reads its predecessor's board there (:mod:`fastq.pool.takeover`); ``open``
+    maps an existing board's file. Without, it is anonymous.
+    """
+
+    def __init__(
+        self,
+        slots: int,
+        records: int = 0,
+        ring_size: int = FINISHED_RING,
+        path: Optional[str] = None,
+        *,
+        create: bool = True,
+    ) -> None:
         self.slots = slots
         self.records = records
         self.ring_size = ring_size
+        self.path = path
         ring = _RING_HEADER.size + ring_size * ENTRY_SIZE if ring_size else 0
         self.slot_size = SLOT_SIZE + records * RECORD_SIZE + ring
-        # anonymous and MAP_SHARED (Python's default): children share it after fork
-        self._buf = mmap.mmap(-1, self.slot_size * max(slots, 1))
+        size = self.slot_size * max(slots, 1)
+        if path is None:
+            # anonymous and MAP_SHARED (Python's default): children share it after fork
+            self._buf = mmap.mmap(-1, size)
+            return
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(path, flags, 0o600)
+        try:
+            if create:
+                os.ftruncate(fd, size)  # zeros, as an anonymous map's
+            elif os.fstat(fd).st_size != size:
+                raise ValueError(f"{path} is not a board of this shape")
+            self._buf = mmap.mmap(fd, size)  # MAP_SHARED: children share it after fork
+        finally:
+            os.close(fd)
+
+    @classmethod
+    def open(cls, path: str, slots: int, records: int, ring_size: int) -> HeartbeatBoard:
+        """The board another master made at ``path``, of that shape.
+
+        Raises:
+            OSError: no such file. ValueError: a file of another size.
+        """
+        return cls(slots, records, ring_size, path, create=False)
 
     def slot(self, index: int) -> HeartbeatSlot:
         if not 0 <= index < self.slots:

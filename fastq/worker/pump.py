@@ -31,7 +31,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import redis
 
@@ -65,14 +65,11 @@ class Pump:
         queues: list[str],
         outage: Outage,
         slot: Optional[HeartbeatSlot] = None,
-        on_batches_ended: Optional[Callable[[str, list[str]], None]] = None,
-        on_chains_moved: Optional[Callable[[str, list[str]], None]] = None,
+        on_acked: Optional[Callable[[str, Any], None]] = None,
     ) -> None:
         self.rt = round_trip
-        # told (queue, batch ids) when an ack ended a batch's share of a queue
-        self.on_batches_ended = on_batches_ended
-        # told (queue, link ids) when an ack moved links of chains out, to forward
-        self.on_chains_moved = on_chains_moved
+        # told (queue, ack reply) when an ack left something to do: App.after_ack
+        self.on_acked = on_acked
         self.queues = queues
         self.outage = outage
         self.slot = slot  # its ring of finished jobs hears which acks were answered
@@ -245,12 +242,9 @@ class Pump:
         done = time.monotonic()
         self._timed(done - request.written_at, came_first)
         self.outage.recovered()
-        if self.on_batches_ended is not None:
-            for queue, batch_ids in request.batches_ended:
-                self.on_batches_ended(queue, batch_ids)
-        if self.on_chains_moved is not None:
-            for queue, link_ids in request.chains_moved:
-                self.on_chains_moved(queue, link_ids)
+        if self.on_acked is not None:
+            for queue, reply in request.follow_ups:
+                self.on_acked(queue, reply)
         return claims
 
     def _gave_up(self, recorded: int = 0) -> None:

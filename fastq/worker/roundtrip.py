@@ -113,10 +113,9 @@ class Request:
         # after result(): the outcomes whose ack Redis refused, in part or whole (it
         # held those jobs no longer: a lease taken back, or Redis lost them)
         self.refused: list[tuple[str, Outcomes]] = []
-        # after result(): the batches whose share of a queue its acks ended, to settle
-        self.batches_ended: list[tuple[str, list[str]]] = []
-        # after result(): the links of chains whose acks moved them out, to forward
-        self.chains_moved: list[tuple[str, list[str]]] = []
+        # after result(): (queue, reply) of each ack that left something to do (a
+        # batch's share ended, links of chains moved on): for App.after_ack
+        self.follow_ups: list[tuple[str, Any]] = []
         self.written_at = time.monotonic()  # built once written: the round trip's start
         # the jobs its worker had noted finished (its heartbeat slot's ring) when it
         # was written: answered, their acks are in
@@ -157,12 +156,8 @@ class Request:
                 queue = queue_of_key(keys[0])
                 if ACK.parse(reply) < self.outcomes[queue].count():
                     self.refused.append((queue, self.outcomes[queue]))
-                ended = ACK.batches_ended(reply)
-                if ended:
-                    self.batches_ended.append((queue, ended))
-                moved = ACK.chains_moved(reply)
-                if moved:
-                    self.chains_moved.append((queue, moved))
+                if ACK.has_follow_ups(reply):
+                    self.follow_ups.append((queue, reply))
         n_claims = len(self.claim_queues)
         if self.peek_queues:
             one_clock = self.round_trip.wire.one_clock

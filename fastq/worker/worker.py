@@ -251,8 +251,9 @@ class Worker:
             layout.physical,
             self._outage,
             self.slot,
-            on_batches_ended=self._settle_batches,
-            on_chains_moved=self._forward_chains,
+            on_acked=lambda queue, reply: self.app.after_ack(
+                rt.client, queue, reply, f"worker {self.worker_id}"
+            ),
         )
         self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
@@ -279,36 +280,6 @@ class Worker:
                 self.runner, self.slots, self._pump, str(self.worker_id), after_s
             )
             self._long_jobs.start()
-
-    def _settle_batches(self, queue: str, batch_ids: list[str]) -> None:
-        """An ack ended these batches' shares of ``queue``: tell the batches now (on a
-        failure the share stays due in Redis, and a reaper tells them)."""
-        assert self._pump is not None
-        try:
-            self.app.batch_book.settle_shares(self._pump.rt.client, queue, batch_ids)
-        except Exception as exc:  # noqa: BLE001 - the worker goes on whatever it was
-            log.warning(
-                "worker %s: batches %s of %s not settled (%s); a reaper will",
-                self.worker_id,
-                ", ".join(batch_ids),
-                queue,
-                exc,
-            )
-
-    def _forward_chains(self, queue: str, link_ids: list[str]) -> None:
-        """An ack moved these links of chains out on ``queue``: enqueue their next
-        links now (on a failure they stay in the queue's outbox, for a reaper)."""
-        assert self._pump is not None
-        try:
-            self.app.chain_book.forward(self._pump.rt.client, queue, link_ids)
-        except Exception as exc:  # noqa: BLE001 - the worker goes on whatever it was
-            log.warning(
-                "worker %s: %d links of chains on %s not forwarded (%s); a reaper will",
-                self.worker_id,
-                len(link_ids),
-                queue,
-                exc,
-            )
 
     def _held(self) -> Held:
         """What it holds (read from the lease keeper's thread): see ``Pump.held``."""

@@ -18,6 +18,7 @@ def test_delay_bench_quick_run(tmp_path: Path) -> None:
     spread, campaign = report["scenarios"]["spread"], report["scenarios"]["campaign"]
     assert spread["jobs"] == 200 and campaign["jobs"] == 2000
     assert spread["early"] == 0  # never early: that would be a bug, not a slow machine
+    assert 0 <= spread["scheduled_late"] < 200  # a loaded box schedules some late
     late = spread["lateness_ms"]
     assert 0 <= late["min"] <= late["p50"] <= late["p99"] <= late["max"]
     assert campaign["longest_call_us"] > 0 and campaign["script_calls"] > 0

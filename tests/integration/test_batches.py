@@ -268,12 +268,13 @@ def test_the_reaper_settles_what_no_worker_told(app: fastq.App, r: redis.Redis) 
 
     with app.batch(on_complete="report") as b:
         send.enqueue_many([(i,) for i in range(5)])
-    worker_settle = fastq.worker.worker.Worker._settle_batches
-    try:
-        fastq.worker.worker.Worker._settle_batches = lambda *a: None  # type: ignore[method-assign]
+
+    def lost(*_: object) -> None:
+        raise redis.ConnectionError("the settle's connection dropped")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(app.batch_book, "settle_shares", lost)
         drain(app, ["mail"])
-    finally:
-        fastq.worker.worker.Worker._settle_batches = worker_settle  # type: ignore[method-assign]
     assert app.batch_status(b.id).state == "closed"  # type: ignore[union-attr]
     assert r.smembers(app.keys("mail").batches_due) == {b.id.encode()}
     app.batch_book.resume(app.redis, app.physical_queues())

@@ -401,3 +401,36 @@ def test_an_http_workers_done_carries_a_chain_on_at_once(
     assert done(http, second)[0] == 200
     status = app.chain_status(chain_id)
     assert status is not None and status.state == "done"
+
+
+def test_a_batch_done_by_http_workers_ends_and_calls_back_at_once(
+    app: fastq.App, http: httpx.Client
+) -> None:
+    """The ack of a batch's last job over HTTP settles the batch and queues its
+    callback, as a pool child's does, with no reaper running."""
+
+    @app.job(queue=Q)
+    def send(i: int) -> None: ...
+
+    @app.job(queue=Q)
+    def blast_over(status: dict[str, Any]) -> None: ...
+
+    with app.batch(on_complete=blast_over, id="blast") as batch:
+        for i in range(4):
+            send.enqueue(i)
+    assert batch.id == "blast"
+    jobs = claim(http, n=4)
+    assert len(jobs) == 4
+    for job in jobs[:3]:
+        assert done(http, job)[0] == 200
+    status = app.batch_status("blast")
+    assert status is not None and (status.state, status.done) == ("closed", 3)
+    failure = {"token": jobs[3]["token"], "error": "mailbox full", "retry": False}
+    assert post(http, f"/api/v1/jobs/{jobs[3]['id']}/fail", failure)[0] == 200
+    # at once: the reply to the last ack is the batch's end, and its callback's enqueue
+    status = app.batch_status("blast")
+    assert status is not None
+    assert (status.state, status.total, status.done, status.dead) == ("ended", 4, 3, 1)
+    (callback,) = claim(http)
+    assert (callback["id"], callback["name"]) == ("blast.complete", "blast_over")
+    assert callback["args"][0]["dead"] == 1

@@ -122,7 +122,7 @@ def test_stub_counts_a_job_that_raises_or_fails_dead_and_runs_on_complete_only()
             jobs.run()  # the jobs after it stay kept
         assert _state(app, batch.id) == ("closed", 4, 2, 1, 1, 1, 0)
         assert len(jobs) == 2
-        results = jobs.run()  # a returned Fail is dead too: no retries in a test mode
+        results = jobs.run()  # a returned Fail is dead at once, and returned, not raised
         assert isinstance(results[0], fastq.Fail) and results[1:] == [2, None]
         assert _state(app, batch.id) == ("ended", 4, 0, 2, 2, 2, 0)
         assert shop.kinds() == [("complete", batch.id)]

@@ -43,6 +43,7 @@ RANKS = {
     "app": 5,
     "__init__": 5,
     "runners": 6,
+    "testmode": 6,
     "worker": 7,
     "reaper": 7,
     "pool": 8,
@@ -51,7 +52,7 @@ RANKS = {
     "__main__": 9,
 }
 # what `import fastq` (a producer) must not load
-NOT_FOR_PRODUCERS = ("runners", "worker", "reaper", "pool", "cli", "serve")
+NOT_FOR_PRODUCERS = ("runners", "testmode", "worker", "reaper", "pool", "cli", "serve")
 
 
 def module_names(package_dir: Path) -> dict[str, Path]:

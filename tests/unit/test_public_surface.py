@@ -62,6 +62,7 @@ EXPORTS = {
 OPTIONS = [f.name for f in dataclasses.fields(EnqueueOptions)]
 # each public method of App and its parameters (an enqueue's options as **options)
 APP_METHODS = {
+    "after_ack": ["client", "queue", "ack_reply", "who"],
     "after_job": ["fn"],
     "before_job": ["fn"],
     "batch": ["on_complete", "on_success", "description", "meta", "id", "close"],

@@ -236,6 +236,12 @@ class _Ack(Contract[int]):
         return int(raw[0]) if isinstance(raw, list) else int(raw)
 
     @staticmethod
+    def has_follow_ups(raw: Any) -> bool:
+        """Did the ack leave batches to settle or chains to forward (a reply longer
+        than its count)? The rest is read by ``batches_ended`` and ``chains_moved``."""
+        return isinstance(raw, list) and len(raw) > 1
+
+    @staticmethod
     def batches_ended(raw: Any) -> list[str]:
         """The batches whose sealed share on this queue the ack ended: to settle."""
         if not isinstance(raw, list):

@@ -25,7 +25,6 @@ queue's ``stale_acks``, once per job and claim; it applies nothing.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import secrets
 import time
@@ -362,10 +361,7 @@ class Claims:
         ]
         replies = scripts.call_many(self.client, commands)
         applied, held_left = ACK.parse(replies[-3]), int(replies[-1])
-        moved = ACK.chains_moved(replies[-3])
-        if moved:  # the next links of chains: now, else a reaper does
-            with contextlib.suppress(redis.RedisError):
-                app.chain_book.forward(self.client, keys.queue, moved)
+        app.after_ack(self.client, keys.queue, replies[-3], f"HTTP worker {claim.name}")
         if applied:
             if held_left == 1:  # only the sentinel: every job of the claim is settled
                 scripts.call_many(self.client, [self._release_all(keys, wid)])

@@ -2,13 +2,14 @@
 and sent.
 
 An enqueue over HTTP takes the path a Python producer takes: every job is made
-into :class:`fastq.options.EnqueueOptions` and checked against the app's
-registered function (when it has one) and its payload limit, all before the
-first is sent, so that a request with one bad job writes nothing; then runs of
-jobs of one name and the same options go through ``App.submit_many`` (its
-chunks of 1,000 jobs a script call, one round trip), a job with both positional
-and keyword arguments through ``App.submit``. Jobs that name a ``batch`` (one for
-the whole request) join it, as enqueue calls inside ``with app.batch(...)`` do.
+into :class:`fastq.options.EnqueueOptions` and prepared by the producer
+(``Producer.prepare``: checked against the app's registered function when it has
+one, given its id, encoded and held to the payload limit), all before the first is
+sent, so that a request with one bad job writes nothing; then each run of jobs of
+one name and the same options is sent as one blast (``Producer.send``: chunks of
+1,000 jobs a script call, one round trip). Each job is checked and encoded once.
+Jobs that name a ``batch`` (one for the whole request) join it, as enqueue calls
+inside ``with app.batch(...)`` do.
 """
 
 from __future__ import annotations
@@ -19,15 +20,14 @@ from typing import Any, Optional
 
 import orjson
 
-from fastq._accel import codec
 from fastq.app import App
 from fastq.errors import EnqueueError, EnqueueInterrupted
 from fastq.options import EnqueueOptions
 from fastq.producer.batches import Batch
-from fastq.producer.unique import unique_plan
+from fastq.producer.enqueue import Prepared
 from fastq.serve.api.endpoint import NO_BODY, json_type, refusal
 from fastq.serve.reply import HTTPError
-from fastq.validate import MAX_PRIORITY, check_job_id, check_queue_name
+from fastq.validate import check_job_id, check_queue_name
 
 # jobs in one request at most; the body's bound (8 MiB) usually comes first
 MAX_JOBS_PER_REQUEST = 10_000
@@ -64,12 +64,13 @@ class JobCall:
     job_id: Optional[str]
     options_key: Optional[bytes] = None  # the options' JSON: equal for equal options
     batch: Optional[str] = None  # the batch it joins
+    prepared: Optional[Prepared] = None  # once checked and encoded (check_jobs)
 
     def batch_key(self) -> tuple[Any, ...]:
-        """Jobs of equal keys go in one ``submit_many``: one name, the same options,
-        each call positional or keywords (not both), ids given for all or none."""
+        """Jobs of equal keys are sent as one blast: one name, the same options, ids
+        given for all or none."""
         same = self.options_key if self.options_key is not None else self.options
-        return (self.name, same, self.job_id is not None, bool(self.kwargs))
+        return (self.name, same, self.job_id is not None)
 
 
 def parse_at(value: Any, where: str) -> Any:
@@ -209,11 +210,9 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
     jobs: list[JobCall] = []
     seen: dict[str, int] = {}
     made: dict[bytes, EnqueueOptions] = {}
-    tails: dict[str, Any] = {}
     for i, item in enumerate(items):
         where = "" if one else f"jobs[{i}]."
-        job = parse_job(item, queue, where, made)
-        _check_call(app, job, where, tails)
+        job = _prepared(app, parse_job(item, queue, where, made), where)
         if job.job_id is not None:
             if job.job_id in seen:
                 raise HTTPError(
@@ -230,49 +229,31 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
     return jobs
 
 
-def _check_call(app: App, job: JobCall, where: str, tails: dict[str, Any]) -> None:
-    """What the producer checks of a call before it sends anything, checked of every
-    job of the request before the first is sent; ``tails``: the envelope tails made
-    for this request, by job name."""
-    jobdef = app.registry.get(job.name)
+def _prepared(app: App, job: JobCall, where: str) -> JobCall:
+    """``job`` checked, given its id and encoded by the producer, as an enqueue in
+    Python is before it sends anything.
+
+    Raises:
+        HTTPError: 422, naming the job, for what the producer refuses.
+    """
+    options = dataclasses.replace(job.options, job_id=job.job_id)
     try:
-        if jobdef is not None:
-            jobdef.arg_checker.check(job.args, job.kwargs)
-        unique_plan(job.options, jobdef)
-        tail = tails.get(job.name)
-        if tail is None:  # the longest priority: a size no smaller than the one sent
-            tail = tails[job.name] = codec.envelope_tail(job.name, 0, {"p": -MAX_PRIORITY})
-        size = len(codec.encode_envelope(job.args, job.kwargs, tail))
+        prepared = app.producer.prepare(job.name, job.args, job.kwargs, options)
     except (TypeError, ValueError) as exc:
         raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
-    if size > app.max_payload_bytes:
-        raise HTTPError(
-            422,
-            f"{where.rstrip('.') or 'the job'}: {size:,} bytes encoded, over the "
-            f"payload limit of {app.max_payload_bytes:,}: pass a reference to the data",
-        )
+    return dataclasses.replace(job, prepared=prepared)
 
 
 def runs(jobs: list[JobCall]) -> list[list[JobCall]]:
-    """The jobs in runs that one ``submit_many`` can take: one name, the same options,
-    calls all positional or all keywords, ids given for all or none. A job with both
-    positional and keyword arguments is a run of its own (``submit`` takes it)."""
+    """The jobs in runs that one blast can take: one name, the same options, ids
+    given for all or none."""
     out: list[list[JobCall]] = []
     for job in jobs:
-        if (
-            out
-            and not _both(job)
-            and not _both(out[-1][0])
-            and out[-1][0].batch_key() == job.batch_key()
-        ):
+        if out and out[-1][0].batch_key() == job.batch_key():
             out[-1].append(job)
             continue
         out.append([job])
     return out
-
-
-def _both(job: JobCall) -> bool:
-    return bool(job.args) and bool(job.kwargs)
 
 
 def send(app: App, jobs: list[JobCall]) -> list[str]:
@@ -297,15 +278,10 @@ def send(app: App, jobs: list[JobCall]) -> list[str]:
 def _send(app: App, jobs: list[JobCall]) -> list[str]:
     ids: list[str] = []
     for run in runs(jobs):
-        first = run[0]
+        prepared = [job.prepared for job in run if job.prepared is not None]
+        assert len(prepared) == len(run), "jobs are sent once check_jobs prepared them"
         try:
-            if len(run) == 1:
-                options = dataclasses.replace(first.options, job_id=first.job_id)
-                ids.append(app.submit(first.name, first.args, first.kwargs, options))
-            else:
-                calls = [job.kwargs if first.kwargs else job.args for job in run]
-                given = [job.job_id for job in run] if first.job_id is not None else None
-                ids += app.submit_many(first.name, calls, first.options, given)  # type: ignore[arg-type]
+            ids += app.producer.send(Prepared.joined(prepared))
         except EnqueueError as exc:
             raise _unsent(exc, ids + list(exc.written), len(jobs)) from exc
         except Exception as exc:

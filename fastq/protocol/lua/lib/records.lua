@@ -49,6 +49,14 @@ local RECORDS_MAX_LEN = 100000
 local FOLD_PER_REAP = 4000
 local FOLD_BUSY = 500
 local FOLD_QUIET_MS = 500
+-- batches logged and not folded in a generation at most: past it, the ack that logs
+-- one folds the oldest (the same work, on the acks' path), so that a queue with no
+-- reaper (HTTP workers, whose every done is a batch of one) keeps a bounded log and
+-- a lookup folds a bounded number. A pool's drain of 200,000 jobs in batches of 100
+-- stays under it: its reaper folds after the drain, off its path.
+local LOG_MAX_BATCHES = 2000
+-- fields deleted by one HDEL at most: unpack() is bounded by Lua's C stack (~8,000)
+local HDEL_CHUNK = 1000
 
 -- records_limits: {max_age_ms, max_len} of the queue; max_len 0: records are off.
 local function records_limits(settings)
@@ -82,28 +90,28 @@ end
 -- previous one if it is old (only with `sweep`: the reaper's look, two calls more).
 -- k holds the key names (records, old); lim is {max_age_ms, max_len}. Returns when
 -- the current generation began (nil if there is none now, or records are off), the
--- records it was written, and the K of its next logged batch.
+-- records it was written, the K of its next logged batch and of its first not folded.
 local function age_records(k, lim, now, sweep)
     local max_age, max_len = lim[1], lim[2]
     if max_len <= 0 then
         redis.call('UNLINK', k.records, k.old)
         return nil, 0, 0
     end
-    local c = redis.call('HMGET', k.records, '', 'fastq:n', 'fastq:s')
+    local c = redis.call('HMGET', k.records, '', 'fastq:n', 'fastq:s', 'fastq:f')
     local since = c[1]
     local n = since and (tonumber(c[2]) or redis.call('HLEN', k.records) - 1)
     if since and (now - tonumber(since) >= max_age or n >= max_len) then
         redis.call('UNLINK', k.old)
         redis.call('RENAME', k.records, k.old)
         redis.call('HSET', k.old, '', now)
-        return nil, 0, 0
+        return nil, 0, 0, 0
     elseif sweep then
         local retired = redis.call('HGET', k.old, '')
         if retired and now - tonumber(retired) >= max_age then
             redis.call('UNLINK', k.old)
         end
     end
-    return since, n or 0, tonumber(c[3]) or 0
+    return since, n or 0, tonumber(c[3]) or 0, tonumber(c[4]) or 0
 end
 
 -- keep_records: write the records of `ids` (texts[i], or the one text `same` for
@@ -127,26 +135,6 @@ local function keep_records(k, lim, now, ids, texts, same)
             fields[#fields + 1] = same or texts[i]
         end
         redis.call('HSET', k.records, unpack(fields))
-    end
-end
-
--- log_done: the records of the done jobs `ids`, run by `worker`, as one logged
--- batch (one field); `runs` (or nil: not known) as the header says.
-local function log_done(k, lim, now, ids, runs, worker)
-    if #ids == 0 then
-        return
-    end
-    local since, n, s = age_records(k, lim, now, false)
-    if lim[2] <= 0 then
-        return
-    end
-    local batch = cmsgpack.pack(now, worker, runs or false, ids)
-    if since then
-        redis.call('HSET', k.records, 'fastq:b' .. s, batch, 'fastq:s', s + 1, 'fastq:n', n + #ids,
-            'fastq:t', now)
-    else
-        redis.call('HSET', k.records, '', now, 'fastq:b0', batch, 'fastq:s', 1, 'fastq:n', #ids,
-            'fastq:t', now)
     end
 end
 
@@ -217,6 +205,10 @@ local function fold_records(gen, budget)
         if batch then
             folded = folded + fold_batch(gen, batch)
             gone[#gone + 1] = field
+            if #gone == HDEL_CHUNK then
+                redis.call('HDEL', gen, unpack(gone))
+                gone = {}
+            end
         end
         f = f + 1
     end
@@ -225,10 +217,35 @@ local function fold_records(gen, budget)
         gone[#gone + 1] = 'fastq:s'
         redis.call('HDEL', gen, unpack(gone))
     else
-        redis.call('HDEL', gen, unpack(gone))
+        if #gone > 0 then
+            redis.call('HDEL', gen, unpack(gone))
+        end
         redis.call('HSET', gen, 'fastq:f', f)
     end
     return s - f, folded
+end
+
+-- log_done: the records of the done jobs `ids`, run by `worker`, as one logged
+-- batch (one field); `runs` (or nil: not known) as the header says.
+local function log_done(k, lim, now, ids, runs, worker)
+    if #ids == 0 then
+        return
+    end
+    local since, n, s, f = age_records(k, lim, now, false)
+    if lim[2] <= 0 then
+        return
+    end
+    local batch = cmsgpack.pack(now, worker, runs or false, ids)
+    if since then
+        redis.call('HSET', k.records, 'fastq:b' .. s, batch, 'fastq:s', s + 1, 'fastq:n', n + #ids,
+            'fastq:t', now)
+        if s + 1 - f > LOG_MAX_BATCHES then
+            fold_records(k.records, 1)  -- the oldest batch: the log stays as long
+        end
+    else
+        redis.call('HSET', k.records, '', now, 'fastq:b0', batch, 'fastq:s', 1, 'fastq:n', #ids,
+            'fastq:t', now)
+    end
 end
 
 -- look_records: the records of `ids` in generation `gen` (HMGET's reply), its
