@@ -128,9 +128,7 @@ class Master:
         # the slots of dead workers whose hand-back is not sent yet: not given to a
         # new child (its reset would wipe what a pool after this one reads there)
         self.unsent_slots: set[int] = set()
-        self.hand_backs = HandBacks(
-            app, config.queues, on_sent=lambda item: self.unsent_slots.discard(item.slot_index)
-        )
+        self.hand_backs = HandBacks(app, config.queues, on_sent=self.hand_back_sent)
         self.board = HeartbeatBoard(
             max(2 * config.children + 2, config.children + 16),
             records=config.worker.async_jobs + config.worker.threads,
@@ -422,6 +420,11 @@ class Master:
         for slot in free[:missing]:
             if not self.spawn_worker(slot):
                 return  # the next turn of the loop
+
+    def hand_back_sent(self, hand_back: HandBack) -> None:
+        """Redis took a dead worker's hand-back: its slot may go to a new child (called
+        from the hand-back thread: one set operation)."""
+        self.unsent_slots.discard(hand_back.slot_index)
 
     def free_slots(self) -> list[int]:
         """The slots no child holds, but those of dead workers whose hand-back is

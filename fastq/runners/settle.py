@@ -41,7 +41,7 @@ def _failure_fields(attempt: int, error: str, tb: Optional[str]) -> dict[str, An
     return {"attempts": attempt, "error": error, "traceback": tb, "failed_at": _now_ms()}
 
 
-# the same fields for a failure reported over HTTP (fastq.serve.leases)
+# the same fields for a failure reported over HTTP (fastq.serve.api.claims)
 failure_fields = _failure_fields
 
 

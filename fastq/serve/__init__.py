@@ -1,1 +1,2 @@
-"""The HTTP API, ``fastq serve``: for producers and workers of any language."""
+"""``fastq serve``: the HTTP API for producers and workers of any language
+(:mod:`fastq.serve.api`), and the dashboard (:mod:`fastq.serve.pages`)."""

@@ -1,19 +1,14 @@
-"""The ASGI app of ``fastq serve``: :func:`create_app`.
-
-Its routes: the producer's (:mod:`fastq.serve.producers`), the batches'
-(:mod:`fastq.serve.batches`) and, once present, the HTTP workers'
-(``fastq.serve.workers``: its ``ROUTES``, ``OPENAPI_PATHS`` and
-``OPENAPI_SCHEMAS``), behind the guard (:mod:`fastq.serve.guard`: the token, the
-body's bound and type on every ``/api/`` route), and the OpenAPI document of them
-all at ``/api/v1/openapi.json``. It holds no state but the :class:`fastq.App`:
-any number of servers on one Redis answer alike.
+"""The ASGI app of ``fastq serve``: :func:`create_app`, which assembles its two
+halves. The JSON API (:mod:`fastq.serve.api`: producers, batches, HTTP workers and
+the OpenAPI document of them all), mounted at ``/api/v1`` behind the guard
+(:mod:`fastq.serve.guard`: the token, the body's bound and type on every ``/api/``
+route); the dashboard's pages (:mod:`fastq.serve.pages`) at ``/``. It holds no
+state but the :class:`fastq.App`: any number of servers on one Redis answer alike.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-from types import ModuleType
 from typing import Optional
 
 from starlette.applications import Starlette
@@ -21,25 +16,21 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute, Route
+from starlette.routing import BaseRoute, Mount, Route
 
 from fastq.app import App
-from fastq.serve import batches, openapi, producers
+from fastq.serve.api import batches, openapi, producers, workers
 from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
-from fastq.serve.reply import JSONReply, error_reply
-from fastq.serve.session import Sessions
+from fastq.serve.pages.session import Sessions
+from fastq.serve.reply import error_reply
 
 log = logging.getLogger("fastq.serve")
 
-
-def _workers() -> Optional[ModuleType]:
-    """``fastq.serve.workers`` (the HTTP workers' routes), or None before it exists."""
-    try:
-        return importlib.import_module("fastq.serve.workers")
-    except ModuleNotFoundError as exc:
-        if exc.name != "fastq.serve.workers":
-            raise  # it exists and failed: a bug to see, not to hide
-        return None
+# where the API is mounted (the guard guards all of /api/)
+API_ROOT = "/api/v1"
+NAMED = (Route, Mount)
+# the API's route tables, in the order their routes match
+API = (producers.ROUTES, batches.ROUTES, workers.ROUTES, openapi.ROUTES)
 
 
 def create_app(
@@ -70,21 +61,11 @@ def create_app(
         or max_body_bytes < 1
     ):
         raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
-    routes: list[BaseRoute] = [*producers.ROUTES, *batches.ROUTES]
-    paths = {**openapi.PRODUCER_PATHS, **batches.OPENAPI_PATHS}
-    schemas = {**openapi.SCHEMAS, **batches.OPENAPI_SCHEMAS}
-    workers = _workers()
-    if workers is not None:
-        routes += list(workers.ROUTES)
-        paths.update(getattr(workers, "OPENAPI_PATHS", {}))
-        schemas.update(getattr(workers, "OPENAPI_SCHEMAS", {}))
-    document = openapi.document(paths, schemas, max_body_bytes)
-
-    def openapi_json(request: Request) -> Response:
-        return JSONReply(document)
-
-    routes.append(Route("/api/v1/openapi.json", openapi_json, methods=["GET"]))
-    routes += _dashboard()
+    api = [route for table in API for route in table.starlette_routes()]
+    document = openapi.document(API, API_ROOT, max_body_bytes)
+    pages = _dashboard()
+    # the API under its prefix, named: its routes' names never shadow the pages'
+    routes: list[BaseRoute] = [Mount(API_ROOT, routes=api, name="api"), *pages]
     app = Starlette(
         routes=routes,
         middleware=[Middleware(Guard, token=token, max_body_bytes=max_body_bytes)],
@@ -94,20 +75,22 @@ def create_app(
     app.state.openapi = document
     app.state.sessions = Sessions(token)  # the dashboard's login and CSRF tokens
     app.state.read_only = read_only
+    # the pages' routes by name, for their links (fastq.serve.pages.url_for)
+    app.state.page_routes = {route.name: route for route in pages if isinstance(route, NAMED)}
     return app
 
 
 def _dashboard() -> list[BaseRoute]:
-    """The dashboard's routes (:mod:`fastq.serve.pages`, the batches' in
-    :mod:`fastq.serve.batch_pages`), or none without jinja2."""
+    """The dashboard's routes (:mod:`fastq.serve.pages.routes`), or none without
+    jinja2."""
     try:
-        from fastq.serve import batch_pages, pages
+        from fastq.serve.pages.routes import ROUTES
     except ModuleNotFoundError as exc:
         if exc.name != "jinja2":
             raise
         log.warning("fastq serve: no dashboard at / (it needs jinja2: pip install 'fastq[web]')")
         return []
-    return [*pages.routes(), *batch_pages.routes()]
+    return list(ROUTES)
 
 
 async def _http_error(request: Request, exc: Exception) -> Response:

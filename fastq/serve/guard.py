@@ -23,6 +23,8 @@ from typing import Any, Awaitable, Callable, MutableMapping, Optional
 
 import orjson
 
+from fastq.serve.reply import problem
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -80,7 +82,7 @@ class Guard:
     def check_headers(self, headers: dict[bytes, bytes]) -> Optional[tuple[int, str]]:
         """The refusal of a request by its headers alone (status, message), or None."""
         if self.token is None:
-            if not _is_loopback_host(headers.get(b"host", b"")):
+            if not is_loopback_host(headers.get(b"host", b"")):
                 return 403, (
                     "this server has no token and answers only requests to localhost: "
                     "start it with --token-file or $FASTQ_TOKEN to serve others"
@@ -154,7 +156,7 @@ def _is_json(content_type: bytes) -> bool:
     )
 
 
-def _is_loopback_host(host: bytes) -> bool:
+def is_loopback_host(host: bytes) -> bool:
     """Whether a Host header names this machine's loopback: ``localhost``,
     ``127.x.x.x`` or ``[::1]``, with or without a port."""
     text = host.decode("latin-1").strip().lower()
@@ -177,7 +179,7 @@ async def _refuse(send: Send, status: int, message: str) -> None:
     if status == 413:
         # the rest of the body is not read: the connection cannot carry another request
         headers.append((b"connection", b"close"))
-    body = orjson.dumps({"error": message})
+    body = orjson.dumps(problem(message))
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

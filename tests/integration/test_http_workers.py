@@ -305,7 +305,7 @@ def test_bad_bodies_are_a_400_and_bad_values_a_422(app: fastq.App, http: httpx.C
     response = http.post(
         f"/api/v1/queues/{Q}/claim", content=b"{nope", headers={"content-type": "application/json"}
     )
-    assert response.status_code == 400 and "the body is not JSON" in response.json()["error"]
+    assert response.status_code == 400 and "the body is not valid JSON" in response.json()["error"]
     response = http.post(
         f"/api/v1/queues/{Q}/claim", content=b" ", headers={"content-type": "application/json"}
     )

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 from starlette.requests import Request
 
-from fastq.serve.pages import local_path
-from fastq.serve.session import BEARER_NONCE, COOKIE, Sessions
+from fastq.serve.pages.handler import local_path
+from fastq.serve.pages.session import BEARER_NONCE, COOKIE, Sessions
 
 TOKEN = "s3cret-token-0123456789"
 

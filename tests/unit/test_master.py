@@ -124,11 +124,18 @@ def test_a_worker_that_dies_has_its_jobs_handed_back_without_waiting_on_redis(
             ReleaseMode.STALLED,
             ReleaseMode.ORPHANED,
             cause="was killed by SIGKILL",
+            slot_index=worker.slot,
         )
     ]
     assert not master.crashes  # a job's fault: no crash-loop backoff for the others
     master.manage_children()
     assert len(master.workers()) == 2  # replaced
+    # in another slot: the dead one's board is read by a pool after this one, were
+    # this one killed before its hand-back is sent
+    assert worker.slot not in {w.slot for w in master.workers()}
+    assert worker.slot in master.unsent_slots
+    master.hand_back_sent(master.hand_backs.queued[0])  # type: ignore[attr-defined]
+    assert worker.slot not in master.unsent_slots and worker.slot in master.free_slots()
 
 
 def test_an_exit_nobody_asked_for_counts_its_jobs_orphaned_even_with_status_0(

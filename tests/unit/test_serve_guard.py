@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 import pytest
 
-from fastq.serve.guard import Guard, _is_loopback_host
+from fastq.serve.guard import Guard, is_loopback_host
 
 TOKEN = "s3cret-token-0123456789"
 
@@ -154,4 +154,4 @@ def test_without_a_token_only_requests_to_localhost_are_answered() -> None:
     ],
 )
 def test_loopback_hosts(host: str, loopback: bool) -> None:
-    assert _is_loopback_host(host.encode()) is loopback
+    assert is_loopback_host(host.encode()) is loopback

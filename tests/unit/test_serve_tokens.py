@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from fastq.serve.tokens import BadRequest, ClaimToken, check_claim, progress_report
+from fastq.serve.api.claim_token import ClaimToken, check_claim, progress_report
 
 SECRET = "0123456789abcdef" * 2
 
@@ -34,7 +34,7 @@ def test_a_token_names_its_claim_and_its_worker_id_hides_the_secret() -> None:
     ],
 )
 def test_what_no_claim_returned_is_refused(bad: str) -> None:
-    with pytest.raises(BadRequest, match="token is not one a claim returned"):
+    with pytest.raises(ValueError, match="token is not one a claim returned"):
         ClaimToken.parse(bad)
 
 
@@ -51,14 +51,14 @@ def test_a_claims_input_has_defaults_and_bounds() -> None:
         ((1, 1, "x" * 65), "worker must be 1 to 64"),
         ((1, 1, 7), "worker must be 1 to 64"),
     ]:
-        with pytest.raises(BadRequest, match=message.replace(".", r"\.")):
+        with pytest.raises(ValueError, match=message.replace(".", r"\.")):
             check_claim(*args)
 
 
 def test_progress_is_stored_as_set_progress_stores_it() -> None:
     assert progress_report(0.25) == b'{"fraction":0.25,"meta":null}'
     assert progress_report({"fraction": 1, "meta": {"n": 3}}) == b'{"fraction":1.0,"meta":{"n":3}}'
-    with pytest.raises(BadRequest, match=r"progress: fraction must be a finite number in \[0, 1\]"):
+    with pytest.raises(ValueError, match=r"progress: fraction must be a finite number in \[0, 1\]"):
         progress_report(1.5)
-    with pytest.raises(BadRequest, match="meta is 5002 bytes"):
+    with pytest.raises(ValueError, match="meta is 5002 bytes"):
         progress_report({"fraction": 0, "meta": "x" * 5000})

@@ -30,9 +30,11 @@
     // login form, then back here
     document.body.addEventListener("htmx:responseError", function (e) {
       if (e.detail.xhr.status !== 401) return;
+      // next: the page's path under the root (--root-path), as the login form takes it
       var root = document.body.getAttribute("data-root") || "";
       var here = location.pathname.slice(root.length) + location.search;
-      location.assign(root + "/login?next=" + encodeURIComponent(here || "/"));
+      var login = document.body.getAttribute("data-login");
+      location.assign(login + "?next=" + encodeURIComponent(here || "/"));
     });
   });
 })();

@@ -2,7 +2,7 @@
 batch (its counts, times, queues, child batches, callbacks) with its Close and
 Cancel buttons; both poll a fragment of their own every few seconds.
 
-Every page and action goes through :func:`fastq.serve.pages.page` (the session,
+Every page and action goes through :func:`fastq.serve.pages.handler.page` (the session,
 the read-only switch, the CSRF token); an action calls what ``fastq batch close``
 and ``fastq batch cancel`` call, and a cancel asks first, as a job's does.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from starlette.requests import Request
-from starlette.routing import BaseRoute, Route
 
 from fastq.app import App
 from fastq.errors import BatchClosed
 from fastq.protocol.batches import BatchStatus
-from fastq.serve.pages import NotFound, Refused, Rendered, back, check_id, confirm, page
+from fastq.serve.pages.handler import Rendered, back, confirm, is_job_id
+from fastq.serve.reply import HTTPError
 from fastq.validate import SHARD_SEP
 
 # batches the list shows (the newest): each is read whole, every 5 s an open tab polls
@@ -44,11 +44,12 @@ def progress(status: BatchStatus) -> dict[str, Any]:
 
 
 def _batch(app: App, batch_id: str) -> BatchStatus:
-    status: Optional[BatchStatus] = app.batch_status(batch_id) if check_id(batch_id) else None
+    status: Optional[BatchStatus] = app.batch_status(batch_id) if is_job_id(batch_id) else None
     if status is None:
-        raise NotFound(
+        raise HTTPError(
+            404,
             f"no batch {batch_id!r}: never opened, or it expired (a batch is kept 7 days "
-            "after it ended)"
+            "after it ended)",
         )
     return status
 
@@ -74,8 +75,8 @@ def batch_fragment(app: App, request: Request, form: dict[str, str]) -> Rendered
 
 def _form_batch(form: dict[str, str]) -> str:
     batch_id = form.get("id", "")
-    if not check_id(batch_id):
-        raise Refused(f"no batch {batch_id!r}")
+    if not is_job_id(batch_id):
+        raise HTTPError(422, f"no batch {batch_id!r}")
     return batch_id
 
 
@@ -90,11 +91,11 @@ def cancel_batch(app: App, request: Request, form: dict[str, str]) -> Rendered:
         )
     status = app.batch_status(batch_id)
     if status is None or status.state == "ended":
-        raise Refused(f"batch {batch_id} has ended or is gone: nothing to cancel")
+        raise HTTPError(409, f"batch {batch_id} has ended or is gone: nothing to cancel")
     try:
         n = app.cancel_batch(batch_id)
     except BatchClosed:
-        raise Refused(f"batch {batch_id} is gone: nothing to cancel") from None
+        raise HTTPError(409, f"batch {batch_id} is gone: nothing to cancel") from None
     return back(request, form, f"batch {batch_id} cancelled: {n} waiting jobs will never run")
 
 
@@ -103,17 +104,5 @@ def close_batch(app: App, request: Request, form: dict[str, str]) -> Rendered:
     try:
         app.close_batch(batch_id)
     except BatchClosed:
-        raise Refused(f"batch {batch_id} is gone: nothing to close") from None
+        raise HTTPError(409, f"batch {batch_id} is gone: nothing to close") from None
     return back(request, form, f"batch {batch_id} closed: no job joins it now")
-
-
-def routes() -> list[BaseRoute]:
-    """The batch pages' routes (:func:`fastq.serve.app.create_app` adds them)."""
-    return [
-        Route("/batches", page(batches), methods=["GET"]),
-        Route("/_/batches", page(batches_fragment), methods=["GET"]),
-        Route("/batches/{batch_id:path}", page(batch_page), methods=["GET"]),
-        Route("/_/batches/{batch_id:path}", page(batch_fragment), methods=["GET"]),
-        Route("/actions/cancel-batch", page(cancel_batch), methods=["POST"]),
-        Route("/actions/close-batch", page(close_batch), methods=["POST"]),
-    ]

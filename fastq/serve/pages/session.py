@@ -23,7 +23,7 @@ from urllib.parse import parse_qs
 from starlette.requests import Request
 from starlette.responses import Response
 
-from fastq.serve.guard import _is_loopback_host
+from fastq.serve.guard import is_loopback_host
 
 COOKIE = "fastq_session"
 MAX_FORM_BYTES = 64 * 1024
@@ -65,7 +65,7 @@ class Sessions:
 
     def session_of(self, request: Request) -> Optional[str]:
         """The session (its nonce) of a request that may see the pages, else None."""
-        if self.token is None and not _is_loopback_host(request.headers.get("host", "").encode()):
+        if self.token is None and not is_loopback_host(request.headers.get("host", "").encode()):
             return None
         given = request.headers.get("authorization")
         if given is not None and self.token is not None:
@@ -97,6 +97,11 @@ class Sessions:
 
     def clear_cookie(self, request: Request, response: Response) -> None:
         response.delete_cookie(COOKIE, path=root_of(request) + "/")
+
+
+def loopback(request: Request) -> bool:
+    """Whether the request is addressed to a loopback name (``Host``)."""
+    return is_loopback_host(request.headers.get("host", "").encode())
 
 
 def root_of(request: Request) -> str:

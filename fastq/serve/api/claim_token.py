@@ -1,5 +1,6 @@
 """What an HTTP worker's calls carry: the claim's token, and the checks of their
-input (each refusal a :class:`BadRequest` naming the field: HTTP 400)."""
+input (each refusal a ``ValueError`` naming the field: HTTP 422, as for every
+route, :func:`fastq.serve.api.endpoint.refusal`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from fastq.context import encode_progress
+from fastq.serve.reply import HTTPError
 from fastq.validate import check_job_id, check_physical_queue_name
 
 # Jobs one claim takes at most (its reply is read whole), and lease bounds in seconds:
@@ -29,13 +31,12 @@ _TOKEN = re.compile(
 )
 
 
-class BadRequest(ValueError):
-    """A call's input is wrong (HTTP 400); the message names the field."""
-
-
-class LeaseGone(Exception):
+class LeaseGone(HTTPError):
     """The claim no longer holds the job (HTTP 409): its lease lapsed (and was handed
     back), the job was settled already, or the token names no claim of it."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message)
 
 
 @dataclass(frozen=True)
@@ -58,19 +59,19 @@ class ClaimToken:
 
     @classmethod
     def parse(cls, token: object) -> ClaimToken:
-        """Raises: BadRequest, when ``token`` is not one a claim returned."""
+        """Raises: ValueError, when ``token`` is not one a claim returned."""
         if not isinstance(token, str):
-            raise BadRequest(f"token must be a string, not {kind(token)}")
+            raise ValueError(f"token must be a string, not {kind(token)}")
         match = _TOKEN.fullmatch(token)
         if match is None:
-            raise BadRequest("token is not one a claim returned")
+            raise ValueError("token is not one a claim returned")
         queue, lease_ms, name, secret = match.groups()
         try:
             check_physical_queue_name(queue)
         except ValueError:
-            raise BadRequest("token is not one a claim returned") from None
+            raise ValueError("token is not one a claim returned") from None
         if not MIN_LEASE_S * 1000 <= int(lease_ms) <= MAX_LEASE_S * 1000:
-            raise BadRequest("token is not one a claim returned")
+            raise ValueError("token is not one a claim returned")
         return cls(queue, int(lease_ms), name, secret)
 
 
@@ -82,26 +83,26 @@ def check_claim(max_jobs: object, lease_s: object, name: object) -> tuple[int, i
     """``(n, lease_ms, name)`` of a claim's input.
 
     Raises:
-        BadRequest: naming the field that is wrong.
+        ValueError: naming the field that is wrong.
     """
     if max_jobs is None:
         max_jobs = 1
     if isinstance(max_jobs, bool) or not isinstance(max_jobs, int):
-        raise BadRequest(f"max must be an integer, not {kind(max_jobs)}")
+        raise ValueError(f"max must be an integer, not {kind(max_jobs)}")
     if not 1 <= max_jobs <= MAX_CLAIM:
-        raise BadRequest(f"max must be within 1..{MAX_CLAIM}, not {max_jobs}")
+        raise ValueError(f"max must be within 1..{MAX_CLAIM}, not {max_jobs}")
     if lease_s is None:
         lease_s = DEFAULT_LEASE_S
     if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)):
-        raise BadRequest(f"lease_s must be a number of seconds, not {kind(lease_s)}")
+        raise ValueError(f"lease_s must be a number of seconds, not {kind(lease_s)}")
     if not (math.isfinite(lease_s) and MIN_LEASE_S <= lease_s <= MAX_LEASE_S):
-        raise BadRequest(
+        raise ValueError(
             f"lease_s must be within {MIN_LEASE_S:g}..{MAX_LEASE_S:g} seconds, not {lease_s!r}"
         )
     if name is None:
         name = DEFAULT_NAME
     if not isinstance(name, str) or _NAME.fullmatch(name) is None:
-        raise BadRequest(
+        raise ValueError(
             f"worker must be 1 to {MAX_NAME_CHARS} ASCII letters, digits, '_', '.' or '-'"
         )
     return max_jobs, int(lease_s * 1000), name
@@ -111,38 +112,38 @@ def check_failure(error: object, retry: object, traceback: object) -> None:
     """Check a ``fail`` call's input.
 
     Raises:
-        BadRequest: naming the field that is wrong.
+        ValueError: naming the field that is wrong.
     """
     if not isinstance(error, str) or not error:
-        raise BadRequest(f"error must be a non-empty string, not {kind(error)}")
+        raise ValueError(f"error must be a non-empty string, not {kind(error)}")
     if len(error) > MAX_ERROR_INPUT_CHARS:
-        raise BadRequest(f"error is {len(error)} characters, more than {MAX_ERROR_INPUT_CHARS}")
+        raise ValueError(f"error is {len(error)} characters, more than {MAX_ERROR_INPUT_CHARS}")
     if not isinstance(retry, bool):
-        raise BadRequest(f"retry must be true or false, not {kind(retry)}")
+        raise ValueError(f"retry must be true or false, not {kind(retry)}")
     if traceback is not None and not isinstance(traceback, str):
-        raise BadRequest(f"traceback must be a string, not {kind(traceback)}")
+        raise ValueError(f"traceback must be a string, not {kind(traceback)}")
 
 
 def check_id(job_id: str) -> None:
     try:
         check_job_id(job_id)
     except (TypeError, ValueError) as exc:
-        raise BadRequest(str(exc)) from None
+        raise ValueError(str(exc)) from None
 
 
 def progress_report(progress: object) -> bytes:
     """A heartbeat's progress as ``set_progress`` stores it.
 
     Raises:
-        BadRequest: not a fraction in [0, 1] nor ``{"fraction": f, "meta": m}``.
+        ValueError: not a fraction in [0, 1] nor ``{"fraction": f, "meta": m}``.
     """
     fraction, meta = progress, None
     if isinstance(progress, dict):
         unknown = set(progress) - {"fraction", "meta"}
         if unknown or "fraction" not in progress:
-            raise BadRequest('progress must be a number in [0, 1] or {"fraction": f, "meta": m}')
+            raise ValueError('progress must be a number in [0, 1] or {"fraction": f, "meta": m}')
         fraction, meta = progress["fraction"], progress.get("meta")
     try:
         return encode_progress(fraction, meta)
     except (TypeError, ValueError) as exc:
-        raise BadRequest(f"progress: {str(exc).removeprefix('set_progress: ')}") from None
+        raise ValueError(f"progress: {str(exc).removeprefix('set_progress: ')}") from None

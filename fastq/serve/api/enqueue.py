@@ -25,7 +25,8 @@ from fastq.errors import EnqueueError, EnqueueInterrupted
 from fastq.options import EnqueueOptions
 from fastq.producer.batches import Batch
 from fastq.producer.enqueue import Prepared
-from fastq.serve.reply import NO_BODY, HTTPError, json_type, refusal
+from fastq.serve.api.endpoint import NO_BODY, json_type, refusal
+from fastq.serve.reply import HTTPError
 from fastq.validate import check_job_id, check_queue_name
 
 # jobs in one request at most; the body's bound (8 MiB) usually comes first

@@ -1,5 +1,5 @@
 """Workers in any language, over HTTP: what their claim, heartbeat, done and fail
-calls do in Redis (no HTTP here: :mod:`fastq.serve.workers` maps routes onto this).
+calls do in Redis (no HTTP here: :mod:`fastq.serve.api.workers` maps routes onto this).
 
 Each claim over HTTP is a short-lived worker of its own: a worker id
 ``http:<name>:<digest>`` whose held set and lease deadline the scripts keep exactly
@@ -41,9 +41,8 @@ from fastq.protocol.contracts import ACK, CLAIM, EXTEND, RELEASE, ReleaseMode
 from fastq.protocol.keys import QueueKeys, shard_names
 from fastq.protocol.results import encode_result, store_commands
 from fastq.runners.settle import failure_fields
-from fastq.serve.tokens import (
+from fastq.serve.api.claim_token import (
     SECRET_BYTES,
-    BadRequest,
     ClaimToken,
     LeaseGone,
     check_claim,
@@ -99,7 +98,7 @@ class _AnyName(Mapping[str, str]):
 _ANY_NAME = _AnyName()
 
 
-class HttpWorkers:
+class Claims:
     """The Redis side of HTTP workers, for one app (its Redis, namespace, limits and
     registered jobs' policies). Every method is one or two round trips of blocking
     redis-py calls, safe from any thread."""
@@ -120,12 +119,12 @@ class HttpWorkers:
         turn, until enough) to a new claim of worker ``name``, for ``lease_s``.
 
         Raises:
-            BadRequest: a wrong queue name, ``max``, ``lease_s`` or ``worker``.
+            ValueError: a wrong queue name, ``max``, ``lease_s`` or ``worker``.
         """
         try:
             check_queue_name(queue)
         except (TypeError, ValueError) as exc:
-            raise BadRequest(str(exc)) from None
+            raise ValueError(str(exc)) from None
         n, lease_ms, name = check_claim(max_jobs, lease_s, name)
         app, client = self.app, self.client
         shards = shard_names(queue, app.shard_counts.count(client, app.namespace, queue))
@@ -167,7 +166,7 @@ class HttpWorkers:
         does. Returns how many jobs the lease covers.
 
         Raises:
-            BadRequest: a malformed token or progress.
+            ValueError: a malformed token or progress.
             LeaseGone: the claim holds the job no longer.
         """
         check_id(job_id)
@@ -212,7 +211,7 @@ class HttpWorkers:
         again and changes nothing.
 
         Raises:
-            BadRequest: a malformed token, or a result JSON cannot keep.
+            ValueError: a malformed token, or a result JSON cannot keep.
             LeaseGone: the claim holds the job no longer: nothing is applied, and the
                 late ack is counted (``stale_acks``).
         """
@@ -243,13 +242,13 @@ class HttpWorkers:
         try:
             encoded = encode_result(result)
         except ValueError as exc:  # ResultNotSerializable
-            raise BadRequest(f"result: {exc}") from None
+            raise ValueError(f"result: {exc}") from None
         if result_ttl_s is None:
             return encoded, int(DEFAULT_RESULT_TTL_S * 1000)
         try:
             return encoded, int(check_result_ttl_s(result_ttl_s) * 1000)
         except (TypeError, ValueError) as exc:
-            raise BadRequest(str(exc)) from None
+            raise ValueError(str(exc)) from None
 
     # -- fail ------------------------------------------------------------------------
 
@@ -268,7 +267,7 @@ class HttpWorkers:
         false, dead with its error. Returns ``"retry"`` or ``"dead"``.
 
         Raises:
-            BadRequest: a malformed token, error, retry or traceback.
+            ValueError: a malformed token, error, retry or traceback.
             LeaseGone: the claim holds the job no longer (counted as a stale ack).
         """
         check_id(job_id)

@@ -4,62 +4,13 @@ methods (the CLI's): plain data for the templates, computed in the thread pool."
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
 from typing import Any, Optional
-
-from starlette.requests import Request
 
 from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.errors import JobFailed, NoResult, ResultTimeout
 from fastq.protocol.history import merge
 from fastq.protocol.workers import workers_per_queue
-from fastq.serve.guard import _is_loopback_host
-
-# the overview's columns, from app.stats() (the name shown, the stats key)
-COUNTS = (
-    ("ready", "ready"),
-    ("scheduled", "scheduled"),
-    ("in flight", "inflight"),
-    ("dead", "dead"),
-    ("broken", "broken"),
-)
-
-
-def loopback(request: Request) -> bool:
-    return _is_loopback_host(request.headers.get("host", "").encode())
-
-
-def when(ts: Optional[float]) -> str:
-    """A Unix time as the pages show it: UTC, to the second."""
-    if ts is None:
-        return "-"
-    return datetime.fromtimestamp(ts, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def ago(ts: Optional[float]) -> str:
-    """How long ago ``ts`` was (or how long until it), in a few characters."""
-    if ts is None:
-        return "-"
-    future = ts > time.time()
-    text = lasted(ts)
-    return f"in {text}" if future else f"{text} ago"
-
-
-def lasted(ts: Optional[float]) -> str:
-    """How long from ``ts`` to now (either way), in a few characters: ``12s``, ``3m 5s``."""
-    if ts is None:
-        return "-"
-    delta = abs(time.time() - ts)
-    if delta < 60:
-        text = f"{delta:.0f}s"
-    elif delta < 3600:
-        text = f"{delta // 60:.0f}m {delta % 60:.0f}s"
-    elif delta < 86400:
-        text = f"{delta // 3600:.0f}h {delta % 3600 // 60:.0f}m"
-    else:
-        text = f"{delta // 86400:.0f}d {delta % 86400 // 3600:.0f}h"
-    return text
 
 
 def rate_text(stats: dict[str, int]) -> str:
@@ -207,10 +158,6 @@ def result_of(app: App, info: Any) -> tuple[bool, Any]:
 
 
 # -- workers and periodic jobs ----------------------------------------------------------
-
-
-def mib(n: Optional[int]) -> str:
-    return "-" if n is None else f"{n / (1024 * 1024):.0f} MiB"
 
 
 def periodic_rows(app: App) -> list[dict[str, Any]]:
