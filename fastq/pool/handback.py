@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Callable, Optional
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS, Outage
-from fastq.connection.typed import sync_reply
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ACK, RELEASE, ReleaseMode
+from fastq.protocol.introspect import held_by
 from fastq.protocol.keys import shard_names
 from fastq.shm.heartbeat import HeartbeatSlot
 
@@ -260,8 +260,7 @@ class HandBacks(threading.Thread):
             acked = 0
             for name in shard_names(queue_name, counts.get(queue_name, 1)):
                 keys = app.keys(name)
-                holds = sync_reply(client.smismember(keys.held(item.worker_id), ids))
-                held = [job_id for job_id, h in zip(ids, holds) if h]
+                held = held_by(client, keys, item.worker_id, ids)
                 if held:
                     argv = ACK.argv(
                         app.dead_max_age_ms, app.dead_max_len, 0, item.worker_id, done=held

@@ -16,13 +16,12 @@ from typing import TYPE_CHECKING, Callable, Optional
 import orjson
 import redis
 
-from fastq.connection.typed import unchecked
 from fastq.job import Step
 from fastq.producer.batches import current_batch
 from fastq.producer.routing import plan_calls
 from fastq.protocol import scripts
-from fastq.protocol.chains import KEEP_MS, Forwarder, Link, link_command
-from fastq.protocol.introspect import get_job
+from fastq.protocol.chains import Forwarder, Link, link_command, read_chain, write_chain
+from fastq.protocol.introspect import get_job, which_exist
 from fastq.protocol.keys import ChainKeys
 from fastq.validate import check_job_id
 
@@ -113,16 +112,11 @@ class ChainBook:
         with self.store.producer_call():
             links, envelopes = self._links(producer, chain_id, steps, pass_results)
             client = self.store.redis
-            key = ChainKeys(self.store.namespace, chain_id).chain
             about = [
                 {"q": link["q"], "id": link["id"], "n": steps[k].job.name}
                 for k, link in enumerate(links)
             ]
-            pipe = client.pipeline(transaction=False)
-            # bytes: redis-py 7 types HSETNX's value as str
-            pipe.hsetnx(key, "links", unchecked(orjson.dumps(about)))
-            pipe.pexpire(key, KEEP_MS)
-            pipe.execute()
+            write_chain(client, ChainKeys(self.store.namespace, chain_id), about)
             first = links[0]
             command = link_command(self.store.keys(first["q"]), first, links[1:], envelopes[0])
             scripts.call_many(client, [command])
@@ -180,9 +174,8 @@ class ChainBook:
         """
         with self.store.producer_call():
             client = self.store.redis
-            key = ChainKeys(self.store.namespace, chain_id).chain
-            raw: dict[bytes, bytes] = client.hgetall(key)  # type: ignore[assignment]
-            if not raw or b"links" not in raw:
+            raw = read_chain(client, ChainKeys(self.store.namespace, chain_id))
+            if raw is None:
                 return None
             links = []
             for i, about in enumerate(orjson.loads(raw[b"links"]), 1):
@@ -211,13 +204,12 @@ class ChainBook:
         """A reaper's turn: forward the links done whose worker did not (one EXISTS
         on a single Redis for an idle namespace)."""
         out_keys = [self.store.keys(queue).chain_out for queue in queues]
-        if not out_keys or not (self.store.cluster_flag or client.exists(*out_keys)):
+        if not out_keys:
             return 0
-        pipe = client.pipeline(transaction=False)
-        for key in out_keys:
-            pipe.exists(key)
+        if not self.store.cluster_flag and not which_exist(client, [out_keys])[0]:
+            return 0
         n = 0
-        for queue, has in zip(queues, pipe.execute()):
+        for queue, has in zip(queues, which_exist(client, [[key] for key in out_keys])):
             if has:
                 n += self.forwarder.forward_left(client, queue)
         return n

@@ -31,7 +31,7 @@ from typing import Any, Callable, Optional, Sequence
 import orjson
 import redis
 
-from fastq.connection.typed import hash_page
+from fastq.connection.typed import hash_page, unchecked
 from fastq.protocol import scripts
 from fastq.protocol.contracts import ENQUEUE
 from fastq.protocol.keys import ChainKeys, QueueKeys
@@ -67,6 +67,23 @@ def link_command(keys: QueueKeys, link: Link, rest: Sequence[Link], envelope: by
     """The enqueue of ``link`` (with its ``envelope`` as sent), the rest after it."""
     argv = ENQUEUE.argv(int(link.get("p", 0)), 0, link_extras(rest), [link["id"]], [envelope])
     return ENQUEUE.command(ENQUEUE.keys_for(keys), argv)
+
+
+def write_chain(client: redis.Redis, keys: ChainKeys, about: list[dict[str, Any]]) -> None:
+    """Note a new chain's links (queue, id and job name of each) for its status,
+    kept ``KEEP_MS``; a chain made again with its id keeps the first note."""
+    pipe = client.pipeline(transaction=False)
+    # bytes: redis-py 7 types HSETNX's value as str
+    pipe.hsetnx(keys.chain, "links", unchecked(orjson.dumps(about)))
+    pipe.pexpire(keys.chain, KEEP_MS)
+    pipe.execute()
+
+
+def read_chain(client: redis.Redis, keys: ChainKeys) -> Optional[dict[bytes, bytes]]:
+    """A chain's note (``links``, and ``stopped`` once it stopped); None: none."""
+    # bytes: fastq's clients do not decode (redis-py 8 types the fields bytes | str)
+    raw: dict[bytes, bytes] = unchecked(client.hgetall(keys.chain))
+    return raw if raw and b"links" in raw else None
 
 
 def parse_entry(raw: bytes) -> tuple[int, list[Link]]:

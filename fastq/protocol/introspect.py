@@ -8,7 +8,7 @@ import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import orjson
 import redis
@@ -100,6 +100,14 @@ def known_queues(client: redis.Redis, namespace: str) -> set[str]:
     """The queues the namespace knows (``NS:queues``: a sharded queue by its name)."""
     members = sync_reply(client.smembers(NamespaceKeys(namespace).queues))
     return {q.decode() if isinstance(q, bytes) else str(q) for q in members}
+
+
+def held_by(
+    client: redis.Redis, keys: QueueKeys, worker_id: str, ids: Sequence[bytes]
+) -> list[bytes]:
+    """Those of ``ids`` that ``worker_id`` holds leases on, in their order."""
+    holds = sync_reply(client.smismember(keys.held(worker_id), list(ids)))
+    return [job_id for job_id, held in zip(ids, holds) if held]
 
 
 def is_known_queue(client: redis.Redis, namespace: str, queue: str) -> bool:

@@ -22,6 +22,7 @@ from fastq.connection import cluster
 from fastq.connection.clock import RedisClock
 from fastq.connection.faults import REDIS_ERRORS, Outage, for_producer, unanswered
 from fastq.periodic import PeriodicJob
+from fastq.protocol import periodic
 from fastq.protocol.contracts import FIRE, FireOutcome
 
 if TYPE_CHECKING:
@@ -147,14 +148,11 @@ class Firer:
         """The next slot of each of ``jobs``: after the last fired (a missed one is
         due at once), or, for a schedule never fired, the next after ``now_ms``
         (Redis' clock)."""
-        pipe = client.pipeline(transaction=False)
-        for job in jobs:
-            pipe.hget(self._keys[job.name][0], job.name)
-        # known to the namespace, for `fastq stats` and other reapers
-        pipe.sadd(self.app.store.namespace_keys.queues, *{job.queue for job in jobs})
-        replies = pipe.execute()
-        for job, last in zip(jobs, replies):
-            after = int(last) if last is not None else now_ms
+        slots = periodic.load_slots(
+            client, self.app.namespace, [(self.app.keys(job.queue), job.name) for job in jobs]
+        )
+        for job, last in zip(jobs, slots):
+            after = last if last is not None else now_ms
             self._next_ms[job.name] = job.schedule.next_after_ms(after)
         log.info(
             "firer: %d periodic jobs: %s",
@@ -198,20 +196,8 @@ def last_fired(app: App) -> dict[str, tuple[Optional[int], Optional[str]]]:
         fastq.RedisUnavailable, fastq.RedisRefused: as producers raise them.
     """
     jobs = list(app.schedules.values())
-    pipe = app.redis.pipeline(transaction=False)
-    for job in jobs:
-        keys = app.keys(job.queue)
-        pipe.hget(keys.periodic, job.name)
-        pipe.hget(keys.periodic_run, job.name)
     try:
-        replies = pipe.execute()
+        fired = periodic.last_fired(app.redis, [(app.keys(job.queue), job.name) for job in jobs])
     except REDIS_ERRORS as exc:
         raise for_producer(exc, app.redis_url) from exc
-    out: dict[str, tuple[Optional[int], Optional[str]]] = {}
-    for i, job in enumerate(jobs):
-        slot, run = replies[2 * i], replies[2 * i + 1]
-        out[job.name] = (
-            int(slot) if slot is not None else None,
-            run.decode() if run is not None else None,
-        )
-    return out
+    return {job.name: slot_run for job, slot_run in zip(jobs, fired)}

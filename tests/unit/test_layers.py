@@ -402,15 +402,6 @@ REDIS_COMMANDS |= {"pipeline"}
 # where commands are issued: protocol/ and the layers under it (the transport, the
 # test servers)
 REDIS_LAYERS = ("protocol", "connection", "testing")
-# what still issues its own, each owned by other work under way (issue 34): its calls
-# are the next to move to protocol/
-STILL_RAW = {
-    "fastq.producer.enqueue",
-    "fastq.producer.chains",
-    "fastq.reaper.firer",
-    "fastq.pool.handback",
-}
-STILL_RAW_LAYERS = ("serve",)  # restructured meanwhile: its leases' calls
 
 
 def redis_commands_outside_protocol(package_dir: Path) -> list[str]:
@@ -418,7 +409,7 @@ def redis_commands_outside_protocol(package_dir: Path) -> list[str]:
     found = []
     for name, path in module_names(package_dir).items():
         layer = layer_of(name, RANKS)
-        if layer in REDIS_LAYERS or layer in STILL_RAW_LAYERS or name in STILL_RAW:
+        if layer in REDIS_LAYERS:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (

@@ -39,7 +39,7 @@ from fastq.policy import JobPolicy
 from fastq.protocol import records, scripts
 from fastq.protocol.contracts import ACK, CLAIM, EXTEND, RELEASE, ReleaseMode
 from fastq.protocol.keys import QueueKeys, shard_names
-from fastq.protocol.results import encode_result, store_commands
+from fastq.protocol.results import encode_result, send_progress, store_commands
 from fastq.runners.settle import failure_fields
 from fastq.serve.api.claim_token import (
     SECRET_BYTES,
@@ -188,11 +188,8 @@ class Claims:
         if report is not None:
             # only while held: a job handed back must not show a lost run's progress
             ttl_ms = max(PROGRESS_TTL_LEASES * claim.lease_ms, 60_000)
-            pipe = self.client.pipeline(transaction=False)
-            # a mapping: redis-py 7 types a value given alone as str
-            pipe.hset(keys.progress, mapping={job_id: report})
-            pipe.pexpire(keys.progress, ttl_ms)
-            pipe.execute()
+            latest = {keys.queue: {job_id.encode(): report}}
+            send_progress(self.client, [keys], latest, ttl_ms)
         return covered
 
     # -- done ------------------------------------------------------------------------
