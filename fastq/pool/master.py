@@ -26,6 +26,7 @@ import psutil
 
 from fastq.app import App
 from fastq.connection.checks import check_redis
+from fastq.monitor.losses import LossWatch, LossWatchThread, named
 from fastq.pool.announce import pool_announcer
 from fastq.pool.children import (
     EXIT_BOOT,
@@ -36,7 +37,6 @@ from fastq.pool.children import (
     set_process_name,
 )
 from fastq.pool.handback import CALL_TIMEOUT_S, HandBack, HandBacks, death_cause
-from fastq.pool.lost import watch_for_loss
 from fastq.pool.metrics import Exporter
 from fastq.pool.ramp import RAMP_POLL_S, StartRamp, cpu_count
 from fastq.pool.reload import watch_for_changes
@@ -608,3 +608,26 @@ class Master:
                     "master %d: worker %d uses %d MiB, recycling it", self.pid, child.pid, rss >> 20
                 )
                 self.children.retire(child)
+
+
+def watch_for_loss(
+    app: Callable[[], App], queues: Callable[[], list[str]], pid: int, hand_backs: HandBacks
+) -> LossWatchThread:
+    """Start looking at the markers of the pool's queues (``queues()``, every shard
+    of each; ``app()``: the app, which a HUP may reload), with the hand-backs'
+    client settings and under their fork gate (a child forked while this thread
+    logs would inherit the log's lock held). The first look is made before this
+    returns, before any child is forked."""
+    watch = LossWatch(app().namespace, f"master {pid}", log, lost_what=_pool_queues)
+    thread = LossWatchThread(
+        watch,
+        hand_backs.connect,
+        lambda client: app().physical_queues_on(client, queues()),
+        hand_backs.fork_gate,
+    )
+    thread.start()
+    return thread
+
+
+def _pool_queues(lost: list[str]) -> str:
+    return f"the jobs of this pool's queues {named(lost)} no longer exist"

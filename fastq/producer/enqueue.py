@@ -7,9 +7,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
 from fastq._accel import codec
-from fastq.connection.faults import REDIS_ERRORS
+from fastq.connection.faults import REDIS_ERRORS, Fault, classify
+from fastq.connection.url import mask_url
 from fastq.errors import (
     BatchClosed,
+    EnqueueError,
+    EnqueueInterrupted,
     FastqError,
     RedisUnavailable,
     ShardCountMismatch,
@@ -21,7 +24,6 @@ from fastq.policy import ArgChecker
 from fastq.producer import durable
 from fastq.producer.durable import Durability
 from fastq.producer.envelope import Envelopes
-from fastq.producer.failures import blast_error
 from fastq.producer.ids import IdGenerator
 from fastq.producer.routing import chunk_size, pick, plan_calls
 from fastq.producer.transport import RedisTransport, Transport
@@ -437,3 +439,44 @@ class Producer:
             except TypeError as exc:
                 raise TypeError(f"call {i}: {exc}") from None
             i = codec.first_misfit(calls, low, high, i + 1)
+
+
+def blast_error(
+    redis_url: str,
+    ids: list[str],
+    written: list[str],
+    cause: BaseException,
+    *,
+    sent: bool,
+    again: str = "job_ids=exc.ids",
+) -> EnqueueError:
+    """The EnqueueError of a blast that Redis took only part of (or none);
+    ``again``: the retry's argument the message names."""
+    done = set(written)
+    not_written = [job_id for job_id in ids if job_id not in done]
+    fault = classify(cause)
+    if isinstance(cause, FastqError) and cause.__cause__ is not None:
+        fault = classify(cause.__cause__) or fault
+    how = fault.value if fault is not None else "error"
+    retry = f"; retry with {again} (idempotent)"
+    url = mask_url(redis_url)
+    if fault is Fault.UNAVAILABLE:
+        maybe = "may or may not have gone in" if sent else "did not go in"
+        what = f"{len(written)} of {len(ids)} jobs are in, the other {len(not_written)}"
+        if len(ids) == 1 and not written:  # an enqueue's: the id to retry with
+            what = f"job {ids[0]}"
+        return EnqueueInterrupted(
+            f"cannot reach Redis at {url} ({cause}): {what} {maybe}{retry}",
+            ids=ids,
+            written=written,
+            not_written=not_written,
+            fault=how,
+        )
+    return EnqueueError(
+        f"Redis at {url} took {len(written)} of {len(ids)} jobs, "
+        f"{len(not_written)} did not go in ({how}: {cause}){retry}",
+        ids=ids,
+        written=written,
+        not_written=not_written,
+        fault=how,
+    )
