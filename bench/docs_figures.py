@@ -481,6 +481,23 @@ def script_cost_rows(run: Run) -> list[str]:
     ]
 
 
+def redis_cost_rows(run: Run) -> list[str]:
+    options, best = run.report["options"], run.report["best"]
+    floor = best["floor"]["total_us"]
+    return [
+        row(
+            f"`redis_cost`: Redis CPU µs per job, enqueue + claim + ack + fold, {variant},"
+            f" {options['jobs']:,} jobs (best of {options['repeat']}; fewer is better)",
+            f"{best[variant]['total_us']:.2f}",
+            f"pipelined LPUSH + RPOP 100 {floor:.2f}",
+            f"{best[variant]['total_us'] / floor:.1f}",
+            run,
+        )
+        for variant in options["variants"]
+        if variant in best
+    ]
+
+
 def memory_rows(run: Run) -> list[str]:
     mailing = run.report["payloads"].get("mailing")
     if not mailing:
@@ -501,6 +518,7 @@ OWN: tuple[tuple[str, Callable[[Run], list[str]]], ...] = (
     ("e2e_worker", e2e_worker_rows),
     ("e2e_pool", e2e_pool_rows),
     ("script_cost", script_cost_rows),
+    ("redis_cost", redis_cost_rows),
     ("memory_per_job", memory_rows),
 )
 
