@@ -15,7 +15,6 @@ it (so a retry starts without one).
 
 from __future__ import annotations
 
-import math
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import orjson
 
 from fastq.protocol.keys import logical_queue
-from fastq.validate import MAX_PROGRESS_META_BYTES
+from fastq.validate import MAX_PROGRESS_META_BYTES, is_finite
 
 if TYPE_CHECKING:
     from fastq.job import Runnable
@@ -154,7 +153,7 @@ def encode_progress(fraction: object, meta: Any) -> bytes:
     """
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)):
         raise TypeError(f"set_progress: fraction must be a number in [0, 1], not {fraction!r}")
-    if not math.isfinite(fraction) or not 0 <= fraction <= 1:
+    if not is_finite(fraction) or not 0 <= fraction <= 1:
         raise ValueError(
             f"set_progress: fraction must be a finite number in [0, 1], not {fraction!r}"
         )

@@ -20,12 +20,11 @@ compare-and-set lives in ``lua/fire.lua``, the firing in :mod:`fastq.reaper.fire
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone, tzinfo
 from typing import Any, Iterator, Optional, Sequence, Union
 
-from fastq.validate import check_job_id
+from fastq.validate import check_job_id, is_finite
 
 # every_s bounds: sub-second schedules would keep every reaper busy for nothing
 MIN_EVERY_S = 1.0
@@ -65,7 +64,7 @@ def check_every_s(every_s: object) -> float:
     """
     if not isinstance(every_s, (int, float)) or isinstance(every_s, bool):
         raise TypeError(f"every_s must be a number of seconds, not {type(every_s).__name__}")
-    if not (math.isfinite(every_s) and MIN_EVERY_S <= every_s <= MAX_EVERY_S):
+    if not (is_finite(every_s) and MIN_EVERY_S <= every_s <= MAX_EVERY_S):
         raise ValueError(
             f"every_s must be a finite number of seconds within [{MIN_EVERY_S:g}, "
             f"{MAX_EVERY_S}] (ten years), not {every_s!r}"

@@ -19,13 +19,12 @@ with :func:`from_wire` only when a job fails: a successful job pays nothing.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 from fastq._accel import backoff as _kernels
-from fastq.validate import MAX_DELAY_S, check_delay_s
+from fastq.validate import MAX_DELAY_S, check_delay_s, is_finite
 
 __all__ = [
     "Backoff",
@@ -67,7 +66,7 @@ def _real(value: object, what: str) -> float:
     """
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise TypeError(f"{what} must be a number, not {type(value).__name__}")
-    if not math.isfinite(value):
+    if not is_finite(value):
         raise ValueError(f"{what} must be finite, not {value!r}")
     return float(value)
 

@@ -100,6 +100,16 @@ _QUEUE_NAME = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_QUEUE_NAME_CHARS}}}")
 _NAMESPACE = re.compile(rf"[A-Za-z0-9_.:\-]{{1,{MAX_NAMESPACE_CHARS}}}")
 
 
+def is_finite(value: float) -> bool:
+    """``math.isfinite``, but false for an int too large for a float (which
+    ``math.isfinite`` raises ``OverflowError`` for): a 400-digit number is bad input,
+    refused by the check that asks, never a crash."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _shown(value: str, limit: int = 60) -> str:
     """``repr`` of a value for an error message, cut short (an id may be 10,000 chars)."""
     return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} chars)"
@@ -228,7 +238,7 @@ def check_delay_s(delay_s: object, what: str = "delay_s") -> float:
     """
     if not isinstance(delay_s, (int, float)) or isinstance(delay_s, bool):
         raise TypeError(f"{what} must be a number of seconds, not {type(delay_s).__name__}")
-    if not (math.isfinite(delay_s) and 0 <= delay_s <= MAX_DELAY_S):
+    if not (is_finite(delay_s) and 0 <= delay_s <= MAX_DELAY_S):
         raise ValueError(
             f"{what} must be a finite number of seconds within [0, {MAX_DELAY_S}] "
             f"(ten years), not {delay_s!r}"
@@ -265,7 +275,7 @@ def check_at(at: object) -> float:
         seconds = at.timestamp()
     elif isinstance(at, (int, float)) and not isinstance(at, bool):
         seconds = float(at)
-        if not (math.isfinite(seconds) and seconds >= 0):
+        if not (is_finite(seconds) and seconds >= 0):
             raise ValueError(f"at must be finite Unix seconds >= 0, not {at!r}")
     else:
         raise TypeError(f"at must be an aware datetime or Unix seconds, not {type(at).__name__}")
@@ -302,7 +312,7 @@ def check_result_ttl_s(ttl_s: object) -> float:
     """
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, (int, float)):
         raise TypeError(f"result_ttl_s must be a number of seconds, not {ttl_s!r}")
-    if not math.isfinite(ttl_s) or not 0 < ttl_s <= MAX_RESULT_TTL_S:
+    if not is_finite(ttl_s) or not 0 < ttl_s <= MAX_RESULT_TTL_S:
         raise ValueError(
             f"result_ttl_s must be a finite number of seconds in (0, {MAX_RESULT_TTL_S}], "
             f"not {ttl_s!r}"
@@ -347,7 +357,7 @@ def check_rate_limit(rate: object, per_s: object = 1.0, burst: object = None) ->
         raise ValueError(f"rate limit: rate must be within 1..{MAX_RATE} jobs, not {rate!r}")
     if isinstance(per_s, bool) or not isinstance(per_s, (int, float)):
         raise TypeError(f"rate limit: per_s must be a number of seconds, not {per_s!r}")
-    if not (math.isfinite(per_s) and 0 < per_s <= MAX_RATE_PERIOD_MS / 1000):
+    if not (is_finite(per_s) and 0 < per_s <= MAX_RATE_PERIOD_MS / 1000):
         raise ValueError(
             f"rate limit: per_s must be a finite number of seconds in (0, "
             f"{MAX_RATE_PERIOD_MS // 1000}], not {per_s!r}"
@@ -448,7 +458,7 @@ def check_unique_for_s(window_s: object) -> float:
     """
     if isinstance(window_s, bool) or not isinstance(window_s, (int, float)):
         raise TypeError(f"unique_for_s must be a number of seconds, not {window_s!r}")
-    if not math.isfinite(window_s) or not 0 < window_s <= MAX_DELAY_S:
+    if not is_finite(window_s) or not 0 < window_s <= MAX_DELAY_S:
         raise ValueError(
             f"unique_for_s must be a finite number of seconds in (0, {MAX_DELAY_S}], "
             f"not {window_s!r}"

@@ -4,7 +4,6 @@ them back, cancel by id or tag, find by tag, wait for a result."""
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Callable, Optional
 
 from fastq.admin.operator import Admin
@@ -30,7 +29,7 @@ from fastq.protocol.listing import MAX_PAGE, WAITING, waiting_count, waiting_job
 from fastq.protocol.results import wait_for_result
 from fastq.protocol.revive import revive, revive_ids
 from fastq.protocol.store import Store
-from fastq.validate import check_job_id, check_tag
+from fastq.validate import check_job_id, check_tag, is_finite
 
 
 def _check_limit(limit: Optional[int], what: str) -> None:
@@ -432,7 +431,7 @@ class JobAdmin:
         check_job_id(job_id)
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)):
             raise TypeError(f"timeout_s must be a number of seconds, not {timeout_s!r}")
-        if not math.isfinite(timeout_s) or timeout_s < 0:
+        if not is_finite(timeout_s) or timeout_s < 0:
             raise ValueError(f"timeout_s must be a finite number >= 0, not {timeout_s!r}")
         with self.store.producer_call():
             names = [validate_queue_name(queue)] if queue else self.admin.queues()

@@ -22,7 +22,6 @@ is read again and it is sent once more, with a barrier and a ``WAIT`` of its own
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
@@ -36,6 +35,7 @@ from fastq.connection.url import mask_url
 from fastq.errors import NotReplicated
 from fastq.protocol import scripts
 from fastq.protocol.keys import QueueKeys
+from fastq.validate import is_finite
 
 # Below the producer's socket timeout (30 s), so that a WAIT is answered before its
 # connection gives up on it (and redis-py resends the whole blast).
@@ -72,7 +72,7 @@ def durability(min_replicas: object, replica_timeout_s: object) -> Optional[Dura
         raise ValueError(f"min_replicas must be >= 0 (0: do not wait), not {min_replicas}")
     if isinstance(replica_timeout_s, bool) or not isinstance(replica_timeout_s, (int, float)):
         raise TypeError(f"replica_timeout_s must be a number of seconds, not {replica_timeout_s!r}")
-    if not (math.isfinite(replica_timeout_s) and 0 < replica_timeout_s <= MAX_REPLICA_TIMEOUT_S):
+    if not (is_finite(replica_timeout_s) and 0 < replica_timeout_s <= MAX_REPLICA_TIMEOUT_S):
         raise ValueError(
             f"replica_timeout_s must be a finite number of seconds in (0, "
             f"{MAX_REPLICA_TIMEOUT_S:g}], not {replica_timeout_s!r}"

@@ -43,6 +43,8 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     ({"name": "add", "kwargs": [1, 2]}, 422, "kwargs: must be an object, not an array"),
     ({**ADD, "delay_s": 5, "at": 1}, 422, "give delay_s or at, not both"),
     ({**ADD, "delay_s": -1}, 422, "delay_s must be a finite number of seconds within [0,"),
+    # a number too large for a float (it was a 500)
+    (b'{"name": "add", "args": [1, 2], "delay_s": 1' + b"0" * 400 + b"}", 422, "delay_s must be"),
     ({**ADD, "at": "2026-12-01T09:00:00"}, 422, "at: '2026-12-01T09:00:00' has no UTC offset"),
     ({**ADD, "at": "tomorrow"}, 422, "at: 'tomorrow' is not Unix seconds nor an ISO 8601 time"),
     (
@@ -207,6 +209,19 @@ def test_queue_stats_pause_resume_and_rate_limit_over_http(
         assert reply.status_code == 422 and "rate" in reply.json()["error"]
         reply = client.put("/api/v1/queues/web/rate_limit", json={"per_s": 1})
         assert reply.status_code == 422 and reply.json()["error"].startswith("rate: required")
+        # a number too large for a float is bad input, not a crash (it was a 500)
+        huge = b'{"rate": 5, "per_s": 1' + b"0" * 400 + b"}"
+        reply = client.put(
+            "/api/v1/queues/web/rate_limit",
+            content=huge,
+            headers={"Content-Type": "application/json"},
+        )
+        assert reply.status_code == 422 and "per_s" in reply.json()["error"], reply.text
+        # a page number of digits that are not ASCII ('²'), or of too many, is the first
+        # page, not a crash (it was a 500)
+        for page in ("%C2%B2", "9" * 5000):
+            reply = client.get(f"/queues/web?page={page}")
+            assert reply.status_code == 200 and "<title>web · fastq</title>" in reply.text
         reply = client.put("/api/v1/queues/web/rate_limit", json={"rate": None})
         assert reply.json() == {"name": "web", "rate_limit": None}
         for method, path in (

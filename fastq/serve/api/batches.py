@@ -231,7 +231,8 @@ def list_batches(app: App, request: Request, body: Any) -> Any:
     text = request.query_params.get("limit")
     limit = DEFAULT_LIST
     if text is not None:
-        if not text.isdigit() or not 1 <= int(text) <= MAX_LIST:
+        digits = text.isascii() and text.isdigit() and len(text) < 10  # not '²'
+        if not digits or not 1 <= int(text) <= MAX_LIST:
             raise HTTPError(422, f"limit: an integer within 1..{MAX_LIST}, not {text!r}")
         limit = int(text)
     return {"batches": [status.as_dict() for status in app.list_batches(limit)]}

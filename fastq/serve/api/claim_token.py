@@ -5,13 +5,12 @@ route, :func:`fastq.serve.api.endpoint.refusal`)."""
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import dataclass
 
 from fastq.context import encode_progress
 from fastq.serve.reply import HTTPError
-from fastq.validate import check_job_id, check_physical_queue_name
+from fastq.validate import check_job_id, check_physical_queue_name, is_finite
 
 # Jobs one claim takes at most (its reply is read whole), and lease bounds in seconds:
 # a lease under a second would lapse between two calls of a slow client; a job longer
@@ -95,7 +94,7 @@ def check_claim(max_jobs: object, lease_s: object, name: object) -> tuple[int, i
         lease_s = DEFAULT_LEASE_S
     if isinstance(lease_s, bool) or not isinstance(lease_s, (int, float)):
         raise ValueError(f"lease_s must be a number of seconds, not {kind(lease_s)}")
-    if not (math.isfinite(lease_s) and MIN_LEASE_S <= lease_s <= MAX_LEASE_S):
+    if not (is_finite(lease_s) and MIN_LEASE_S <= lease_s <= MAX_LEASE_S):
         raise ValueError(
             f"lease_s must be within {MIN_LEASE_S:g}..{MAX_LEASE_S:g} seconds, not {lease_s!r}"
         )

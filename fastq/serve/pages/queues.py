@@ -45,7 +45,8 @@ def _queue(app: App, request: Request) -> str:
 
 def _page_number(request: Request) -> int:
     text = request.query_params.get("page", "0")
-    return min(int(text), 10_000) if text.isdigit() else 0
+    # ASCII digits only ('²'.isdigit() is true, and int() refuses it), and few of them
+    return min(int(text), 10_000) if text.isascii() and text.isdigit() and len(text) < 10 else 0
 
 
 def queue_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
