@@ -47,7 +47,7 @@ from fastq.protocol.contracts import (
 )
 from fastq.protocol.keys import BatchKeys
 from fastq.protocol.store import Store
-from fastq.validate import check_job_id
+from fastq.validate import MAX_JOB_ID_BYTES, check_job_id
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
@@ -59,12 +59,41 @@ log = logging.getLogger("fastq.batches")
 OPEN_TTL_MS = 7 * 24 * 3600 * 1000
 # An ended batch is kept this long, its status readable.
 KEEP_MS = 7 * 24 * 3600 * 1000
+# A batch's callbacks are jobs of ids '<batch>.complete' and '<batch>.success'.
+MAX_CALLBACK_BATCH_ID = MAX_JOB_ID_BYTES - len(".complete")
+# Its callbacks and meta, as JSON, at most: every callback job carries them.
+MAX_CALLBACKS_BYTES = 64 * 1024
 # A close or a firing not finished this long after it began is finished by a reaper.
 WORK_AFTER_MS = 15_000
 
 Callback = Union["JobDef[Any]", str]
 
 _current: ContextVar[Optional[Batch]] = ContextVar("fastq_batch", default=None)
+
+
+def check_callbacks(batch_id: Optional[str], callbacks: bytes) -> None:
+    """A batch's callbacks (with its ``meta``, as JSON; empty: none) fit its id and
+    their bound.
+
+    Raises:
+        ValueError: the id leaves no room for the callbacks' ids (``<id>.complete``
+            is a job id, at most ``MAX_JOB_ID_BYTES``), or they are over
+            ``MAX_CALLBACKS_BYTES``.
+    """
+    if not callbacks:
+        return
+    if batch_id is not None and len(batch_id) > MAX_CALLBACK_BATCH_ID:
+        raise ValueError(
+            f"a batch with callbacks has an id of at most {MAX_CALLBACK_BATCH_ID} "
+            f"characters, not {len(batch_id)}: its callbacks' ids add '.complete' or "
+            f"'.success' and a job id is at most {MAX_JOB_ID_BYTES}"
+        )
+    if len(callbacks) > MAX_CALLBACKS_BYTES:
+        raise ValueError(
+            f"meta is too large: the batch's callbacks and meta are {len(callbacks):,} "
+            f"bytes as JSON, over {MAX_CALLBACKS_BYTES:,} (every callback carries them): "
+            "pass a reference to the data"
+        )
 
 
 def current_batch() -> Optional[Batch]:
@@ -231,6 +260,7 @@ class BatchBook:
             if spec is not None
         }
         cb = orjson.dumps({**callbacks, "meta": meta}) if callbacks else b""
+        check_callbacks(id, cb)
         parent = current_batch()
         client = self.store.redis
         if (

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+import orjson
+
 from fastq.errors import BatchClosed
 from fastq.options import EnqueueOptions
 from fastq.producer.batches import (
@@ -25,6 +27,7 @@ from fastq.producer.batches import (
     BatchBook,
     Callback,
     Submits,
+    check_callbacks,
     current_batch,
     outside_batches,
 )
@@ -90,6 +93,7 @@ class TestBatchBook(BatchBook):
             )
             if cb is not None
         }
+        check_callbacks(id, orjson.dumps({**spec, "meta": meta}) if spec else b"")
         parent = current_batch()
         parent_id = self.joining(parent) if parent is not None else None
         batch_id = id if id is not None else self._ids.next_ids(1)[0]

@@ -3,6 +3,7 @@ the batch's callbacks, once, with the counts of what happened."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -350,3 +351,21 @@ def test_joining_a_cancelled_batch_says_it_is_cancelled(app: fastq.App) -> None:
         pass
     assert info.value.state == "cancelled"
     assert app.batch_status(b.id).state == "cancelled"  # type: ignore[union-attr]
+
+
+def test_a_batch_with_callbacks_leaves_its_callbacks_room(app: fastq.App) -> None:
+    """A callback's id is '<batch>.complete', a job id (200 characters at most): a
+    longer batch id with callbacks is refused at once, as is a meta over its bound,
+    in Redis and in the test mode alike."""
+
+    @app.job(queue="mail")
+    def report(status: dict[str, Any]) -> None: ...
+
+    for make in (lambda: contextlib.nullcontext(), app.stub):
+        with make():
+            with pytest.raises(ValueError, match="at most 191 characters, not 192"):
+                app.batch(on_complete=report, id="b" * 192)
+            with pytest.raises(ValueError, match="meta is too large"):
+                app.batch(on_complete=report, meta="x" * 70_000)
+            with app.batch(on_complete=report, id="b" * 191, close=False) as b:
+                assert b.id == "b" * 191

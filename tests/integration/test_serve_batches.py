@@ -182,6 +182,17 @@ def test_a_batch_cancelled_over_http_and_refusals(
             ),
             ("/api/v1/batches", {"description": 5}, "description: must be a string, not a number"),
             ("/api/v1/batches", {"id": "has space"}, "id: invalid batch id 'has space'"),
+            # its callback's id, '<id>.complete', would be no job id: it never called back
+            (
+                "/api/v1/batches",
+                {"id": "b" * 192, "on_complete": "batch_done"},
+                "a batch with callbacks has an id of at most 191 characters, not 192",
+            ),
+            (
+                "/api/v1/batches",
+                {"on_complete": "batch_done", "meta": {"blob": "x" * 70_000}},
+                "meta is too large: the batch's callbacks and meta are 70,",
+            ),
         ]
         for path, body, said in refused:
             reply = client.post(path, json=body)
