@@ -78,6 +78,13 @@ def process_started(pid: int) -> Optional[float]:
         return None
 
 
+def remove_files(*paths: str) -> None:
+    """Unlink ``paths``, those already gone (another pool's doing) included."""
+    for path in paths:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
 def is_alive(pid: int, started: Optional[float]) -> bool:
     """Is process ``pid`` the one that started at ``started`` (not a reused pid)?
     With ``started`` unknown, any process of that pid is taken for it."""
@@ -132,9 +139,7 @@ class PoolFiles:
         os.replace(tmp, self.manifest_path)
 
     def remove(self) -> None:
-        for path in (self.manifest_path, self.board_path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        remove_files(self.manifest_path, self.board_path)
 
 
 @dataclass(frozen=True)
@@ -175,9 +180,7 @@ class Predecessor:
             board.close()
 
     def remove(self) -> None:
-        for path in (self.manifest_path, self.board_path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+        remove_files(self.manifest_path, self.board_path)
 
 
 def find_predecessors(state_dir: str, digest: str, own_pid: int) -> list[Predecessor]:
