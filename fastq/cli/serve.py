@@ -14,6 +14,7 @@ from fastq.cli.common import CliError, add_connection_options, log, operator_app
 from fastq.cli.run import parse_size
 
 WEB_EXTRA = "fastq serve needs the web extra: pip install 'fastq[web]'"
+DEFAULT_SESSION_MAX_AGE_S = 12 * 3600  # fastq.serve.pages.session's, without importing it
 MIN_TOKEN_CHARS = 16
 TOKEN_ENV = "FASTQ_TOKEN"
 
@@ -87,6 +88,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn
 
         from fastq.serve.app import create_app
+        from fastq.serve.connections import bounded_protocol
     except ImportError as exc:
         if exc.name not in ("uvicorn", "starlette") and not str(exc.name).startswith("starlette."):
             raise
@@ -107,10 +109,26 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if (args.ssl_certfile is None) != (args.ssl_keyfile is None):
         raise CliError("give --ssl-certfile and --ssl-keyfile together")
     app = operator_app(args)
+    if args.revoke_sessions:
+        return revoke_sessions(app)
     root_path = (args.root_path or "").rstrip("/")
     if root_path and not root_path.startswith("/"):
         raise CliError(f"--root-path must start with /, not {args.root_path!r}")
-    asgi = create_app(app, token, max_body_bytes=args.max_body, read_only=args.read_only)
+    if token is None and (root_path or args.forwarded_allow_ips):
+        raise CliError(
+            "refusing --root-path and --forwarded-allow-ips without a token: behind a "
+            "proxy, every request would come from the proxy's loopback and anyone who "
+            "reaches the proxy could enqueue and cancel jobs; give one with "
+            f"--token-file PATH or ${TOKEN_ENV}"
+        )
+    asgi = create_app(
+        app,
+        token,
+        max_body_bytes=args.max_body,
+        read_only=args.read_only,
+        body_timeout_s=args.client_timeout,
+        session_max_age_s=args.session_max_age,
+    )
     config = uvicorn.Config(
         asgi,
         log_config=None,  # fastq's logging (--log-format json included), not uvicorn's
@@ -119,8 +137,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         ssl_certfile=args.ssl_certfile,
         ssl_keyfile=args.ssl_keyfile,
         server_header=False,
-        proxy_headers=False,
+        # a proxy's X-Forwarded-For and -Proto believed only from the addresses given:
+        # the client's address (the login throttle) and https (Secure cookies)
+        proxy_headers=bool(args.forwarded_allow_ips),
+        forwarded_allow_ips=args.forwarded_allow_ips or None,
         root_path=root_path,
+        http=bounded_protocol(args.client_timeout),
+        limit_concurrency=args.limit_concurrency,
     )
     sock = bind(args.host, args.port)
     port = sock.getsockname()[1]
@@ -136,6 +159,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def revoke_sessions(app: Any) -> int:
+    """``--revoke-sessions``: end every dashboard session of the namespace, on every
+    server (a new session epoch, :mod:`fastq.protocol.dashboard`)."""
+    from fastq.protocol import dashboard
+
+    with app.store.producer_call():
+        epoch = dashboard.revoke_all_sessions(app.store.redis, app.store.namespace_keys)
+    print(f"every dashboard session of namespace {app.namespace!r} ended (epoch {epoch})")
+    return 0
+
+
+def positive_seconds(text: str) -> float:
+    """The type of a timeout option: a number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise CliError(f"a timeout must be a number of seconds > 0, not {text!r}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """The type of a count option: a whole number >= 1."""
+    if not (text.isascii() and text.isdigit()) or int(text) < 1:
+        raise CliError(f"expected a whole number >= 1, not {text!r}")
+    return int(text)
 
 
 def add_serve(sub: Any) -> None:
@@ -176,7 +228,41 @@ def add_serve(sub: Any) -> None:
     p.add_argument(
         "--root-path",
         default="",
-        help="the path prefix a reverse proxy serves it under, e.g. /fastq",
+        help="the path prefix a reverse proxy serves it under, e.g. /fastq (needs a token)",
+    )
+    p.add_argument(
+        "--forwarded-allow-ips",
+        default="",
+        help="addresses of the reverse proxies whose X-Forwarded-For and "
+        "X-Forwarded-Proto are believed, e.g. 127.0.0.1 (needs a token); behind a "
+        "proxy that ends TLS, the session cookie is then Secure",
+    )
+    p.add_argument(
+        "--client-timeout",
+        type=positive_seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="the time a client has to send a request's headers, and again its body "
+        "(the connection is closed, or the request answered 408)",
+    )
+    p.add_argument(
+        "--limit-concurrency",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="connections and requests served at once; beyond, requests are answered 503",
+    )
+    p.add_argument(
+        "--session-max-age",
+        type=positive_int,
+        default=DEFAULT_SESSION_MAX_AGE_S,
+        metavar="SECONDS",
+        help="how long a dashboard login lasts (default: 12 hours)",
+    )
+    p.add_argument(
+        "--revoke-sessions",
+        action="store_true",
+        help="end every dashboard session of the namespace, on every server, then exit",
     )
     add_connection_options(p)
     p.set_defaults(func=cmd_serve)

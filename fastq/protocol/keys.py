@@ -66,6 +66,17 @@ class NamespaceKeys:
         return f"{self.namespace}:workers"
 
     @property
+    def session_epoch(self) -> str:
+        """A counter: the dashboard's session epoch (``fastq serve
+        --revoke-sessions`` adds one, and every session made before it ends)."""
+        return f"{self.namespace}:dashboard:epoch"
+
+    def revoked_session(self, nonce: str) -> str:
+        """A flag: the dashboard session ``nonce`` was logged out (until it would
+        have expired anyway)."""
+        return f"{self.namespace}:dashboard:revoked:{nonce}"
+
+    @property
     def every(self) -> str:
         """A ``SCAN`` pattern that matches every key of the namespace."""
         return f"{self.namespace}:*"

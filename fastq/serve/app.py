@@ -20,8 +20,8 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from fastq.app import App
 from fastq.serve.api import batches, openapi, producers, workers
-from fastq.serve.guard import DEFAULT_MAX_BODY_BYTES, Guard
-from fastq.serve.pages.session import Sessions
+from fastq.serve.guard import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, Door, Guard
+from fastq.serve.pages.session import DEFAULT_MAX_AGE_S, Sessions
 from fastq.serve.reply import error_reply
 
 log = logging.getLogger("fastq.serve")
@@ -38,6 +38,8 @@ def create_app(
     token: Optional[str],
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     read_only: bool = False,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
+    session_max_age_s: int = DEFAULT_MAX_AGE_S,
 ) -> Starlette:
     """The HTTP API over ``fastq_app``.
 
@@ -49,9 +51,12 @@ def create_app(
         max_body_bytes: the largest request body taken (413 beyond).
         read_only: the dashboard's pages (:mod:`fastq.serve.pages`) show no action
             and refuse every one (403).
+        body_timeout_s: the time a request's body may take to come (408 beyond).
+        session_max_age_s: how long a dashboard session lasts from its login.
 
     Raises:
-        ValueError: an empty token, or ``max_body_bytes`` below 1.
+        ValueError: an empty token, ``max_body_bytes`` below 1, a timeout or an age
+            that is not a positive number.
     """
     if token is not None and not token:
         raise ValueError("the token is empty")
@@ -61,6 +66,11 @@ def create_app(
         or max_body_bytes < 1
     ):
         raise ValueError(f"max_body_bytes must be an int >= 1, not {max_body_bytes!r}")
+    if isinstance(body_timeout_s, bool) or not (
+        isinstance(body_timeout_s, (int, float)) and 0 < body_timeout_s < float("inf")
+    ):
+        raise ValueError(f"body_timeout_s must be a number > 0, not {body_timeout_s!r}")
+    door = Door(token)
     api = [route for table in API for route in table.starlette_routes()]
     document = openapi.document(API, API_ROOT, max_body_bytes)
     pages = _dashboard()
@@ -68,12 +78,17 @@ def create_app(
     routes: list[BaseRoute] = [Mount(API_ROOT, routes=api, name="api"), *pages]
     app = Starlette(
         routes=routes,
-        middleware=[Middleware(Guard, token=token, max_body_bytes=max_body_bytes)],
+        middleware=[
+            Middleware(
+                Guard, door=door, max_body_bytes=max_body_bytes, body_timeout_s=body_timeout_s
+            )
+        ],
         exception_handlers={HTTPException: _http_error, Exception: _server_error},
     )
     app.state.fastq = fastq_app
     app.state.openapi = document
-    app.state.sessions = Sessions(token)  # the dashboard's login and CSRF tokens
+    app.state.door = door  # the API's endpoint checks it again (fastq.serve.api.endpoint)
+    app.state.sessions = Sessions(token, session_max_age_s)  # the pages' logins, CSRF
     app.state.read_only = read_only
     # the pages' routes by name, for their links (fastq.serve.pages.url_for)
     app.state.page_routes = {route.name: route for route in pages if isinstance(route, NAMED)}

@@ -89,7 +89,7 @@ def test_bad_jobs_are_refused_naming_the_fault_and_nothing_is_written(
         )
         assert reply.status_code == 415
         assert reply.json() == {
-            "error": "a request body must be JSON: send Content-Type: application/json"
+            "error": "a POST to the API must say Content-Type: application/json, even with no body"
         }
         # a queue that no job of the app uses and Redis does not know: a typo
         reply = client.post("/api/v1/queues/wbe/jobs", json=ADD)

@@ -56,9 +56,13 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
     def client(self, token: Optional[str] = "", **kwargs: Any) -> httpx.Client:
-        """A client of the API; with its token unless ``token`` says another (None: none)."""
+        """A client of the API, as docs/http.md writes one: with its token unless
+        ``token`` says another (None: none), and ``Content-Type: application/json`` on
+        every request (the API refuses a POST, PUT or DELETE without it)."""
         given = self.token if token == "" else token
-        headers = {"Authorization": f"Bearer {given}"} if given is not None else {}
+        headers = {"Content-Type": "application/json"}
+        if given is not None:
+            headers["Authorization"] = f"Bearer {given}"
         headers.update(kwargs.pop("headers", {}))
         return httpx.Client(base_url=self.base_url, headers=headers, timeout=30, **kwargs)
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from fastq.serve.guard import Guard, route_path
+from fastq.serve.guard import Door, Guard, route_path
 
 
 @pytest.mark.parametrize(
@@ -17,7 +17,10 @@ from fastq.serve.guard import Guard, route_path
     [
         ("/fastq/api/v1/queues", "/fastq", "/api/v1/queues"),
         ("/fastq/api/v1/queues", "/fastq/", "/api/v1/queues"),
-        ("/fastq", "/fastq", ""),
+        ("/fastq", "/fastq", "/"),
+        # a prefix ending in / (an app embedded at /fastq/): the path Starlette routes
+        ("/fastq//api/v1/queues", "/fastq/", "/api/v1/queues"),
+        ("/api//v1/queues", "", "/api/v1/queues"),
         ("/api/v1/queues", "", "/api/v1/queues"),
         ("/fastqx/api/v1/queues", "/fastq", "/fastqx/api/v1/queues"),
     ],
@@ -40,7 +43,7 @@ def test_the_api_under_a_root_path_is_refused_without_its_token() -> None:
     async def send(message: Any) -> None:
         sent.append(message)
 
-    guard = Guard(app, "s3cret-token-0123456789", 1024)
+    guard = Guard(app, Door("s3cret-token-0123456789"), 1024)
     scope = {
         "type": "http",
         "method": "GET",

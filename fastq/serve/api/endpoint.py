@@ -38,6 +38,7 @@ from fastq.errors import (
 )
 from fastq.serve.api import schemas
 from fastq.serve.api.schemas import Schema
+from fastq.serve.guard import Door, header_map
 from fastq.serve.reply import HTTPError, JSONReply, error_reply
 
 log = logging.getLogger("fastq.serve")
@@ -194,6 +195,12 @@ def _endpoint(operations: dict[str, Operation]) -> Callable[[Request], Awaitable
 
     async def call(request: Request) -> Response:
         op = operations[request.method if request.method != "HEAD" else "GET"]
+        # the guard's rules again, here where no path can miss them (a route mounted
+        # under another prefix, a path the guard read otherwise than the router)
+        door: Door = request.app.state.door
+        refused = door.refusal(request.method, header_map(request.scope), api=True)
+        if refused is not None:
+            return error_reply(*refused)
         try:
             raw = await request.body() if op.takes_body else b""  # read by the guard: no wait
             out = await run_in_threadpool(_guarded, op.handler, fastq_app(request), request, raw)

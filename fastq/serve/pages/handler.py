@@ -25,15 +25,9 @@ from starlette.templating import Jinja2Templates
 
 from fastq.app import App
 from fastq.errors import FastqError
+from fastq.protocol import dashboard
 from fastq.serve.pages import filters
-from fastq.serve.pages.session import (
-    BEARER_NONCE,
-    FormTooLarge,
-    Sessions,
-    loopback,
-    read_form,
-    root_of,
-)
+from fastq.serve.pages.session import BEARER_NONCE, Sessions, read_form, root_of
 from fastq.serve.reply import HTTPError
 from fastq.validate import check_job_id
 
@@ -102,12 +96,6 @@ def _template_url_for(context: Any, name: str, /, **params: Any) -> str:
 templates.env.globals["url_for"] = _template_url_for
 
 
-NO_TOKEN = (
-    "this server has no token and answers only requests to localhost: "
-    "start it with --token-file or $FASTQ_TOKEN"
-)
-
-
 def is_job_id(job_id: str) -> bool:
     """Whether ``job_id`` may be a job's (or a batch's) id: a page of any other is
     a page of nothing."""
@@ -134,7 +122,7 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
 
     async def handler(request: Request) -> Response:  # named after its view: url_for
         try:
-            session, new_cookie = _admit(request, public)
+            session, new_cookie = await _admit(request, public)
             form = await _read_action(request, session, public)
         except _Refused as refused:
             return refused.response
@@ -149,24 +137,32 @@ def page(view: View, *, public: bool = False) -> Callable[[Request], Any]:
     return handler
 
 
-def _admit(request: Request, public: bool) -> tuple[Optional[str], Optional[str]]:
+async def _admit(request: Request, public: bool) -> tuple[Optional[str], Optional[str]]:
     """The request's session, and the cookie of a new one to set (a server without
     a token, on loopback: no login); None for a public page seen without one.
 
     Raises:
-        _Refused: no session (to the login form, or a 401), or a server without a
-            token and a request not addressed to localhost (403).
+        _Refused: no session (to the login form, or a 401), or Redis out of reach
+            (503: a session's epoch and logout are kept there).
     """
     sessions: Sessions = request.app.state.sessions
-    session = sessions.session_of(request)
+    if sessions.bearer(request) is None:
+        cookie = sessions.cookie_of(request)
+        try:
+            epoch, revoked = await run_in_threadpool(
+                _session_state, request.app.state.fastq, cookie.nonce if cookie else ""
+            )
+        except FastqError as exc:
+            raise _Refused(_refusal(request, 503, f"Redis: {exc}")) from None
+        session = sessions.session_of(request, epoch, revoked)
+    else:
+        epoch, session = 0, sessions.session_of(request, 0)
     if session is not None or public:
         return session, None
-    if sessions.token is None:
-        if not loopback(request):
-            raise _Refused(_refusal(request, 403, NO_TOKEN))
+    if sessions.token is None:  # the guard took only a request to localhost
         if request.method == "POST":
             raise _Refused(_refusal(request, 403, "no session: reload the page, then try again"))
-        new_cookie = sessions.new_cookie()
+        new_cookie = sessions.new_cookie(epoch)
         return new_cookie.split(".", 1)[0], new_cookie
     if (
         request.method == "POST"
@@ -184,23 +180,26 @@ def _admit(request: Request, public: bool) -> tuple[Optional[str], Optional[str]
     raise _Refused(login)
 
 
+def _session_state(app: App, nonce: str) -> tuple[int, bool]:
+    """The namespace's session epoch, and whether session ``nonce`` logged out."""
+    with app.store.producer_call():
+        return dashboard.session_state(app.store.redis, app.store.namespace_keys, nonce)
+
+
 async def _read_action(request: Request, session: Optional[str], public: bool) -> dict[str, str]:
     """A POST's form, checked again where a request changes state: not on a
-    read-only dashboard, and carrying the session's CSRF token ({} for a GET).
+    read-only dashboard, and carrying the session's CSRF token ({} for a GET). The
+    login form, seen with no session, carries its own (:mod:`.login`).
 
     Raises:
-        _Refused: the form is too large (413), read-only or a wrong token (403).
+        _Refused: read-only or a wrong token (403).
     """
     if request.method != "POST":
         return {}
-    try:
-        form = await read_form(request)
-    except FormTooLarge:
-        raise _Refused(_refusal(request, 413, "the form is too large")) from None
-    if not public:
-        assert session is not None
+    form = await read_form(request)
+    if session is not None:
         sessions: Sessions = request.app.state.sessions
-        if request.app.state.read_only:
+        if request.app.state.read_only and not public:
             raise _Refused(_refusal(request, 403, "this dashboard is read-only (--read-only)"))
         if not sessions.check_csrf(session, form.get("csrf", "")):
             raise _Refused(_refusal(request, 403, "missing or wrong CSRF token: reload the page"))
@@ -236,9 +235,9 @@ def render(request: Request, name: str, context: dict[str, Any], status: int = 2
         "csrf": sessions.csrf(session) if session is not None else "",
         "read_only": read_only,
         "logged_in": session is not None and session != BEARER_NONCE and sessions.token is not None,
-        "message": request.query_params.get("msg"),
+        "message": _said(request, session, "msg"),
         "here": request.url.path + ("?" + request.url.query if request.url.query else ""),
-        "error": request.query_params.get("err"),
+        "error": _said(request, session, "err"),
         **context,
     }
     return templates.TemplateResponse(request, name, context, status_code=status, headers=HEADERS)
@@ -264,14 +263,33 @@ def local_path(where: str, root: str) -> Optional[str]:
 
 
 def _back(request: Request, where: str, **said: str) -> Response:
-    """303 to ``where`` (a path of this dashboard) saying ``msg`` or ``err``."""
+    """303 to ``where`` (a path of this dashboard) saying ``msg`` or ``err``, signed
+    for the session (:func:`_said`: no link can put words on the page)."""
     root = root_of(request)
     where = local_path(where, root) or url_for(request, "overview")
     path, _, query = where.partition("?")
-    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in ("msg", "err")]
-    return RedirectResponse(
-        f"{path}?{urlencode(kept + list(said.items()))}", status_code=303, headers=HEADERS
-    )
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k not in _SAID]
+    session = getattr(request.state, "session", None)
+    if session is not None:
+        sessions: Sessions = request.app.state.sessions
+        for kind, text in said.items():
+            kept += [(kind, text), (kind + "_sig", sessions.sign(session, f"{kind}:{text}"))]
+    return RedirectResponse(f"{path}?{urlencode(kept)}", status_code=303, headers=HEADERS)
+
+
+# the query parameters of what an action said (_back), and their signatures
+_SAID = ("msg", "err", "msg_sig", "err_sig")
+
+
+def _said(request: Request, session: Optional[str], kind: str) -> Optional[str]:
+    """What an action said on the page (``msg`` or ``err``), if this dashboard
+    signed it for this session; None otherwise."""
+    text = request.query_params.get(kind)
+    if text is None or session is None:
+        return None
+    sessions: Sessions = request.app.state.sessions
+    given = request.query_params.get(kind + "_sig", "")
+    return text if sessions.check_sign(session, f"{kind}:{text}", given) else None
 
 
 def back(request: Request, form: dict[str, str], message: str) -> Response:
