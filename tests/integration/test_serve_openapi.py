@@ -4,7 +4,8 @@ over a real Redis, and finds no server error and no reply outside the document.
 
 Each operation gets a bounded number of examples, derandomized (the same ones
 every run), in each mode: positive (valid requests) and negative (invalid ones,
-which must be refused with a 4xx).
+which must be refused with a 4xx); then sequences of calls linked by what one
+returns and the next takes (stateful).
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ from schemathesis.specs.openapi.checks import positive_data_acceptance
 import fastq
 from fastq.serve.app import create_app
 from fastq.testing.redis_server import RedisServer
+from tests.support.examples import examples
 from tests.support.serve import TOKEN
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-EXAMPLES = 25
+# a third of them in CI (tests/support/examples.py), others each run
+EXAMPLES = examples(160)
 
 # every operation of the document (read without Redis: it is static)
 _document = create_app(fastq.App("redis://127.0.0.1:1/0"), TOKEN).state.openapi
@@ -69,3 +72,36 @@ def test_the_server_keeps_to_its_openapi_document(
         case.call_and_validate(headers=AUTH, excluded_checks=[positive_data_acceptance])
 
     check()
+
+
+def test_sequences_of_calls_linked_by_the_ids_they_return_keep_to_the_document(
+    api_schema: Any, redis_server: RedisServer, namespace: str
+) -> None:
+    """Stateful: schemathesis chains the operations by what one returns and another
+    takes (a queue's name from the listing, to enqueue, claim and pause it; a job's
+    id from its enqueue, to report it done or failed; a batch's, to close or cancel
+    it), as links it infers from the document, and checks every reply of every
+    step."""
+    app = fastq.App(redis_server.url, namespace=namespace)  # a queue to list
+    app.enqueue_many("anything", [()] * 20, queue="web")
+    app.close()
+    machine = api_schema.as_state_machine()
+
+    class Steps(machine):  # type: ignore[misc,valid-type]
+        def before_call(self, case: Any) -> None:
+            # as every client of the API sends it (a POST with no body too)
+            case.headers = {**(case.headers or {}), "Content-Type": "application/json"}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            case.validate_response(response, excluded_checks=[positive_data_acceptance])
+
+    Steps.run(
+        settings=settings(
+            max_examples=examples(40),
+            stateful_step_count=6,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+    )
