@@ -143,21 +143,26 @@ def test_a_retry_waits_for_the_first_attempt(pair: Pair, namespace: str) -> None
     replica has the jobs of the first attempt, sent on another connection."""
     first = app_on(pair, namespace, min_replicas=1, replica_timeout_s=0.3)
     retrier = app_on(pair, namespace, min_replicas=1, replica_timeout_s=0.3)
+    # the retry once the replica is back: as long a wait as a loaded box needs for
+    # the replica to catch up (with 0.3 s, it once had not, and the retry refused)
+    patient = app_on(pair, namespace, min_replicas=1, replica_timeout_s=10)
     jobs = first.keys("default").jobs
     calls = [(i,) for i in range(1500)]
     try:
         retrier.enqueue("job", (0,))  # its connection wrote, and the replica has it
+        patient.enqueue("job", (1,), job_id="patient-0")  # and so did this one's
         with pair.replica_stopped():
             with pytest.raises(fastq.NotReplicated) as info:
                 first.enqueue_many("job", calls)
             with pytest.raises(fastq.NotReplicated):
                 retrier.enqueue_many("job", calls, job_ids=info.value.ids)
-        ids = retrier.enqueue_many("job", calls, job_ids=info.value.ids)
+        ids = patient.enqueue_many("job", calls, job_ids=info.value.ids)
         assert holds(pair.replica.port, jobs, ids) == len(ids)
-        assert first.stats("default")["ready"] == len(ids) + 1  # none twice
+        assert first.stats("default")["ready"] == len(ids) + 2  # none twice
     finally:
         first.close()
         retrier.close()
+        patient.close()
 
 
 def test_scripts_flushed_are_reloaded_and_resent(pair: Pair, namespace: str) -> None:
