@@ -72,8 +72,10 @@ def test_the_script_checks_the_limits_python_checks(name: str, python: Any) -> N
 def test_the_producer_sends_calls_the_script_takes() -> None:
     assert routing.ENQUEUE_CHUNK == validate.MAX_JOBS_PER_CALL
     assert routing.ENQUEUE_CHUNK_EXTRAS == validate.MAX_JOBS_PER_CALL_EXTRAS
-    # two values per job (three with a unique key) stay far within an unpack()
-    assert 3 * validate.MAX_JOBS_PER_CALL <= LUA["UNPACK_CHUNK"] < 8000
+    # two values per job (three with a unique key) go in one command (lib/many.lua's
+    # chunk), itself within an unpack(), and pairs stay whole
+    assert 3 * validate.MAX_JOBS_PER_CALL <= LUA["MANY"] < 8000
+    assert LUA["MANY"] % 2 == 0
 
 
 def test_the_fields_workers_and_scripts_write_are_those_revive_clears() -> None:

@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include epoch
 --! include trim
@@ -138,7 +139,7 @@ local function section(width)
     for k = 0, count - 1 do
         ids[#ids + 1] = ARGV[pos + k * width]
     end
-    local held = redis.call('SMISMEMBER', KEYS[3], unpack(ids))
+    local held = call_many('SMISMEMBER', KEYS[3], ids)
     local mine, starts = {}, {}
     for k = 1, count do
         if held[k] == 1 then
@@ -155,7 +156,7 @@ local function section(width)
         end
     end
     if #mine > 0 then
-        redis.call('SREM', KEYS[3], unpack(mine))
+        call_many('SREM', KEYS[3], mine)
         applied = applied + #mine
     end
     return mine, starts
@@ -181,7 +182,7 @@ local function cancel_marks(ids)
     if has_cancelled == nil then
         has_cancelled = redis.call('EXISTS', KEYS[10]) == 1
     end
-    return has_cancelled and redis.call('ZMSCORE', KEYS[10], unpack(ids))
+    return has_cancelled and call_many('ZMSCORE', KEYS[10], ids)
 end
 
 -- The records of jobs not cancelled while they ran; the others are cancelled now.
@@ -204,7 +205,7 @@ local function not_cancelled(ids, starts)
         end
     end
     if #dropped > 0 and has_stalls then
-        redis.call('HDEL', KEYS[2], unpack(dropped))
+        call_many('HDEL', KEYS[2], dropped)
     end
     for i = 1, #dropped do
         cancelled_now[#cancelled_now + 1] = dropped[i]
@@ -215,9 +216,9 @@ end
 local n_sent = tonumber(ARGV[SECTIONS_AT])
 local done, done_at = section(1)
 if #done > 0 then
-    redis.call('HDEL', KEYS[1], unpack(done))
+    call_many('HDEL', KEYS[1], done)
     if has_stalls then
-        redis.call('HDEL', KEYS[2], unpack(done))
+        call_many('HDEL', KEYS[2], done)
     end
     redis.call('HINCRBY', KEYS[7], 'processed', #done)
     end_links(lk, done)
@@ -240,7 +241,7 @@ if #done > 0 then
             end
         end
         if #ran > 0 then
-            redis.call('ZREM', KEYS[10], unpack(ran))
+            call_many('ZREM', KEYS[10], ran)
         end
     end
 end
@@ -257,7 +258,7 @@ if #retry > 0 then
         marks[#marks + 1] = retry[k]
         marks[#marks + 1] = 'r'
     end
-    redis.call('HSET', KEYS[9], unpack(marks))
+    call_many('HSET', KEYS[9], marks)
     redis.call('HINCRBY', KEYS[7], 'retried', #retry)
     fail_batches(bk, first_failures(retry, rstart, 2))
 end
@@ -269,7 +270,7 @@ for k = 1, #dead do
 end
 if #dead > 0 then
     if has_stalls then
-        redis.call('HDEL', KEYS[2], unpack(dead))
+        call_many('HDEL', KEYS[2], dead)
     end
     redis.call('HINCRBY', KEYS[7], 'dead', #dead)
     end_links(lk, dead)
@@ -286,7 +287,7 @@ for k = 1, #broken do
 end
 if #broken > 0 then
     if has_stalls then
-        redis.call('HDEL', KEYS[2], unpack(broken))
+        call_many('HDEL', KEYS[2], broken)
     end
     redis.call('HINCRBY', KEYS[7], 'broken', #broken)
     end_links(lk, broken)
@@ -346,7 +347,7 @@ if #stale_ids > 0 then
         end
     end
     if #members > 0 then
-        stale = redis.call('ZADD', KEYS[18], 'NX', unpack(members))
+        stale = call_many('ZADD', KEYS[18], members, 'NX')
         if stale > 0 then
             redis.call('HINCRBY', KEYS[7], 'stale_acks', stale)
         end

@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include front
 --! include trim
@@ -146,8 +147,9 @@ pos = pos + 1 + n_back * 2
 
 -- Batches: each id counts once (its end deletes its batch entry), however often sent.
 local n_ended = tonumber(ARGV[pos])
+local ended = slice(ARGV, pos + 1, pos + n_ended)
 local bk = {batched = KEYS[13], batches = KEYS[14], batches_due = KEYS[15]}
-end_batches(bk, {unpack(ARGV, pos + 1, pos + n_ended)}, BATCH_DONE)
+end_batches(bk, ended, BATCH_DONE)
 if n_dead > 0 then
     local ids, starts = {}, {}
     for k = 0, n_dead - 1 do
@@ -158,7 +160,7 @@ if n_dead > 0 then
 end
 end_batches(bk, broken_ids, BATCH_DEAD, true)
 local ck = {chained = KEYS[16], chain_out = KEYS[17]}
-chain_done(ck, {unpack(ARGV, pos + 1, pos + n_ended)}, '0')
+chain_done(ck, ended, '0')
 if n_dead > 0 then
     local ids = {}
     for k = 0, n_dead - 1 do
@@ -178,7 +180,7 @@ if n_dead + n_ended > 0 then
         texts[#texts + 1] = dead_text(ARGV[dead_at + 1 + k * 2], now, '')
     end
     keep_records(rk, lim, now, ids, texts)
-    log_done(rk, lim, now, {unpack(ARGV, pos + 1, pos + n_ended)}, runs, '')
+    log_done(rk, lim, now, ended, runs, '')
 end
 
 if n_dead > 0 then

@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include links
 --! include records
@@ -100,7 +101,7 @@ if redis.call('ZCARD', KEYS[14]) ~= n_workers then
     return {-1, 0, 0}
 end
 if n_workers > 0 then
-    local known = redis.call('ZMSCORE', KEYS[14], unpack(ARGV, 4, 3 + n_workers))
+    local known = call_many('ZMSCORE', KEYS[14], slice(ARGV, 4, 3 + n_workers))
     for i = 1, n_workers do
         if not known[i] then
             return {-1, 0, 0}
@@ -108,15 +109,15 @@ if n_workers > 0 then
     end
 end
 if tag ~= '' then
-    redis.call('ZREM', KEYS[11], unpack(members))
+    call_many('ZREM', KEYS[11], members)
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local envs = redis.call('HMGET', KEYS[1], unpack(ids))
-local died = redis.call('ZMSCORE', KEYS[5], unpack(ids))
-local broken = redis.call('HMGET', KEYS[6], unpack(ids))
+local envs = call_many('HMGET', KEYS[1], ids)
+local died = call_many('ZMSCORE', KEYS[5], ids)
+local broken = call_many('HMGET', KEYS[6], ids)
 local gone, marks = {}, {}
 for i = 1, #ids do
     if envs[i] and not died[i] and not broken[i] then
@@ -129,7 +130,7 @@ end
 local is_held = {}
 if #gone > 0 then
     for w = 1, n_workers do
-        local h = redis.call('SMISMEMBER', KEYS[21 + w], unpack(gone))
+        local h = call_many('SMISMEMBER', KEYS[21 + w], gone)
         for i = 1, #gone do
             if h[i] == 1 then
                 is_held[i] = true
@@ -146,12 +147,12 @@ for i = 1, #gone do
     end
 end
 if #gone > 0 then
-    redis.call('ZREM', KEYS[2], unpack(gone))
-    redis.call('HDEL', KEYS[3], unpack(gone))
-    redis.call('ZREM', KEYS[4], unpack(gone))
-    redis.call('HDEL', KEYS[1], unpack(gone))
-    redis.call('HDEL', KEYS[8], unpack(gone))
-    redis.call('ZADD', KEYS[7], unpack(marks))
+    call_many('ZREM', KEYS[2], gone)
+    call_many('HDEL', KEYS[3], gone)
+    call_many('ZREM', KEYS[4], gone)
+    call_many('HDEL', KEYS[1], gone)
+    call_many('HDEL', KEYS[8], gone)
+    call_many('ZADD', KEYS[7], marks)
     end_links({links = KEYS[10], tagged = KEYS[11], unique = KEYS[12], unique_exp = KEYS[13]}, gone)
     if #stopped > 0 then
         redis.call('HINCRBY', KEYS[9], 'cancelled', #stopped)

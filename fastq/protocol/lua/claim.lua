@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include epoch
 --! include gcra
@@ -144,7 +145,7 @@ local has_prio = redis.call('ZCARD', KEYS[2]) > 0
 if has_prio then
     local hi = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(0', 'LIMIT', 0, n)
     if #hi > 0 then
-        redis.call('ZREM', KEYS[2], unpack(hi))
+        call_many('ZREM', KEYS[2], hi)
         take(hi)
     end
 end
@@ -157,7 +158,7 @@ end
 if has_prio and #ids < n then
     local lo = redis.call('ZRANGE', KEYS[2], 0, n - #ids - 1)
     if #lo > 0 then
-        redis.call('ZREM', KEYS[2], unpack(lo))
+        call_many('ZREM', KEYS[2], lo)
         take(lo)
     end
 end
@@ -185,7 +186,7 @@ end
 -- cancel counted it: dropped) or lost its payload (written by hand, or by a
 -- producer that crashed between its writes): quarantined as broken, counted, never
 -- dropped in silence. Only such ids pay for the lookups.
-local envs = redis.call('HMGET', KEYS[3], unpack(ids))
+local envs = call_many('HMGET', KEYS[3], ids)
 local leased = {HELD_SENTINEL}
 local no_payload = 0
 for i = 1, #ids do
@@ -206,7 +207,7 @@ if #leased > 1 then
     if settings[6] == '1' then  -- unique_until="start" locks end as their jobs start
         release_started(KEYS[13], KEYS[14], KEYS[15], ids)
     end
-    redis.call('SADD', KEYS[6], unpack(leased))
+    call_many('SADD', KEYS[6], leased)
     -- GT: never shorten a deadline an extension pushed further
     redis.call('ZADD', KEYS[4], 'GT', now + lease_ms, worker)
 else

@@ -1,4 +1,5 @@
 #!lua
+--! include many
 --! include records
 --! include batches
 -- enqueue: add a batch of jobs to one queue.
@@ -89,8 +90,6 @@ local WORKER_FIELDS = {'attempts', 'error', 'traceback', 'failed_at', 'rate_slot
     'unknown_since'}
 -- a job's batch: written here, from the extras
 local BATCH_FIELD = 'b'
--- values per unpack(): Lua's own limit is about 8,000
-local UNPACK_CHUNK = 4000
 
 local byte, find, match, sub, floor = string.byte, string.find, string.match, string.sub,
     math.floor
@@ -145,25 +144,6 @@ local function set_of(list)
     end
     return out
 end
--- a command of one key and many values, in calls of at most UNPACK_CHUNK values
--- (an even number: pairs stay whole); the replies of a read, concatenated
-local function call_many(command, key, values)
-    if #values <= UNPACK_CHUNK then
-        return redis.call(command, key, unpack(values))
-    end
-    local out = {}
-    for lo = 1, #values, UNPACK_CHUNK do
-        local hi = math.min(lo + UNPACK_CHUNK - 1, #values)
-        local reply = redis.call(command, key, unpack(values, lo, hi))
-        if type(reply) == 'table' then
-            for j = 1, #reply do
-                out[#out + 1] = reply[j]
-            end
-        end
-    end
-    return out
-end
-
 -- KEYS: one queue's, in the declared order (cheap string checks, once per call)
 if #KEYS ~= 18 and #KEYS ~= 17 and #KEYS ~= 15 and #KEYS ~= 13 then
     refuse('KEYS must be the 18 keys of one queue, NS:{Q}:jobs to NS:{Q}:chained, '
@@ -582,10 +562,6 @@ if tags then
         for t = 1, #tags do
             members[#members + 1] = 0
             members[#members + 1] = tags[t] .. '\n' .. added[j]
-        end
-        if #members >= UNPACK_CHUNK then
-            call_many('ZADD', KEYS[10], members)
-            members = {}
         end
     end
     if #members > 0 then

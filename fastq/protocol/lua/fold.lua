@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include records
 -- fold: fold the done records a queue's acks logged into records (lib/records.lua),
 -- all of them, and read the records of some ids: what a read of one job, a listing
@@ -20,8 +21,8 @@ fold_records(KEYS[2], nil)
 if #ARGV == 0 then
     return {}
 end
-local new = redis.call('HMGET', KEYS[1], unpack(ARGV))
-local old = redis.call('HMGET', KEYS[2], unpack(ARGV))
+local new = call_many('HMGET', KEYS[1], ARGV)
+local old = call_many('HMGET', KEYS[2], ARGV)
 local out = {}
 for i = 1, #ARGV do
     out[i] = new[i] or old[i]

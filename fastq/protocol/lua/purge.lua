@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include links
 --! include batches
@@ -68,9 +69,9 @@ local function take_zset(key, side)
     end
     local got = redis.call('ZRANGE', key, 0, left - 1)
     if #got > 0 then
-        redis.call('ZREM', key, unpack(got))
+        call_many('ZREM', key, got)
         if side then
-            redis.call('HDEL', side, unpack(got))
+            call_many('HDEL', side, got)
         end
         take(got)
     end
@@ -94,7 +95,7 @@ if sel[5] == 1 and #ids < limit then
     -- HRANDFIELD with a positive count: distinct fields, at most that many
     local got = redis.call('HRANDFIELD', KEYS[7], limit - #ids)
     if #got > 0 then
-        redis.call('HDEL', KEYS[7], unpack(got))
+        call_many('HDEL', KEYS[7], got)
         take(got)
     end
 end
@@ -114,7 +115,7 @@ end
 if #ids > queued then
     redis.call('HDEL', KEYS[8], unpack(ids, queued + 1, #ids))
 end
-redis.call('HDEL', KEYS[9], unpack(ids))
+call_many('HDEL', KEYS[9], ids)
 if deleted > 0 then
     redis.call('HINCRBY', KEYS[10], 'purged', deleted)
 end

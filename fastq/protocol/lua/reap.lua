@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include promote
 --! include trim
@@ -73,14 +74,14 @@ end
 -- at most `limit` of each per call: a sweep stays short however many there are
 local old = redis.call('ZRANGEBYSCORE', KEYS[11], '-inf', now - dead_max_age, 'LIMIT', 0, limit)
 if #old > 0 then
-    redis.call('ZREM', KEYS[11], unpack(old))
+    call_many('ZREM', KEYS[11], old)
 end
 -- an expired lock no longer refuses anything (enqueue compares its time); this
 -- frees its memory
 local lapsed = redis.call('ZRANGEBYSCORE', KEYS[13], '-inf', now, 'LIMIT', 0, limit)
 if #lapsed > 0 then
-    redis.call('ZREM', KEYS[13], unpack(lapsed))
-    redis.call('HDEL', KEYS[12], unpack(lapsed))
+    call_many('ZREM', KEYS[13], lapsed)
+    call_many('HDEL', KEYS[12], lapsed)
 end
 if promoted > 0 and redis.call('LLEN', KEYS[6]) == 0 then
     redis.call('RPUSH', KEYS[6], 1)

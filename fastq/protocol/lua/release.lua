@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include args
 --! include front
 --! include requeue
@@ -101,14 +102,14 @@ if #ARGV >= IDS_AT then
     for i = IDS_AT, #ARGV do
         ids[#ids + 1] = ARGV[i]
     end
-    local held = redis.call('SMISMEMBER', KEYS[3], unpack(ids))
+    local held = call_many('SMISMEMBER', KEYS[3], ids)
     for k = 1, #ids do
         if held[k] == 1 then
             mine[#mine + 1] = ids[k]
         end
     end
     if #mine > 0 then
-        redis.call('SREM', KEYS[3], unpack(mine))
+        call_many('SREM', KEYS[3], mine)
     end
 else
     -- bounded by what one worker can prefetch
@@ -128,7 +129,7 @@ end
 local out = {#mine}
 local rk = {records = KEYS[16], old = KEYS[17]}
 if redis.call('EXISTS', KEYS[10]) == 1 then
-    local marks = redis.call('ZMSCORE', KEYS[10], unpack(mine))
+    local marks = call_many('ZMSCORE', KEYS[10], mine)
     local keep, dropped = {}, {}
     for i = 1, #mine do
         if marks[i] then
@@ -138,7 +139,7 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
         end
     end
     if #dropped > 0 then
-        redis.call('HDEL', KEYS[8], unpack(dropped))
+        call_many('HDEL', KEYS[8], dropped)
         redis.call('HINCRBY', KEYS[4], 'cancelled', #dropped)
         keep_records(rk, records_limits(KEYS[15]), now, dropped, nil,
             record_text('cancelled', now, '', '', '', worker))

@@ -1,4 +1,5 @@
 #!lua
+--! include many
 --! include args
 -- revive: put dead or broken jobs back in their queue, as new runs of the same ids.
 -- Re-enqueueing a dead id does nothing (ids are idempotent), so a retry must take
@@ -55,12 +56,12 @@ if #ids == 0 then
 end
 
 if section == 'dead' then
-    redis.call('ZREM', KEYS[2], unpack(ids))
-    redis.call('HDEL', KEYS[3], unpack(ids))
+    call_many('ZREM', KEYS[2], ids)
+    call_many('HDEL', KEYS[3], ids)
 else
-    redis.call('HDEL', KEYS[4], unpack(ids))
+    call_many('HDEL', KEYS[4], ids)
 end
-redis.call('HDEL', KEYS[5], unpack(ids))
+call_many('HDEL', KEYS[5], ids)
 for k = 1, #ids do
     redis.call('HSET', KEYS[1], ids[k], envs[k])
     if prios[k] ~= 0 then

@@ -1,4 +1,5 @@
 #!lua flags=allow-oom
+--! include many
 --! include links
 -- take: take at-most-once jobs out of the queue before they run.
 --
@@ -23,7 +24,7 @@
 if #ARGV == 0 then
     error('take: no ids given')
 end
-local held = redis.call('SMISMEMBER', KEYS[1], unpack(ARGV))
+local held = call_many('SMISMEMBER', KEYS[1], ARGV)
 local mine = {}
 for k = 1, #ARGV do
     if held[k] == 1 then
@@ -31,9 +32,9 @@ for k = 1, #ARGV do
     end
 end
 if #mine > 0 then
-    redis.call('SREM', KEYS[1], unpack(mine))
-    redis.call('HDEL', KEYS[2], unpack(mine))
-    redis.call('HDEL', KEYS[3], unpack(mine))
+    call_many('SREM', KEYS[1], mine)
+    call_many('HDEL', KEYS[2], mine)
+    call_many('HDEL', KEYS[3], mine)
     end_links({links = KEYS[4], tagged = KEYS[5], unique = KEYS[6], unique_exp = KEYS[7]}, mine)
 end
 return mine

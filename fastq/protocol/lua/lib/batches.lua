@@ -1,3 +1,4 @@
+--! include many
 -- Batches (fastq/protocol/batches.py): each queue holds its share of a batch, counted
 -- by the scripts that end its jobs, in the same call, so a count is never missed nor
 -- doubled; the batch's own hash (another slot, maybe another master) learns each
@@ -151,7 +152,7 @@ local function sweep_step(k)
         end
     end
     if #gone > 0 then
-        redis.call('HDEL', k.batched, unpack(gone))
+        call_many('HDEL', k.batched, gone)
     end
     if reply[1] == '0' and not again then
         redis.call('HDEL', k.batches, SWEEP)
@@ -183,7 +184,7 @@ local function add_ends(k, counts, order, slot, failed)
         end
     end
     if #ended > 0 then
-        redis.call('SADD', k.batches_due, unpack(ended))
+        call_many('SADD', k.batches_due, ended)
     end
     sweep_step(k)
     return ended
@@ -205,15 +206,12 @@ local function batches_of(batched, ids)
         return nil
     end
     local counts, order, members = {}, {}, {}
-    for lo = 1, #ids, 4000 do
-        local part = {unpack(ids, lo, math.min(lo + 3999, #ids))}
-        local bids = redis.call('HMGET', batched, unpack(part))
-        for i = 1, #part do
-            local b = bids[i]
-            if b then
-                members[#members + 1] = part[i]
-                tally(counts, order, b, 1)
-            end
+    local bids = call_many('HMGET', batched, ids)
+    for i = 1, #ids do
+        local b = bids[i]
+        if b then
+            members[#members + 1] = ids[i]
+            tally(counts, order, b, 1)
         end
     end
     if #members == 0 then
@@ -233,11 +231,7 @@ local function end_batches(k, ids, slot, failed)
     local counts, order
     local n_live, one = live_of(k.batches)
     if n_live == 1 and one then  -- every entry is one batch's: HDEL counts them
-        local removed = 0
-        for lo = 1, #ids, 4000 do
-            removed = removed + redis.call('HDEL', k.batched,
-                unpack(ids, lo, math.min(lo + 3999, #ids)))
-        end
+        local removed = call_many('HDEL', k.batched, ids)
         if removed == 0 then
             return {}
         end
@@ -248,9 +242,7 @@ local function end_batches(k, ids, slot, failed)
         if not counts then
             return {}
         end
-        for lo = 1, #members, 4000 do
-            redis.call('HDEL', k.batched, unpack(members, lo, math.min(lo + 3999, #members)))
-        end
+        call_many('HDEL', k.batched, members)
     end
     return add_ends(k, counts, order, slot, failed)
 end
@@ -294,7 +286,7 @@ local function end_grouped(k, groups, ids, n_sent, pos, offset)
             from = upto
         end
         if from < #ids then
-            rest = {unpack(ids, from + 1)}
+            rest = slice(ids, from + 1, #ids)
         end
     else
         local g = 1

@@ -1,3 +1,4 @@
+--! include many
 -- Chains (fastq/protocol/chains.py): while a link of a chain lives, the rest of its
 -- chain waits in its queue's chained hash; the script that ends the link done moves
 -- it to the queue's chain_out in the same call (its forwarder enqueues the next link
@@ -28,24 +29,18 @@ local function chain_done(k, ids, stamp)
         return {}
     end
     local moved = {}
-    for lo = 1, #ids, 4000 do
-        local part = {unpack(ids, lo, math.min(lo + 3999, #ids))}
-        local rests = redis.call('HMGET', k.chained, unpack(part))
-        local these, entries = {}, {}
-        for i = 1, #part do
-            if rests[i] then
-                these[#these + 1] = part[i]
-                entries[#entries + 1] = part[i]
-                entries[#entries + 1] = stamp .. ' ' .. rests[i]
-            end
+    local rests = call_many('HMGET', k.chained, ids)
+    local entries = {}
+    for i = 1, #ids do
+        if rests[i] then
+            moved[#moved + 1] = ids[i]
+            entries[#entries + 1] = ids[i]
+            entries[#entries + 1] = stamp .. ' ' .. rests[i]
         end
-        if #these > 0 then
-            redis.call('HDEL', k.chained, unpack(these))
-            redis.call('HSET', k.chain_out, unpack(entries))
-            for i = 1, #these do
-                moved[#moved + 1] = these[i]
-            end
-        end
+    end
+    if #moved > 0 then
+        call_many('HDEL', k.chained, moved)
+        call_many('HSET', k.chain_out, entries)
     end
     return moved
 end
@@ -55,7 +50,5 @@ local function chain_drop(k, ids)
     if #ids == 0 or not chains_live(k) then
         return
     end
-    for lo = 1, #ids, 4000 do
-        redis.call('HDEL', k.chained, unpack(ids, lo, math.min(lo + 3999, #ids)))
-    end
+    call_many('HDEL', k.chained, ids)
 end

@@ -1,12 +1,5 @@
+--! include many
 --! include unique
--- zrem_many / zadd_many: ZREM / ZADD in slices, as unpack() is bounded by Lua's
--- C stack (~8000 values) and a batch of 1000 jobs with 20 tags each has 20,000.
-local function zrem_many(key, members)
-    for lo = 1, #members, 4000 do
-        redis.call('ZREM', key, unpack(members, lo, math.min(lo + 3999, #members)))
-    end
-end
-
 -- end_links: the jobs `ids` ended (done, dead, broken, cancelled, purged, buried
 -- as poison): drop their tag entries and links records and release their unique
 -- locks, except a 'w' (window) lock, kept until its window ends unless
@@ -17,7 +10,7 @@ local function end_links(k, ids, release_window)
     if #ids == 0 or redis.call('EXISTS', k.links) == 0 then
         return
     end
-    local recs = redis.call('HMGET', k.links, unpack(ids))
+    local recs = call_many('HMGET', k.links, ids)
     local gone, members = {}, {}
     for i = 1, #ids do
         local rec = recs[i]
@@ -34,9 +27,9 @@ local function end_links(k, ids, release_window)
         end
     end
     if #gone > 0 then
-        redis.call('HDEL', k.links, unpack(gone))
+        call_many('HDEL', k.links, gone)
     end
     if #members > 0 then
-        zrem_many(k.tagged, members)
+        call_many('ZREM', k.tagged, members)
     end
 end

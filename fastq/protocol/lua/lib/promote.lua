@@ -1,3 +1,4 @@
+--! include many
 -- promote_due: move up to `limit` due jobs (those of every millisecond up to `now`)
 -- out of `scheduled`, in due order, and jobs due in the same millisecond in the
 -- order they were scheduled (enqueue gives each its slot of the millisecond).
@@ -24,10 +25,10 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
     -- the first n by rank are the ones just read: no lookup by member
     redis.call('ZREMRANGEBYRANK', scheduled, 0, n - 1)
     if redis.call('EXISTS', sched_prio) == 0 then
-        redis.call('LPUSH', ready, unpack(ids))  -- in due order: the earliest nearest the front
+        call_many('LPUSH', ready, ids)  -- in due order: the earliest nearest the front
         return n
     end
-    local places = redis.call('HMGET', sched_prio, unpack(ids))
+    local places = call_many('HMGET', sched_prio, ids)
     local back, ranked, ranks, retries, marked = {}, {}, {}, {}, {}
     for i = 1, n do
         local place = places[i]
@@ -44,10 +45,10 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
         end
     end
     if #marked > 0 then
-        redis.call('HDEL', sched_prio, unpack(marked))
+        call_many('HDEL', sched_prio, marked)
     end
     if #back > 0 then
-        redis.call('LPUSH', ready, unpack(back))
+        call_many('LPUSH', ready, back)
     end
     if #ranked > 0 then
         local last = redis.call('HINCRBY', stats, 'seq', #ranked)
@@ -56,10 +57,10 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
             args[#args + 1] = string.format('%.17g', -ranks[k] * 2147483648 + (last - #ranked + k))
             args[#args + 1] = ranked[k]
         end
-        redis.call('ZADD', prio, unpack(args))
+        call_many('ZADD', prio, args)
     end
     if #retries > 0 then
-        local envs = redis.call('HMGET', jobs, unpack(retries))
+        local envs = call_many('HMGET', jobs, retries)
         -- walk backwards so the earliest due ends up at the very front
         for i = #retries, 1, -1 do
             local env = envs[i]

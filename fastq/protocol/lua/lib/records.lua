@@ -1,3 +1,4 @@
+--! include many
 -- Records: what a job that ended (done, dead, cancelled) leaves behind for a while,
 -- written by the script that ends it, in the same call.
 --
@@ -134,7 +135,7 @@ local function keep_records(k, lim, now, ids, texts, same)
             fields[#fields + 1] = ids[i]
             fields[#fields + 1] = same or texts[i]
         end
-        redis.call('HSET', k.records, unpack(fields))
+        call_many('HSET', k.records, fields)
     end
 end
 
@@ -184,7 +185,7 @@ local function fold_batch(gen, batch)
             fields[#fields + 1] = ids[i]
             fields[#fields + 1] = text
         end
-        redis.call('HSET', gen, unpack(fields))
+        call_many('HSET', gen, fields)
     end
     return #ids
 end
@@ -206,7 +207,7 @@ local function fold_records(gen, budget)
             folded = folded + fold_batch(gen, batch)
             gone[#gone + 1] = field
             if #gone == HDEL_CHUNK then
-                redis.call('HDEL', gen, unpack(gone))
+                call_many('HDEL', gen, gone)
                 gone = {}
             end
         end
@@ -215,10 +216,10 @@ local function fold_records(gen, budget)
     if f >= s then
         gone[#gone + 1] = 'fastq:f'
         gone[#gone + 1] = 'fastq:s'
-        redis.call('HDEL', gen, unpack(gone))
+        call_many('HDEL', gen, gone)
     else
         if #gone > 0 then
-            redis.call('HDEL', gen, unpack(gone))
+            call_many('HDEL', gen, gone)
         end
         redis.call('HSET', gen, 'fastq:f', f)
     end
@@ -251,12 +252,12 @@ end
 -- look_records: the records of `ids` in generation `gen` (HMGET's reply), its
 -- logged batches folded first if one of them has none.
 local function look_records(gen, ids)
-    local recs = redis.call('HMGET', gen, unpack(ids))
+    local recs = call_many('HMGET', gen, ids)
     for i = 1, #ids do
         if not recs[i] then
             local _, folded = fold_records(gen, nil)
             if folded > 0 then
-                return redis.call('HMGET', gen, unpack(ids))
+                return call_many('HMGET', gen, ids)
             end
             return recs
         end

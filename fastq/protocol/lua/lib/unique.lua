@@ -1,3 +1,4 @@
+--! include many
 -- The links record of a job that has tags or a unique lock (links hash, id -> record),
 -- written by enqueue: a first line, empty or the unique mode ('e' released when the
 -- job ends, 's' when it starts, 'w' kept for its whole window) followed by the
@@ -32,7 +33,7 @@ end
 -- on a queue whose settings say it has some (field ustart): the locks of the
 -- claimed ids in mode 's' are released as they start.
 local function release_started(links, unique, unique_exp, ids)
-    local recs = redis.call('HMGET', links, unpack(ids))
+    local recs = call_many('HMGET', links, ids)
     for i = 1, #ids do
         local rec = recs[i]
         if rec and string.byte(rec, 1) == 115 then  -- 's'
