@@ -530,6 +530,8 @@ class App:
     resume = _delegate("admin", Admin.resume)
     set_rate_limit = _delegate("admin", Admin.set_rate_limit)
     rate_limit = _delegate("admin", Admin.rate_limit)
+    set_key_rate_limit = _delegate("admin", Admin.set_key_rate_limit)
+    key_rate_limits = _delegate("admin", Admin.key_rate_limits)
     keep_records = _delegate("admin", Admin.keep_records)
     purge = _delegate("admin", Admin.purge)
     queues = _delegate("admin", Admin.queues)

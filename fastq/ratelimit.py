@@ -18,13 +18,15 @@ import hashlib
 import inspect
 import logging
 import string
+import time
 from typing import Any, Callable, Optional
 
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS
+from fastq.protocol import control
 from fastq.protocol.contracts import RATE_TAKE
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.validate import RateLimit
 
 log = logging.getLogger("fastq.worker")
@@ -35,6 +37,26 @@ MAX_KEY_CHARS = 200
 # When Redis fails the take, the job is rescheduled this far ahead (its outcome
 # goes out with the batch's, once Redis is back): never started without a token.
 FAULT_DELAY_MS = 1000
+# A worker reads the table of per-key overrides (app.set_key_rate_limit) at most
+# this often: a change reaches every worker within it.
+KEY_RATES_REFRESH_S = 1.0
+
+
+def check_rate_key(key: object) -> str:
+    """``key`` if it may be a formatted ``rate_key``: a str of 1 to
+    :data:`MAX_KEY_CHARS` characters, none of them a control character.
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, too long, or holding a control character.
+    """
+    if not isinstance(key, str):
+        raise TypeError(f"a rate key must be a str, not {key!r}")
+    if not 1 <= len(key) <= MAX_KEY_CHARS:
+        raise ValueError(f"a rate key must be 1 to {MAX_KEY_CHARS} characters, not {len(key)}")
+    if not key.isprintable():
+        raise ValueError(f"a rate key must be printable (no control character): {key!r}")
+    return key
 
 
 class RateKey:
@@ -114,6 +136,8 @@ class KeyGate:
         self.namespace = namespace
         self.home = home
         self._keys: dict[str, QueueKeys] = {}
+        self._overrides: dict[str, RateLimit] = {}  # app.set_key_rate_limit's table
+        self._overrides_due = 0.0  # when to read it again (time.monotonic())
 
     def wait_ms(
         self, queue: str, rate_key: RateKey, args: list[Any], kwargs: dict[str, Any]
@@ -127,8 +151,8 @@ class KeyGate:
         k = self._keys.get(queue)
         if k is None:
             k = self._keys[queue] = QueueKeys(self.namespace, queue)
-        limit = rate_key.limit
         try:
+            limit = self._overrides_now().get(key, rate_key.limit)
             return RATE_TAKE.call(
                 self.client(),
                 RATE_TAKE.keys_for(k, key),
@@ -143,3 +167,12 @@ class KeyGate:
                 FAULT_DELAY_MS,
             )
             return FAULT_DELAY_MS
+
+    def _overrides_now(self) -> dict[str, RateLimit]:
+        """The table of per-key overrides, read again once :data:`KEY_RATES_REFRESH_S`
+        has passed since it was last read."""
+        now = time.monotonic()
+        if now >= self._overrides_due:
+            self._overrides_due = now + KEY_RATES_REFRESH_S
+            self._overrides = control.key_rate_limits(self.client(), NamespaceKeys(self.namespace))
+        return self._overrides

@@ -16,6 +16,7 @@ from fastq.protocol.keys import QueueKeys, validate_queue_name
 from fastq.protocol.shards import sum_stats
 from fastq.protocol.store import Store
 from fastq.protocol.workers import live_entries
+from fastq.ratelimit import check_rate_key
 from fastq.validate import RateLimit, check_rate_limit
 
 
@@ -215,6 +216,43 @@ class Admin:
         with self.store.producer_call():
             for keys in self.known_queue(queue):
                 records.configure(self.store.redis, keys, age_ms, max_len)
+
+    def set_key_rate_limit(
+        self,
+        key: str,
+        rate: Optional[int],
+        *,
+        per_s: float = 1.0,
+        burst: Optional[int] = None,
+    ) -> None:
+        """Give one key of a per-key limit a rate of its own: the jobs whose
+        ``rate_key`` formats to ``key`` (``"dom:slow.example"`` for
+        ``rate_key="dom:{domain}"``) start at most ``rate`` per ``per_s`` seconds,
+        every other key keeping its job's rate. ``rate=None`` lifts the override.
+        Workers read the table at most a second late (``KEY_RATES_REFRESH_S``); the
+        key's state carries on, so a rate lowered applies from its next token.
+
+        Args:
+            key: a formatted key, 1 to 200 printable characters.
+            rate, per_s, burst: as :meth:`set_rate_limit`.
+
+        Raises:
+            TypeError, ValueError: a bad key or limit (nothing is written).
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_rate_key(key)
+        limit = None if rate is None else check_rate_limit(rate, per_s, burst)
+        with self.store.producer_call():
+            control.set_key_rate_limit(self.store.redis, self.store.namespace_keys, key, limit)
+
+    def key_rate_limits(self) -> dict[str, RateLimit]:
+        """Every per-key override set by :meth:`set_key_rate_limit`: key -> limit.
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self.store.producer_call():
+            return control.key_rate_limits(self.store.redis, self.store.namespace_keys)
 
     def rate_limit(self, queue: str) -> Optional[RateLimit]:
         """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),

@@ -33,6 +33,7 @@ from fastq.cli.progress import make_view, watch_drain
 from fastq.cli.workers import serving_note
 from fastq.protocol.keys import validate_queue_name
 from fastq.protocol.workers import workers_per_queue
+from fastq.ratelimit import check_rate_key
 from fastq.validate import RateLimit, parse_rate_limit
 
 STATS_FIELDS = (
@@ -218,9 +219,14 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_limit(args: argparse.Namespace) -> int:
-    """Show (no RATE), set or lift (``off``) a queue's rate limit. Bad input is refused
+    """Show (no RATE), set or lift (``off``) a queue's rate limit, or one key's of a
+    per-key limit (``--key``); list the keys' (``--keys``). Bad input is refused
     before the app is imported, and nothing is written."""
+    if args.keys or args.key is not None:
+        return _key_limit(args)
     queue, text = args.queue, args.rate
+    if queue is None:
+        raise CliError("give a queue (fastq limit QUEUE [RATE]), --key KEY or --keys")
     off = text is not None and text.strip().lower() == "off"
     if args.burst is not None and (text is None or off):
         raise CliError("--burst goes with a rate, e.g. `fastq limit ... QUEUE 600/m --burst 10`")
@@ -247,6 +253,42 @@ def cmd_limit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _key_limit(args: argparse.Namespace) -> int:
+    """``fastq limit --key KEY [RATE|off]`` and ``fastq limit --keys``."""
+    if args.keys:
+        if args.key is not None or args.queue is not None:
+            raise CliError("--keys lists every key's limit: give no queue, key or rate")
+        limits = operator_app(args).key_rate_limits()
+        for key in sorted(limits):
+            print(f"{key}: {limits[key]}")
+        if not limits:
+            print("no key has a rate of its own")
+        return 0
+    if args.rate is not None:
+        raise CliError("with --key, give only the rate: fastq limit --key KEY 20/s")
+    key, text = args.key, args.queue  # the one positional given is the rate
+    off = text is not None and text.strip().lower() == "off"
+    if args.burst is not None and (text is None or off):
+        raise CliError("--burst goes with a rate, e.g. `fastq limit --key KEY 20/s --burst 5`")
+    try:
+        check_rate_key(key)
+        limit = parse_rate_limit(text, args.burst) if text is not None and not off else None
+    except (TypeError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    app = operator_app(args)
+    if text is None:
+        limit = app.key_rate_limits().get(key)
+        print(f"{key}: {limit}" if limit else f"{key}: its jobs' own rate (none of its own)")
+        return 0
+    if limit is None:
+        app.set_key_rate_limit(key, None)
+        print(f"{key}: its jobs' own rate")
+        return 0
+    app.set_key_rate_limit(key, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst)
+    print(f"{key}: at most {limit}, across every worker (other keys: their jobs' own rate)")
+    return 0
+
+
 _LIMIT_EPILOG = """\
 examples:
   fastq limit mailer 14/s            at most 14 job starts a second
@@ -254,6 +296,11 @@ examples:
   fastq limit reports 100/h
   fastq limit mailer                 show the limit
   fastq limit mailer off             lift it
+  fastq limit --key dom:slow.example 20/s
+                                     the jobs whose rate_key is dom:slow.example:
+                                     20 starts a second, whatever their job's rate
+  fastq limit --key dom:slow.example off
+  fastq limit --keys                 every key's own rate
 
 The limit is global (every worker of every host), checked inside the claim: job
 starts are spaced evenly, up to BURST at once after a quiet spell (default: the jobs
@@ -414,8 +461,14 @@ def add_limit(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     li.add_argument("--app", help=OPTIONAL_APP)
-    li.add_argument("queue", help="the queue")
+    li.add_argument("queue", nargs="?", help="the queue (with --key: the rate)")
     li.add_argument("rate", nargs="?", help="JOBS/UNIT with UNIT s, m, h or d (e.g. 14/s), or off")
+    li.add_argument(
+        "--key",
+        help="a key of a per-key limit (a job's formatted rate_key, e.g. dom:slow.example) "
+        "instead of a queue",
+    )
+    li.add_argument("--keys", action="store_true", help="list every key's own rate")
     li.add_argument("--burst", type=int, help="job starts allowed at once after a quiet spell")
     add_connection_options(li)
     li.set_defaults(func=cmd_limit)

@@ -94,6 +94,30 @@ def rate_limit(client: redis.Redis, keys: QueueKeys) -> Optional[RateLimit]:
     return RateLimit(int(rate), int(period_ms), int(burst))
 
 
+def set_key_rate_limit(
+    client: redis.Redis, keys: NamespaceKeys, key: str, limit: Optional[RateLimit]
+) -> None:
+    """Override the limit of the jobs whose formatted ``rate_key`` is ``key`` (None:
+    lift the override: their own applies again)."""
+    if limit is None:
+        client.hdel(keys.key_rates, key)
+    else:
+        client.hset(keys.key_rates, key, f"{limit.rate} {limit.period_ms} {limit.burst}")
+
+
+def key_rate_limits(client: redis.Redis, keys: NamespaceKeys) -> dict[str, RateLimit]:
+    """Every per-key override (key -> its limit); an entry that does not parse is
+    skipped (none is written so)."""
+    raw: dict[bytes, bytes] = client.hgetall(keys.key_rates)  # type: ignore[assignment]
+    out: dict[str, RateLimit] = {}
+    for key, value in raw.items():
+        parts = value.split()
+        if len(parts) == 3 and all(part.isdigit() for part in parts):
+            rate, period_ms, burst = (int(part) for part in parts)
+            out[key.decode("utf-8", "surrogateescape")] = RateLimit(rate, period_ms, burst)
+    return out
+
+
 def purge(
     client: redis.Redis,
     keys: QueueKeys,

@@ -66,6 +66,12 @@ class NamespaceKeys:
         return f"{self.namespace}:workers"
 
     @property
+    def key_rates(self) -> str:
+        """A hash: formatted ``rate_key`` -> the limit that overrides its jobs' own
+        (``app.set_key_rate_limit``), as ``"rate period_ms burst"``."""
+        return f"{self.namespace}:key_rates"
+
+    @property
     def session_epoch(self) -> str:
         """A counter: the dashboard's session epoch (``fastq serve
         --revoke-sessions`` adds one, and every session made before it ends)."""

@@ -421,6 +421,106 @@ def test_jobs_of_a_rate_key_all_run_once_at_a_real_rate(app: fastq.App) -> None:
     assert (stats["processed"], stats["failed"], stats["dead"]) == (8, 0, 0)
 
 
+def test_one_key_given_a_rate_of_its_own_waits_while_the_others_run(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    ran: list[tuple[str, int]] = []
+
+    @app.job(queue="mail", rate_key="dom:{domain}", rate=1000, per_s=1)
+    def send(domain: str, i: int) -> None:
+        ran.append((domain, i))
+
+    app.set_key_rate_limit("dom:slow.example", 1, per_s=3600, burst=1)
+    assert app.key_rate_limits() == {"dom:slow.example": RateLimit(1, 3_600_000, 1)}
+    jobs = [(d, i) for d in ("slow.example", "fast.example") for i in range(3)]
+    ids = app.enqueue_many("send", jobs, queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0.5)
+    # the slow key: one start, its next token an hour away; the other at its job's rate
+    assert sorted(ran) == [("fast.example", 0), ("fast.example", 1), ("fast.example", 2)] + [
+        ("slow.example", 0)
+    ]
+    waiting = {j.decode() for j in r.zrange(app.keys("mail").scheduled, 0, -1)}
+    assert waiting == {ids[1], ids[2]}
+    # lifted: the key is back to its job's rate (the two waiting keep their slot)
+    app.set_key_rate_limit("dom:slow.example", None)
+    assert app.key_rate_limits() == {}
+    app.enqueue("send", ("slow.example", 9), queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0.5)
+    assert ("slow.example", 9) in ran
+
+
+def test_a_key_given_20_per_second_never_starts_more_in_any_second(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    @app.job(queue="mail", rate_key="dom:{domain}", rate=100_000, per_s=1, burst=1000)
+    def send(domain: str, i: int) -> None:
+        seconds, micros = app.redis.time()
+        app.redis.rpush(f"{app.namespace}:starts:{domain}", seconds * 1_000_000 + micros)
+
+    app.set_key_rate_limit("dom:slow.example", 20, per_s=1, burst=1)
+    n_slow, n_fast = 50, 500
+    app.enqueue_many("send", [("slow.example", i) for i in range(n_slow)], queue="mail")
+    app.enqueue_many("send", [("fast.example", i) for i in range(n_fast)], queue="mail")
+    drain(app, ["mail"], burst_horizon_s=3.0)
+    slow = sorted(int(t) for t in r.lrange(f"{app.namespace}:starts:slow.example", 0, -1))
+    fast = sorted(int(t) for t in r.lrange(f"{app.namespace}:starts:fast.example", 0, -1))
+    assert (len(slow), len(fast)) == (n_slow, n_fast)
+    # the slow key's tokens are 50 ms apart (burst 1): 20 in any second; its starts
+    # follow them within what a worker's claim adds (as a queue's limit: see there)
+    assert_starts_within_the_limit(slow, 20, 1000, burst=1, workers=1)
+    # its 50 starts are spread over at least (50 - 1) / 20 s; the other key's were not
+    # held back (all done before the slow key's tenth start is due)
+    assert slow[-1] - slow[0] >= (n_slow - 1) * 50_000 - 1000
+    assert fast[-1] < slow[0] + 10 * 50_000 + 2_000_000
+
+
+def test_key_limits_from_the_command_line(app: fastq.App, redis_server: RedisServer) -> None:
+    ns = ["--namespace", app.namespace]
+
+    def limit(*args: str) -> str:
+        out = run_cli(redis_server.url, "limit", *ns, *args)
+        assert out.returncode == 0, out.stderr
+        return str(out.stdout)
+
+    assert limit("--keys") == "no key has a rate of its own\n"
+    assert limit("--key", "dom:slow.example", "20/s") == (
+        "dom:slow.example: at most 20/s (burst 1), across every worker "
+        "(other keys: their jobs' own rate)\n"
+    )
+    assert app.key_rate_limits() == {"dom:slow.example": RateLimit(20, 1000, 1)}
+    assert limit("--key", "dom:slow.example") == "dom:slow.example: 20/s (burst 1)\n"
+    assert limit("--keys") == "dom:slow.example: 20/s (burst 1)\n"
+    assert limit("--key", "dom:slow.example", "off") == "dom:slow.example: its jobs' own rate\n"
+    assert app.key_rate_limits() == {}
+    for args, said in (
+        (["--key", "dom:x", "20/s", "extra"], "with --key, give only the rate"),
+        (["--key", "", "20/s"], "a rate key must be 1 to 200 characters"),
+        (["--key", "dom:x", "fast"], "rate"),
+        (["--keys", "mail"], "--keys lists every key's limit"),
+        ([], "give a queue"),
+    ):
+        out = run_cli(redis_server.url, "limit", *ns, *args)
+        assert out.returncode == 2, (args, out)
+        assert said in out.stderr, (args, out.stderr)
+    assert app.key_rate_limits() == {}
+
+
+def test_bad_key_limits_are_refused_and_nothing_is_written(app: fastq.App, r: redis.Redis) -> None:
+    for key, rate, error, said in (
+        ("", 5, ValueError, "1 to 200 characters"),
+        ("k" * 201, 5, ValueError, "1 to 200 characters"),
+        ("dom:\nx", 5, ValueError, "printable"),
+        (5, 5, TypeError, "must be a str"),
+        ("dom:x", 0, ValueError, "rate must be within"),
+        ("dom:x", True, TypeError, "rate must be an int"),
+    ):
+        with pytest.raises(error, match=said):
+            app.set_key_rate_limit(key, rate)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="per_s must be"):
+        app.set_key_rate_limit("dom:x", 5, per_s=float("inf"))
+    assert namespace_keys(r, app.namespace) == []
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [

@@ -4,8 +4,12 @@
 -- rate_take: reserve the next token of a per-key rate limit (a job's rate_key) for
 -- a job about to start.
 --
--- KEYS[1] rate_state  string  the GCRA state (tat, µs) of one key; it expires when
---                             the key's bucket is full again (then it equals no key)
+-- KEYS[1] rate_state  string  the GCRA state of one key: 'tat rate/period_ms/burst'
+--                             (tat in µs), the limit it was taken under; it expires
+--                             when the key's bucket is full again (then it equals
+--                             no key). A state of another limit (the key was given a
+--                             rate of its own, or lost it) is dropped: the key starts
+--                             afresh at its new rate, as a queue's limit set does.
 --
 -- ARGV[1] rate       tokens per period
 -- ARGV[2] period_ms  the period
@@ -26,9 +30,21 @@ local burst = arg_int('rate_take', 3, 'burst', 1)
 local t = redis.call('TIME')
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local interval_us = period_ms * 1000 / rate
-local tokens, tat_us = gcra_open(tonumber(redis.call('GET', KEYS[1])), now_us, interval_us, burst)
+local limit = ARGV[1] .. '/' .. ARGV[2] .. '/' .. ARGV[3]
+local saved = redis.call('GET', KEYS[1])
+local saved_tat
+if saved then
+    local tat, saved_limit = string.match(saved, '^(%d+) (%S+)$')
+    if saved_limit == limit then
+        saved_tat = tonumber(tat)
+    elseif not tat then
+        saved_tat = tonumber(saved)  -- a state of an older worker's: the same limit
+    end
+end
+local tokens, tat_us = gcra_open(saved_tat, now_us, interval_us, burst)
 local state = gcra_state(tat_us, interval_us, 1)
-redis.call('SET', KEYS[1], state, 'PX', math.ceil((tonumber(state) - now_us) / 1000) + 1)
+redis.call('SET', KEYS[1], state .. ' ' .. limit, 'PX',
+    math.ceil((tonumber(state) - now_us) / 1000) + 1)
 if tokens >= 1 then
     return 0
 end
