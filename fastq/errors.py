@@ -133,13 +133,25 @@ class Retry(Exception):
         delay_s: seconds to wait before the next attempt, a finite number within
             [0, ten years]; ``None`` uses the job's backoff policy. The attempt
             still counts against the job's ``retries``.
+        slow_key: the job's resource asked to slow down (an SMTP server's 421): its
+            per-key limit's key (the job's formatted ``rate_key``) starts no job for
+            ``delay_s``, on any worker, and this job comes back after it. Needs
+            ``delay_s``; a job with no ``rate_key`` has no key to slow (a warning).
+
+    Raises:
+        TypeError, ValueError: a ``delay_s`` out of range, or ``slow_key`` without one.
     """
 
-    def __init__(self, delay_s: Optional[float] = None) -> None:
+    def __init__(self, delay_s: Optional[float] = None, *, slow_key: bool = False) -> None:
         if delay_s is not None:
             check_delay_s(delay_s, "Retry delay_s")
+        if not isinstance(slow_key, bool):
+            raise TypeError(f"Retry slow_key must be a bool, not {slow_key!r}")
+        if slow_key and delay_s is None:
+            raise ValueError("Retry(slow_key=True) needs delay_s: how long the key rests")
         super().__init__(delay_s)
         self.delay_s = delay_s
+        self.slow_key = slow_key
 
 
 class Fail(Exception):

@@ -25,7 +25,7 @@ import redis
 
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.protocol import control
-from fastq.protocol.contracts import RATE_TAKE
+from fastq.protocol.contracts import RATE_REST, RATE_TAKE
 from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.validate import RateLimit
 
@@ -167,6 +167,31 @@ class KeyGate:
                 FAULT_DELAY_MS,
             )
             return FAULT_DELAY_MS
+
+    def rest(self, queue: str, rests: list[tuple[str, RateLimit, int]]) -> None:
+        """Rest keys that jobs of ``queue`` asked to slow down (``Retry(slow_key=True)``:
+        key, the job's own limit, rest_ms): no token of the key is due before the
+        rest ends, whatever the key's burst. A Redis fault is logged: the key goes
+        on at its rate (the jobs themselves wait their delay_s)."""
+        for key, default, rest_ms in rests:
+            home = self.home(queue, key) if self.home is not None else queue
+            k = self._keys.get(home)
+            if k is None:
+                k = self._keys[home] = QueueKeys(self.namespace, home)
+            try:
+                limit = self._overrides_now().get(key, default)
+                # with burst B, tokens come B - 1 intervals before the state's time
+                span_ms = rest_ms + (limit.burst - 1) * limit.period_ms // limit.rate
+                if RATE_REST.call(
+                    self.client(), RATE_REST.keys_for(k, key), RATE_REST.argv(span_ms)
+                ):
+                    log.warning(
+                        "rate key %s rests %.1f s: a job asked to slow down (Retry(slow_key=True))",
+                        key,
+                        rest_ms / 1000,
+                    )
+            except REDIS_ERRORS as exc:
+                log.warning("rate key %s: could not rest it (%s)", key, exc)
 
     def _overrides_now(self) -> dict[str, RateLimit]:
         """The table of per-key overrides, read again once :data:`KEY_RATES_REFRESH_S`

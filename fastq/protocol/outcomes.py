@@ -47,6 +47,11 @@ class Outcomes:
     # the next request, once: a request whose reply is lost does not give them back
     # (they may have been taken and run by a sibling since), and they are lost
     give_back: list[tuple[bytes, bytes]] = field(default_factory=list)
+    # keys of per-key limits that their jobs asked to rest (Retry(slow_key=True)):
+    # (formatted key, the job's own limit, rest_ms); the pump rests them
+    # (KeyGate.rest) before it writes the request that carries the rest, in which
+    # they take no part
+    rests: list[tuple[str, Any, int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(

@@ -45,6 +45,28 @@ def _failure_fields(attempt: int, error: str, tb: Optional[str]) -> dict[str, An
 failure_fields = _failure_fields
 
 
+def _rest_key(
+    out: Outcomes,
+    target: JobDef[Any],
+    args: list[Any],
+    kwargs: dict[str, Any],
+    exc: Retry,
+    shown_id: str,
+) -> None:
+    """A Retry(slow_key=True): the job's key of its per-key limit rests ``delay_s``
+    (noted in ``out``; the worker's pump rests it before its next request)."""
+    rate_key = target.rate_key
+    key = rate_key.key_for(args, kwargs) if rate_key is not None else None
+    if rate_key is None or key is None or exc.delay_s is None:
+        log.warning(
+            "job %s %s: Retry(slow_key=True), but the job has no rate_key: no key rests",
+            target.name,
+            shown_id,
+        )
+        return
+    out.rests.append((key, rate_key.limit, int(exc.delay_s * 1000)))
+
+
 def settle_failure(
     out: Outcomes,
     job_id: bytes,
@@ -84,6 +106,8 @@ def settle_failure(
     if target.at_most_once:  # taken out of the queue before it ran: never run again
         retries = 0
     if isinstance(exc, Retry):
+        if exc.slow_key:
+            _rest_key(out, target, args, kwargs, exc, shown_id)
         if attempt <= retries:
             if exc.delay_s is not None:
                 delay_ms = int(exc.delay_s * 1000)

@@ -66,10 +66,13 @@ class Pump:
         outage: Outage,
         slot: Optional[HeartbeatSlot] = None,
         on_acked: Optional[Callable[[str, Any], None]] = None,
+        rest_keys: Optional[Callable[[str, list[tuple[str, Any, int]]], None]] = None,
     ) -> None:
         self.rt = round_trip
         # told (queue, ack reply) when an ack left something to do: App.after_ack
         self.on_acked = on_acked
+        # rests the keys jobs asked to slow down (Outcomes.rests): KeyGate.rest
+        self.rest_keys = rest_keys
         self.queues = queues
         self.outage = outage
         self.slot = slot  # its ring of finished jobs hears which acks were answered
@@ -151,6 +154,7 @@ class Pump:
                 back += len(claim)
             if not any(now.values()):
                 return 0
+            self._rest_keys(now)
             try:
                 request = self.rt.request({q: out for q, out in now.items() if out})
             except REDIS_ERRORS:
@@ -202,6 +206,7 @@ class Pump:
             for queue, out in self._unsent_outcomes.items():
                 self.pending[queue].take_back(out)
             self._unsent_outcomes = {}
+        self._rest_keys(self.pending)
         if _KILL_AT_WRITE:
             _maybe_killed(before=True)
         try:
@@ -218,6 +223,15 @@ class Pump:
         self.pending = {q: Outcomes() for q in self.queues}
         request.finished = finished
         return request
+
+    def _rest_keys(self, outcomes: dict[str, Outcomes]) -> None:
+        """Rest the keys that the jobs of ``outcomes`` asked to slow down, before the
+        request that settles those jobs (their retries come back after the rest)."""
+        for queue, out in outcomes.items():
+            if out.rests:
+                rests, out.rests = out.rests, []
+                if self.rest_keys is not None:
+                    self.rest_keys(queue, rests)
 
     def _read(self, request: Request) -> list[Claim]:
         came_first = request.replied()  # the reply was there before it was wanted

@@ -246,6 +246,8 @@ class Worker:
             dead_max_len=self.app.dead_max_len,
             max_stalls=self.app.max_stalls,
         )
+        gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
+        self.runner.gate = gate
         self._pump = Pump(
             rt,
             layout.physical,
@@ -254,8 +256,8 @@ class Worker:
             on_acked=lambda queue, reply: self.app.after_ack(
                 rt.client, queue, reply, f"worker {self.worker_id}"
             ),
+            rest_keys=gate.rest,
         )
-        self.runner.gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")
         # its queues' markers noted before it claims: a loss from then on is noticed

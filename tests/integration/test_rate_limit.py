@@ -474,6 +474,72 @@ def test_a_key_given_20_per_second_never_starts_more_in_any_second(
     assert fast[-1] < slow[0] + 10 * 50_000 + 2_000_000
 
 
+@pytest.mark.parametrize("kind", ["sync", "async", "threads"])
+def test_a_job_told_to_slow_down_rests_its_key_while_other_keys_run(
+    app: fastq.App, r: redis.Redis, kind: str
+) -> None:
+    """Retry(slow_key=True), an SMTP server's 421: the job's key starts nothing for
+    delay_s, on any worker, while other keys of the same job run; the job itself
+    comes back after it (an attempt counted, as any Retry)."""
+    rest_s = 1.5
+
+    def body(host: str, i: int) -> None:
+        seconds, micros = app.redis.time()
+        app.redis.rpush(f"{app.namespace}:starts", f"{host} {i} {seconds * 1_000_000 + micros}")
+        if host == "busy.example" and i == 0 and fastq.current_job().attempt == 1:
+            # the key's other jobs come due once this run has asked for the rest (a
+            # job of the key already running when it asks runs on)
+            later = [("busy.example", i) for i in range(1, 4)]
+            app.enqueue_many("send", later, queue="mail", delay_s=0.5)
+            raise fastq.Retry(delay_s=rest_s, slow_key=True)
+
+    limit: dict[str, Any] = {"queue": "mail", "rate_key": "smtp:{host}", "rate": 1000, "burst": 1}
+    if kind == "async":
+
+        @app.job(**limit)
+        async def send(host: str, i: int) -> None:
+            body(host, i)
+
+    else:
+        app.job(name="send", **limit)(body)
+    runner = {"sync": {}, "async": {"async_jobs": 4}, "threads": {"threads": 4}}[kind]
+
+    app.enqueue("send", ("busy.example", 0), queue="mail")
+    app.enqueue_many("send", [("calm.example", i) for i in range(4)], queue="mail")
+    drain(app, ["mail"], batch_size=1, burst_horizon_s=rest_s + 2, **runner)
+    starts = [line.decode().split() for line in r.lrange(f"{app.namespace}:starts", 0, -1)]
+    at = [(host, int(i), int(us)) for host, i, us in starts]
+    told = next(us for host, i, us in at if (host, i) == ("busy.example", 0))
+    busy_after = [us for host, i, us in at if host == "busy.example" and us > told]
+    calm = [us for host, _, us in at if host == "calm.example"]
+    # every other busy job, and the retry, waited out the rest; the calm ones did not
+    assert len(busy_after) == 4
+    assert min(busy_after) - told >= rest_s * 1_000_000 - 5_000, (min(busy_after) - told) / 1e6
+    assert max(calm) - told < rest_s * 1_000_000
+    info = app.stats("mail")
+    assert (info["processed"], info["dead"]) == (8, 0)
+
+
+def test_slow_key_needs_a_delay_and_a_job_without_a_key_only_warns(
+    app: fastq.App, caplog: pytest.LogCaptureFixture
+) -> None:
+    with pytest.raises(ValueError, match="needs delay_s"):
+        fastq.Retry(slow_key=True)
+    with pytest.raises(TypeError, match="slow_key must be a bool"):
+        fastq.Retry(1.0, slow_key=1)  # type: ignore[arg-type]
+
+    @app.job(queue="mail", retries=1)
+    def plain(i: int) -> None:
+        if fastq.current_job().attempt == 1:
+            raise fastq.Retry(delay_s=0.1, slow_key=True)
+
+    app.enqueue("plain", (1,), queue="mail")
+    with caplog.at_level("WARNING", logger="fastq.worker"):
+        drain(app, ["mail"], burst_horizon_s=2)
+    assert "Retry(slow_key=True), but the job has no rate_key" in caplog.text
+    assert app.stats("mail")["processed"] == 1
+
+
 def test_key_limits_from_the_command_line(app: fastq.App, redis_server: RedisServer) -> None:
     ns = ["--namespace", app.namespace]
 

@@ -107,6 +107,8 @@ APP_METHODS = {
     "stub": [],
     "eager": [],
     "rate_limit": ["queue"],
+    "key_rate_limits": [],
+    "set_key_rate_limit": ["key", "rate", "per_s", "burst"],
     "result": ["job_id", "timeout_s", "queue"],
     "resume": ["queue"],
     "retry_broken": ["queue", "limit"],

@@ -458,3 +458,24 @@ class _RateTake(Contract[int]):
 
 
 RATE_TAKE = _RateTake("rate_take")
+
+
+class _RateRest(Contract[bool]):
+    keys = ("rate_state",)
+    argv_names = ("rest_ms",)
+
+    def keys_for(self, k: QueueKeys, worker_id: Optional[str] = None) -> list[str]:
+        """The KEYS of a rest; ``worker_id`` is the formatted rate key here."""
+        if worker_id is None:
+            raise TypeError(f"{self.name}: its KEYS need a rate key")
+        return [k.rate_state(worker_id)]
+
+    def argv(self, rest_ms: int) -> list[Any]:
+        return [rest_ms]
+
+    def parse(self, raw: Any) -> bool:
+        """Whether the key's state moved on (False: it rested that long already)."""
+        return bool(int(raw))
+
+
+RATE_REST = _RateRest("rate_rest")
