@@ -59,7 +59,8 @@ def _rest_key(
     key = rate_key.key_for(args, kwargs) if rate_key is not None else None
     if rate_key is None or key is None or exc.delay_s is None:
         log.warning(
-            "job %s %s: Retry(slow_key=True), but the job has no rate_key: no key rests",
+            "job %s %s: Retry(slow_key=True), but no key rests: the job has no rate_key "
+            "(or rate limits are off, as in the test mode)",
             target.name,
             shown_id,
         )
