@@ -536,7 +536,7 @@ def test_slow_key_needs_a_delay_and_a_job_without_a_key_only_warns(
     app.enqueue("plain", (1,), queue="mail")
     with caplog.at_level("WARNING", logger="fastq.worker"):
         drain(app, ["mail"], burst_horizon_s=2)
-    assert "Retry(slow_key=True), but the job has no rate_key" in caplog.text
+    assert "Retry(slow_key=True), but no key rests: the job has no rate_key" in caplog.text
     assert app.stats("mail")["processed"] == 1
 
 
