@@ -104,6 +104,18 @@ class QueueKeys:
         return self.key("prio")
 
     @property
+    def group_ready(self) -> str:
+        """A zset: the ready jobs of the queue's groups, scored 0 and ordered by
+        ``<group>\n<priority and place><id>`` (``lua/lib/groups.lua``)."""
+        return self.key("group_ready")
+
+    @property
+    def group_ring(self) -> str:
+        """A list: the groups with ready jobs, in the order the claim serves them
+        (``""``: the jobs of no group)."""
+        return self.key("group_ring")
+
+    @property
     def jobs(self) -> str:
         return self.key("jobs")
 
