@@ -44,6 +44,16 @@ def queue_of_key(key: str) -> str:
     return key[key.index("{") + 1 : key.index("}")]
 
 
+# a member of a queue's group_ready: "<group>\n", 18 characters of its order, its id
+# (lua/lib/groups.lua)
+_GROUP_ORDER_LEN = 18
+
+
+def grouped_id(member: bytes) -> bytes:
+    """The job id in a member of a queue's ``group_ready``."""
+    return member[member.index(b"\n") + 1 + _GROUP_ORDER_LEN :]
+
+
 @dataclass(frozen=True)
 class NamespaceKeys:
     """The keys of a namespace that belong to no queue, e.g. ``fastq:queues``."""

@@ -36,6 +36,8 @@ class _Purge(Contract[tuple[int, int]]):
         "batches",
         "batches_due",
         "chained",
+        "group_ready",
+        "group_ring",
     )
     argv_names = ("limit", "ready", "scheduled", "dead", "broken")
 

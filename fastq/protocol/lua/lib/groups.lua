@@ -117,10 +117,13 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
         return pop_plain(n)
     end
     local want = math.ceil(n / m) + 1  -- one more than an even share: is it the last?
-    local bufs, exact, taken, gone = {}, {}, {}, {}
+    local bufs, exact, taken, gone, seen, dup = {}, {}, {}, {}, {}, {}
     for i = 1, m do
         taken[i] = 0
-        if ring[i] == '' then
+        if seen[ring[i]] then
+            -- twice in the ring (never written so): served once, the copy dropped
+            bufs[i], exact[i], gone[i], dup[i] = {}, true, true, true
+        elseif ring[i] == '' then
             bufs[i] = plain_size()
             exact[i] = true
         else
@@ -128,11 +131,18 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
             bufs[i] = redis.call('ZRANGEBYLEX', gk.ready, lo, hi, 'LIMIT', 0, want)
             exact[i] = #bufs[i] < want
         end
+        seen[ring[i]] = true
     end
     local function size(i)
-        return ring[i] == '' and bufs[i] or #bufs[i]
+        return type(bufs[i]) == 'number' and bufs[i] or #bufs[i]
     end
-    local order, live, i, visits = {}, m, 1, 0
+    local live = m
+    for j = 1, m do
+        if gone[j] then
+            live = live - 1
+        end
+    end
+    local order, i, visits = {}, 1, 0
     while #order < n and live > 0 do
         visits = visits + 1
         if not gone[i] then
@@ -158,7 +168,7 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
     -- the jobs, in the order served; the members taken out of gk.ready
     local plain, members, ids, used = nil, {}, {}, {}
     for j = 1, m do
-        if ring[j] == '' then
+        if type(bufs[j]) == 'number' then
             plain = pop_plain(taken[j])
         else
             for k = 1, taken[j] do
@@ -169,7 +179,7 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
     local from_plain = 0
     for j = 1, #order do
         local g = order[j]
-        if ring[g] == '' then
+        if type(bufs[g]) == 'number' then
             from_plain = from_plain + 1
             if plain[from_plain] then
                 ids[#ids + 1] = plain[from_plain]
@@ -189,7 +199,7 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
     local ahead, behind = {}, {}
     for j = 0, m - 1 do
         local g = (i - 1 + j) % m + 1
-        local emptied = ring[g] ~= '' and taken[g] >= #bufs[g]
+        local emptied = dup[g] or (ring[g] ~= '' and taken[g] >= #bufs[g])
         if emptied and not exact[g] then
             local lo, hi = group_range(ring[g])
             emptied = #redis.call('ZRANGEBYLEX', gk.ready, lo, hi, 'LIMIT', 0, 1) == 0

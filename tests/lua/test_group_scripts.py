@@ -12,8 +12,10 @@ import orjson
 import pytest
 import redis
 
-from fastq.protocol.contracts import CLAIM, ENQUEUE, RELEASE, ClaimReply, ReleaseMode
+from fastq.protocol.contracts import ACK, CLAIM, ENQUEUE, PURGE, RELEASE, ClaimReply, ReleaseMode
+from fastq.protocol.introspect import queue_stats
 from fastq.protocol.keys import QueueKeys
+from fastq.protocol.outcomes import Outcomes
 
 
 def env(group: Optional[str], priority: int = 0) -> bytes:
@@ -154,6 +156,48 @@ def test_a_delayed_grouped_job_joins_its_group_when_due(r: redis.Redis, namespac
     # a claim promotes it to the back of group B, whose turn comes after A's
     assert claim_ids(r, k, 3) == ["a1", "late", "a2"]
     assert r.hlen(k.sched_prio) == 0
+
+
+def test_a_retried_grouped_job_returns_to_the_front_of_its_group(
+    r: redis.Redis, namespace: str
+) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a0", "a1"], "A", priority=1)
+    enqueue(r, k, ["b0", "b1"], "B")
+    assert claim_ids(r, k, 1) == ["a0"]
+    out = Outcomes(retry=[(b"a0", 20, env("A", 1))], failed=1)
+    ACK.call(r, ACK.keys_for(k, "w1"), out.ack_argv(60_000, 100))
+    due = r.zscore(k.scheduled, "a0")
+    assert due is not None
+    deadline = time.monotonic() + 30
+    while redis_ms(r) <= due and time.monotonic() < deadline:
+        time.sleep(0.02)
+    # B's turn first (A had the last), then A's front: the retry, before a1
+    assert drain(r, k, 10) == ["b0", "a0", "b1", "a1"]
+    assert r.llen(k.ready) == 0
+
+
+def test_stats_count_grouped_jobs_and_purge_takes_them_and_their_groups(
+    r: redis.Redis, namespace: str
+) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, [f"a{i}" for i in range(5)], "A")
+    enqueue(r, k, ["b0"], "B")
+    enqueue(r, k, ["p0"], None)
+    assert queue_stats(r, k)["ready"] == 7
+    # a purge takes the plain jobs, then the grouped ones group by group
+    purge = PURGE.argv(4, True, False, False, False)
+    assert PURGE.call(r, PURGE.keys_for(k), purge) == (4, 4)
+    assert queue_stats(r, k)["ready"] == 3
+    assert r.lrange(k.group_ring, 0, -1) == [b"", b"A", b"B"]
+    purge = PURGE.argv(2, True, False, False, False)
+    assert PURGE.call(r, PURGE.keys_for(k), purge) == (2, 2)
+    # A purged empty has left the ring: enqueued again, it joins it once
+    assert r.lrange(k.group_ring, 0, -1) == [b"", b"B"]
+    enqueue(r, k, ["a9"], "A")
+    assert r.lrange(k.group_ring, 0, -1) == [b"", b"B", b"A"]
+    assert drain(r, k, 10) == ["b0", "a9"]
+    assert r.hlen(k.jobs) == 2 and queue_stats(r, k)["ready"] == 0
 
 
 @pytest.mark.parametrize(
