@@ -12,10 +12,20 @@ import orjson
 import pytest
 import redis
 
-from fastq.protocol.contracts import ACK, CLAIM, ENQUEUE, PURGE, RELEASE, ClaimReply, ReleaseMode
+from fastq.protocol.contracts import (
+    ACK,
+    CLAIM,
+    ENQUEUE,
+    PURGE,
+    RELEASE,
+    ClaimReply,
+    ReleaseMode,
+    ReviveSection,
+)
 from fastq.protocol.introspect import queue_stats
 from fastq.protocol.keys import QueueKeys
 from fastq.protocol.outcomes import Outcomes
+from fastq.protocol.revive import revive_ids
 
 
 def env(group: Optional[str], priority: int = 0) -> bytes:
@@ -175,6 +185,19 @@ def test_a_retried_grouped_job_returns_to_the_front_of_its_group(
     # B's turn first (A had the last), then A's front: the retry, before a1
     assert drain(r, k, 10) == ["b0", "a0", "b1", "a1"]
     assert r.llen(k.ready) == 0
+
+
+def test_a_revived_grouped_job_joins_the_back_of_its_group(r: redis.Redis, namespace: str) -> None:
+    k = QueueKeys(namespace, "q")
+    enqueue(r, k, ["a0", "a1"], "A", priority=2)
+    assert claim_ids(r, k, 1) == ["a0"]
+    enqueue(r, k, ["p0"], None)
+    r.hset(k.jobs, "a0", env("A", 2)[:-2] + b',"attempts":5,"error":"boom"}]')
+    r.zadd(k.dead, {"a0": 1})  # as the ack that buried it left it
+    r.srem(k.held("w1"), "a0")
+    assert revive_ids(r, k, ReviveSection.DEAD, ["a0"]) == 1
+    assert r.llen(k.ready) == 1 and r.zcard(k.prio) == 0
+    assert drain(r, k, 10) == ["p0", "a1", "a0"]
 
 
 def test_stats_count_grouped_jobs_and_purge_takes_them_and_their_groups(

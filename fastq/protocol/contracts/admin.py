@@ -133,7 +133,20 @@ class ReviveSection(str, Enum):
 
 
 class _Revive(Contract[int]):
-    keys = ("jobs", "dead", "poison", "broken", "stalls", "ready", "prio", "stats", "wake")
+    keys = (
+        "jobs",
+        "dead",
+        "poison",
+        "broken",
+        "stalls",
+        "ready",
+        "prio",
+        "stats",
+        "wake",
+        "settings",
+        "group_ready",
+        "group_ring",
+    )
     argv_names = ("section",)
     argv_rest = "jobs"
 
