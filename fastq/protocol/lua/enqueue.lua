@@ -389,6 +389,7 @@ end
 -- the checks of each job, inlined: a function call per job would cost as much as a
 -- check; the position of a job refused (nth) is worked out only then
 local group_of = nil  -- nth -> group, for the jobs that name one
+local last_more, last_group = nil, nil  -- the fields last decoded and checked, and their group
 for i = 4, #ARGV, stride do
     local id = ARGV[i]
     local len = #id
@@ -437,11 +438,18 @@ for i = 4, #ARGV, stride do
     if not t or t < min_t or t > max_t then
         g = check_decoded(env, (i - 4) / stride + 1)  -- any other form; refuses a bad one
     elseif more and more ~= '' and more ~= p_only then
-        local ok, fields = pcall(cjson.decode, '{' .. more .. '}')
-        if ok then
-            g = check_fields(fields, (i - 4) / stride + 1)
+        if more == last_more then
+            -- the fields of the job before, checked (a call's jobs share them: a
+            -- group's, a retry policy's): one decode per call, not per job
+            g = last_group
         else
-            g = check_decoded(env, (i - 4) / stride + 1)
+            local ok, fields = pcall(cjson.decode, '{' .. more .. '}')
+            if ok then
+                g = check_fields(fields, (i - 4) / stride + 1)
+                last_more, last_group = more, g
+            else
+                g = check_decoded(env, (i - 4) / stride + 1)
+            end
         end
     end
     if g then
