@@ -164,3 +164,18 @@ def test_the_test_mode_keeps_each_jobs_group() -> None:
         mail.enqueue_many([("b",), ("c",)])
         mail.enqueue_with(group="vip")("d")
     assert [j.group for j in jobs] == ["t-a", "t-b", "t-c", "vip"]
+
+
+def test_a_sharded_queue_holding_only_grouped_jobs_is_drained(app: fastq.App) -> None:
+    ran: list[int] = []
+
+    @app.job(queue="s", shards=3, group="t-{tenant}")
+    def mail(tenant: str, i: int) -> None:
+        ran.append(i)
+
+    mail.enqueue_many([("a" if i % 2 else "b", i) for i in range(300)])
+    assert all(app.redis.llen(app.keys(name).ready) == 0 for name in ("s", "s#1", "s#2"))
+    assert all(app.redis.zcard(app.keys(name).group_ready) > 0 for name in ("s", "s#1", "s#2"))
+    drain(app, ["s"], batch_size=20)
+    assert sorted(ran) == list(range(300))
+    assert app.stats("s")["ready"] == 0 and app.stats("s")["processed"] == 300
