@@ -16,6 +16,7 @@ from fastq.admin.jobs import JobAdmin
 from fastq.admin.operator import Admin
 from fastq.hooks import Hooks, JobHook
 from fastq.job import JobDef
+from fastq.keytemplate import KeyTemplate
 from fastq.options import JobOptions
 from fastq.periodic import PeriodicJob, make_schedule
 from fastq.policy import ArgChecker, check_runnable
@@ -336,6 +337,10 @@ class App:
                 uses several Redis Cluster nodes; it is still served, counted,
                 paused and searched as one queue (see :mod:`fastq.protocol.shards`). Said
                 of the queue, once: the other jobs of the queue may leave it out.
+            group: the group of its jobs, a format string of the job's parameters
+                (``"{tenant_id}"``) formatted at enqueue (an enqueue's ``group=``
+                overrides it): a queue holding grouped jobs is claimed round-robin
+                across its groups (docs/groups.md).
 
         Raises:
             TypeError: ``fn`` is not a callable a worker can run: not callable,
@@ -349,7 +354,8 @@ class App:
                 given to an at-most-once job, options of two retry policies given
                 together (``retry=`` with ``backoff_s``, ``retry_delays_s`` with
                 ``backoff_s``, ...), ``rate_key`` without ``rate`` or the other
-                way round, a ``rate_key`` field that is not a parameter's ``{name}``,
+                way round, a ``rate_key`` or ``group`` field that is not a
+                parameter's ``{name}``,
                 or a bad ``rate``/``per_s``/``burst`` (as :meth:`set_rate_limit`);
                 ``shards`` not an int within 1..64, or another count than the
                 queue was declared with.
@@ -368,6 +374,7 @@ class App:
             key = None
             if spec.rate_key is not None and spec.key_limit is not None:
                 key = RateKey(func, spec.rate_key, spec.key_limit)
+            group = None if spec.group is None else KeyTemplate(func, spec.group, "group")
             jobdef = JobDef(
                 self,
                 func,
@@ -380,6 +387,7 @@ class App:
                 rate_key=key,
                 unique_for_s=spec.unique_for_s,
                 unique_until=spec.unique_until,
+                group=group,
             )
             self.registry[job_name] = jobdef
             self.shard_counts.declare(spec.queue, spec.shards)

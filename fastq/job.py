@@ -25,6 +25,7 @@ from fastq.validate import check_result_ttl_s, check_unique_for_s, check_unique_
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from fastq.keytemplate import KeyTemplate
     from fastq.options import EnqueueKeywords, EnqueueManyKeywords
     from fastq.ratelimit import RateKey
 
@@ -70,6 +71,7 @@ class JobDef(Generic[R]):
         rate_key: Optional[RateKey] = None,
         unique_for_s: Optional[float] = None,
         unique_until: str = "end",
+        group: Optional[KeyTemplate] = None,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -90,6 +92,8 @@ class JobDef(Generic[R]):
         self.arg_checker = ArgChecker(fn)
         # a per-key rate limit (fastq.ratelimit); None: none, at no cost
         self.rate_key = rate_key
+        # the group of its jobs, formatted from their arguments at enqueue; None: none
+        self.group = group
         # an async def: a worker awaits it on its event loop (fastq.runners.aio)
         self.is_async = check_runnable(fn, name)
         if self.is_async and self.at_most_once:

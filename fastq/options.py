@@ -25,6 +25,7 @@ from fastq.validate import (
     RateLimit,
     check_at,
     check_delay_s,
+    check_group,
     check_job_id,
     check_priority,
     check_queue_name,
@@ -69,6 +70,7 @@ class EnqueueOptions:
     unique_key: Optional[str] = None
     unique_until: Optional[str] = None
     shard_key: Optional[str] = None
+    group: Optional[str] = None
 
     @classmethod
     def of(cls, options: Mapping[str, Any], what: str) -> EnqueueOptions:
@@ -83,6 +85,8 @@ class EnqueueOptions:
         check_delay_s(self.delay_s)
         if self.shard_key is not None:
             check_shard_key(self.shard_key)
+        if self.group is not None:
+            check_group(self.group)
         if self.tags is not None:
             object.__setattr__(self, "tags", check_tags(self.tags))
         if self.unique_for_s is not None:
@@ -157,6 +161,7 @@ class EnqueueManyKeywords(TypedDict, total=False):
     unique_key: Optional[str]
     unique_until: Optional[str]
     shard_key: Optional[str]
+    group: Optional[str]
 
 
 class EnqueueKeywords(EnqueueManyKeywords, total=False):
@@ -206,6 +211,7 @@ class JobOptions:
     unique_for_s: Optional[float] = None
     unique_until: str = "end"
     shards: Optional[int] = None
+    group: Optional[str] = None
     policy: JobPolicy = field(init=False)
     mode: Delivery = field(init=False)
     key_limit: Optional[RateLimit] = field(init=False)
@@ -300,3 +306,4 @@ class JobKeywords(TypedDict, total=False):
     unique_for_s: Optional[float]
     unique_until: str
     shards: Optional[int]
+    group: Optional[str]

@@ -15,15 +15,14 @@ however many share the key; the child is never blocked meanwhile.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import logging
-import string
 import time
 from typing import Any, Callable, Optional
 
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS
+from fastq.keytemplate import KeyTemplate
 from fastq.protocol import control
 from fastq.protocol.contracts import RATE_REST, RATE_TAKE
 from fastq.protocol.keys import NamespaceKeys, QueueKeys
@@ -31,7 +30,6 @@ from fastq.validate import RateLimit
 
 log = logging.getLogger("fastq.worker")
 
-MAX_TEMPLATE_CHARS = 200
 # A formatted key longer than this is replaced by its SHA-1 (arguments may be long).
 MAX_KEY_CHARS = 200
 # When Redis fails the take, the job is rescheduled this far ahead (its outcome
@@ -60,60 +58,26 @@ def check_rate_key(key: object) -> str:
 
 
 class RateKey:
-    """A job's per-key limit: the key template, checked against the function's
-    parameters at registration, and the limit.
+    """A job's per-key limit: the key's template (checked against the function's
+    parameters at registration: :class:`fastq.keytemplate.KeyTemplate`), and the
+    limit.
 
     Raises:
-        TypeError: ``template`` is not a str.
-        ValueError: it is empty or too long, or holds a field that is not a plain
-            ``{name}`` of one of the function's parameters (no positional ``{0}``,
-            attribute, index, conversion or format spec).
+        TypeError, ValueError: as ``KeyTemplate`` says.
     """
 
-    __slots__ = ("template", "limit", "_signature")
+    __slots__ = ("template", "limit", "_key")
 
     def __init__(self, fn: Callable[..., Any], template: object, limit: RateLimit) -> None:
-        if not isinstance(template, str):
-            raise TypeError(f"rate_key must be a str, not {template!r}")
-        if not 1 <= len(template) <= MAX_TEMPLATE_CHARS:
-            raise ValueError(f"rate_key must be 1 to {MAX_TEMPLATE_CHARS} characters")
-        try:
-            signature: Optional[inspect.Signature] = inspect.signature(fn)
-        except (TypeError, ValueError):
-            signature = None
-        params = set(signature.parameters) if signature is not None else set()
-        try:
-            fields = list(string.Formatter().parse(template))
-        except ValueError as exc:
-            raise ValueError(f"rate_key {template!r} is not a format string: {exc}") from None
-        for _, field, spec, conversion in fields:
-            if field is None:
-                continue
-            if not field.isidentifier() or spec or conversion:
-                raise ValueError(
-                    f"rate_key {template!r}: {{{field}}} is not a plain {{name}} of a parameter"
-                )
-            if field not in params:
-                raise ValueError(
-                    f"rate_key {template!r}: {field!r} is not a parameter of the job "
-                    f"(its parameters: {', '.join(sorted(params)) or 'none'})"
-                )
-        self.template = template
+        self._key = KeyTemplate(fn, template, "rate_key")
+        self.template = self._key.template
         self.limit = limit
-        self._signature = signature
 
     def key_for(self, args: list[Any], kwargs: dict[str, Any]) -> Optional[str]:
         """The key of a job run with these arguments; None when they do not bind (the
         run then fails as broken, with no token taken)."""
-        if self._signature is None:
-            return self.template
-        try:
-            bound = self._signature.bind(*args, **kwargs)
-        except TypeError:
-            return None
-        bound.apply_defaults()
-        key = self.template.format(**bound.arguments)
-        if len(key) > MAX_KEY_CHARS:
+        key = self._key.format(args, kwargs)
+        if key is not None and len(key) > MAX_KEY_CHARS:
             key = "sha1:" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
         return key
 

@@ -37,6 +37,7 @@ Unicode classes of a tag), the script checks less and docs/protocol.md says so.
 - **Unique jobs**: ``unique_for_s`` a finite number of seconds in (0,
   :data:`MAX_DELAY_S`]; ``unique_key`` 1 to :data:`MAX_UNIQUE_KEY_CHARS` printable
   characters; ``unique_until`` one of :data:`UNIQUE_UNTIL`.
+- **Groups**: 1 to :data:`MAX_GROUP_CHARS` printable characters, as tags.
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ DEFAULT_BURST_S = 0.05
 MAX_TAGS = 20  # per job: each is an entry of the queue's tag index
 MAX_TAG_CHARS = 100
 MAX_UNIQUE_KEY_CHARS = 200
+# A group's name is part of each of its ready jobs' entry in the queue's groups index.
+MAX_GROUP_CHARS = 100
 # Jobs of one enqueue script call at most (and with tags or unique locks, each then
 # costing the script two to four times as much): a call blocks Redis while it runs.
 MAX_JOBS_PER_CALL = 1000
@@ -82,7 +85,7 @@ MIN_ENQUEUED_AT_MS = 946_684_800_000
 MAX_ENQUEUED_AHEAD_MS = 24 * 3600 * 1000
 # The fields of an envelope's object a producer may set (docs/protocol.md), and
 # those only workers write (a producer's would change how its job is retried).
-ENVELOPE_FIELDS = ("k", "p", "retries", "age_limit_ms", "backoff")
+ENVELOPE_FIELDS = ("k", "p", "retries", "age_limit_ms", "backoff", "g")
 # The envelope field of a job whose rate-limit token is reserved (its slot, ms on
 # Redis' clock: fastq.ratelimit).
 SLOT_FIELD = "rate_slot"
@@ -429,6 +432,23 @@ def check_tag(tag: object, what: str = "tag") -> str:
             "characters (no newline, tab or control character)"
         )
     return tag
+
+
+def check_group(group: object, what: str = "group") -> str:
+    """Return ``group`` if it is a usable group name (see the module docstring).
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, longer than ``MAX_GROUP_CHARS``, or not printable.
+    """
+    if not isinstance(group, str):
+        raise TypeError(f"{what} must be a str, not {type(group).__name__}")
+    if not 1 <= len(group) <= MAX_GROUP_CHARS or not group.isprintable():
+        raise ValueError(
+            f"invalid {what} {_shown(group)}: it must be 1 to {MAX_GROUP_CHARS} printable "
+            "characters (no newline, tab or control character)"
+        )
+    return group
 
 
 def check_unique_key(key: object) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence
 
@@ -221,7 +222,8 @@ class Producer:
             jobdef.arg_checker.check(args, kwargs)
         unique = unique_plan(options, jobdef)
         job_id = options.job_id if options.job_id is not None else self.new_ids(1)[0]
-        tail = self.envelopes.tail(name, priority, options)
+        group = self.envelopes.group_of(name, options, args, kwargs)
+        tail = self.envelopes.tail(name, priority, options, group=group)
         env = self.envelopes.encode(name, args, kwargs, tail)
         ukeys = []
         if unique is not None:
@@ -361,8 +363,11 @@ class Producer:
                     raise type(exc)(f"job_ids[{i}]: {exc}") from None
             if len(set(ids)) != len(ids):
                 raise ValueError("job_ids repeat an id")
-        tail = self.envelopes.tail(name, priority, options)
-        envs = self.envelopes.encode_calls(name, calls, tail)
+        if options.group is None and jobdef is not None and jobdef.group is not None:
+            envs = self._encode_grouped(name, priority, options, calls)
+        else:
+            tail = self.envelopes.tail(name, priority, options, group=options.group)
+            envs = self.envelopes.encode_calls(name, calls, tail)
         ukeys: list[str] = []
         if unique is not None:
             ukeys = [unique.key or call_unique_key(name, call) for call in calls]
@@ -422,6 +427,32 @@ class Producer:
                 for i, holder in reply.holders.items():
                     ids[at[i]] = holder
         return ids
+
+    def _encode_grouped(
+        self, name: str, priority: int, options: EnqueueOptions, calls: list[Any]
+    ) -> list[bytes]:
+        """The envelopes of calls of a job whose group is formatted from each call's
+        arguments: encoded a group at a time, one tail each, in the calls' order."""
+        by_group: dict[Optional[str], list[int]] = {}
+        for i, call in enumerate(calls):
+            args, kwargs = ((), call) if isinstance(call, dict) else (call, None)
+            try:
+                group = self.envelopes.group_of(name, options, args, kwargs)
+            except ValueError as exc:
+                raise ValueError(f"call {i}: {exc}") from None
+            by_group.setdefault(group, []).append(i)
+        envs: list[bytes] = [b""] * len(calls)
+        now_ms = int(time.time() * 1000)
+        for group, at in by_group.items():
+            tail = self.envelopes.tail(name, priority, options, now_ms, group)
+            try:
+                encoded = self.envelopes.encode_calls(name, [calls[i] for i in at], tail)
+            except (TypeError, ValueError) as exc:
+                # the message names the call by its index in the group's: say its own
+                raise type(exc)(f"{exc} (call {at[0]} and on, of group {group!r})") from None
+            for i, env in zip(at, encoded):
+                envs[i] = env
+        return envs
 
     @staticmethod
     def _check_calls(checker: ArgChecker, calls: list[Any]) -> None:

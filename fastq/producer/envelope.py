@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from fastq._accel import codec
 from fastq.retry import envelope_overrides
+from fastq.validate import check_group
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
@@ -51,13 +52,17 @@ class Envelopes:
         priority: int,
         options: Optional[EnqueueOptions] = None,
         now_ms: Optional[int] = None,
+        group: Optional[str] = None,
     ) -> Tail:
         """What the envelopes of jobs of ``name`` made now share: the optional fields
         (none for most jobs), made once for a whole ``enqueue_many``. ``now_ms``:
-        when they were made (default: this host's clock)."""
+        when they were made (default: this host's clock); ``group``: theirs, if any
+        (:meth:`group_of`)."""
         shared: dict[str, Any] = {}
         if priority:
             shared["p"] = priority
+        if group is not None:
+            shared["g"] = group
         if options is not None and not (
             options.retry is None and options.retries is None and options.age_limit_s is None
         ):
@@ -77,6 +82,26 @@ class Envelopes:
             now_ms = int(time.time() * 1000)
         tail: Tail = codec.envelope_tail(name, now_ms, shared)
         return tail
+
+    def group_of(
+        self, name: str, options: EnqueueOptions, args: Sequence[Any], kwargs: Any
+    ) -> Optional[str]:
+        """The group of a job of ``name`` with these arguments: the enqueue's
+        ``group=``, else the job's template formatted from them, else None.
+
+        Raises:
+            ValueError: the formatted group is not a usable group name.
+        """
+        if options.group is not None:
+            return options.group
+        jobdef = self.registry.get(name)
+        template = jobdef.group if jobdef is not None else None
+        if template is None:
+            return None
+        group = template.format(args, kwargs)
+        if group is None:  # arguments that do not bind: the arg check refuses them
+            return None
+        return check_group(group, f"group (from {template.template!r})")
 
     def encode(self, name: str, args: Sequence[Any], kwargs: Any, tail: Tail) -> bytes:
         """One job's envelope.

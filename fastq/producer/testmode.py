@@ -72,6 +72,7 @@ class QueuedJob:
     due_at: Optional[float] = None  # Unix s; None: ready at once
     tags: tuple[str, ...] = ()
     batch: Optional[str] = None  # the id of the batch it joined
+    group: Optional[str] = None  # its group (an enqueue's group=, or the job's template)
     envelope: bytes = field(default=b"", repr=False, compare=False)
 
 
@@ -252,6 +253,7 @@ class MemoryTransport:
                     due_at,
                     tuple(options.tags or ()),
                     batch_id,
+                    envelope_group(env),
                     env,
                 )
                 if batch_id is not None and book is not None:
@@ -357,6 +359,14 @@ def decode_envelope(env: bytes) -> tuple[str, list[Any], dict[str, Any]]:
     decoded = orjson.loads(env)
     fields = decoded[3] if len(decoded) > 3 and isinstance(decoded[3], dict) else {}
     return decoded[0], list(decoded[1]), dict(fields.get("k") or {})
+
+
+def envelope_group(env: bytes) -> Optional[str]:
+    """The group an envelope names ("g" in its object), if any."""
+    decoded = orjson.loads(env)
+    fields = decoded[3] if len(decoded) > 3 and isinstance(decoded[3], dict) else {}
+    group = fields.get("g")
+    return group if isinstance(group, str) else None
 
 
 @contextmanager

@@ -166,6 +166,7 @@ def _selected_count(
     if ready:
         pipe.llen(keys.ready)
         pipe.zcard(keys.prio)
+        pipe.zcard(keys.group_ready)
     if scheduled:
         pipe.zcard(keys.scheduled)
     if dead:

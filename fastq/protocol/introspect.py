@@ -134,6 +134,7 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe = client.pipeline(transaction=False)
     pipe.llen(keys.ready)
     pipe.zcard(keys.prio)
+    pipe.zcard(keys.group_ready)
     pipe.zcard(keys.scheduled)
     pipe.zcard(keys.dead)
     pipe.hlen(keys.broken)
@@ -141,13 +142,19 @@ def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe.hmget(keys.settings, ["paused", "rate", "rate_period_ms", "rate_burst"])
     for worker, _ in _leases(client, keys):
         pipe.scard(keys.held(worker))
-    ready, prio, scheduled, dead, broken, counters, settings, *held = pipe.execute()
+    ready, prio, grouped, scheduled, dead, broken, counters, settings, *held = pipe.execute()
     inflight = sum(max(n - 1, 0) for n in held)  # less each held set's sentinel
     out = {name: 0 for name in COUNTERS}
-    out.update({k.decode(): int(v) for k, v in counters.items() if k != b"seq"})
+    out.update({k.decode(): int(v) for k, v in counters.items() if k not in (b"seq", b"gfront")})
     out["total_dead"] = out.pop("dead")
     out["total_broken"] = out.pop("broken")
-    out.update(ready=ready + prio, inflight=inflight, scheduled=scheduled, dead=dead, broken=broken)
+    out.update(
+        ready=ready + prio + grouped,
+        inflight=inflight,
+        scheduled=scheduled,
+        dead=dead,
+        broken=broken,
+    )
     paused, rate, rate_period_ms, rate_burst = settings
     out["paused"] = int(paused == b"1")
     # the rate limit: jobs per period and burst, all 0 for a queue without one

@@ -44,6 +44,16 @@ def queue_of_key(key: str) -> str:
     return key[key.index("{") + 1 : key.index("}")]
 
 
+# a member of a queue's group_ready: "<group>\n", 18 characters of its order, its id
+# (lua/lib/groups.lua)
+_GROUP_ORDER_LEN = 18
+
+
+def grouped_id(member: bytes) -> bytes:
+    """The job id in a member of a queue's ``group_ready``."""
+    return member[member.index(b"\n") + 1 + _GROUP_ORDER_LEN :]
+
+
 @dataclass(frozen=True)
 class NamespaceKeys:
     """The keys of a namespace that belong to no queue, e.g. ``fastq:queues``."""
@@ -108,6 +118,18 @@ class QueueKeys:
     @property
     def prio(self) -> str:
         return self.key("prio")
+
+    @property
+    def group_ready(self) -> str:
+        """A zset: the ready jobs of the queue's groups, scored 0 and ordered by
+        ``<group>\n<priority and place><id>`` (``lua/lib/groups.lua``)."""
+        return self.key("group_ready")
+
+    @property
+    def group_ring(self) -> str:
+        """A list: the groups with ready jobs, in the order the claim serves them
+        (``""``: the jobs of no group)."""
+        return self.key("group_ring")
 
     @property
     def jobs(self) -> str:

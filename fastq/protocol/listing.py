@@ -13,25 +13,34 @@ import redis
 
 from fastq.connection.typed import sync_reply
 from fastq.protocol.introspect import JobInfo, _listed
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import QueueKeys, grouped_id
 
 MAX_PAGE = 500
 WAITING = ("queued", "scheduled")
 
 
 def _ready_ids(client: redis.Redis, keys: QueueKeys, start: int, count: int) -> list[bytes]:
-    """Ids ``start`` to ``start + count`` of the ready jobs in the order of their
-    claims: the prio zset's, then the list's from its right end (the front)."""
-    n_prio = int(sync_reply(client.zcard(keys.prio)))
+    """Ids ``start`` to ``start + count`` of the ready jobs: the prio zset's, then the
+    list's from its right end (the front), in the order of their claims; then the
+    grouped jobs', group by group (their claims take the groups in turn)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.zcard(keys.prio)
+    pipe.llen(keys.ready)
+    n_prio, n_ready = (int(n) for n in pipe.execute())
     ids: list[bytes] = []
     if start < n_prio:
         ids += client.zrange(keys.prio, start, min(start + count, n_prio) - 1)  # type: ignore[arg-type]
     rest = count - len(ids)
-    if rest > 0:
-        first = max(start - n_prio, 0)
+    first = max(start - n_prio, 0)
+    if rest > 0 and first < n_ready:
         # the front is the right end: index -1 is the next claimed
         chunk: list[bytes] = client.lrange(keys.ready, -(first + rest), -(first + 1))  # type: ignore[assignment]
         ids += list(reversed(chunk))
+    rest = count - len(ids)
+    if rest > 0:
+        at = max(start - n_prio - n_ready, 0)
+        members: list[bytes] = client.zrange(keys.group_ready, at, at + rest - 1)  # type: ignore[assignment]
+        ids += [grouped_id(m) for m in members]
     return ids
 
 
@@ -41,6 +50,7 @@ def waiting_count(client: redis.Redis, keys: QueueKeys, state: str) -> int:
         pipe = client.pipeline(transaction=False)
         pipe.zcard(keys.prio)
         pipe.llen(keys.ready)
+        pipe.zcard(keys.group_ready)
         return sum(int(n) for n in pipe.execute())
     return int(sync_reply(client.zcard(keys.scheduled)))
 

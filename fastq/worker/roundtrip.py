@@ -348,7 +348,7 @@ class RoundTrip:
                 k = self.keys[queue]
                 if not one_clock:  # TIME on the queue's node
                     commands.append((scripts.ON_NODE_OF, (k.ready,), ("TIME",)))
-                commands.append((scripts.PLAIN, (), ("EXISTS", k.ready, k.prio)))
+                commands.append((scripts.PLAIN, (), ("EXISTS", k.ready, k.prio, k.group_ready)))
                 commands.append((scripts.PLAIN, (), ("ZRANGE", k.scheduled, 0, 0, "WITHSCORES")))
                 commands.append((scripts.PLAIN, (), ("HGET", k.settings, "paused")))
         if claims:

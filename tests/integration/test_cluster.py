@@ -13,6 +13,7 @@ import time
 import uuid
 from typing import Iterator
 
+import orjson
 import pytest
 import redis
 from redis.exceptions import MovedError
@@ -266,3 +267,21 @@ def test_replicas_and_a_password(redis_cluster_replicas: ClusterServer) -> None:
     finally:
         app.close()
     assert "s3cret" not in str(info.value) and ":***@" in str(info.value)
+
+
+def test_grouped_queues_on_each_master_are_claimed_round_robin(
+    redis_cluster: ClusterServer, capp: fastq.App, nodes: dict[int, redis.Redis]
+) -> None:
+    owners = queues_on_each_master(redis_cluster, "groups")
+    for queue in owners.values():
+        capp.enqueue_many("job", [(i,) for i in range(3)], queue=queue, group="big")
+        capp.enqueue_many("job", [(i,) for i in range(10, 12)], queue=queue, group="small")
+    for port, queue in owners.items():
+        keys = capp.keys(queue)
+        # the group keys live with the queue's other keys, on its master
+        assert nodes[port].lrange(keys.group_ring, 0, -1) == [b"", b"big", b"small"]
+        assert capp.stats(queue)["ready"] == 5
+        reply = CLAIM.call(capp.redis, CLAIM.keys_for(keys, "w1"), CLAIM.argv("w1", 5, 60_000, 100))
+        envs = nodes[port].hmget(keys.jobs, reply.ids)
+        args = [orjson.loads(env)[1][0] for env in envs if env is not None]
+        assert args == [0, 10, 1, 11, 2]

@@ -55,6 +55,9 @@ BAD_JOBS: list[tuple[Any, int, str]] = [
     ({**ADD, "id": "has space"}, 422, "invalid job_id 'has space'"),
     ({**ADD, "id": "fastq:x"}, 422, "reserved for fastq"),
     ({**ADD, "tags": "urgent"}, 422, "tags must be a list of str, not str"),
+    ({**ADD, "group": ""}, 422, "invalid group '': it must be 1 to 100 printable characters"),
+    ({**ADD, "group": "a\tb"}, 422, "invalid group 'a\\tb'"),
+    ({**ADD, "group": 7}, 422, "group must be a str, not int"),
     ({**ADD, "retries": -1}, 422, "retries must be within 0.."),
     ({**ADD, "unique_key": "k"}, 422, "unique_key and unique_until need unique_for_s"),
     # orjson would read it as a float, in silence
@@ -303,6 +306,20 @@ def test_a_request_that_redis_takes_in_part_says_which_ids_went_in(
         finally:
             server.stop()
             r.close()
+
+
+def test_jobs_enqueued_over_http_join_their_groups(
+    start: Callable[..., Server], r: redis.Redis, namespace: str
+) -> None:
+    server = start("--app", HTTP_APP)
+    with server.client() as client:
+        body = [{**ADD, "group": "tenant-1"}, {**ADD, "group": "tenant-2"}, ADD]
+        reply = client.post("/api/v1/queues/web/jobs", json=body)
+        assert reply.status_code == 200, reply.text
+    ring = r.lrange(f"{namespace}:{{web}}:group_ring", 0, -1)
+    assert ring == [b"", b"tenant-1", b"tenant-2"]
+    assert r.zcard(f"{namespace}:{{web}}:group_ready") == 2
+    assert r.llen(f"{namespace}:{{web}}:ready") == 1
 
 
 def test_each_job_of_a_mixed_request_keeps_its_own_options(

@@ -119,9 +119,9 @@ REFUSED = [
     ("1001 jobs", KEYS, [0, 0, "", *jobs(1001)], "at most 1000 jobs per call"),
     ("251 tagged", KEYS, [0, 0, TAGS, *jobs(251)], "at most 250 jobs per call with tags"),
     # KEYS
-    ("12 keys", *plain(KEYS[:12]), "KEYS must be the 18 keys of one queue, .* not 12"),
-    ("14 keys", *plain(KEYS[:14]), "KEYS must be the 18 keys of one queue, .* not 14"),
-    ("21 keys", *plain([*KEYS, "ns:{q}:x", "ns:{q}:y", "ns:{q}:z"]), "KEYS must be the 18 keys"),
+    ("12 keys", *plain(KEYS[:12]), "KEYS must be the 20 keys of one queue, .* not 12"),
+    ("14 keys", *plain(KEYS[:14]), "KEYS must be the 20 keys of one queue, .* not 14"),
+    ("21 keys", *plain([*KEYS, "ns:{q}:z"]), "KEYS must be the 20 keys"),
     ("two queues", *plain(keys_with(ready=OTHER.ready)), r"KEYS\[2\] must be ns:{q}:ready"),
     ("raedy", *plain(keys_with(ready="ns:{q}:raedy")), r"KEYS\[2\] must be ns:{q}:ready"),
     ("ready<->wake", *plain(swapped(1, 5)), r"KEYS\[2\] must be ns:{q}:ready"),

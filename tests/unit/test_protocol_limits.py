@@ -56,6 +56,7 @@ LUA = lua_constants()
         ("MAX_TAGS", validate.MAX_TAGS),
         ("MAX_TAG_CHARS", validate.MAX_TAG_CHARS),
         ("MAX_UNIQUE_KEY_CHARS", validate.MAX_UNIQUE_KEY_CHARS),
+        ("MAX_GROUP_CHARS", validate.MAX_GROUP_CHARS),
         ("MIN_ENQUEUED_AT_MS", validate.MIN_ENQUEUED_AT_MS),
         ("MAX_ENQUEUED_AHEAD_MS", validate.MAX_ENQUEUED_AHEAD_MS),
         ("MAX_RETRIES", retry.MAX_RETRIES),

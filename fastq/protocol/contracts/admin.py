@@ -36,6 +36,8 @@ class _Purge(Contract[tuple[int, int]]):
         "batches",
         "batches_due",
         "chained",
+        "group_ready",
+        "group_ring",
     )
     argv_names = ("limit", "ready", "scheduled", "dead", "broken")
 
@@ -131,7 +133,20 @@ class ReviveSection(str, Enum):
 
 
 class _Revive(Contract[int]):
-    keys = ("jobs", "dead", "poison", "broken", "stalls", "ready", "prio", "stats", "wake")
+    keys = (
+        "jobs",
+        "dead",
+        "poison",
+        "broken",
+        "stalls",
+        "ready",
+        "prio",
+        "stats",
+        "wake",
+        "settings",
+        "group_ready",
+        "group_ring",
+    )
     argv_names = ("section",)
     argv_rest = "jobs"
 

@@ -59,6 +59,8 @@ class _Enqueue(Contract[EnqueueReply]):
         "batched",
         "batches",
         "chained",
+        "group_ready",
+        "group_ring",
     )
     argv_names = ("priority", "due", "extras")
     argv_rest = "jobs"

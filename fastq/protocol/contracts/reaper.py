@@ -41,6 +41,8 @@ class _Reap(Contract[ReapReply]):
         "settings",
         "records",
         "records_old",
+        "group_ready",
+        "group_ring",
     )
     argv_names = ("limit", "dead_max_age_ms", "dead_max_len")
 

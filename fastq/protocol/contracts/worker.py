@@ -138,6 +138,8 @@ class _Claim(Contract[ClaimReply]):
         "unique",
         "unique_exp",
         "epoch",
+        "group_ready",
+        "group_ring",
     )
     argv_names = ("worker_id", "n", "lease_ms", "promote_max", "epoch")
 
@@ -306,6 +308,8 @@ class _Release(Contract[ReleaseReply]):
         "batches_due",
         "chained",
         "epoch",
+        "group_ready",
+        "group_ring",
     )
     argv_names = ("worker_id", "mode", "max_stalls", "cause", "epoch")
     argv_rest = "ids"

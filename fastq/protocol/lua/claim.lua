@@ -3,6 +3,7 @@
 --! include args
 --! include epoch
 --! include gcra
+--! include groups
 --! include promote
 --! include sentinel
 --! include unique
@@ -23,7 +24,9 @@
 --                            rate_shards (the whole queue's limit, this shard's
 --                            share a 1/rate_shards of it; absent: 1) and rate_tat_us
 --                            (the GCRA state, written here); ustart = "1" once it
---                            had a unique job of mode 'start'
+--                            had a unique job of mode 'start'; groups = "1" once
+--                            it had a grouped job: it is then claimed round-robin
+--                            across its groups (lib/groups.lua)
 -- KEYS[11] broken     hash   id -> why it could not run: an id popped without an
 --                            envelope, not cancelled, is recorded here ("no payload")
 -- KEYS[12] cancelled  zset   id -> cancel time (ms): a popped id without an envelope
@@ -32,6 +35,8 @@
 -- KEYS[14] unique     hash   unique key -> the id holding its lock
 -- KEYS[15] unique_exp zset   unique key -> when its lock's window ends (ms)
 -- KEYS[16] epoch      string the worker's epoch on this queue (lib/epoch.lua)
+-- KEYS[17] group_ready zset  the ready jobs of the queue's groups (lib/groups.lua)
+-- KEYS[18] group_ring list   the groups with ready jobs, in the order served
 --
 -- ARGV[1] worker_id
 -- ARGV[2] n             jobs to claim at most
@@ -70,6 +75,11 @@
 -- burst + W * rate / period claimed jobs, across every worker of every host (of a
 -- sharded queue's K shards together: K * ceil(burst / K) + W * rate / period).
 --
+-- A queue that has had a grouped job is claimed round-robin across its groups
+-- (lib/groups.lua): one job of each group with ready jobs in turn, the jobs of no
+-- group being one group of their own; a queue that never had one reads the flag
+-- with its settings and pays nothing more.
+--
 -- allow-oom: a claim only moves jobs and bookkeeps, so a queue over maxmemory can
 -- still drain its way out.
 
@@ -90,7 +100,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 0. Settings: one HMGET, on a key that does not exist for a queue without any.
 local settings = redis.call('HMGET', KEYS[10], 'paused', 'rate', 'rate_period_ms',
-    'rate_burst', 'rate_tat_us', 'ustart', 'rate_shards')
+    'rate_burst', 'rate_tat_us', 'ustart', 'rate_shards', 'groups')
+local gk = settings[8] == '1' and {ready = KEYS[17], ring = KEYS[18], stats = KEYS[7]} or nil
 local throttle = -1
 local interval_us, tat_us, tokens
 if settings[2] then
@@ -126,7 +137,8 @@ end
 -- once comes out by priority, FIFO within one, however many calls (each bounded by
 -- promote_max) its promotion takes. The reply says "due now", and a token makes
 -- this worker, or an idle sibling, claim again at once.
-local promoted = promote_due(KEYS[5], KEYS[3], KEYS[1], KEYS[2], KEYS[7], KEYS[9], now, promote_max)
+local promoted = promote_due(KEYS[5], KEYS[3], KEYS[1], KEYS[2], KEYS[7], KEYS[9], now, promote_max,
+    gk)
 if promote_max > 0 and promoted >= promote_max then
     if redis.call('LLEN', KEYS[8]) == 0 then
         redis.call('RPUSH', KEYS[8], 1)
@@ -134,33 +146,48 @@ if promote_max > 0 and promoted >= promote_max then
     return {now, now, tonumber(t[2]) % 1000, throttle}
 end
 
--- 2. Pop ids: high priority, then ready, then low priority.
-local ids = {}
-local function take(list)
-    for i = 1, #list do
-        ids[#ids + 1] = list[i]
-    end
-end
+-- 2. Pop ids: high priority, then ready, then low priority; of a grouped queue,
+-- round-robin across its groups, those of no group popped so when their turn comes.
 local has_prio = redis.call('ZCARD', KEYS[2]) > 0
-if has_prio then
-    local hi = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(0', 'LIMIT', 0, n)
-    if #hi > 0 then
-        call_many('ZREM', KEYS[2], hi)
-        take(hi)
+local function pop_plain(count)
+    local out = {}
+    local function take(list)
+        for i = 1, #list do
+            out[#out + 1] = list[i]
+        end
     end
+    if count < 1 then
+        return out
+    end
+    if has_prio then
+        local hi = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', '(0', 'LIMIT', 0, count)
+        if #hi > 0 then
+            call_many('ZREM', KEYS[2], hi)
+            take(hi)
+        end
+    end
+    if #out < count then
+        local popped = redis.call('RPOP', KEYS[1], count - #out)
+        if popped then
+            take(popped)
+        end
+    end
+    if has_prio and #out < count then
+        local lo = redis.call('ZRANGE', KEYS[2], 0, count - #out - 1)
+        if #lo > 0 then
+            call_many('ZREM', KEYS[2], lo)
+            take(lo)
+        end
+    end
+    return out
 end
-if #ids < n then
-    local popped = redis.call('RPOP', KEYS[1], n - #ids)
-    if popped then
-        take(popped)
-    end
-end
-if has_prio and #ids < n then
-    local lo = redis.call('ZRANGE', KEYS[2], 0, n - #ids - 1)
-    if #lo > 0 then
-        call_many('ZREM', KEYS[2], lo)
-        take(lo)
-    end
+local ids
+if gk then
+    ids = claim_grouped(gk, n, function()
+        return redis.call('LLEN', KEYS[1]) + (has_prio and redis.call('ZCARD', KEYS[2]) or 0)
+    end, pop_plain)
+else
+    ids = pop_plain(n)
 end
 
 if throttle == 0 and #ids > 0 then
@@ -219,7 +246,8 @@ end
 -- 4. More work waiting, and a rate limit that lets more start now: leave a token so
 -- an idle sibling wakes up too.
 if (throttle == -1 or tokens > 0)
-        and (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0))
+        and (redis.call('LLEN', KEYS[1]) > 0 or (has_prio and redis.call('ZCARD', KEYS[2]) > 0)
+            or (gk and redis.call('EXISTS', KEYS[17]) == 1))
         and redis.call('LLEN', KEYS[8]) == 0 then
     redis.call('RPUSH', KEYS[8], 1)
 end

@@ -2,6 +2,7 @@
 --! include many
 --! include records
 --! include batches
+--! include groups
 -- enqueue: add a batch of jobs to one queue.
 --
 -- KEYS[1] jobs       hash   id -> envelope
@@ -31,6 +32,9 @@
 -- KEYS[18] chained   hash   id -> the rest of its chain, for a link of one
 --                           (lib/chains.lua; a call of 17 KEYS is served as before,
 --                           without "then")
+-- KEYS[19] group_ready zset the ready jobs of the queue's groups (lib/groups.lua)
+-- KEYS[20] group_ring list  the groups with ready jobs, in the order served (a call of
+--                           18 KEYS is served as before, without groups)
 --
 -- ARGV[1] priority   integer shared by the batch (0 = plain FIFO)
 -- ARGV[2] due        a delay in ms: 0 = ready now, > 0 = scheduled that long after
@@ -60,6 +64,10 @@
 -- takes the lock.
 -- A job scheduled before every job already scheduled leaves a wake-up token, so an
 -- idle worker sleeping until a later due time wakes and sleeps until this one.
+-- A job whose envelope names a group ("g" in its object: 1 to 100 printable
+-- characters) joins the back of that group's jobs of its priority (lib/groups.lua),
+-- or, delayed, is promoted there when due; the queue's settings then say groups =
+-- "1", and its claims serve its groups round-robin.
 -- Returns the number of jobs added; with "unique": {added, i1, holder1, ...}, the
 -- position in the batch (from 1) and the lock holder's id of each job refused.
 -- No allow-oom flag: over maxmemory Redis refuses the whole call before it runs.
@@ -82,10 +90,11 @@ local MAX_UNIQUE_KEY_CHARS = 200
 local MIN_ENQUEUED_AT_MS = 946684800000
 local MAX_ENQUEUED_AHEAD_MS = 86400000
 local MAX_RETRIES = 2147483648
+local MAX_GROUP_CHARS = 100
 local QUEUE_KEYS = {'jobs', 'ready', 'prio', 'scheduled', 'stats', 'wake', 'sched_prio',
     'cancelled', 'links', 'tagged', 'unique', 'unique_exp', 'settings', 'records',
-    'records_old', 'batched', 'batches', 'chained'}
-local ENVELOPE_FIELDS = {'k', 'p', 'retries', 'age_limit_ms', 'backoff'}
+    'records_old', 'batched', 'batches', 'chained', 'group_ready', 'group_ring'}
+local ENVELOPE_FIELDS = {'k', 'p', 'retries', 'age_limit_ms', 'backoff', 'g'}
 local WORKER_FIELDS = {'attempts', 'error', 'traceback', 'failed_at', 'rate_slot',
     'unknown_since'}
 -- a job's batch: written here, from the extras
@@ -145,8 +154,8 @@ local function set_of(list)
     return out
 end
 -- KEYS: one queue's, in the declared order (cheap string checks, once per call)
-if #KEYS ~= 18 and #KEYS ~= 17 and #KEYS ~= 15 and #KEYS ~= 13 then
-    refuse('KEYS must be the 18 keys of one queue, NS:{Q}:jobs to NS:{Q}:chained, '
+if #KEYS ~= 20 and #KEYS ~= 18 and #KEYS ~= 17 and #KEYS ~= 15 and #KEYS ~= 13 then
+    refuse('KEYS must be the 20 keys of one queue, NS:{Q}:jobs to NS:{Q}:group_ring, '
         .. 'not ' .. #KEYS .. ' keys')
 end
 local prefix = sub(KEYS[1], 1, -5)
@@ -227,8 +236,8 @@ if ARGV[3] and ARGV[3] ~= '' then
             refuse('extras: then must be the rest of a chain, a JSON array as a string, '
                 .. 'not ' .. shown(chain_rest))
         end
-        if #KEYS ~= 18 then
-            refuse('extras: then needs the 18 keys of the queue, NS:{Q}:chained last')
+        if #KEYS < 18 then
+            refuse('extras: then needs 18 keys of the queue or more, NS:{Q}:chained 18th')
         end
     end
 end
@@ -293,7 +302,8 @@ local function check_t(value, nth)
             .. 'milliseconds within [' .. min_t .. ', ' .. max_t .. '], not ' .. shown(value))
     end
 end
--- the fields of an envelope's object (decoded): each known to this version and typed
+-- the fields of an envelope's object (decoded): each known to this version and
+-- typed; returns the job's group, if it names one
 local function check_fields(fields, nth)
     if not is_object(fields) then
         refuse('envelope #' .. nth .. ': item 4 must be an object, not ' .. shown(fields))
@@ -306,7 +316,7 @@ local function check_fields(fields, nth)
             bad = 'is written by the enqueue script, from the batch in the extras: never '
                 .. 'send it'
         elseif not known_fields[key] then
-            bad = 'is not a field a producer sets (k, p, retries, age_limit_ms, backoff)'
+            bad = 'is not a field a producer sets (k, p, retries, age_limit_ms, backoff, g)'
         elseif key == 'k' then
             bad = not is_object(v) and 'must be an object (the keyword arguments)'
         elseif key == 'p' then
@@ -320,12 +330,21 @@ local function check_fields(fields, nth)
         elseif key == 'backoff' then
             bad = not (type(v) == 'table' and type(v[1]) == 'string')
                 and 'must be a list [kind, ...] (docs/retries.md)'
+        elseif key == 'g' then
+            if type(v) ~= 'string' or not text_ok(v, MAX_GROUP_CHARS) then
+                bad = 'must be a group: 1 to ' .. MAX_GROUP_CHARS .. ' characters without a '
+                    .. 'control character'
+            elseif #KEYS < 20 then
+                bad = 'needs the 20 keys of the queue, NS:{Q}:group_ready and '
+                    .. 'NS:{Q}:group_ring last'
+            end
         end
         if bad then
             refuse('envelope #' .. nth .. ': field ' .. cut(key) .. ' ' .. bad .. ', not '
                 .. shown(v))
         end
     end
+    return fields['g']
 end
 
 local function check_decoded(env, nth)
@@ -343,12 +362,14 @@ local function check_decoded(env, nth)
     end
     check_t(e[3], nth)
     if e[4] ~= nil then
-        check_fields(e[4], nth)
+        return check_fields(e[4], nth)
     end
 end
 
 -- the checks of each job, inlined: a function call per job would cost as much as a
 -- check; the position of a job refused (nth) is worked out only then
+local group_of = nil  -- nth -> group, for the jobs that name one
+local last_more, last_group = nil, nil  -- the fields last decoded and checked, and their group
 for i = 4, #ARGV, stride do
     local id = ARGV[i]
     local len = #id
@@ -393,15 +414,27 @@ for i = 4, #ARGV, stride do
         end
     end
     t = t and tonumber(t)
+    local g = nil
     if not t or t < min_t or t > max_t then
-        check_decoded(env, (i - 4) / stride + 1)  -- any other form; refuses a bad one
+        g = check_decoded(env, (i - 4) / stride + 1)  -- any other form; refuses a bad one
     elseif more and more ~= '' and more ~= p_only then
-        local ok, fields = pcall(cjson.decode, '{' .. more .. '}')
-        if ok then
-            check_fields(fields, (i - 4) / stride + 1)
+        if more == last_more then
+            -- the fields of the job before, checked (a call's jobs share them: a
+            -- group's, a retry policy's): one decode per call, not per job
+            g = last_group
         else
-            check_decoded(env, (i - 4) / stride + 1)
+            local ok, fields = pcall(cjson.decode, '{' .. more .. '}')
+            if ok then
+                g = check_fields(fields, (i - 4) / stride + 1)
+                last_more, last_group = more, g
+            else
+                g = check_decoded(env, (i - 4) / stride + 1)
+            end
         end
+    end
+    if g then
+        group_of = group_of or {}
+        group_of[(i - 4) / stride + 1] = g
     end
     if umode then
         local ukey = ARGV[i + 2]
@@ -474,6 +507,7 @@ local function with_batch(env)
 end
 
 local added, refused, links, locks, taken = {}, {}, {}, {}, {}
+local added_group = {}  -- position in added -> its group, for the grouped jobs
 for i = 4, #ARGV, stride do
     local id = ARGV[i]
     local nth = (i - 4) / stride + 1
@@ -492,6 +526,7 @@ for i = 4, #ARGV, stride do
         elseif redis.call('HSETNX', KEYS[1], id, batch and with_batch(ARGV[i + 1])
                 or ARGV[i + 1]) == 1 then
             added[#added + 1] = id
+            added_group[#added] = group_of and group_of[nth]
             taken[ukey] = id
             locks[#locks + 1] = ukey
             locks[#locks + 1] = id
@@ -501,6 +536,7 @@ for i = 4, #ARGV, stride do
     elseif redis.call('HSETNX', KEYS[1], id, batch and with_batch(ARGV[i + 1])
             or ARGV[i + 1]) == 1 then
         added[#added + 1] = id
+        added_group[#added] = group_of and group_of[nth]
     end
 end
 local n = #added
@@ -575,6 +611,41 @@ if umode == 's' then
     redis.call('HSET', KEYS[13], 'ustart', 1)
 end
 
+-- Grouped jobs: the queue says it has groups (its claims then serve them
+-- round-robin, the jobs of no group as one group: '' in the ring); ready now, each
+-- group's go to its back; delayed, promotion reads the group in sched_prio.
+local grouped = nil  -- group -> its ids added, ready now
+local plain = added
+if group_of then
+    if redis.call('HSETNX', KEYS[13], 'groups', 1) == 1 then
+        redis.call('RPUSH', KEYS[20], '')
+    end
+    plain, grouped = {}, {}
+    local order, places = {}, {}
+    for j = 1, n do
+        local g = added_group[j]
+        if not g then
+            plain[#plain + 1] = added[j]
+        elseif due >= 0 then
+            places[#places + 1] = added[j]
+            places[#places + 1] = 'g' .. string.format('%d', priority) .. '\n' .. g
+        else
+            if not grouped[g] then
+                grouped[g] = {}
+                order[#order + 1] = g
+            end
+            grouped[g][#grouped[g] + 1] = added[j]
+        end
+    end
+    if #places > 0 then
+        call_many('HSET', KEYS[7], places)
+    end
+    local gk = {ready = KEYS[19], ring = KEYS[20], stats = KEYS[5]}
+    for _, g in ipairs(order) do
+        group_push_back(gk, g, priority, grouped[g])
+    end
+end
+
 -- Slots: jobs due in the same millisecond must come out in the order they were
 -- scheduled, but the zset orders equal scores by member bytes. So each delayed job
 -- takes the next free slot of its millisecond ms: score ms + slot/2048, slot 1 to
@@ -614,11 +685,11 @@ if due >= 0 then
         slot = slot + 1
     end
     call_many('ZADD', KEYS[4], args)
-    if priority ~= 0 then
+    if priority ~= 0 and #plain > 0 then
         -- promotion reads the priority here, never from the envelope
         local fields = {}
-        for k = 1, n do
-            fields[#fields + 1] = added[k]
+        for k = 1, #plain do
+            fields[#fields + 1] = plain[k]
             fields[#fields + 1] = priority
         end
         call_many('HSET', KEYS[7], fields)
@@ -626,19 +697,21 @@ if due >= 0 then
     if earliest and redis.call('LLEN', KEYS[6]) == 0 then
         redis.call('RPUSH', KEYS[6], 1)
     end
+elseif #plain == 0 then
+    -- every job added went to its group
 elseif priority ~= 0 then
     -- seq keeps FIFO order within one priority
-    local last = redis.call('HINCRBY', KEYS[5], 'seq', n)
-    local base = -priority * 2147483648 + (last - n)
+    local last = redis.call('HINCRBY', KEYS[5], 'seq', #plain)
+    local base = -priority * 2147483648 + (last - #plain)
     local args = {}
-    for k = 1, n do
+    for k = 1, #plain do
         -- %.17g: beyond 10^14 (|priority| > 46,566) %.14g would round the seq away
         args[#args + 1] = string.format('%.17g', base + k)
-        args[#args + 1] = added[k]
+        args[#args + 1] = plain[k]
     end
     call_many('ZADD', KEYS[3], args)
 else
-    call_many('LPUSH', KEYS[2], added)
+    call_many('LPUSH', KEYS[2], plain)
 end
 
 redis.call('HINCRBY', KEYS[5], 'enqueued', n)

@@ -4,6 +4,7 @@
 --! include links
 --! include batches
 --! include chains
+--! include groups
 -- purge: delete up to `limit` waiting jobs of one queue (their envelopes and
 -- index entries), from the sections selected; one bounded call of a loop, so that
 -- purging a queue of any size never blocks Redis for long.
@@ -27,6 +28,9 @@
 -- KEYS[16] batches    hash   batch id -> this queue's share of it
 -- KEYS[17] batches_due set   batch ids whose sealed share has ended
 -- KEYS[18] chained    hash   id -> the rest of its chain: a job purged loses it
+-- KEYS[19] group_ready zset  the ready jobs of the queue's groups (lib/groups.lua):
+--                            ready jobs too
+-- KEYS[20] group_ring list   the groups with ready jobs: a group purged empty leaves
 --
 -- ARGV[1] limit      ids to delete at most in this call (>= 1)
 -- ARGV[2] ready      1: delete ready jobs (ready list and prio zset), 0: keep
@@ -83,6 +87,26 @@ if sel[2] == 1 then
         take(popped)
     end
     take_zset(KEYS[2], nil)
+    local left = limit - #ids
+    if left > 0 then
+        local members = redis.call('ZRANGE', KEYS[19], 0, left - 1)
+        if #members > 0 then
+            redis.call('ZREM', KEYS[19], unpack(members))
+            local emptied = {}
+            for i = 1, #members do
+                local g = string.match(members[i], '^([^\n]*)\n')
+                ids[#ids + 1] = string.sub(members[i], #g + 2 + GROUP_ORDER_LEN)
+                emptied[g] = true
+            end
+            -- a group is in the ring exactly while it has ready jobs
+            for g in pairs(emptied) do
+                local lo, hi = group_range(g)
+                if #redis.call('ZRANGEBYLEX', KEYS[19], lo, hi, 'LIMIT', 0, 1) == 0 then
+                    redis.call('LREM', KEYS[20], 0, g)
+                end
+            end
+        end
+    end
 end
 local queued = #ids  -- ids[1..queued] were ready: a cancelled one has no envelope
 if sel[3] == 1 then

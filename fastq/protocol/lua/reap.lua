@@ -32,6 +32,9 @@
 --                            done records the acks logged are folded here, a few
 --                            thousand a call once the acks pause, a few hundred
 --                            while they go on (lib/records.lua)
+-- KEYS[17] group_ready zset  the ready jobs of the queue's groups (lib/groups.lua):
+--                            where a grouped job due goes
+-- KEYS[18] group_ring list   the groups with ready jobs
 --
 -- ARGV[1] limit            expired workers and due jobs handled at most per call
 -- ARGV[2] dead_max_age_ms
@@ -50,7 +53,13 @@ local dead_max_len = arg_int('reap', 3, 'dead_max_len', 0)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit)
+-- a queue that has had a grouped job (its settings say so) promotes into its groups
+local gk = nil
+if redis.call('HGET', KEYS[14], 'groups') == '1' then
+    gk = {ready = KEYS[17], ring = KEYS[18], stats = KEYS[5]}
+end
+local promoted = promote_due(KEYS[7], KEYS[3], KEYS[1], KEYS[8], KEYS[5], KEYS[10], now, limit,
+    gk)
 trim_dead(KEYS[4], KEYS[3], KEYS[9], now, dead_max_age, dead_max_len)
 -- while logged records are left to fold, the reaper comes back this soon (once the
 -- acks paused; while they go on, when they may have)

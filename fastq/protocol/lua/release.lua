@@ -34,6 +34,9 @@
 -- KEYS[21] chained    hash   id -> the rest of its chain: a job buried or dropped
 --                            loses it, its chain stops (lib/chains.lua)
 -- KEYS[22] epoch      string the worker's epoch on this queue (lib/epoch.lua)
+-- KEYS[23] group_ready zset  the ready jobs of the queue's groups (lib/groups.lua):
+--                            a grouped job goes back to the front of its group
+-- KEYS[24] group_ring list   the groups with ready jobs
 --
 -- ARGV[1] worker_id
 -- ARGV[2] mode        'unstarted': claimed but never run (a stopping worker's
@@ -152,8 +155,14 @@ if redis.call('EXISTS', KEYS[10]) == 1 then
         end
     end
 end
+-- a queue that has had a grouped job (its settings say so) reads the envelopes
+-- handed back, to put each grouped one back at the front of its group
+local gk = nil
+if redis.call('HGET', KEYS[15], 'groups') == '1' then
+    gk = {ready = KEYS[23], ring = KEYS[24], stats = KEYS[4]}
+end
 if mode == 'stalled' or mode == 'expired' then
-    local k = {ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
+    local k = {gk = gk, ready = KEYS[1], jobs = KEYS[6], dead = KEYS[7], stats = KEYS[4], stalls = KEYS[8],
         poison = KEYS[9], links = KEYS[11], tagged = KEYS[12], unique = KEYS[13],
         unique_exp = KEYS[14], batched = KEYS[18], batches = KEYS[19], batches_due = KEYS[20],
         chained = KEYS[21]}
@@ -167,7 +176,10 @@ if mode == 'stalled' or mode == 'expired' then
         keep_records(rk, records_limits(KEYS[15]), now, ids, texts)
     end
 else
-    push_front(KEYS[1], mine)
+    local plain = gk and group_front(gk, KEYS[6], mine) or mine
+    if #plain > 0 then
+        push_front(KEYS[1], plain)
+    end
     if mode == 'orphaned' or mode == 'interrupted' then
         redis.call('HINCRBY', KEYS[4], mode, #mine)
     end

@@ -1,6 +1,7 @@
 #!lua
 --! include many
 --! include args
+--! include groups
 -- revive: put dead or broken jobs back in their queue, as new runs of the same ids.
 -- Re-enqueueing a dead id does nothing (ids are idempotent), so a retry must take
 -- the id out of the dead (or broken) set and queue its envelope in one call.
@@ -14,6 +15,9 @@
 -- KEYS[7] prio       zset   ids with a non-zero priority; score = -priority * 2^31 + seq
 -- KEYS[8] stats      hash   counters (seq, revived)
 -- KEYS[9] wake       list   at most one token; idle workers BLPOP it
+-- KEYS[10] settings  hash   the queue's settings: groups = "1" once it had a grouped job
+-- KEYS[11] group_ready zset the ready jobs of the queue's groups (lib/groups.lua)
+-- KEYS[12] group_ring list  the groups with ready jobs
 --
 -- ARGV[1] section    'dead' or 'broken': where the ids are taken from
 -- ARGV[2..] jobs     id, envelope, priority triples: the envelope to queue (the
@@ -21,7 +25,8 @@
 --
 -- A job is revived only while it is still in that section and still has its
 -- envelope (a broken id popped without one cannot run again); others are skipped.
--- A revived job is queued at the back (priority 0) or in prio, with its stall
+-- A revived job is queued at the back (priority 0) or in prio (a grouped one, of a
+-- queue that has had grouped jobs, at the back of its group), with its stall
 -- count reset; it keeps no tags or unique lock (they ended with it). Returns the
 -- number of jobs revived.
 
@@ -62,9 +67,16 @@ else
     call_many('HDEL', KEYS[4], ids)
 end
 call_many('HDEL', KEYS[5], ids)
+local gk = nil
+if redis.call('HGET', KEYS[10], 'groups') == '1' then
+    gk = {ready = KEYS[11], ring = KEYS[12], stats = KEYS[8]}
+end
 for k = 1, #ids do
     redis.call('HSET', KEYS[1], ids[k], envs[k])
-    if prios[k] ~= 0 then
+    local g = gk and envelope_group(envs[k])
+    if g then
+        group_push_back(gk, g, prios[k], {ids[k]})
+    elseif prios[k] ~= 0 then
         local seq = redis.call('HINCRBY', KEYS[8], 'seq', 1)
         redis.call('ZADD', KEYS[7], string.format('%.17g', -prios[k] * 2147483648 + seq), ids[k])
     else

@@ -47,6 +47,7 @@ OPTION_FIELDS = {
     "retries": "retries",
     "age_limit_s": "age_limit_s",
     "shard_key": "shard_key",
+    "group": "group",
 }
 # the batch the job joins (``app.batch``): one for every job of a request, or none
 BATCH_FIELD = "batch"

@@ -31,6 +31,7 @@ from fastq.serve.api.schemas import (
 from fastq.serve.reply import HTTPError
 from fastq.validate import (
     MAX_DELAY_S,
+    MAX_GROUP_CHARS,
     MAX_JOB_ID_BYTES,
     MAX_PRIORITY,
     MAX_RATE,
@@ -95,6 +96,14 @@ SCHEMAS: dict[str, Schema] = {
             "age_limit_s": nullable({"type": "number", "exclusiveMinimum": 0}),
             "shard_key": nullable(
                 {"type": "string", "minLength": 1, "maxLength": MAX_UNIQUE_KEY_CHARS}
+            ),
+            "group": nullable(
+                {
+                    "type": "string",
+                    "minLength": 1,
+                    "maxLength": MAX_GROUP_CHARS,
+                    "description": "its group: the queue serves its groups round-robin",
+                }
             ),
             "batch": nullable(
                 {

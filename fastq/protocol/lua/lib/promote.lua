@@ -1,4 +1,5 @@
 --! include many
+--! include groups
 -- promote_due: move up to `limit` due jobs (those of every millisecond up to `now`)
 -- out of `scheduled`, in due order, and jobs due in the same millisecond in the
 -- order they were scheduled (enqueue gives each its slot of the millisecond).
@@ -12,8 +13,11 @@
 -- %.17g, 1.5 us a job), and a queue with no priorities or retries scheduled pays
 -- one EXISTS. Prio scores are written with %.17g: redis.call would write a Lua
 -- number with %.14g, rounding a large priority's seq away.
+-- Of a queue that has had a grouped job (gk: its group keys, lib/groups.lua, else
+-- nil), a grouped delayed job ('g<priority>\n<group>' in sched_prio) goes to the
+-- back of its group, and a grouped retry to the front of its group.
 -- Returns how many moved.
-local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now, limit)
+local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now, limit, gk)
     if limit < 1 then
         return 0
     end
@@ -38,6 +42,13 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
             marked[#marked + 1] = ids[i]
             if place == 'r' then
                 retries[#retries + 1] = ids[i]
+            elseif string.byte(place, 1) == 103 then  -- 'g': a grouped delayed job
+                local p, g = string.match(place, '^g(-?%d+)\n(.+)$')
+                if gk and g then
+                    group_push_back(gk, g, tonumber(p), {ids[i]})
+                else  -- no group keys given: run it, as a job of no group
+                    back[#back + 1] = ids[i]
+                end
             else
                 ranked[#ranked + 1] = ids[i]
                 ranks[#ranks + 1] = tonumber(place)
@@ -58,6 +69,9 @@ local function promote_due(scheduled, jobs, ready, prio, stats, sched_prio, now,
             args[#args + 1] = ranked[k]
         end
         call_many('ZADD', prio, args)
+    end
+    if #retries > 0 and gk then
+        retries = group_front(gk, jobs, retries)
     end
     if #retries > 0 then
         local envs = call_many('HMGET', jobs, retries)

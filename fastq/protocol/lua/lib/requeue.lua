@@ -1,11 +1,13 @@
 --! include front
+--! include groups
 --! include links
 --! include batches
 --! include chains
 -- requeue_stalled: count a stall against each id (its holder died or its lease
 -- expired); past max_stalls it is a poison job and goes to the dead set, with
 -- the reason in k.poison (its envelope is left as it is; its tags and unique lock
--- go, and it counts dead in its batch), else back to the front. k holds the key names. Appends each buried id and
+-- go, and it counts dead in its batch), else back to the front (of its group, when
+-- k.gk holds the queue's group keys: lib/groups.lua). k holds the key names. Appends each buried id and
 -- the reason to `buried_out`. `cause`: how the worker died this time, if known
 -- ('was killed by SIGSEGV'), said in the reason. Returns requeued, buried.
 local function requeue_stalled(ids, now, max_stalls, k, buried_out, cause)
@@ -31,6 +33,9 @@ local function requeue_stalled(ids, now, max_stalls, k, buried_out, cause)
         else
             back[#back + 1] = id
         end
+    end
+    if #back > 0 and k.gk then
+        back = group_front(k.gk, k.jobs, back)
     end
     if #back > 0 then
         push_front(k.ready, back)
