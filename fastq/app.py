@@ -14,6 +14,7 @@ import redis
 
 from fastq.admin.jobs import JobAdmin
 from fastq.admin.operator import Admin
+from fastq.circuit import DEFAULT_FAILURES, DEFAULT_OPEN_S, CircuitKey
 from fastq.hooks import Hooks, JobHook
 from fastq.job import JobDef
 from fastq.keytemplate import KeyTemplate
@@ -341,6 +342,12 @@ class App:
                 (``"{tenant_id}"``) formatted at enqueue (an enqueue's ``group=``
                 overrides it): a queue holding grouped jobs is claimed round-robin
                 across its groups (docs/groups.md).
+            circuit_key, circuit_failures, circuit_open_s: a circuit breaker: after
+                ``circuit_failures`` (20) failures in a row of the jobs whose
+                ``circuit_key``, a format string of the job's parameters
+                (``"smtp:{host}"``), gives the same key, none of them starts for
+                ``circuit_open_s`` (5 s), on any worker; then one probes (see
+                :mod:`fastq.circuit`).
 
         Raises:
             TypeError: ``fn`` is not a callable a worker can run: not callable,
@@ -375,6 +382,14 @@ class App:
             if spec.rate_key is not None and spec.key_limit is not None:
                 key = RateKey(func, spec.rate_key, spec.key_limit)
             group = None if spec.group is None else KeyTemplate(func, spec.group, "group")
+            circuit = None
+            if spec.circuit_key is not None:
+                circuit = CircuitKey(
+                    func,
+                    spec.circuit_key,
+                    DEFAULT_FAILURES if spec.circuit_failures is None else spec.circuit_failures,
+                    DEFAULT_OPEN_S if spec.circuit_open_s is None else spec.circuit_open_s,
+                )
             jobdef = JobDef(
                 self,
                 func,
@@ -388,6 +403,7 @@ class App:
                 unique_for_s=spec.unique_for_s,
                 unique_until=spec.unique_until,
                 group=group,
+                circuit=circuit,
             )
             self.registry[job_name] = jobdef
             self.shard_counts.declare(spec.queue, spec.shards)
@@ -540,6 +556,7 @@ class App:
     rate_limit = _delegate("admin", Admin.rate_limit)
     set_key_rate_limit = _delegate("admin", Admin.set_key_rate_limit)
     key_rate_limits = _delegate("admin", Admin.key_rate_limits)
+    circuits = _delegate("admin", Admin.circuits)
     keep_records = _delegate("admin", Admin.keep_records)
     purge = _delegate("admin", Admin.purge)
     queues = _delegate("admin", Admin.queues)

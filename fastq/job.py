@@ -25,6 +25,7 @@ from fastq.validate import check_result_ttl_s, check_unique_for_s, check_unique_
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from fastq.circuit import CircuitKey
     from fastq.keytemplate import KeyTemplate
     from fastq.options import EnqueueKeywords, EnqueueManyKeywords
     from fastq.ratelimit import RateKey
@@ -72,6 +73,7 @@ class JobDef(Generic[R]):
         unique_for_s: Optional[float] = None,
         unique_until: str = "end",
         group: Optional[KeyTemplate] = None,
+        circuit: Optional[CircuitKey] = None,
     ) -> None:
         self.producer = producer
         self.fn = fn
@@ -94,6 +96,8 @@ class JobDef(Generic[R]):
         self.rate_key = rate_key
         # the group of its jobs, formatted from their arguments at enqueue; None: none
         self.group = group
+        # a circuit breaker (fastq.circuit); None: none, at no cost
+        self.circuit = circuit
         # an async def: a worker awaits it on its event loop (fastq.runners.aio)
         self.is_async = check_runnable(fn, name)
         if self.is_async and self.at_most_once:

@@ -6,11 +6,21 @@ to the signature, defaults applied)."""
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 import string
 from typing import Any, Callable, Optional
 
 MAX_TEMPLATE_CHARS = 200
+# A formatted key longer than this is replaced by its SHA-1 (arguments may be long).
+MAX_KEY_CHARS = 200
+
+
+def bounded(key: str) -> str:
+    """``key``, or its ``sha1:`` digest if it is longer than :data:`MAX_KEY_CHARS`."""
+    if len(key) > MAX_KEY_CHARS:
+        return "sha1:" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
+    return key
 
 
 class KeyTemplate:

@@ -212,6 +212,9 @@ class JobOptions:
     unique_until: str = "end"
     shards: Optional[int] = None
     group: Optional[str] = None
+    circuit_key: Optional[str] = None
+    circuit_failures: Optional[int] = None
+    circuit_open_s: Optional[float] = None
     policy: JobPolicy = field(init=False)
     mode: Delivery = field(init=False)
     key_limit: Optional[RateLimit] = field(init=False)
@@ -252,6 +255,16 @@ class JobOptions:
                     "key's token is rescheduled, and an at-most-once job has left the "
                     "queue by then"
                 )
+            if self.circuit_key is not None:
+                raise ValueError(
+                    "circuit_key= cannot apply to an at-most-once job: a job waiting for "
+                    "its circuit to close is rescheduled, and an at-most-once job has "
+                    "left the queue by then"
+                )
+        if self.circuit_key is None and (
+            self.circuit_failures is not None or self.circuit_open_s is not None
+        ):
+            raise ValueError("circuit_failures= and circuit_open_s= need a circuit_key=")
         key_limit = None
         if self.rate_key is not None or self.rate is not None:
             if self.rate_key is None or self.rate is None:
@@ -307,3 +320,6 @@ class JobKeywords(TypedDict, total=False):
     unique_until: str
     shards: Optional[int]
     group: Optional[str]
+    circuit_key: Optional[str]
+    circuit_failures: Optional[int]
+    circuit_open_s: Optional[float]

@@ -14,7 +14,6 @@ however many share the key; the child is never blocked meanwhile.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from typing import Any, Callable, Optional
@@ -22,7 +21,7 @@ from typing import Any, Callable, Optional
 import redis
 
 from fastq.connection.faults import REDIS_ERRORS
-from fastq.keytemplate import KeyTemplate
+from fastq.keytemplate import MAX_KEY_CHARS, KeyTemplate, bounded
 from fastq.protocol import control
 from fastq.protocol.contracts import RATE_REST, RATE_TAKE
 from fastq.protocol.keys import NamespaceKeys, QueueKeys
@@ -30,8 +29,6 @@ from fastq.validate import RateLimit
 
 log = logging.getLogger("fastq.worker")
 
-# A formatted key longer than this is replaced by its SHA-1 (arguments may be long).
-MAX_KEY_CHARS = 200
 # When Redis fails the take, the job is rescheduled this far ahead (its outcome
 # goes out with the batch's, once Redis is back): never started without a token.
 FAULT_DELAY_MS = 1000
@@ -77,9 +74,7 @@ class RateKey:
         """The key of a job run with these arguments; None when they do not bind (the
         run then fails as broken, with no token taken)."""
         key = self._key.format(args, kwargs)
-        if key is not None and len(key) > MAX_KEY_CHARS:
-            key = "sha1:" + hashlib.sha1(key.encode("utf-8", "surrogatepass")).hexdigest()
-        return key
+        return None if key is None else bounded(key)
 
 
 class KeyGate:

@@ -254,6 +254,18 @@ class Admin:
         with self.store.producer_call():
             return control.key_rate_limits(self.store.redis, self.store.namespace_keys)
 
+    def circuits(self) -> dict[str, dict[str, Any]]:
+        """The circuit breakers (``@app.job(circuit_key=...)``) that are open,
+        half-open, or closed with failures counted lately: key -> ``state``
+        (``open``, ``half-open``, ``closed``), ``failures`` in a row, ``open_s``
+        (the time left open), ``level`` (opens in a row; each doubles the pause).
+
+        Raises:
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self.store.producer_call():
+            return control.circuit_states(self.store.redis, self.store.namespace_keys)
+
     def rate_limit(self, queue: str) -> Optional[RateLimit]:
         """The rate limit of ``queue`` (``str()`` of it reads ``14/s (burst 1)``),
         None when it has none (of a sharded queue: the whole queue's).

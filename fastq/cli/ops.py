@@ -137,10 +137,25 @@ def cmd_stats(args: argparse.Namespace) -> int:
         if args.watch and not args.json and sys.stdout.isatty():
             print("\x1b[2J\x1b[H", end="")  # clear the screen: a table that stays put
         _print_stats(rows, args.json)
+        if not args.json:
+            _print_circuits(app.circuits())
         if not args.watch:
             return 0
         before, t_before = counts, now
         time.sleep(args.interval)
+
+
+def _print_circuits(states: dict[str, dict[str, Any]]) -> None:
+    """The circuit breakers open or half-open (none: nothing printed)."""
+    shown = {key: st for key, st in states.items() if st["state"] != "closed"}
+    if not shown:
+        return
+    print("circuits:")
+    width = max(len(key) for key in shown)
+    for key in sorted(shown):
+        st = shown[key]
+        when = f" for {st['open_s']:.1f} s" if st["state"] == "open" else ""
+        print(f"  {key:<{width}}  {st['state']}{when} (opened {st['level'] + 1} times in a row)")
 
 
 def cmd_queues(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 import redis
 
+from fastq.connection.typed import sync_reply
 from fastq.protocol.contracts import PURGE, PURGE_BATCH_MAX
 from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.validate import RateLimit
@@ -115,6 +116,29 @@ def key_rate_limits(client: redis.Redis, keys: NamespaceKeys) -> dict[str, RateL
         if len(parts) == 3 and all(part.isdigit() for part in parts):
             rate, period_ms, burst = (int(part) for part in parts)
             out[key.decode("utf-8", "surrogateescape")] = RateLimit(rate, period_ms, burst)
+    return out
+
+
+def circuit_states(client: redis.Redis, keys: NamespaceKeys) -> dict[str, dict[str, Any]]:
+    """Every circuit breaker with a state (closed ones that counted failures lately,
+    open and half-open ones): key -> ``state`` (``closed``, ``open``,
+    ``half-open``), ``failures`` in a row, ``open_s`` (the time left open), ``level``
+    (opens in a row)."""
+    seconds, micros = sync_reply(client.time())
+    now = int(seconds) * 1000 + int(micros) // 1000
+    prefix = len(keys.circuits) - 1  # the pattern's '*'
+    out: dict[str, dict[str, Any]] = {}
+    for name in client.scan_iter(match=keys.circuits, count=1000):
+        fields: list[Optional[bytes]] = client.hmget(name, ["f", "open", "level"])  # type: ignore[assignment]
+        fails, open_until, level = (int(v) if v is not None else None for v in fields)
+        state = "closed" if open_until is None else "open" if now < open_until else "half-open"
+        key = (name.decode() if isinstance(name, bytes) else str(name))[prefix:]
+        out[key] = {
+            "state": state,
+            "failures": fails or 0,
+            "open_s": max(0, (open_until or now) - now) / 1000,
+            "level": level or 0,
+        }
     return out
 
 

@@ -81,6 +81,16 @@ class NamespaceKeys:
         (``app.set_key_rate_limit``), as ``"rate period_ms burst"``."""
         return f"{self.namespace}:key_rates"
 
+    def circuit(self, key: str) -> str:
+        """A hash: the circuit breaker of one formatted ``circuit_key`` (its failures
+        in a row, and while open, until when)."""
+        return f"{self.namespace}:circuit:{key}"
+
+    @property
+    def circuits(self) -> str:
+        """A ``SCAN`` pattern of every circuit breaker's key."""
+        return f"{self.namespace}:circuit:*"
+
     @property
     def session_epoch(self) -> str:
         """A counter: the dashboard's session epoch (``fastq serve

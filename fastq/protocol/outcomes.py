@@ -52,6 +52,9 @@ class Outcomes:
     # (KeyGate.rest) before it writes the request that carries the rest, in which
     # they take no part
     rests: list[tuple[str, Any, int]] = field(default_factory=list)
+    # what became of jobs of circuit breakers' keys, in order (formatted key, its
+    # CircuitKey, succeeded): the pump reports them (fastq.circuit) as it does rests
+    circuit_outcomes: list[tuple[str, Any, bool]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(

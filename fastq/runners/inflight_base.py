@@ -24,7 +24,7 @@ from fastq.errors import Fail, Retry
 from fastq.hooks import JobEvent
 from fastq.job import JobDef, Runnable
 from fastq.protocol.outcomes import Outcomes
-from fastq.runners.settle import settle_failure
+from fastq.runners.settle import note_circuit, settle_failure
 from fastq.runners.slots import WAIT_TICK_S, wait_for_free
 from fastq.runners.sync import SyncRunner
 from fastq.shm.heartbeat import HeartbeatSlot
@@ -93,8 +93,13 @@ def returned(job: Runnable, result: Any, run_ms: int = 0) -> tuple[Settle, Optio
         return failed(job, result), result
     ttl_ms = job[1].result_ttl_ms
     if ttl_ms is None:
-        job_id, attempt = job[0], job[4]
-        return (lambda out: out.note_done(job_id, run_ms, attempt)), None
+        job_id, target, args, kwargs, attempt = job[:5]
+
+        def done(out: Outcomes) -> None:
+            note_circuit(out, target, args, kwargs, True)
+            out.note_done(job_id, run_ms, attempt)
+
+        return done, None
     return kept(job, result, ttl_ms, run_ms), None
 
 
@@ -196,8 +201,10 @@ class FlightRunner:
             target = job[1]
             if not takes(target):
                 rest.append(job)
-            elif target.rate_key is not None and sync._waits(out, queue, target.rate_key, job):
-                continue  # rescheduled to its key's token
+            elif (target.rate_key is not None or target.circuit is not None) and sync.gated(
+                out, queue, job
+            ):
+                continue  # rescheduled: to its key's token, or past its open circuit
             else:
                 flights.append(flight_of(job, queue, queue_index))
         if flights:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from fastq import retry
 from fastq._accel import codec
-from fastq.errors import Fail, JobTimeout, Retry
+from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.protocol.outcomes import Outcomes
 from fastq.retry import Backoff
 
@@ -45,6 +45,19 @@ def _failure_fields(attempt: int, error: str, tb: Optional[str]) -> dict[str, An
 failure_fields = _failure_fields
 
 
+def note_circuit(
+    out: Outcomes, target: JobDef[Any], args: Any, kwargs: Any, succeeded: bool
+) -> None:
+    """A job of a circuit breaker's key succeeded or failed: for the circuit's
+    report (``out.circuit_outcomes``, sent by the worker's pump once a round trip)."""
+    circuit = target.circuit
+    if circuit is None:
+        return
+    key = circuit.key_for(args, kwargs)
+    if key is not None:
+        out.circuit_outcomes.append((key, circuit, succeeded))
+
+
 def _rest_key(
     out: Outcomes,
     target: JobDef[Any],
@@ -66,6 +79,15 @@ def _rest_key(
         )
         return
     out.rests.append((key, rate_key.limit, int(exc.delay_s * 1000)))
+
+
+def _fault_of_the_resource(exc: BaseException, target: JobDef[Any], args: Any, kwargs: Any) -> bool:
+    """Whether a failure counts against the job's circuit: an exception (a timeout
+    included), not a Retry or Fail the job chose, nor a result it could not keep,
+    nor arguments that do not fit it."""
+    if isinstance(exc, (Retry, Fail, ResultNotSerializable)):
+        return False
+    return not (isinstance(exc, TypeError) and not target.arg_checker.binds(args, kwargs))
 
 
 def settle_failure(
@@ -92,6 +114,8 @@ def settle_failure(
     """
     policy = target.policy
     name, shown_id = target.name, job_id.decode()
+    if target.circuit is not None and _fault_of_the_resource(exc, target, args, kwargs):
+        note_circuit(out, target, args, kwargs, False)
     retries = env.get("retries", policy.retries)  # an envelope may override the policy
     if isinstance(retries, float) and retries.is_integer():
         retries = int(retries)  # 3.0 from a producer of another language: enqueue took it

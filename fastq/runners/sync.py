@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 from fastq import context
 from fastq._accel import codec
 from fastq._accel import runner as _loop
+from fastq.circuit import CircuitKey, Circuits
 from fastq.errors import Fail, JobTimeout, ResultNotSerializable, Retry
 from fastq.hooks import Hooks
 from fastq.job import Runnable
 from fastq.protocol.outcomes import Outcomes
 from fastq.protocol.results import encode_result
 from fastq.ratelimit import KeyGate, RateKey
-from fastq.runners.settle import settle_failure
+from fastq.runners.settle import note_circuit, settle_failure
 from fastq.shm.heartbeat import HeartbeatSlot
 from fastq.shm.metrics import ChildMetrics, lengths
 from fastq.validate import SLOT_FIELD
@@ -74,6 +75,7 @@ class SyncRunner:
         self.alarms = False
         # reserves the tokens of per-key rate limits (set once connected)
         self.gate: Optional[KeyGate] = None
+        self.circuits: Optional[Circuits] = None  # set with the gate
         # is a job definition plain (run by the native loop itself)? decided once
         self._plain: dict[JobDef[Any], bool] = {}
         self._in_job = False
@@ -180,6 +182,7 @@ class SyncRunner:
         return (
             not self.hooks.per_job
             and target.rate_key is None
+            and target.circuit is None
             and target.policy.timeout_s is None
             and target.result_ttl_ms is None
         )
@@ -187,8 +190,7 @@ class SyncRunner:
     def _run_one(self, out: Outcomes, queue: str, queue_index: int, job: Runnable) -> None:
         """Run a job that is not plain: its rate key's token, its hooks, its timeout,
         its result."""
-        rate_key = job[1].rate_key
-        if rate_key is not None and self._waits(out, queue, rate_key, job):
+        if self.gated(out, queue, job):
             return
         hooks = self.hooks
         if not hooks.per_job:
@@ -239,11 +241,37 @@ class SyncRunner:
             return
         run_ms = int((time.monotonic() - started) * 1000.0)
         if target.result_ttl_ms is None:
+            note_circuit(out, target, args, kwargs, True)
             out.note_done(job_id, run_ms, attempt)
             if self.slot is not None:
                 self.slot.finished(queue_index, job_id)
         else:  # not noted finished: after a kill it runs again, so its result is kept
             self._keep(out, job, result, target.result_ttl_ms, run_ms)
+
+    def gated(self, out: Outcomes, queue: str, job: Runnable) -> bool:
+        """The gates of a job about to start: its circuit breaker, then its rate key's
+        token. True: it waits (rescheduled, no attempt counted); it is not run."""
+        target = job[1]
+        circuit = target.circuit
+        if circuit is not None and self._circuit_waits(out, circuit, job):
+            return True
+        rate_key = target.rate_key
+        return rate_key is not None and self._waits(out, queue, rate_key, job)
+
+    def _circuit_waits(self, out: Outcomes, circuit: CircuitKey, job: Runnable) -> bool:
+        """Check the job's circuit. True: it is open (or another job probes it), and
+        the job is rescheduled to when it may close, no attempt counted."""
+        job_id, target, args, kwargs, _, env = job
+        key = circuit.key_for(args, kwargs)
+        if key is None:
+            return False  # its arguments do not fit: it fails as broken
+        circuits = self.circuits
+        assert circuits is not None, "a worker sets its runner's circuits once connected"
+        wait_ms = circuits.wait_ms(circuit, key, target.policy.timeout_s)
+        if wait_ms <= 0:
+            return False
+        out.retry.append((job_id, wait_ms, codec.update_envelope(env, {})))
+        return True
 
     def _waits(self, out: Outcomes, queue: str, rate_key: RateKey, job: Runnable) -> bool:
         """Reserve the token of the job's rate key. True: it is due later, and the job
@@ -271,6 +299,7 @@ class SyncRunner:
         except ResultNotSerializable as exc:
             settle_failure(out, job_id, target, args, kwargs, attempt, env, exc)
             return
+        note_circuit(out, target, args, kwargs, True)
         out.note_done(job_id, run_ms, attempt)
         out.results.append((job_id, encoded, ttl_ms))
 

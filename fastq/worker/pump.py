@@ -66,13 +66,14 @@ class Pump:
         outage: Outage,
         slot: Optional[HeartbeatSlot] = None,
         on_acked: Optional[Callable[[str, Any], None]] = None,
-        rest_keys: Optional[Callable[[str, list[tuple[str, Any, int]]], None]] = None,
+        settle_keys: Optional[Callable[[str, Outcomes], None]] = None,
     ) -> None:
         self.rt = round_trip
         # told (queue, ack reply) when an ack left something to do: App.after_ack
         self.on_acked = on_acked
-        # rests the keys jobs asked to slow down (Outcomes.rests): KeyGate.rest
-        self.rest_keys = rest_keys
+        # before a request: what its outcomes say of keys (Outcomes.rests, the
+        # circuits' outcomes), told to the worker's gates (Worker._settle_keys)
+        self.settle_keys = settle_keys
         self.queues = queues
         self.outage = outage
         self.slot = slot  # its ring of finished jobs hears which acks were answered
@@ -154,7 +155,7 @@ class Pump:
                 back += len(claim)
             if not any(now.values()):
                 return 0
-            self._rest_keys(now)
+            self._settle_keys(now)
             try:
                 request = self.rt.request({q: out for q, out in now.items() if out})
             except REDIS_ERRORS:
@@ -206,7 +207,7 @@ class Pump:
             for queue, out in self._unsent_outcomes.items():
                 self.pending[queue].take_back(out)
             self._unsent_outcomes = {}
-        self._rest_keys(self.pending)
+        self._settle_keys(self.pending)
         if _KILL_AT_WRITE:
             _maybe_killed(before=True)
         try:
@@ -224,14 +225,15 @@ class Pump:
         request.finished = finished
         return request
 
-    def _rest_keys(self, outcomes: dict[str, Outcomes]) -> None:
-        """Rest the keys that the jobs of ``outcomes`` asked to slow down, before the
-        request that settles those jobs (their retries come back after the rest)."""
+    def _settle_keys(self, outcomes: dict[str, Outcomes]) -> None:
+        """Tell the gates what the jobs of ``outcomes`` say of their keys (rests the
+        jobs asked for, the outcomes of circuits' jobs), before the request that
+        settles those jobs (their retries come back after a rest)."""
         for queue, out in outcomes.items():
-            if out.rests:
-                rests, out.rests = out.rests, []
-                if self.rest_keys is not None:
-                    self.rest_keys(queue, rests)
+            if out.rests or out.circuit_outcomes:
+                if self.settle_keys is not None:
+                    self.settle_keys(queue, out)
+                out.rests, out.circuit_outcomes = [], []
 
     def _read(self, request: Request) -> list[Claim]:
         came_first = request.replied()  # the reply was there before it was wanted

@@ -17,6 +17,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from fastq import logs
+from fastq.circuit import Circuits
 from fastq.connection.checks import check_redis
 from fastq.connection.faults import REDIS_ERRORS, Outage
 from fastq.connection.url import mask_url
@@ -25,6 +26,7 @@ from fastq.errors import FastqError
 from fastq.monitor.announcer import Announcer, process_fields
 from fastq.monitor.losses import Held, LossWatch
 from fastq.protocol.keys import validate_queue_name
+from fastq.protocol.outcomes import Outcomes
 from fastq.ratelimit import KeyGate
 from fastq.runners.factory import build_runners
 from fastq.runners.sync import HardStop
@@ -247,7 +249,15 @@ class Worker:
             max_stalls=self.app.max_stalls,
         )
         gate = KeyGate(lambda: rt.client, self.app.namespace, layout.rate_home)
-        self.runner.gate = gate
+        circuits = Circuits(lambda: rt.client, self.app.namespace)
+        self.runner.gate, self.runner.circuits = gate, circuits
+
+        def settle_keys(queue: str, out: Outcomes) -> None:
+            if out.rests:
+                gate.rest(queue, out.rests)
+            if out.circuit_outcomes:
+                circuits.report(out.circuit_outcomes)
+
         self._pump = Pump(
             rt,
             layout.physical,
@@ -256,7 +266,7 @@ class Worker:
             on_acked=lambda queue, reply: self.app.after_ack(
                 rt.client, queue, reply, f"worker {self.worker_id}"
             ),
-            rest_keys=gate.rest,
+            settle_keys=settle_keys,
         )
         if any(job.at_most_once for job in self._registry.values()):
             self._at_most_once = AtMostOnce(rt, self.runner, f"worker {self.worker_id}")

@@ -18,7 +18,7 @@ import pytest
 
 from fastq.protocol import contracts, scripts
 from fastq.protocol.contracts.base import Contract
-from fastq.protocol.keys import BatchKeys, QueueKeys
+from fastq.protocol.keys import BatchKeys, NamespaceKeys, QueueKeys
 
 _KEYS = re.compile(r"^-- KEYS\[(\d+)\]\s+(\w+)(\s|$)")
 _KEYS_REST = re.compile(r"^-- KEYS\[(\d+)\.\.\]\s+(\w+)(\s|$)")
@@ -110,8 +110,12 @@ def test_declaration_is_consistent(contract: contracts.Contract[Any]) -> None:
     params = list(inspect.signature(contract.argv).parameters)
     assert params[: len(contract.argv_names)] == list(contract.argv_names)
     assert len(params) > len(contract.argv_names) or contract.argv_rest is None
-    k = QueueKeys("ns", "q") if contract.key_space is QueueKeys else BatchKeys("ns", "b")
-    assert len(contract.keys_for(k, "w")) == len(contract.keys)
+    spaces = {
+        QueueKeys: QueueKeys("ns", "q"),
+        BatchKeys: BatchKeys("ns", "b"),
+        NamespaceKeys: NamespaceKeys("ns"),  # a circuit breaker's: no queue's
+    }
+    assert len(contract.keys_for(spaces[contract.key_space], "w")) == len(contract.keys)
 
 
 def test_the_checker_catches_a_doctored_header() -> None:

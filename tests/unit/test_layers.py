@@ -40,6 +40,7 @@ RANKS = {
     "hooks": 3,
     "context": 3,
     "ratelimit": 3,
+    "circuit": 3,
     "keytemplate": 3,
     "shm": 3,
     "producer": 4,

@@ -108,6 +108,7 @@ APP_METHODS = {
     "eager": [],
     "rate_limit": ["queue"],
     "key_rate_limits": [],
+    "circuits": [],
     "set_key_rate_limit": ["key", "rate", "per_s", "burst"],
     "result": ["job_id", "timeout_s", "queue"],
     "resume": ["queue"],

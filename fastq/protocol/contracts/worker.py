@@ -7,13 +7,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Iterable, Mapping, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence, TypeVar
 
 import redis
 
 from fastq._accel import codec
 from fastq.protocol.contracts.base import Contract
-from fastq.protocol.keys import QueueKeys
+from fastq.protocol.keys import NamespaceKeys, QueueKeys
 
 
 class ReleaseMode(str, Enum):
@@ -483,3 +483,48 @@ class _RateRest(Contract[bool]):
 
 
 RATE_REST = _RateRest("rate_rest")
+
+
+# -- circuit_check, circuit_report (circuit breakers) ------------------------------------
+
+
+_R = TypeVar("_R")
+
+
+class _CircuitCall(Contract[_R]):
+    keys = ("circuit",)
+    key_space = NamespaceKeys  # a circuit is no queue's: one for every queue
+
+    def keys_for(self, k: Any, worker_id: Optional[str] = None) -> list[str]:
+        """The KEYS of a call: ``k`` the namespace's keys, ``worker_id`` the
+        formatted circuit key."""
+        if worker_id is None:
+            raise TypeError(f"{self.name}: its KEYS need a circuit key")
+        return [k.circuit(worker_id)]
+
+
+class _CircuitCheck(_CircuitCall[int]):
+    argv_names = ("probe_ms", "open_ms")
+
+    def argv(self, probe_ms: int, open_ms: int) -> list[Any]:
+        return [probe_ms, open_ms]
+
+    def parse(self, raw: Any) -> int:
+        """0: the job may start (closed, or it probes); else the ms it waits."""
+        return int(raw)
+
+
+class _CircuitReport(_CircuitCall[tuple[str, int]]):
+    argv_names = ("failures", "open_ms", "outcomes")
+
+    def argv(self, failures: int, open_ms: int, outcomes: str) -> list[Any]:
+        return [failures, open_ms, outcomes]
+
+    def parse(self, raw: Any) -> tuple[str, int]:
+        """('opened', its pause in ms), ('closed', 0) or ('', 0)."""
+        transition = raw[0].decode() if isinstance(raw[0], bytes) else str(raw[0])
+        return transition, int(raw[1])
+
+
+CIRCUIT_CHECK = _CircuitCheck("circuit_check")
+CIRCUIT_REPORT = _CircuitReport("circuit_report")
