@@ -188,10 +188,18 @@ class SyncRunner:
         )
 
     def _run_one(self, out: Outcomes, queue: str, queue_index: int, job: Runnable) -> None:
-        """Run a job that is not plain: its rate key's token, its hooks, its timeout,
-        its result."""
+        """Run a job that is not plain: its gates (circuit, rate key), its hooks, its
+        timeout, its result. A circuit's failure is reported at once: the circuit
+        may open before the rest of the batch starts."""
         if self.gated(out, queue, job):
             return
+        self._run_gated(out, queue, queue_index, job)
+        outcomes = out.circuit_outcomes
+        if outcomes and not outcomes[-1][2] and self.circuits is not None:
+            self.circuits.report(outcomes)
+            outcomes.clear()
+
+    def _run_gated(self, out: Outcomes, queue: str, queue_index: int, job: Runnable) -> None:
         hooks = self.hooks
         if not hooks.per_job:
             self._run_bare(out, queue_index, job, job[1].fn)
