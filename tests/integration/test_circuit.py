@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ import redis
 
 import fastq
 from fastq.circuit import CircuitKey
+from fastq.testing.redis_server import RedisServer
+from tests.support.pool import Pool, wait_until
 from tests.support.processes import run_cli
 from tests.support.workers import drain
 
@@ -136,3 +139,40 @@ def test_bad_circuit_options_are_refused_at_registration(app: fastq.App) -> None
             app.job(queue="mail", **options)(send)
     assert "send" not in app.registry
     assert CircuitKey(send, "smtp:{host}", 20, 5.0).key_for(["a"], {}) == "smtp:a"
+
+
+def test_a_pools_children_share_the_circuit(
+    redis_server: RedisServer, namespace: str, r: redis.Redis, tmp_path: Path
+) -> None:
+    """``fastq pool -c 2``, 1,000 jobs a host, one host down for 3 s: its children
+    open the one circuit between them, and every job is delivered once it is back."""
+    from tests.apps.circuit_jobs import app, send
+
+    app.configure(redis_url=redis_server.url, namespace=namespace)
+    n, outage_s = 1000, 3.0
+    r.set(f"{namespace}:down:down.example", 1)
+    send.enqueue_many([("down.example", i) for i in range(n)])
+    send.enqueue_many([("up.example", i) for i in range(n)])
+    pool = Pool(
+        redis_server.url, namespace, tmp_path / "pool.log", "-c", "2", app="tests.apps.circuit_jobs"
+    )
+    try:
+        wait_until(lambda: r.llen(f"{namespace}:attempts") > 0, 60, "the first attempt")
+        time.sleep(outage_s)
+        r.delete(f"{namespace}:down:down.example")
+        wait_until(lambda: app.stats("q")["processed"] == 2 * n, 120, "every job processed")
+        assert pool.stop() == 0
+    finally:
+        pool.kill()
+    seen = attempts(r, namespace)
+    failed = [a for a in seen if a[2] == "fail"]
+    ok = {(host, i) for host, i, said in seen if said == "ok"}
+    assert ok == {(h, i) for h in ("down.example", "up.example") for i in range(n)}
+    assert app.stats("q")["dead"] == 0
+    # 5 in a row open it (each child may have one more in hand), then a probe at
+    # each half-open: 0.5 s, then 1, 2 s... over a 3 s outage
+    assert len(failed) <= 5 + 2 + 6, len(failed)
+    log = (tmp_path / "pool.log").read_text()
+    assert log.count("circuit smtp:down.example opened") >= 1
+    assert log.count("circuit smtp:down.example closed") == 1
+    assert app.circuits() == {}
