@@ -18,7 +18,9 @@ import argparse
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 from typing import Any, Optional
 
 import redis
@@ -30,7 +32,7 @@ from fastq.protocol.contracts import ENQUEUE, enqueue_extras
 from fastq.protocol.keys import QueueKeys
 from fastq.testing.redis_server import RedisServer
 
-SCRIPT_PATH = "fastq/protocol/lua/enqueue.lua"
+LUA_DIR = "fastq/protocol/lua"
 
 
 def shapes(n: int) -> dict[str, tuple[int, bytes, list[bytes], int]]:
@@ -77,9 +79,14 @@ def run_once(
 
 
 def source_at(ref: str) -> bytes:
-    return subprocess.run(
-        ["git", "show", f"{ref}:{SCRIPT_PATH}"], cwd=ROOT, capture_output=True, check=True
-    ).stdout
+    """The enqueue script of commit ``ref`` as Redis gets it: assembled with the libs
+    it includes at that commit (its lua folder exported to a temporary folder)."""
+    with tempfile.TemporaryDirectory(prefix="fastq-enqueue-cost-") as tmp:
+        archive = subprocess.run(
+            ["git", "archive", ref, LUA_DIR], cwd=ROOT, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
+        return scripts.assemble("enqueue", Path(tmp) / LUA_DIR)
 
 
 def main() -> int:
