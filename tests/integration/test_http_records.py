@@ -13,6 +13,7 @@ import pytest
 import redis
 
 import fastq
+from fastq.protocol.contracts import ENQUEUE
 from tests.support.http import ServedWorkers, post
 
 pytestmark = pytest.mark.timeout(60)
@@ -67,3 +68,19 @@ def test_a_job_done_over_http_counts_its_attempts_as_a_pools(
     assert post(http, "/api/v1/jobs/twice/done", {"token": job["token"]}) == (200, {"ok": True})
     view = read(http, "twice")
     assert (view["state"], view["attempts"], view["run_ms"]) == ("done", 2, None)
+
+
+def test_an_envelope_that_cannot_be_read_reads_back_as_unreadable(
+    app: fastq.App, r: redis.Redis, http: httpx.Client
+) -> None:
+    # a raw-protocol producer's envelope with NaN in its args: the enqueue script
+    # takes it, but it is no JSON
+    keys = app.keys(Q)
+    envelope = b'["resize", [1, NaN], 1796000000000]'
+    argv = ENQUEUE.argv(0, 0, b"", ["nan"], [envelope])
+    assert ENQUEUE.call(r, ENQUEUE.keys_for(keys), argv).added == 1
+    view = read(http, "nan")
+    assert view["state"] == "queued" and view["args"] == []
+    assert view["unreadable"] is not None and view["unreadable"].startswith("not JSON")
+    app.enqueue("resize", [1], queue=Q, job_id="fine")
+    assert read(http, "fine")["unreadable"] is None

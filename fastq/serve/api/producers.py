@@ -155,6 +155,14 @@ SCHEMAS: dict[str, Schema] = {
             "cancelled_at": nullable({"type": "number"}),
             "ended_at": nullable({"type": "number"}),
             "run_ms": nullable({"type": "integer"}),
+            "unreadable": nullable(
+                {
+                    "type": "string",
+                    "description": "what of its envelope could not be read (one written "
+                    "by hand: NaN, not JSON, a field of the wrong type); its args and "
+                    "kwargs are then not its own. null: all of it was read",
+                }
+            ),
         },
     },
     "Cancelled": {
@@ -305,6 +313,7 @@ JOB_ATTRIBUTES = (
     "cancelled_at",
     "ended_at",
     "run_ms",
+    "unreadable",
 )
 
 
