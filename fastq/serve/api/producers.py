@@ -33,6 +33,7 @@ from fastq.serve.reply import HTTPError
 from fastq.validate import (
     MAX_DELAY_S,
     MAX_JOB_ID_BYTES,
+    MAX_JOB_NAME_CHARS,
     MAX_PRIORITY,
     MAX_RATE,
     MAX_SHARDS,
@@ -55,7 +56,12 @@ SCHEMAS: dict[str, Schema] = {
         "required": ["name"],
         "additionalProperties": False,
         "properties": {
-            "name": {"type": "string", "minLength": 1, "description": "the registered job name"},
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_JOB_NAME_CHARS,
+                "description": "the registered job name (printable: no control character)",
+            },
             "args": nullable({"type": "array", "description": "positional arguments"}),
             "kwargs": nullable({"type": "object", "description": "keyword arguments"}),
             "id": nullable(
