@@ -31,7 +31,7 @@ from fastq.protocol.keys import QueueKeys
 from fastq.protocol.shards import ShardCounts
 from fastq.protocol.store import DEFAULT_CALL_TIMEOUT_S, DEFAULT_REDIS_URL, Store
 from fastq.ratelimit import RateKey
-from fastq.validate import check_delay_s
+from fastq.validate import check_delay_s, check_job_name
 
 if TYPE_CHECKING:
     # App.redis (a property) hides the module's name inside the class
@@ -374,6 +374,7 @@ class App:
             job_name = spec.name or getattr(func, "__name__", None)
             if not isinstance(job_name, str) or not job_name:
                 raise TypeError(f"cannot register {func!r} as a job: give it a name=")
+            check_job_name(job_name)
             check_runnable(func, job_name)
             existing = self.registry.get(job_name)
             if existing is not None and existing.fn is not func:

@@ -72,6 +72,8 @@ MAX_RATE_PERIOD_MS = 24 * 3600 * 1000  # a day
 DEFAULT_BURST_S = 0.05
 MAX_TAGS = 20  # per job: each is an entry of the queue's tag index
 MAX_TAG_CHARS = 100
+# a job's name: in every envelope, record and listing, so bounded and printable
+MAX_JOB_NAME_CHARS = 200
 MAX_UNIQUE_KEY_CHARS = 200
 # A group's name is part of each of its ready jobs' entry in the queue's groups index.
 MAX_GROUP_CHARS = 100
@@ -449,6 +451,25 @@ def check_group(group: object, what: str = "group") -> str:
             "characters (no newline, tab or control character)"
         )
     return group
+
+
+def check_job_name(name: object) -> str:
+    """Return ``name`` if it can name a job: 1 to ``MAX_JOB_NAME_CHARS`` printable
+    characters (every path that enqueues or registers a job checks it, and the
+    enqueue script refuses a name of more, or with a control character).
+
+    Raises:
+        TypeError: not a str.
+        ValueError: empty, longer than ``MAX_JOB_NAME_CHARS``, or not printable.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"job name must be a non-empty str, not {type(name).__name__}")
+    if not 1 <= len(name) <= MAX_JOB_NAME_CHARS or not name.isprintable():
+        raise ValueError(
+            f"invalid job name {_shown(name)}: it must be 1 to {MAX_JOB_NAME_CHARS} "
+            "printable characters (no newline, tab or control character)"
+        )
+    return name
 
 
 def check_unique_key(key: object) -> str:

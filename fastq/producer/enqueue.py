@@ -138,13 +138,16 @@ class Producer:
         A queue is known once a job of this app is registered on it, it is
         declared, or the namespace knows it (something was enqueued on it, or a
         worker whose app registers jobs there started). ``"default"`` always is.
+        A declared queue is made known to the namespace at once, so every process
+        of it (a ``fastq serve``'s HTTP door, another app) knows it from then on.
 
         Raises:
             TypeError, ValueError: an invalid queue name, a bad ``shards``, or
                 another count than the queue was declared with.
             fastq.ShardCountMismatch: Redis holds another count (enqueues raise too).
-            fastq.RedisUnavailable, fastq.RedisRefused: the count could not be
-                written (the first enqueue or worker writes it).
+            fastq.RedisUnavailable, fastq.RedisRefused: the queue could not be
+                made known to the namespace, or its count written (the first
+                enqueue or worker writes them).
         """
         for queue in queues:
             validate_queue_name(queue)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 from fastq._accel import codec
 from fastq.retry import envelope_overrides
-from fastq.validate import check_group
+from fastq.validate import check_group, check_job_name
 
 if TYPE_CHECKING:
     from fastq.job import JobDef
@@ -35,8 +35,7 @@ class Envelopes:
     def route(self, name: str, options: EnqueueOptions) -> tuple[str, int]:
         """The queue and priority of a job of ``name``: the options', else the
         registered job's, else ``"default"`` and 0."""
-        if not isinstance(name, str) or not name:
-            raise TypeError(f"job name must be a non-empty str, not {name!r}")
+        check_job_name(name)
         jobdef = self.registry.get(name)
         queue = options.queue
         if queue is None:

@@ -113,9 +113,16 @@ class RedisTransport:
 
     def declare(self, queues: Sequence[str], shards: Optional[int]) -> None:
         self.declared.update(queues)
-        if shards is not None and queues:
-            with self.store.producer_call():  # the count, in Redis before any job
-                self.store.shard_counts.resolve(self.store.redis, self.store.namespace, queues)
+        if not queues:
+            return
+        with self.store.producer_call():
+            client, namespace = self.store.redis, self.store.namespace
+            # known to the namespace at once, not at the first enqueue: a server's HTTP
+            # door and every other app see the queue now (they read NS:queues)
+            add_known_queues(client, namespace, *queues)
+            self.known.update(queues)
+            if shards is not None:  # the count, in Redis before any job
+                self.store.shard_counts.resolve(client, namespace, queues)
 
     def forget_queues(self) -> None:
         self.known.clear()

@@ -148,6 +148,36 @@ class ShardCounts:
             self._known[queue] = (out[queue], time.monotonic() + ttl)
         return out
 
+    def record(self, client: redis.Redis, namespace: str, queue: str, shards: int) -> int:
+        """Write ``shards`` as ``queue``'s count in Redis unless Redis holds one (a
+        queue declared from outside the app's code: ``PUT /api/v1/queues/{q}``), and
+        know it from then on; returns it. Nothing is declared in this app: Redis'
+        count is the one every process reads.
+
+        Raises:
+            TypeError, ValueError: not a usable count.
+            ShardCountMismatch: Redis holds another count, or this app declares one
+                (nothing written then).
+            a Redis error: as the client raised it.
+        """
+        check_shards(shards)
+        key = shards_key(namespace)
+        declared = self.declared.get(queue)
+        if declared is not None and declared != shards:
+            raise ShardCountMismatch(queue, shards, declared, key)
+        pipe = client.pipeline(transaction=False)
+        # an int: redis-py 7 types HSETNX's value as str
+        pipe.hsetnx(key, queue, unchecked(shards))
+        pipe.hget(key, queue)
+        won, stored = pipe.execute()
+        count = _counts([stored])[0] or 1
+        if count != shards:
+            raise ShardCountMismatch(queue, shards, count, key)
+        if won and shards > 1:
+            _spread_rate_limit(client, namespace, queue, shards)
+        self._known[queue] = (count, float("inf"))
+        return count
+
     def count(self, client: redis.Redis, namespace: str, queue: str) -> int:
         cached = self.cached(queue)
         return cached if cached is not None else self.resolve(client, namespace, [queue])[queue]

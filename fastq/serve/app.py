@@ -20,6 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 
 from fastq.app import App
 from fastq.serve.api import batches, openapi, producers, workers
+from fastq.serve.api.known import KnownQueues
 from fastq.serve.guard import DEFAULT_BODY_TIMEOUT_S, DEFAULT_MAX_BODY_BYTES, Door, Guard
 from fastq.serve.pages.session import DEFAULT_MAX_AGE_S, Sessions
 from fastq.serve.reply import error_reply
@@ -90,6 +91,7 @@ def create_app(
     app.state.door = door  # the API's endpoint checks it again (fastq.serve.api.endpoint)
     app.state.sessions = Sessions(token, session_max_age_s)  # the pages' logins, CSRF
     app.state.read_only = read_only
+    app.state.known_queues = KnownQueues(fastq_app)  # the API's 404 of a queue unknown
     # the pages' routes by name, for their links (fastq.serve.pages.url_for)
     app.state.page_routes = {route.name: route for route in pages if isinstance(route, NAMED)}
     return app

@@ -5,6 +5,8 @@
 //   node http_worker.js BASE_URL QUEUE abandon    claim one job with a 1 s lease, never
 //                                                 heartbeat; on a line of stdin, send
 //                                                 its done late
+//   node http_worker.js BASE_URL QUEUE hold N     claim N jobs with a 1 s lease, print
+//                                                 them with their token, and hang
 //   node http_worker.js BASE_URL QUEUE produce N   a producer: enqueue N "add" jobs in one
 //                                                 request, then one with its own id
 //   node http_worker.js BASE_URL QUEUE read ID     read a job back: state, result
@@ -69,6 +71,13 @@ async function abandon() {
   return post(`/api/v1/jobs/${encodeURIComponent(job.id)}/done`, { token: job.token, result: 1 });
 }
 
+// Jobs held by a worker that then hangs (the test kills it).
+async function hold(n) {
+  const { body } = await claim(n, 1, "node-h");
+  console.log(JSON.stringify(body.jobs.map((job) => ({ id: job.id, token: job.token }))));
+  await new Promise(() => {});
+}
+
 // A producer over HTTP: a blast in one request, one job with an id of its own.
 async function produce(n) {
   const jobs = Array.from({ length: n }, (_, i) => ({ name: "add", args: [i, i] }));
@@ -85,7 +94,7 @@ async function read(id) {
 
 (async () => {
   const modes = { work: () => work(Number(count)), abandon, produce: () => produce(Number(count)),
-                  read: () => read(count) };
+                  read: () => read(count), hold: () => hold(Number(count)) };
   const out = await modes[mode]();
   console.log(JSON.stringify(out));
   process.exit(0);

@@ -34,6 +34,11 @@ KEY_SUFFIXES = (
     "settings",
     "records",
     "records_old",
+    "batched",
+    "batches",
+    "chained",
+    "group_ready",
+    "group_ring",
 )
 
 
@@ -84,11 +89,11 @@ def test_a_job_enqueued_with_redis_cli_alone_is_run(
         set -e
         cli="redis-cli -p {redis_server.port}"
         $cli SADD {namespace}:queues count
-        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 0 0 '' cli-7 '["count",[7],{now_ms}]'
-        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 0 0 '' cli-8 \
+        $cli EVAL "$({fastq} lua enqueue)" 20 {keys} 0 0 '' cli-7 '["count",[7],{now_ms}]'
+        $cli EVAL "$({fastq} lua enqueue)" 20 {keys} 0 0 '' cli-8 \
             '["count",[],{now_ms},{{"k":{{"i":8}}}}]' cli-7 '["count",[7],{now_ms}]'
-        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 5 0 '' cli-9 '["count",[9],{now_ms}]'
-        $cli EVAL "$({fastq} lua enqueue)" 15 {keys} 2000000 0 '' bad '["count",[1],{now_ms}]' \
+        $cli EVAL "$({fastq} lua enqueue)" 20 {keys} 5 0 '' cli-9 '["count",[9],{now_ms}]'
+        $cli EVAL "$({fastq} lua enqueue)" 20 {keys} 2000000 0 '' bad '["count",[1],{now_ms}]' \
             || true
     """
     proc = subprocess.run(
@@ -166,7 +171,7 @@ const call = (...args) => new Promise((ok) => { waiting.push(ok); sock.write(enc
   const sha = await call("SCRIPT", "LOAD", source);
   const keys = ["jobs", "ready", "prio", "scheduled", "stats", "wake", "sched_prio",
     "cancelled", "links", "tagged", "unique", "unique_exp", "settings", "records",
-    "records_old"]
+    "records_old", "batched", "batches", "chained", "group_ready", "group_ring"]
     .map((s) => `${ns}:{${queue}}:${s}`);
   await call("SADD", `${ns}:queues`, queue);
   const argv = [0, 0, ""];
@@ -176,10 +181,10 @@ const call = (...args) => new Promise((ok) => { waiting.push(ok); sock.write(enc
   const replies = [];
   for (let lo = 3; lo < argv.length; lo += 2000) {  // 1,000 jobs a call at most
     const chunk = [0, 0, "", ...argv.slice(lo, lo + 2000)];
-    let reply = await call("EVALSHA", sha, 15, ...keys, ...chunk);
+    let reply = await call("EVALSHA", sha, 20, ...keys, ...chunk);
     if (reply instanceof Error && reply.message.startsWith("NOSCRIPT")) {
       await call("SCRIPT", "LOAD", source);
-      reply = await call("EVALSHA", sha, 15, ...keys, ...chunk);
+      reply = await call("EVALSHA", sha, 20, ...keys, ...chunk);
     }
     if (reply instanceof Error) throw reply;
     replies.push(reply);
@@ -187,7 +192,7 @@ const call = (...args) => new Promise((ok) => { waiting.push(ok); sock.write(enc
   // a unique job: the reply names the one refused and the id holding its lock
   const unique = JSON.stringify({ unique: "e", unique_for_ms: 60000 });
   const env = JSON.stringify(["count", [], Date.now(), { k: { i: 5000 } }]);
-  replies.push(await call("EVALSHA", sha, 15, ...keys, 0, 0, unique,
+  replies.push(await call("EVALSHA", sha, 20, ...keys, 0, 0, unique,
     "node-u1", env, "k-5000", "node-u2", env, "k-5000"));
   console.log(JSON.stringify(replies));
   sock.end();
@@ -229,13 +234,13 @@ def test_jobs_enqueued_from_node_with_a_plain_client_are_run(
 def _foreign_enqueue(r: redis.Redis, namespace: str, queue: str, job_id: str, i: int) -> int:
     """One job as docs/protocol.md tells a producer of another language to send it to a
     queue that may be sharded: read the count (absent: one), pick the id's shard by
-    CRC-32, call the script with that shard's 15 keys. No fastq code but the script."""
+    CRC-32, call the script with that shard's 20 keys. No fastq code but the script."""
     count = int(r.hget(f"{namespace}:shards", queue) or 1)
     shard = zlib.crc32(job_id.encode()) % count
     name = queue if shard == 0 else f"{queue}#{shard}"
     keys = [f"{namespace}:{{{name}}}:{s}" for s in KEY_SUFFIXES]
     env = json.dumps(["count", [i], int(time.time() * 1000)])
-    return int(r.eval(scripts.BY_NAME["enqueue"].source, 15, *keys, 0, 0, "", job_id, env))
+    return int(r.eval(scripts.BY_NAME["enqueue"].source, 20, *keys, 0, 0, "", job_id, env))
 
 
 @pytest.mark.parametrize("foreign_first", [True, False], ids=["foreign-first", "python-first"])

@@ -149,8 +149,18 @@ REFUSED = [
     ("backoff", KEYS, bad_env(env(backoff=5)), E2 + "field backoff must be a list"),
     ("k a list", KEYS, bad_env(env(k=[1])), E2 + "field k must be an object"),
     ("p not ARGV[1]", KEYS, bad_env(env(p=5), 3), E2 + r"field p must be the call's priority"),
-    ("name a number", KEYS, bad_env(env(name=7)), E2 + r"the name \(item 1\) must be a non-empty"),
-    ("name empty", KEYS, bad_env(env(name="")), E2 + r"the name \(item 1\) must be a non-empty"),
+    (
+        "name a number",
+        KEYS,
+        bad_env(env(name=7)),
+        E2 + r"the name \(item 1\) must be a string of 1 to 200",
+    ),
+    (
+        "name empty",
+        KEYS,
+        bad_env(env(name="")),
+        E2 + r"the name \(item 1\) must be a string of 1 to 200",
+    ),
     ("args an object", KEYS, bad_env(env(args={"a": 1})), E2 + r"args \(item 2\) must be an array"),
     ("item 4 a list", KEYS, bad_env(orjson.dumps(["j", [], NOW_MS, [1]])), E2 + "item 4 must be"),
     ("5 items", KEYS, bad_env(orjson.dumps(["j", [], NOW_MS, {}, 1])), "envelope #2 must be a"),
@@ -234,6 +244,10 @@ BOTH_SIDES = [
     ("tag", "a\nb", "extras: tag #1 must be a string"),
     ("tag", "", "extras: tag #1 must be a string"),
     ("unique key", "é" * 201, "unique key #1 must be 1 to 200 characters"),
+    ("name", "n" * 201, "envelope #1: the name \\(item 1\\) must be a string of 1 to 200"),
+    ("name", "é" * 201, "envelope #1: the name \\(item 1\\) must be a string of 1 to 200"),
+    ("name", "a\nb", "envelope #1: the name \\(item 1\\) must be a string of 1 to 200"),
+    ("name", "a\x1bb", "envelope #1: the name \\(item 1\\) must be a string of 1 to 200"),
     ("unique key", "a\tb", "unique key #1 must be 1 to 200 characters"),
 ]
 
@@ -247,9 +261,13 @@ def test_one_rule_refused_by_the_python_producer_and_by_the_script(
     before = keyspace(seeded)
     options: dict[str, Any] = {"queue": "q"}
     argv: list[Any] = [0, 0, "", "b", env()]
+    name = "j"
     if kind == "id":
         options["job_id"] = value
         argv = [0, 0, "", value, env()]
+    elif kind == "name":
+        name = value
+        argv = [0, 0, "", "b", env(name=value)]
     elif kind == "tag":
         options["tags"] = [value]
         argv = [0, 0, enqueue_extras([value]), "b", env()]
@@ -260,9 +278,10 @@ def test_one_rule_refused_by_the_python_producer_and_by_the_script(
         "id": "invalid job_id",
         "tag": r"invalid tags\[0\]",
         "unique key": "invalid unique_key",
+        "name": "invalid job name",
     }
     with pytest.raises(ValueError, match=python[kind]):
-        app.enqueue("j", **options)
+        app.enqueue(name, **options)
     with pytest.raises(redis.ResponseError, match=f"^fastq enqueue: {message}"):
         send(seeded, argv)
     assert keyspace(seeded) == before

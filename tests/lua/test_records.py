@@ -189,13 +189,17 @@ def test_a_done_record_holds_its_run_time_and_attempts(r: redis.Redis, k: QueueK
         "b": (1, 12),
         "c": (2, 3),
     }
-    # a caller that sends no runs (written before them): not known
+    # a caller that sends no runs (an HTTP worker, a master for a dead child): the
+    # attempts its envelope counts, this run included; its run time not known
     enqueue(r, k, ["d"])
-    claim(r, k, "w1", 1)
-    argv = ACK.argv(10**9, 1000, 0, "w1", 0, done=[b"d"])
-    assert ACK.call(r, ACK.keys_for(k, "w1"), argv) == 1
-    d = records.read(r, k, "d")
-    assert d is not None and (d.attempts, d.run_ms, d.worker) == (None, None, "w1")
+    r.hset(k.jobs, "e", b'{"name": "f", "args": [], "attempts": 2}')  # failed twice
+    r.rpush(k.ready, "e")
+    claim(r, k, "w1", 2)
+    argv = ACK.argv(10**9, 1000, 0, "w1", 0, done=[b"d", b"e"])
+    assert ACK.call(r, ACK.keys_for(k, "w1"), argv) == 2
+    d, e = records.read(r, k, "d"), records.read(r, k, "e")
+    assert d is not None and (d.attempts, d.run_ms, d.worker) == (1, None, "w1")
+    assert e is not None and (e.attempts, e.run_ms, e.worker) == (3, None, "w1")
 
 
 def test_the_runs_of_a_partly_stale_ack_go_to_the_right_ids(r: redis.Redis, k: QueueKeys) -> None:

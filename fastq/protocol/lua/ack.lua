@@ -60,7 +60,8 @@
 -- and after the sections, optionally, runs: the done jobs' runs, for their records:
 --   per done id, in order, 'run_ms' or 'run_ms:attempts' (whole ms; attempts only
 --   when not the first), '' for 0 ms on a first attempt, joined by ',' ('' for a
---   batch of those only); absent: not known
+--   batch of those only); absent: not known (their records count the attempts
+--   their envelopes say, and no run time)
 --
 -- An outcome counts only while the job is in this worker's held set: a late ack
 -- from a worker whose lease was taken back must not touch the job again.
@@ -215,7 +216,12 @@ end
 
 local n_sent = tonumber(ARGV[SECTIONS_AT])
 local done, done_at = section(1)
+-- a worker that did not send its runs: their attempts are read from the envelopes
+local done_envelopes = nil
 if #done > 0 then
+    if not runs then
+        done_envelopes = call_many('HMGET', KEYS[1], done)
+    end
     call_many('HDEL', KEYS[1], done)
     if has_stalls then
         call_many('HDEL', KEYS[2], done)
@@ -321,6 +327,9 @@ if #done + #dead + #cancelled_now > 0 then
             picks[k] = done_at[k] - SECTIONS_AT
         end
         runs = runs_of(runs, picks)
+    end
+    if done_envelopes then
+        runs = runs_of_envelopes(done_envelopes)
     end
     log_done(rk, lim, now, done, runs, worker)
     if #dead > 0 then

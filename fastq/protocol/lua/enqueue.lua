@@ -87,6 +87,7 @@ local MAX_DELAY_MS = 315360000000
 local MAX_TAGS = 20
 local MAX_TAG_CHARS = 100
 local MAX_UNIQUE_KEY_CHARS = 200
+local MAX_JOB_NAME_CHARS = 200
 local MIN_ENQUEUED_AT_MS = 946684800000
 local MAX_ENQUEUED_AHEAD_MS = 86400000
 local MAX_RETRIES = 2147483648
@@ -353,8 +354,9 @@ local function check_decoded(env, nth)
         refuse('envelope #' .. nth .. ' must be a JSON array [name, args, enqueued_at_ms] '
             .. 'or [name, args, enqueued_at_ms, {fields}], not ' .. shown(env))
     end
-    if type(e[1]) ~= 'string' or e[1] == '' then
-        refuse('envelope #' .. nth .. ': the name (item 1) must be a non-empty string, not '
+    if type(e[1]) ~= 'string' or not text_ok(e[1], MAX_JOB_NAME_CHARS) then
+        refuse('envelope #' .. nth .. ': the name (item 1) must be a string of 1 to '
+            .. MAX_JOB_NAME_CHARS .. ' characters without a control character, not '
             .. shown(e[1]))
     end
     if not is_array(e[2]) then
@@ -392,7 +394,10 @@ for i = 4, #ARGV, stride do
     local env = ARGV[i + 1]
     local n = #env
     local t, more = nil, nil
-    if find(env, '^%["[^"\\]+",%[') then
+    -- the compact form's name: no control byte, and at most MAX_JOB_NAME_CHARS bytes
+    -- (a longer one, in characters, is counted by check_decoded)
+    local _, name_end = find(env, '^%["[^"\\%c]+",%[')
+    if name_end and name_end - 5 <= MAX_JOB_NAME_CHARS then
         t = match(env, '%],(%d+)%]$', n > 24 and n - 24 or 1)
         if not t and byte(env, n - 1) == 125 and byte(env, n) == 93 then  -- '}]'
             local at

@@ -16,8 +16,9 @@ from fastq.admin.sharded import valid_name
 from fastq.app import App
 from fastq.errors import NoResult
 from fastq.protocol.introspect import JobInfo
-from fastq.serve.api.endpoint import Routes, require_object
+from fastq.serve.api.endpoint import Routes, json_type, require_object
 from fastq.serve.api.enqueue import MAX_JOBS_PER_REQUEST, parse_jobs, send
+from fastq.serve.api.known import require_known
 from fastq.serve.api.schemas import (
     JOB_ID,
     QUEUE_NAME,
@@ -33,14 +34,19 @@ from fastq.validate import (
     MAX_DELAY_S,
     MAX_GROUP_CHARS,
     MAX_JOB_ID_BYTES,
+    MAX_JOB_NAME_CHARS,
     MAX_PRIORITY,
     MAX_RATE,
+    MAX_SHARDS,
     MAX_TAG_CHARS,
     MAX_TAGS,
     MAX_UNIQUE_KEY_CHARS,
     UNIQUE_UNTIL,
+    RateLimit,
     check_job_id,
     check_queue_name,
+    check_rate_limit,
+    check_shards,
 )
 
 # the schemas its routes refer to
@@ -51,7 +57,12 @@ SCHEMAS: dict[str, Schema] = {
         "required": ["name"],
         "additionalProperties": False,
         "properties": {
-            "name": {"type": "string", "minLength": 1, "description": "the registered job name"},
+            "name": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": MAX_JOB_NAME_CHARS,
+                "description": "the registered job name (printable: no control character)",
+            },
             "args": nullable({"type": "array", "description": "positional arguments"}),
             "kwargs": nullable({"type": "object", "description": "keyword arguments"}),
             "id": nullable(
@@ -159,6 +170,14 @@ SCHEMAS: dict[str, Schema] = {
             "cancelled_at": nullable({"type": "number"}),
             "ended_at": nullable({"type": "number"}),
             "run_ms": nullable({"type": "integer"}),
+            "unreadable": nullable(
+                {
+                    "type": "string",
+                    "description": "what of its envelope could not be read (one written "
+                    "by hand: NaN, not JSON, a field of the wrong type); its args and "
+                    "kwargs are then not its own. null: all of it was read",
+                }
+            ),
         },
     },
     "Cancelled": {
@@ -214,25 +233,50 @@ SCHEMAS: dict[str, Schema] = {
             "burst": nullable({"type": "integer", "minimum": 1, "maximum": MAX_RATE}),
         },
     },
+    "QueueSettings": {
+        "type": "object",
+        "description": "A queue's settings; a field left out is left as it is.",
+        "additionalProperties": False,
+        "properties": {
+            "shards": nullable(
+                {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_SHARDS,
+                    "description": "spread the queue over this many shards (its count "
+                    "cannot change once written: another one is a 409); null: as it is",
+                }
+            ),
+            "rate_limit": {
+                "anyOf": [{"type": "null"}, ref("RateLimitRequest")],
+                "description": "the queue's rate limit (null: none)",
+            },
+        },
+    },
+    "Queue": {
+        "type": "object",
+        "required": ["name", "shards", "rate_limit"],
+        "properties": {
+            "name": {"type": "string"},
+            "shards": {"type": "integer"},
+            "rate_limit": {"anyOf": [{"type": "null"}, ref("RateLimitShown")]},
+        },
+    },
+    "RateLimitShown": {
+        "type": "object",
+        "required": ["rate", "per_s", "burst"],
+        "properties": {
+            "rate": {"type": "integer"},
+            "per_s": {"type": "number"},
+            "burst": {"type": "integer"},
+        },
+    },
     "RateLimit": {
         "type": "object",
         "required": ["name", "rate_limit"],
         "properties": {
             "name": {"type": "string"},
-            "rate_limit": {
-                "anyOf": [
-                    {"type": "null"},
-                    {
-                        "type": "object",
-                        "required": ["rate", "per_s", "burst"],
-                        "properties": {
-                            "rate": {"type": "integer"},
-                            "per_s": {"type": "number"},
-                            "burst": {"type": "integer"},
-                        },
-                    },
-                ]
-            },
+            "rate_limit": {"anyOf": [{"type": "null"}, ref("RateLimitShown")]},
         },
     },
 }
@@ -284,6 +328,7 @@ JOB_ATTRIBUTES = (
     "cancelled_at",
     "ended_at",
     "run_ms",
+    "unreadable",
 )
 
 
@@ -312,16 +357,6 @@ def _job_id(request: Request) -> str:
         return check_job_id(job_id)
     except (TypeError, ValueError) as exc:
         raise HTTPError(422, str(exc)) from None
-
-
-def _known(app: App, queue: str) -> str:
-    if queue not in app.queues():
-        raise HTTPError(
-            404,
-            f"unknown queue {queue!r}: nothing was ever enqueued on it and no job of "
-            "the server's app is registered on it",
-        )
-    return queue
 
 
 def job_view(info: JobInfo) -> dict[str, Any]:
@@ -439,7 +474,7 @@ def list_queues(app: App, request: Request, body: Any) -> Any:
 )
 def queue_stats(app: App, request: Request, body: Any) -> Any:
     """GET /api/v1/queues/{queue}: one queue's stats."""
-    queue = _known(app, _path_queue(request))
+    queue = require_known(request, _path_queue(request))
     return {"name": queue, "stats": app.stats(queue)}
 
 
@@ -452,7 +487,7 @@ def queue_stats(app: App, request: Request, body: Any) -> Any:
 )
 def pause(app: App, request: Request, body: Any) -> Any:
     """POST /api/v1/queues/{queue}/pause."""
-    queue = _known(app, _path_queue(request))
+    queue = require_known(request, _path_queue(request))
     app.pause(queue)
     return {"name": queue, "paused": True}
 
@@ -466,12 +501,91 @@ def pause(app: App, request: Request, body: Any) -> Any:
 )
 def resume(app: App, request: Request, body: Any) -> Any:
     """POST /api/v1/queues/{queue}/resume."""
-    queue = _known(app, _path_queue(request))
+    queue = require_known(request, _path_queue(request))
     app.resume(queue)
     return {"name": queue, "paused": False}
 
 
 RATE_FIELDS = ("rate", "per_s", "burst")
+QUEUE_FIELDS = ("shards", "rate_limit")
+
+
+def _rate_limit_of(given: Any, where: str) -> Optional[RateLimit]:
+    """A ``RateLimitRequest``'s limit (None: ``"rate": null``, no limit).
+
+    Raises:
+        HTTPError: 400, not an object; 422, a field unknown, missing or wrong.
+    """
+    if not isinstance(given, dict):
+        raise HTTPError(400, f"{where}: must be a JSON object, not {json_type(given)}")
+    unknown = [key for key in given if key not in RATE_FIELDS]
+    if unknown:
+        raise HTTPError(422, f"{unknown[0]}: unknown field (fields: {', '.join(RATE_FIELDS)})")
+    if "rate" not in given:
+        raise HTTPError(422, "rate: required (jobs per period; null lifts the limit)")
+    rate, per_s = given["rate"], given.get("per_s")
+    # per_s and burst are checked beside "rate": null too: a wrong value is never taken
+    limit = check_rate_limit(
+        1 if rate is None else rate, 1.0 if per_s is None else per_s, given.get("burst")
+    )
+    return None if rate is None else limit
+
+
+def _shown(limit: Optional[RateLimit]) -> Optional[dict[str, Any]]:
+    if limit is None:
+        return None
+    return {"rate": limit.rate, "per_s": limit.period_ms / 1000, "burst": limit.burst}
+
+
+def _apply_rate_limit(app: App, queue: str, limit: Optional[RateLimit]) -> None:
+    """Set ``limit`` on ``queue`` unless it holds it already: setting a limit starts it
+    afresh (a full burst), which the same settings sent again must not do."""
+    if app.rate_limit(queue) == limit:
+        return
+    if limit is None:
+        app.set_rate_limit(queue, None)
+    else:
+        app.set_rate_limit(queue, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst)
+
+
+@ROUTES.route(
+    "PUT",
+    "/queues/{queue}",
+    "Declare a queue, with its settings",
+    reply(ref("Queue"), "the queue as it is now"),
+    errors=("400", "409", "422"),
+    said={"409": "the queue has another shard count (it cannot change once written)"},
+    body={
+        **json_body(ref("QueueSettings"), "its settings; none: only declare it"),
+        "required": False,
+    },
+    description="Makes the queue known to every process of the namespace at once (no "
+    "server nor worker restarts): jobs can be enqueued on it and claimed from it. "
+    "Idempotent: the same settings again change nothing.",
+)
+def declare_queue(app: App, request: Request, body: Any) -> Any:
+    """PUT /api/v1/queues/{queue}: ``{"shards"?, "rate_limit"?}``."""
+    queue = _path_queue(request)
+    given = require_object(body, "a queue's settings")
+    unknown = [key for key in given if key not in QUEUE_FIELDS]
+    if unknown:
+        raise HTTPError(422, f"{unknown[0]}: unknown field (fields: {', '.join(QUEUE_FIELDS)})")
+    shards = given.get("shards")
+    if shards is not None:
+        try:
+            check_shards(shards)
+        except (TypeError, ValueError) as exc:
+            raise HTTPError(422, str(exc)) from None
+    # every value checked before the first write: a refused request writes nothing
+    limit = None
+    if given.get("rate_limit") is not None:
+        limit = _rate_limit_of(given["rate_limit"], "rate_limit")
+    if shards is not None:
+        app.shard_counts.record(app.redis, app.namespace, queue, shards)
+    app.declare_queue(queue)  # known to the namespace, so to every process, at once
+    if "rate_limit" in given:
+        _apply_rate_limit(app, queue, limit)
+    return {"name": queue, "shards": app.shards(queue), "rate_limit": _shown(app.rate_limit(queue))}
 
 
 @ROUTES.route(
@@ -485,19 +599,11 @@ RATE_FIELDS = ("rate", "per_s", "burst")
 def set_rate_limit(app: App, request: Request, body: Any) -> Any:
     """PUT /api/v1/queues/{queue}/rate_limit: ``{"rate", "per_s", "burst"}``;
     ``"rate": null`` lifts the limit."""
-    queue = _known(app, _path_queue(request))
+    queue = require_known(request, _path_queue(request))
     given = require_object(body, "rate_limit")
-    unknown = [key for key in given if key not in RATE_FIELDS]
-    if unknown:
-        raise HTTPError(422, f"{unknown[0]}: unknown field (fields: {', '.join(RATE_FIELDS)})")
-    if "rate" not in given:
-        raise HTTPError(422, "rate: required (jobs per period; null lifts the limit)")
-    per_s = given.get("per_s")
-    app.set_rate_limit(
-        queue, given["rate"], per_s=1.0 if per_s is None else per_s, burst=given.get("burst")
-    )
-    limit = app.rate_limit(queue)
-    shown = None
-    if limit is not None:
-        shown = {"rate": limit.rate, "per_s": limit.period_ms / 1000, "burst": limit.burst}
-    return {"name": queue, "rate_limit": shown}
+    limit = _rate_limit_of(given, "rate_limit")
+    if limit is None:
+        app.set_rate_limit(queue, None)
+    else:
+        app.set_rate_limit(queue, limit.rate, per_s=limit.period_ms / 1000, burst=limit.burst)
+    return {"name": queue, "rate_limit": _shown(app.rate_limit(queue))}

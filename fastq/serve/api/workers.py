@@ -18,7 +18,10 @@ from fastq.app import App
 from fastq.serve.api.claim_token import DEFAULT_LEASE_S, MAX_CLAIM, MAX_LEASE_S, MIN_LEASE_S
 from fastq.serve.api.claims import Claims
 from fastq.serve.api.endpoint import Routes, require_object
+from fastq.serve.api.known import require_known
 from fastq.serve.api.schemas import Schema, json_body, ref, reply
+from fastq.serve.reply import HTTPError
+from fastq.validate import check_queue_name
 
 _TOKEN = {"type": "string", "description": "the token its claim returned with the job"}
 
@@ -42,7 +45,8 @@ SCHEMAS: dict[str, Schema] = {
 SAID = {
     "400": "the body is not JSON, or not an object",
     "404": "no such route: a queue name or job id that cannot be one ('/' in a queue "
-    "name, a line break in an id)",
+    "name, a line break in an id); a claim on a queue the namespace does not know "
+    "(its `queues` are the known ones)",
     "409": "the claim holds the job no longer: its lease lapsed and the job went back "
     "to its queue (a late done is counted, never applied), or it was settled already",
     "422": "a field is wrong; the error names it",
@@ -111,9 +115,14 @@ ROUTES = Routes(SCHEMAS, tags=["workers"])
 def claim(app: App, request: Request, body: Any) -> Any:
     """Claim up to ``max`` ready jobs of the queue, leased for ``lease_s``."""
     given = require_object(body, "a claim")
-    jobs = Claims(app).claim(
-        request.path_params["queue"], given.get("max"), given.get("lease_s"), given.get("worker")
-    )
+    queue = request.path_params["queue"]
+    try:
+        check_queue_name(queue)
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, str(exc)) from None
+    # a typo in a worker's queue is a 404 naming the known ones, not an empty claim
+    require_known(request, queue)
+    jobs = Claims(app).claim(queue, given.get("max"), given.get("lease_s"), given.get("worker"))
     return {"jobs": [job.to_json() for job in jobs]}
 
 

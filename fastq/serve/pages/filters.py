@@ -1,10 +1,15 @@
-"""The templates' filters: times and sizes as the pages show them."""
+"""The templates' filters: times, sizes and arguments as the pages show them."""
 
 from __future__ import annotations
 
+import json
 import time
 from datetime import datetime, timezone
-from typing import Optional
+from typing import Any, Optional
+
+# characters of a job's arguments a listing shows at most: a queue page lists 50
+# jobs, each of up to 4 MiB of arguments; the job's own page shows them whole
+PREVIEW_CHARS = 200
 
 
 def when(ts: Optional[float]) -> str:
@@ -41,3 +46,18 @@ def lasted(ts: Optional[float]) -> str:
 
 def mib(n: Optional[int]) -> str:
     return "-" if n is None else f"{n / (1024 * 1024):.0f} MiB"
+
+
+def preview(args: Any, kwargs: Any = None) -> str:
+    """A job's arguments as a listing shows them: their JSON (the keyword arguments
+    after the positional ones, when any), cut to :data:`PREVIEW_CHARS` characters
+    with an ellipsis."""
+    text = _json(args) + (f" {_json(kwargs)}" if kwargs else "")
+    if len(text) <= PREVIEW_CHARS:
+        return text
+    return text[: PREVIEW_CHARS - 1] + "…"
+
+
+def _json(value: Any) -> str:
+    # as the job page's tojson writes them
+    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=repr)

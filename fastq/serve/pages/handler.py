@@ -40,6 +40,7 @@ templates.env.filters["when"] = filters.when
 templates.env.filters["ago"] = filters.ago
 templates.env.filters["lasted"] = filters.lasted
 templates.env.filters["mib"] = filters.mib
+templates.env.filters["preview"] = filters.preview
 
 # a view: (app, request, form) -> a template's name and context, or a response
 Rendered = Union[tuple[str, dict[str, Any]], Response]

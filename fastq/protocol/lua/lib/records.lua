@@ -21,8 +21,8 @@
 --
 -- Done records are logged: an ack writes one field for its whole batch (a msgpack of
 -- ended_ms, worker, runs, ids; runs as the worker sent them: per id 'run_ms' or
--- 'run_ms:attempts', '' for 0 ms on a first attempt, joined by ','; false: not
--- known), never one per job (a hash write a job was the cost of records in a drain).
+-- 'run_ms:attempts', '' for 0 ms on a first attempt, ':attempts' for a run time not
+-- known, joined by ','; false: not known), never one per job (a hash write a job was the cost of records in a drain).
 -- A logged batch is folded into one record per id off the drain's path: by the
 -- reaper's sweep (FOLD_PER_REAP records a call once no batch was logged for
 -- FOLD_QUIET_MS, FOLD_BUSY a call before: a drain keeps Redis to itself), and
@@ -85,6 +85,28 @@ local function dead_text(envelope, now, worker)
         err = type(fields['error']) == 'string' and string.sub(fields['error'], 1, 200) or ''
     end
     return record_text('dead', now, attempts, '', err, worker)
+end
+
+-- runs_of_envelopes: the runs of done jobs whose worker did not send them (an HTTP
+-- worker's done, a dead child's finished jobs acked by its master), as a worker
+-- sends them, from the envelopes they ended with: per job ':attempts', its runs
+-- (the failed attempts the envelope counts, and this one) with its run time not
+-- known. So a record counts a job's attempts by one rule, whoever acked it.
+local function runs_of_envelopes(envelopes)
+    local parts = {}
+    for i = 1, #envelopes do
+        local attempts = ''
+        local ok, env = pcall(cjson.decode, envelopes[i] or '')
+        if ok and type(env) == 'table' then
+            local fields = env
+            if env[1] ~= nil and type(env[4]) == 'table' then
+                fields = env[4]  -- the array form: [name, args, t, {fields}]
+            end
+            attempts = (tonumber(fields['attempts']) or 0) + 1
+        end
+        parts[i] = ':' .. attempts
+    end
+    return table.concat(parts, ',')
 end
 
 -- age_records: retire the current generation if it is full or old, and drop the
@@ -175,8 +197,9 @@ local function fold_batch(gen, batch)
             local e = entries and entries[i]
             if e and e ~= '' then
                 -- what a worker sent, checked here: anything else is not known
-                local ms, attempts = string.match(e, '^(%d+):?(%d*)$')
-                if not ms then
+                -- (':attempts': its run time not known, runs_of_envelopes')
+                local ms, attempts = string.match(e, '^(%d*):?(%d*)$')
+                if not ms or ms .. attempts == '' then
                     text = head .. '|' .. tail
                 else
                     text = head .. (attempts ~= '' and attempts or '1') .. '|' .. ms .. tail
