@@ -33,6 +33,7 @@ ACTIONS = [
     "/actions/delete",
     "/actions/cancel-batch",
     "/actions/close-batch",
+    "/actions/key-rate",
     "/login",
     "/logout",
 ]
@@ -51,6 +52,8 @@ FIELDS = [
     "scheduled",
     "dead",
     "broken",
+    "key",
+    "csrf",
 ]
 
 values = st.one_of(

@@ -8,7 +8,7 @@ from __future__ import annotations
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from fastq.serve.pages import batches, jobs, login, queues, workers
+from fastq.serve.pages import batches, jobs, limits, login, queues, workers
 from fastq.serve.pages.handler import SERVE_DIR, page
 
 ROUTES: list[BaseRoute] = [
@@ -36,5 +36,7 @@ ROUTES: list[BaseRoute] = [
     Route("/workers", page(workers.workers), methods=["GET"]),
     Route("/_/workers", page(workers.workers_fragment), methods=["GET"]),
     Route("/periodic", page(workers.periodic), methods=["GET"]),
+    Route("/limits", page(limits.limits), methods=["GET"]),
+    Route("/actions/key-rate", page(limits.key_rate), methods=["POST"]),
     Mount("/static", StaticFiles(directory=str(SERVE_DIR / "static")), name="static"),
 ]
