@@ -558,6 +558,7 @@ class App:
     set_key_rate_limit = _delegate("admin", Admin.set_key_rate_limit)
     key_rate_limits = _delegate("admin", Admin.key_rate_limits)
     circuits = _delegate("admin", Admin.circuits)
+    groups = _delegate("admin", Admin.groups)
     keep_records = _delegate("admin", Admin.keep_records)
     purge = _delegate("admin", Admin.purge)
     queues = _delegate("admin", Admin.queues)

@@ -9,7 +9,7 @@ from redis import Redis
 
 from fastq.admin.sharded import Sharded
 from fastq.job import JobDef
-from fastq.protocol import control, records
+from fastq.protocol import control, introspect, records
 from fastq.protocol.history import check_window_s, merge, read_history
 from fastq.protocol.introspect import known_queues, queue_stats
 from fastq.protocol.keys import QueueKeys, validate_queue_name
@@ -253,6 +253,23 @@ class Admin:
         """
         with self.store.producer_call():
             return control.key_rate_limits(self.store.redis, self.store.namespace_keys)
+
+    def groups(self, queue: str) -> dict[str, int]:
+        """The groups of ``queue`` that have ready jobs, in the order its claims serve
+        them next, and how many each has ready (``""``: its jobs of no group, once
+        the queue has had a grouped job). A group with none ready is not listed. Of
+        a sharded queue, its shards' groups summed.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue name.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        out: dict[str, int] = {}
+        with self.store.producer_call():
+            for keys in self.known_queue(queue):
+                for group, n in introspect.group_depths(self.store.redis, keys).items():
+                    out[group] = out.get(group, 0) + n
+        return out
 
     def circuits(self) -> dict[str, dict[str, Any]]:
         """The circuit breakers (``@app.job(circuit_key=...)``) that are open,

@@ -37,6 +37,7 @@ ORDER = (
     "purge",
     "inspect",
     "limit",
+    "groups",
     "cancel",
     "jobs",
     "batch",

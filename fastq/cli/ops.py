@@ -415,6 +415,35 @@ def add_queues(sub: Any) -> None:
     add_connection_options(qs)
 
 
+def cmd_groups(args: argparse.Namespace) -> int:
+    """A queue's groups with ready jobs, in the order its claims serve them next."""
+    queue = one_queue(args)
+    depths = _flow_call(operator_app(args).groups, queue)
+    assert isinstance(depths, dict)
+    if args.json:
+        print(orjson.dumps(depths).decode())
+        return 0
+    if not depths:
+        print(f"{queue}: no group has a job ready")
+        return 0
+    width = max(len(group or "(no group)") for group in depths)
+    print(f"{'group':<{width}}  {'ready':>8}")
+    for group, n in depths.items():
+        print(f"{group or '(no group)':<{width}}  {n:>8,}")
+    return 0
+
+
+def add_groups(sub: Any) -> None:
+    gr = sub.add_parser(
+        "groups",
+        help="a queue's groups with jobs ready, in the order they are served next",
+        epilog="example:\n  fastq groups -q mailer",
+    )
+    _add_flow_options(gr)
+    gr.add_argument("--json", action="store_true", help="one JSON object: group -> ready")
+    gr.set_defaults(func=cmd_groups)
+
+
 def add_wait(sub: Any) -> None:
     w = sub.add_parser(
         "wait",
@@ -509,5 +538,6 @@ COMMANDS: dict[str, Callable[[Any], None]] = {
     "resume": add_resume,
     "purge": add_purge,
     "limit": add_limit,
+    "groups": add_groups,
     "periodic": add_periodic,
 }

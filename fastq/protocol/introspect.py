@@ -130,6 +130,27 @@ def _leases(client: redis.Redis, keys: QueueKeys) -> list[tuple[str, float]]:
     return [(worker.decode(), deadline) for worker, deadline in pairs]
 
 
+def group_depths(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
+    """The groups of a queue that have ready jobs (its ring, in the order it serves
+    them next; ``""``: its jobs of no group) and how many each has ready."""
+    ring: list[bytes] = client.lrange(keys.group_ring, 0, -1)  # type: ignore[assignment]
+    groups = list(dict.fromkeys(g.decode("utf-8", "surrogateescape") for g in ring))
+    pipe = client.pipeline(transaction=False)
+    for group in groups:
+        if group:
+            pipe.execute_command("ZLEXCOUNT", keys.group_ready, f"[{group}\n", f"({group}\x0b")  # type: ignore[no-untyped-call]
+        else:  # the jobs of no group: the queue's own ready list and prio set
+            pipe.llen(keys.ready)
+            pipe.zcard(keys.prio)
+    replies = iter(pipe.execute())
+    out: dict[str, int] = {}
+    for group in groups:
+        n = int(next(replies)) + (0 if group else int(next(replies)))
+        if n:
+            out[group] = n
+    return out
+
+
 def queue_stats(client: redis.Redis, keys: QueueKeys) -> dict[str, int]:
     pipe = client.pipeline(transaction=False)
     pipe.llen(keys.ready)

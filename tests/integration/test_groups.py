@@ -13,6 +13,7 @@ import pytest
 import fastq
 from fastq.testing.redis_server import RedisServer
 from tests.support.pool import Pool, wait_until
+from tests.support.processes import run_cli
 from tests.support.workers import drain
 
 
@@ -179,3 +180,34 @@ def test_a_sharded_queue_holding_only_grouped_jobs_is_drained(app: fastq.App) ->
     drain(app, ["s"], batch_size=20)
     assert sorted(ran) == list(range(300))
     assert app.stats("s")["ready"] == 0 and app.stats("s")["processed"] == 300
+
+
+def test_a_queues_groups_are_listed_with_their_depth_in_the_order_served(
+    app: fastq.App, redis_server: RedisServer
+) -> None:
+    @app.job(queue="q", group="t-{tenant}")
+    def mail(tenant: str, i: int) -> None:
+        pass
+
+    @app.job(queue="q")
+    def plain() -> None:
+        pass
+
+    mail.enqueue_many([("a", i) for i in range(5)])
+    mail.enqueue_many([("b", i) for i in range(2)])
+    app.enqueue("mail", ("c", 1), queue="q", group="vip")
+    plain.enqueue()
+    assert app.groups("q") == {"t-a": 5, "t-b": 2, "vip": 1, "": 1}
+    assert [g for g in app.groups("q") if g] == ["t-a", "t-b", "vip"]  # the ring's order
+    out = run_cli(redis_server.url, "groups", "--namespace", app.namespace, "-q", "q")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split() == ["group", "ready"]
+    assert {tuple(line.split()) for line in lines[1:]} == {
+        ("t-a", "5"),
+        ("t-b", "2"),
+        ("vip", "1"),
+        ("(no", "group)", "1"),
+    }
+    out = run_cli(redis_server.url, "groups", "--namespace", app.namespace, "-q", "nope")
+    assert out.returncode == 2 and "unknown queue 'nope'" in out.stderr

@@ -109,6 +109,7 @@ APP_METHODS = {
     "rate_limit": ["queue"],
     "key_rate_limits": [],
     "circuits": [],
+    "groups": ["queue"],
     "set_key_rate_limit": ["key", "rate", "per_s", "burst"],
     "result": ["job_id", "timeout_s", "queue"],
     "resume": ["queue"],
