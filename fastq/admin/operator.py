@@ -17,7 +17,7 @@ from fastq.protocol.shards import sum_stats
 from fastq.protocol.store import Store
 from fastq.protocol.workers import live_entries
 from fastq.ratelimit import check_rate_key
-from fastq.validate import RateLimit, check_rate_limit
+from fastq.validate import RateLimit, check_group, check_rate_limit
 
 
 class Admin:
@@ -253,6 +253,43 @@ class Admin:
         """
         with self.store.producer_call():
             return control.key_rate_limits(self.store.redis, self.store.namespace_keys)
+
+    def pause_group(self, queue: str, group: str) -> None:
+        """Stop claims from taking the jobs of ``group`` of ``queue``: they wait, in
+        their place, and the other groups are served; jobs of the group already
+        running go on. A no-op on a group paused already.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, or an invalid group.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_group(group)
+        with self.store.producer_call():
+            for keys in self.known_queue(queue):
+                control.set_group_paused(self.store.redis, keys, group, True)
+
+    def resume_group(self, queue: str, group: str) -> None:
+        """Lift a pause of ``group`` of ``queue`` and wake its idle workers; a no-op
+        on a group that is not paused.
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue, or an invalid group.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        check_group(group)
+        with self.store.producer_call():
+            for keys in self.known_queue(queue):
+                control.set_group_paused(self.store.redis, keys, group, False)
+
+    def paused_groups(self, queue: str) -> list[str]:
+        """The paused groups of ``queue`` (:meth:`pause_group`).
+
+        Raises:
+            TypeError, ValueError: an invalid or unknown queue.
+            fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.
+        """
+        with self.store.producer_call():
+            return control.paused_groups(self.store.redis, self.known_queue(queue)[0])
 
     def groups(self, queue: str) -> dict[str, int]:
         """The groups of ``queue`` that have ready jobs, in the order its claims serve

@@ -416,20 +416,33 @@ def add_queues(sub: Any) -> None:
 
 
 def cmd_groups(args: argparse.Namespace) -> int:
-    """A queue's groups with ready jobs, in the order its claims serve them next."""
+    """A queue's groups with ready jobs, in the order its claims serve them next, and
+    which are paused; or pause (``--pause``) or resume (``--resume``) one."""
     queue = one_queue(args)
-    depths = _flow_call(operator_app(args).groups, queue)
+    app = operator_app(args)
+    for group, paused in ((args.pause, True), (args.resume, False)):
+        if group is not None:
+            try:
+                (app.pause_group if paused else app.resume_group)(queue, group)
+            except (TypeError, ValueError) as exc:
+                raise CliError(str(exc)) from None
+            print(f"{'paused' if paused else 'resumed'} group {group} of {queue}")
+            return 0
+    depths = _flow_call(app.groups, queue)
     assert isinstance(depths, dict)
+    paused_now = set(app.paused_groups(queue))
     if args.json:
-        print(orjson.dumps(depths).decode())
+        print(orjson.dumps({"ready": depths, "paused": sorted(paused_now)}).decode())
         return 0
-    if not depths:
+    if not depths and not paused_now:
         print(f"{queue}: no group has a job ready")
         return 0
-    width = max(len(group or "(no group)") for group in depths)
+    rows = {**depths, **{group: depths.get(group, 0) for group in paused_now}}
+    width = max(len(group or "(no group)") for group in rows)
     print(f"{'group':<{width}}  {'ready':>8}")
-    for group, n in depths.items():
-        print(f"{group or '(no group)':<{width}}  {n:>8,}")
+    for group, n in rows.items():
+        mark = "  paused" if group in paused_now else ""
+        print(f"{group or '(no group)':<{width}}  {n:>8,}{mark}")
     return 0
 
 
@@ -437,10 +450,16 @@ def add_groups(sub: Any) -> None:
     gr = sub.add_parser(
         "groups",
         help="a queue's groups with jobs ready, in the order they are served next",
-        epilog="example:\n  fastq groups -q mailer",
+        epilog="examples:\n  fastq groups -q mailer\n  fastq groups -q mailer --pause tenant-42",
     )
     _add_flow_options(gr)
-    gr.add_argument("--json", action="store_true", help="one JSON object: group -> ready")
+    gr.add_argument(
+        "--json",
+        action="store_true",
+        help='one JSON object: {"ready": {group: n}, "paused": [...]}',
+    )
+    gr.add_argument("--pause", metavar="GROUP", help="claims pass over this group's jobs")
+    gr.add_argument("--resume", metavar="GROUP", help="lift a group's pause")
     gr.set_defaults(func=cmd_groups)
 
 

@@ -26,7 +26,7 @@ from typing import Any, Optional
 import redis
 
 from fastq.connection.typed import sync_reply
-from fastq.protocol.contracts import PURGE, PURGE_BATCH_MAX
+from fastq.protocol.contracts import GROUP_PAUSE, PURGE, PURGE_BATCH_MAX
 from fastq.protocol.keys import NamespaceKeys, QueueKeys
 from fastq.validate import RateLimit
 
@@ -93,6 +93,20 @@ def rate_limit(client: redis.Redis, keys: QueueKeys) -> Optional[RateLimit]:
     if rate is None or period_ms is None or burst is None:
         return None
     return RateLimit(int(rate), int(period_ms), int(burst))
+
+
+def set_group_paused(client: redis.Redis, keys: QueueKeys, group: str, paused: bool) -> bool:
+    """Pause one group of the queue (its jobs stay, the claim passes over them), or
+    resume it and wake the queue's idle workers; False: it was so already."""
+    return GROUP_PAUSE.call(
+        client, GROUP_PAUSE.keys_for(keys), GROUP_PAUSE.argv("pause" if paused else "resume", group)
+    )
+
+
+def paused_groups(client: redis.Redis, keys: QueueKeys) -> list[str]:
+    """The queue's paused groups, in the order they were paused."""
+    field: Optional[bytes] = sync_reply(client.hget(keys.settings, "paused_groups"))  # type: ignore[assignment]
+    return [name for name in (field or b"").decode("utf-8", "surrogateescape").split("\n") if name]
 
 
 def set_key_rate_limit(

@@ -211,3 +211,41 @@ def test_a_queues_groups_are_listed_with_their_depth_in_the_order_served(
     }
     out = run_cli(redis_server.url, "groups", "--namespace", app.namespace, "-q", "nope")
     assert out.returncode == 2 and "unknown queue 'nope'" in out.stderr
+
+
+def test_a_paused_group_waits_in_its_place_while_the_others_run(
+    app: fastq.App, redis_server: RedisServer
+) -> None:
+    ran: list[str] = []
+
+    @app.job(queue="q", group="t-{tenant}")
+    def mail(tenant: str, i: int) -> None:
+        ran.append(tenant)
+
+    @app.job(queue="q")
+    def plain() -> None:
+        ran.append("-")
+
+    mail.enqueue_many([("a", i) for i in range(50)])
+    mail.enqueue_many([("b", i) for i in range(5)])
+    plain.enqueue()
+    app.pause_group("q", "t-a")
+    app.pause_group("q", "t-a")  # a no-op
+    assert app.paused_groups("q") == ["t-a"]
+    drain(app, ["q"])
+    assert sorted(ran) == ["-"] + ["b"] * 5  # a's wait
+    assert app.groups("q") == {"t-a": 50}
+    out = run_cli(redis_server.url, "groups", "--namespace", app.namespace, "-q", "q")
+    assert out.returncode == 0 and out.stdout.splitlines()[1].split() == ["t-a", "50", "paused"]
+    out = run_cli(
+        redis_server.url, "groups", "--namespace", app.namespace, "-q", "q", "--resume", "t-a"
+    )
+    assert out.returncode == 0 and out.stdout == "resumed group t-a of q\n"
+    assert app.paused_groups("q") == []
+    drain(app, ["q"])
+    assert sorted(ran) == ["-"] + ["a"] * 50 + ["b"] * 5
+    for bad, error in (("", ValueError), ("a\nb", ValueError), (5, TypeError)):
+        with pytest.raises(error):
+            app.pause_group("q", bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown queue"):
+        app.pause_group("nope", "t-a")

@@ -177,6 +177,24 @@ class _Delete(Contract[bool]):
 DELETE = _Delete("delete")
 
 
+# -- group_pause (a group paused or resumed) ----------------------------------------------
+
+
+class _GroupPause(Contract[bool]):
+    keys = ("settings", "wake")
+    argv_names = ("mode", "group")
+
+    def argv(self, mode: str, group: str) -> list[Any]:
+        return [mode, group]
+
+    def parse(self, raw: Any) -> bool:
+        """Did the group's state change (False: it was so already)?"""
+        return bool(int(raw))
+
+
+GROUP_PAUSE = _GroupPause("group_pause")
+
+
 # -- fold (the records of ended jobs) --------------------------------------------------
 
 

@@ -100,7 +100,7 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 -- 0. Settings: one HMGET, on a key that does not exist for a queue without any.
 local settings = redis.call('HMGET', KEYS[10], 'paused', 'rate', 'rate_period_ms',
-    'rate_burst', 'rate_tat_us', 'ustart', 'rate_shards', 'groups')
+    'rate_burst', 'rate_tat_us', 'ustart', 'rate_shards', 'groups', 'paused_groups')
 local gk = settings[8] == '1' and {ready = KEYS[17], ring = KEYS[18], stats = KEYS[7]} or nil
 local throttle = -1
 local interval_us, tat_us, tokens
@@ -185,7 +185,7 @@ local ids
 if gk then
     ids = claim_grouped(gk, n, function()
         return redis.call('LLEN', KEYS[1]) + (has_prio and redis.call('ZCARD', KEYS[2]) or 0)
-    end, pop_plain)
+    end, pop_plain, paused_groups(settings[9]))
 else
     ids = pop_plain(n)
 end

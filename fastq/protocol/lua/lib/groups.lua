@@ -104,14 +104,35 @@ local function group_front(gk, jobs, ids)
     return plain
 end
 
+-- the set of a queue's paused groups, from its settings' 'paused_groups' field
+-- (their names joined by '\n'; a name never holds one); nil: none paused
+local function paused_groups(field)
+    if not field or field == '' then
+        return nil
+    end
+    local set = {}
+    for name in string.gmatch(field, '[^\n]+') do
+        set[name] = true
+    end
+    return set
+end
+
 -- claim_grouped: take up to n jobs round-robin across the ring's groups: one of
 -- each group in the ring's order, then again, until n are taken or every group is
 -- empty; the ring then starts at the group after the last one served, and a group
 -- emptied leaves it. pop_plain(count) pops the jobs of no group (the ring's '').
--- Returns the ids, in the order served.
-local function claim_grouped(gk, n, plain_size, pop_plain)
-    -- n groups and one more: only '' may be empty, and it then costs no turn
-    local ring = redis.call('LRANGE', gk.ring, 0, n)
+-- A paused group (paused: a set, or nil) is passed over, keeps its jobs and its
+-- place in the ring, behind the groups served. Returns the ids, in the order served.
+local function claim_grouped(gk, n, plain_size, pop_plain, paused)
+    -- n groups and one more: only '' may be empty, and it then costs no turn; and
+    -- as many more as are paused, which cost no turn either
+    local extra = 0
+    if paused then
+        for _ in pairs(paused) do
+            extra = extra + 1
+        end
+    end
+    local ring = redis.call('LRANGE', gk.ring, 0, n + extra)
     local m = #ring
     if m == 0 then
         return pop_plain(n)
@@ -123,6 +144,8 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
         if seen[ring[i]] then
             -- twice in the ring (never written so): served once, the copy dropped
             bufs[i], exact[i], gone[i], dup[i] = {}, true, true, true
+        elseif paused and paused[ring[i]] then
+            bufs[i], exact[i], gone[i] = {}, true, true
         elseif ring[i] == '' then
             bufs[i] = plain_size()
             exact[i] = true
@@ -199,12 +222,15 @@ local function claim_grouped(gk, n, plain_size, pop_plain)
     local ahead, behind = {}, {}
     for j = 0, m - 1 do
         local g = (i - 1 + j) % m + 1
-        local emptied = dup[g] or (ring[g] ~= '' and taken[g] >= #bufs[g])
+        local held = paused and paused[ring[g]] and not dup[g]
+        local emptied = not held and (dup[g] or (ring[g] ~= '' and taken[g] >= #bufs[g]))
         if emptied and not exact[g] then
             local lo, hi = group_range(ring[g])
             emptied = #redis.call('ZRANGEBYLEX', gk.ready, lo, hi, 'LIMIT', 0, 1) == 0
         end
-        if not emptied then
+        if held then
+            behind[#behind + 1] = ring[g]
+        elseif not emptied then
             if visits < m and g >= i then
                 ahead[#ahead + 1] = ring[g]
             else
