@@ -28,6 +28,8 @@ ACTIONS = [
     "/queues/{queue}/resume",
     "/queues/{queue}/rate_limit",
     "/queues/{queue}/purge",
+    "/queues/{queue}/pause-group",
+    "/queues/{queue}/resume-group",
     "/actions/retry",
     "/actions/cancel",
     "/actions/delete",
@@ -54,6 +56,7 @@ FIELDS = [
     "broken",
     "key",
     "csrf",
+    "group",
 ]
 
 values = st.one_of(

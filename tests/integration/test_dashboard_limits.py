@@ -85,3 +85,30 @@ def test_an_open_circuit_shows_with_its_time_left(
     row = page[page.index('data-circuit="smtp:mx.example"') :]
     row = row[: row.index("</tr>")]
     assert ">open<" in row and " s</td>" in row
+
+
+def test_a_queues_groups_are_shown_and_paused_from_its_page(
+    start: Callable[..., Server], app: fastq.App
+) -> None:
+    @app.job(queue="mail", group="t-{tenant}")
+    def send(tenant: str, i: int) -> None:
+        pass
+
+    send.enqueue_many([("a", i) for i in range(3)])
+    send.enqueue_many([("b", i) for i in range(2)])
+    server = start()
+    with browser(server) as client:
+        page = client.get("/queues/mail")
+        assert 'data-group="t-a"' in page.text and 'data-group="t-b"' in page.text
+        form = {"csrf": csrf_of(page.text), "back": "/queues/mail", "group": "t-a"}
+        reply = client.post("/queues/mail/pause-group", data=form)
+        assert reply.status_code == 303
+        shown = client.get(reply.headers["location"]).text
+        assert "paused group t-a of mail: its jobs wait" in shown
+        row = shown[shown.index('data-group="t-a"') :]
+        assert ">paused<" in row[: row.index("</tr>")] and ">Resume<" in row[: row.index("</tr>")]
+        assert app.paused_groups("mail") == ["t-a"]
+        reply = client.post("/queues/mail/resume-group", data=form)
+        assert app.paused_groups("mail") == []
+        bad = client.post("/queues/mail/pause-group", data={**form, "group": "a\tb"})
+        assert "group not paused" in client.get(bad.headers["location"]).text

@@ -73,7 +73,14 @@ def queue_page(app: App, request: Request, form: dict[str, str]) -> Rendered:
 def _queue_context(app: App, queue: str, state: Optional[str], number: int) -> dict[str, Any]:
     stats = app.stats(queue)
     jobs, more = models.queue_jobs(app, queue, state, number) if state else ([], False)
+    paused_groups = app.paused_groups(queue)
+    depths = app.groups(queue)
+    # the groups served next first, the paused ones after; at most GROUPS_SHOWN
+    groups = [(g, n, g in paused_groups) for g, n in depths.items() if g not in paused_groups]
+    groups += [(g, depths.get(g, 0), True) for g in paused_groups]
     return {
+        "groups": groups[:GROUPS_SHOWN],
+        "groups_more": max(0, len(groups) - GROUPS_SHOWN),
         "page": "queue",
         "queue": queue,
         "stats": stats,
@@ -90,6 +97,28 @@ def _queue_context(app: App, queue: str, state: Optional[str], number: int) -> d
             if c.get("kind") == "worker"
         ),
     }
+
+
+# groups listed on a queue's page at most (app.groups and fastq groups list them all)
+GROUPS_SHOWN = 50
+
+
+def pause_group(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue, group = _queue(app, request), form.get("group", "")
+    try:
+        app.pause_group(queue, group)
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, f"group not paused: {exc}") from None
+    return back(request, form, f"paused group {group} of {queue}: its jobs wait")
+
+
+def resume_group(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    queue, group = _queue(app, request), form.get("group", "")
+    try:
+        app.resume_group(queue, group)
+    except (TypeError, ValueError) as exc:
+        raise HTTPError(422, f"group not resumed: {exc}") from None
+    return back(request, form, f"resumed group {group} of {queue}")
 
 
 def _tagged(app: App, queue: str, params: Any) -> dict[str, Any]:
