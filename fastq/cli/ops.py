@@ -155,7 +155,9 @@ def _print_circuits(states: dict[str, dict[str, Any]]) -> None:
     for key in sorted(shown):
         st = shown[key]
         when = f" for {st['open_s']:.1f} s" if st["state"] == "open" else ""
-        print(f"  {key:<{width}}  {st['state']}{when} (opened {st['level'] + 1} times in a row)")
+        n = st["level"] + 1
+        times = "once" if n == 1 else f"{n} times"
+        print(f"  {key:<{width}}  {st['state']}{when} (opened {times} in a row)")
 
 
 def cmd_queues(args: argparse.Namespace) -> int:
