@@ -4,6 +4,7 @@ route, :func:`fastq.serve.api.endpoint.refusal`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ class ClaimToken:
     name: str
     secret: str
 
-    @property
+    @functools.cached_property
     def worker_id(self) -> str:
         digest = hashlib.sha256(self.secret.encode()).hexdigest()[:32]
         return f"http:{self.name}:{digest}"

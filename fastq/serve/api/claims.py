@@ -246,8 +246,9 @@ class Claims:
         Raises:
             ValueError: a malformed entry (naming it); nothing is applied.
         """
-        dones = [_done_entry(i, e, queue) for i, e in enumerate(done)]
-        fails = [_fail_entry(i, e, queue) for i, e in enumerate(fail)]
+        tokens: dict[object, ClaimToken] = {}  # the jobs of a claim share its token
+        dones = [_done_entry(i, e, queue, tokens) for i, e in enumerate(done)]
+        fails = [_fail_entry(i, e, queue, tokens) for i, e in enumerate(fail)]
         entries: list[_Entry] = [*dones, *fails]
         if not entries:
             raise ValueError("an ack must settle at least one job")
@@ -579,7 +580,12 @@ class _ClaimAck:
 
 
 def _entry(
-    i: int, given: object, queue: Optional[str], what: str, fields: frozenset[str]
+    i: int,
+    given: object,
+    queue: Optional[str],
+    what: str,
+    fields: frozenset[str],
+    tokens: dict[object, ClaimToken],
 ) -> tuple[dict[str, Any], str, ClaimToken]:
     where = f"{what}[{i}]"
     if not isinstance(given, dict):
@@ -592,7 +598,10 @@ def _entry(
         raise ValueError(f"{where}.id must be a string, not {kind(job_id)}")
     try:
         check_id(job_id)
-        claim = ClaimToken.parse(given.get("token"))
+        token = given.get("token")
+        claim = tokens.get(token) if isinstance(token, str) else None
+        if claim is None:
+            claim = tokens[token] = ClaimToken.parse(token)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
     if queue is not None and logical_queue(claim.queue) != queue:
@@ -600,8 +609,10 @@ def _entry(
     return given, job_id, claim
 
 
-def _done_entry(i: int, given: object, queue: Optional[str]) -> _Entry:
-    fields, job_id, claim = _entry(i, given, queue, "done", _DONE_FIELDS)
+def _done_entry(
+    i: int, given: object, queue: Optional[str], tokens: dict[object, ClaimToken]
+) -> _Entry:
+    fields, job_id, claim = _entry(i, given, queue, "done", _DONE_FIELDS, tokens)
     entry = _Entry(job_id, claim)
     if "result" in fields:
         try:
@@ -614,8 +625,10 @@ def _done_entry(i: int, given: object, queue: Optional[str]) -> _Entry:
     return entry
 
 
-def _fail_entry(i: int, given: object, queue: Optional[str]) -> _Entry:
-    fields, job_id, claim = _entry(i, given, queue, "fail", _FAIL_FIELDS)
+def _fail_entry(
+    i: int, given: object, queue: Optional[str], tokens: dict[object, ClaimToken]
+) -> _Entry:
+    fields, job_id, claim = _entry(i, given, queue, "fail", _FAIL_FIELDS, tokens)
     error, retry_it, tb = fields.get("error"), fields.get("retry", True), fields.get("traceback")
     try:
         check_failure(error, retry_it, tb)
