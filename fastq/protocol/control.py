@@ -21,10 +21,11 @@ A purge deletes waiting jobs in bounded calls of ``purge.lua`` (each at most
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import redis
 
+from fastq.connection.cluster import is_cluster
 from fastq.connection.typed import sync_reply
 from fastq.protocol.contracts import GROUP_PAUSE, PURGE, PURGE_BATCH_MAX
 from fastq.protocol.keys import NamespaceKeys, QueueKeys
@@ -53,6 +54,20 @@ def resume(client: redis.Redis, keys: QueueKeys) -> None:
     # one token is enough: a claim that leaves work behind pushes the next one
     pipe.ltrim(keys.wake, 0, 0)
     pipe.execute()
+
+
+def wait_for_wake(client: redis.Redis, queues: Sequence[QueueKeys], timeout_s: float) -> bool:
+    """Block until a wake-up token comes on one of ``queues`` (a job enqueued or
+    promoted, a pause lifted) or ``timeout_s`` passes (to Redis' tick: up to 0.1 s
+    more), as an idle worker waits. The token is taken: the claim that follows
+    leaves one for the next waiter while work is left (``claim.lua``). On a cluster,
+    one BLPOP takes keys of one slot: the first queue's only.
+
+    Returns:
+        Whether a token came.
+    """
+    wake = [k.wake for k in queues[: 1 if is_cluster(client) else None]]
+    return sync_reply(client.blpop(wake, timeout=timeout_s)) is not None
 
 
 _RATE_FIELDS = ("rate", "rate_period_ms", "rate_burst")

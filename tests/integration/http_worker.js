@@ -20,8 +20,9 @@ async function post(path, body) {
   return { status: res.status, body: await res.json() };
 }
 
-const claim = (max, lease_s, worker) =>
-  post(`/api/v1/queues/${queue}/claim`, { max, lease_s, worker });
+// wait_s: a long poll, answered as soon as jobs come (or empty after wait_s)
+const claim = (max, lease_s, worker, wait_s = 0) =>
+  post(`/api/v1/queues/${queue}/claim`, { max, lease_s, worker, wait_s });
 
 // What the jobs do: "add" sums its arguments; "explode" fails for good.
 function run(job) {
@@ -34,31 +35,28 @@ async function work(n) {
   const deadline = Date.now() + 60000;
   while (done.length + failed.length < n) {
     if (Date.now() > deadline) throw new Error("timed out");
-    const { status, body } = await claim(4, 10, "node-w");
+    const { status, body } = await claim(4, 10, "node-w", 5);
     if (status !== 200) throw new Error(`claim: ${status} ${JSON.stringify(body)}`);
-    if (body.jobs.length === 0) {
-      await new Promise((ok) => setTimeout(ok, 50)); // nothing ready: poll again soon
-      continue;
-    }
+    if (body.jobs.length === 0) continue; // nothing came within wait_s: claim again
+    const ack = { done: [], fail: [] };
     for (const job of body.jobs) {
       const path = `/api/v1/jobs/${encodeURIComponent(job.id)}`;
       // a long job heartbeats (within its lease) and may report how far it is
       const beat = await post(`${path}/heartbeat`,
         { token: job.token, progress: { fraction: 0.5, meta: "half" } });
       statuses.push(beat.status);
-      let result;
       try {
-        result = run(job);
+        ack.done.push({ id: job.id, token: job.token, result: run(job) });
       } catch (e) {
-        const reply = await post(`${path}/fail`, { token: job.token, error: String(e), retry: false });
-        statuses.push(reply.status);
-        failed.push(job.id);
-        continue;
+        ack.fail.push({ id: job.id, token: job.token, error: String(e), retry: false });
       }
-      const reply = await post(`${path}/done`, { token: job.token, result }); // 409: lease lapsed
-      statuses.push(reply.status);
-      done.push(job.id);
     }
+    // the claim's jobs settled in one request, each answered on its own
+    const reply = await post(`/api/v1/queues/${queue}/ack`, ack);
+    statuses.push(reply.status);
+    if (reply.status !== 200) throw new Error(`ack: ${reply.status} ${JSON.stringify(reply.body)}`);
+    for (const a of reply.body.done) if (a.ok) done.push(a.id); // else: lease_gone, runs again
+    for (const a of reply.body.fail) if (a.ok) failed.push(a.id);
   }
   return { done, failed, statuses };
 }

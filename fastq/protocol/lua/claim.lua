@@ -185,7 +185,7 @@ local ids
 if gk then
     ids = claim_grouped(gk, n, function()
         return redis.call('LLEN', KEYS[1]) + (has_prio and redis.call('ZCARD', KEYS[2]) or 0)
-    end, pop_plain, paused_groups(settings[9]))
+    end, pop_plain, paused_set(settings[9]))
 else
     ids = pop_plain(n)
 end

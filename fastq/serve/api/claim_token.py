@@ -4,6 +4,7 @@ route, :func:`fastq.serve.api.endpoint.refusal`)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ MAX_CLAIM = 1000
 MIN_LEASE_S = 1.0
 MAX_LEASE_S = 24 * 3600.0
 DEFAULT_LEASE_S = 60.0
+# A long-poll claim waits at most this long for jobs (a proxy's read timeout is
+# commonly 60 s).
+MAX_WAIT_S = 30.0
 # A worker's name: what operators see in its worker ids and the jobs' records.
 MAX_NAME_CHARS = 64
 _NAME = re.compile(rf"[A-Za-z0-9_.\-]{{1,{MAX_NAME_CHARS}}}")
@@ -48,7 +52,7 @@ class ClaimToken:
     name: str
     secret: str
 
-    @property
+    @functools.cached_property
     def worker_id(self) -> str:
         digest = hashlib.sha256(self.secret.encode()).hexdigest()[:32]
         return f"http:{self.name}:{digest}"
@@ -105,6 +109,21 @@ def check_claim(max_jobs: object, lease_s: object, name: object) -> tuple[int, i
             f"worker must be 1 to {MAX_NAME_CHARS} ASCII letters, digits, '_', '.' or '-'"
         )
     return max_jobs, int(lease_s * 1000), name
+
+
+def check_wait(wait_s: object) -> float:
+    """A claim's ``wait_s``: how long it may wait for jobs (0: not at all).
+
+    Raises:
+        ValueError: not a number of seconds within 0..MAX_WAIT_S.
+    """
+    if wait_s is None:
+        return 0.0
+    if isinstance(wait_s, bool) or not isinstance(wait_s, (int, float)):
+        raise ValueError(f"wait_s must be a number of seconds, not {kind(wait_s)}")
+    if not (is_finite(wait_s) and 0 <= wait_s <= MAX_WAIT_S):
+        raise ValueError(f"wait_s must be within 0..{MAX_WAIT_S:g} seconds, not {wait_s!r}")
+    return float(wait_s)
 
 
 def check_failure(error: object, retry: object, traceback: object) -> None:

@@ -15,6 +15,7 @@ already buffered its body) and runs the handler in Starlette's thread pool
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import re
@@ -78,6 +79,9 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+# a handler: called in the thread pool; or a coroutine function, awaited on the event
+# loop, that sends its own blocking calls to threads (a long-poll claim, which waits
+# with no thread of the pool held)
 Handler = Callable[[App, Request, Any], Any]
 
 
@@ -203,7 +207,12 @@ def _endpoint(operations: dict[str, Operation]) -> Callable[[Request], Awaitable
             return error_reply(*refused)
         try:
             raw = await request.body() if op.takes_body else b""  # read by the guard: no wait
-            out = await run_in_threadpool(_guarded, op.handler, fastq_app(request), request, raw)
+            if inspect.iscoroutinefunction(op.handler):
+                out = await _guarded_async(op.handler, fastq_app(request), request, raw)
+            else:
+                out = await run_in_threadpool(
+                    _guarded, op.handler, fastq_app(request), request, raw
+                )
         except HTTPError as exc:
             return error_reply(exc.status, exc.message, **exc.more)
         status, value = out if isinstance(out, tuple) else (200, out)
@@ -218,6 +227,21 @@ def _guarded(handler: Handler, app: App, request: Request, raw: bytes) -> Any:
     body = parse_json(raw)
     try:
         return handler(app, request, body)
+    except HTTPError:
+        raise
+    except Exception as exc:
+        mapped = refusal(exc)
+        if mapped is None:
+            raise
+        raise mapped from exc
+
+
+async def _guarded_async(handler: Handler, app: App, request: Request, raw: bytes) -> Any:
+    """On the event loop: the body's JSON read (a coroutine handler's body is a
+    small one), then the handler, its errors mapped as :func:`_guarded` maps them."""
+    body = parse_json(raw)
+    try:
+        return await handler(app, request, body)
     except HTTPError:
         raise
     except Exception as exc:

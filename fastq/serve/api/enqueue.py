@@ -2,12 +2,15 @@
 and sent.
 
 An enqueue over HTTP takes the path a Python producer takes: every job is made
-into :class:`fastq.options.EnqueueOptions` and prepared by the producer
-(``Producer.prepare``: checked against the app's registered function when it has
-one, given its id, encoded and held to the payload limit), all before the first is
-sent, so that a request with one bad job writes nothing; then each run of jobs of
-one name and the same options is sent as one blast (``Producer.send``: chunks of
-1,000 jobs a script call, one round trip). Each job is checked and encoded once.
+into :class:`fastq.options.EnqueueOptions` and prepared by the producer,
+each run of jobs of one name and the same options as one blast
+(``Producer.prepare_many``, as ``enqueue_many`` prepares its calls: checked against
+the app's registered function when it has one, given ids, encoded and held to the
+payload limit), all before the first is sent, so that a request with one bad job
+writes nothing; then each run is sent (``Producer.send``: chunks of 1,000 jobs a
+script call, one round trip). Each job is checked and encoded once; a run that
+``prepare_many`` refuses is prepared again job by job, so that the error names the
+job at fault.
 Jobs that name a ``batch`` (one for the whole request) join it, as enqueue calls
 inside ``with app.batch(...)`` do.
 """
@@ -65,13 +68,28 @@ class JobCall:
     job_id: Optional[str]
     options_key: Optional[bytes] = None  # the options' JSON: equal for equal options
     batch: Optional[str] = None  # the batch it joins
-    prepared: Optional[Prepared] = None  # once checked and encoded (check_jobs)
+
+    def call(self) -> Any:
+        """The call as ``enqueue_many`` takes one (its arguments, or its keyword
+        arguments), or None when it has both."""
+        if not self.kwargs:
+            return self.args
+        return None if self.args else self.kwargs
 
     def batch_key(self) -> tuple[Any, ...]:
         """Jobs of equal keys are sent as one blast: one name, the same options, ids
         given for all or none."""
         same = self.options_key if self.options_key is not None else self.options
         return (self.name, same, self.job_id is not None)
+
+
+@dataclasses.dataclass(frozen=True)
+class Checked:
+    """The jobs of a request, checked: each run of alike jobs prepared as one blast."""
+
+    runs: list[Prepared]
+    total: int
+    batch: Optional[str]  # the batch every job joins, or None
 
 
 def parse_at(value: Any, where: str) -> Any:
@@ -178,7 +196,7 @@ def _options_key(given: dict[str, Any]) -> Optional[bytes]:
         return None
 
 
-def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
+def parse_jobs(app: App, body: Any, queue: str) -> Checked:
     """The jobs of an enqueue request, each checked as ``app`` would check it before
     sending (options, the registered function's parameters, JSON, size).
 
@@ -213,7 +231,7 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
     made: dict[bytes, EnqueueOptions] = {}
     for i, item in enumerate(items):
         where = "" if one else f"jobs[{i}]."
-        job = _prepared(app, parse_job(item, queue, where, made), where)
+        job = parse_job(item, queue, where, made)
         if job.job_id is not None:
             if job.job_id in seen:
                 raise HTTPError(
@@ -227,10 +245,36 @@ def parse_jobs(app: App, body: Any, queue: str) -> list[JobCall]:
                 f"{jobs[0].batch!r}), or none",
             )
         jobs.append(job)
-    return jobs
+    prepared, at = [], 0
+    for run in runs(jobs):
+        prepared.append(_prepared_run(app, run, at, one))
+        at += len(run)
+    return Checked(prepared, len(jobs), jobs[0].batch)
 
 
-def _prepared(app: App, job: JobCall, where: str) -> JobCall:
+def _prepared_run(app: App, run: list[JobCall], at: int, one: bool) -> Prepared:
+    """A run of alike jobs (:func:`runs`; the first is the request's job ``at``)
+    checked, given ids and encoded as one blast, as ``enqueue_many`` prepares its
+    calls; job by job where ``prepare_many`` cannot take them (a single job, a call
+    with both args and kwargs) or refuses them (to name the job at fault).
+
+    Raises:
+        HTTPError: 422, naming the job, for what the producer refuses.
+    """
+    calls = [job.call() for job in run]
+    if len(run) > 1 and None not in calls:
+        first = run[0]
+        ids = [job.job_id for job in run] if first.job_id is not None else None
+        try:
+            return app.producer.prepare_many(first.name, calls, first.options, ids)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            pass  # prepared one by one below: the job at fault named
+    return Prepared.joined(
+        [_prepared(app, job, "" if one else f"jobs[{at + i}].") for i, job in enumerate(run)]
+    )
+
+
+def _prepared(app: App, job: JobCall, where: str) -> Prepared:
     """``job`` checked, given its id and encoded by the producer, as an enqueue in
     Python is before it sends anything.
 
@@ -239,10 +283,9 @@ def _prepared(app: App, job: JobCall, where: str) -> JobCall:
     """
     options = dataclasses.replace(job.options, job_id=job.job_id)
     try:
-        prepared = app.producer.prepare(job.name, job.args, job.kwargs, options)
+        return app.producer.prepare(job.name, job.args, job.kwargs, options)
     except (TypeError, ValueError) as exc:
         raise HTTPError(422, f"{where.rstrip('.') or 'the job'}: {exc}") from None
-    return dataclasses.replace(job, prepared=prepared)
 
 
 def runs(jobs: list[JobCall]) -> list[list[JobCall]]:
@@ -257,34 +300,32 @@ def runs(jobs: list[JobCall]) -> list[list[JobCall]]:
     return out
 
 
-def send(app: App, jobs: list[JobCall]) -> list[str]:
-    """Enqueue checked jobs, a run (:func:`runs`) a call; their ids in order (of a
+def send(app: App, jobs: Checked) -> list[str]:
+    """Enqueue checked jobs, a run (:func:`runs`) a blast; their ids in order (of a
     unique job refused by a held lock: the holder's).
 
     Raises:
         HTTPError: 503 with ``written``, the ids that went in, when Redis took only
             some (or could not be reached); what :func:`refusal` maps otherwise.
     """
-    if jobs and jobs[0].batch is not None:
+    if jobs.batch is not None:
         # the enqueue calls made inside the block join the batch (a contextvar, set
         # and reset in this thread of the pool, by this request alone). Not
         # app.batch(id=...): that opens a batch of an id it does not find, and a
         # mistyped id would open one that nothing ever closes; a Batch's join
         # refuses it (BatchClosed: a 409)
-        with Batch(app.batch_book, jobs[0].batch, close=False):
+        with Batch(app.batch_book, jobs.batch, close=False):
             return _send(app, jobs)
     return _send(app, jobs)
 
 
-def _send(app: App, jobs: list[JobCall]) -> list[str]:
+def _send(app: App, jobs: Checked) -> list[str]:
     ids: list[str] = []
-    for run in runs(jobs):
-        prepared = [job.prepared for job in run if job.prepared is not None]
-        assert len(prepared) == len(run), "jobs are sent once check_jobs prepared them"
+    for run in jobs.runs:
         try:
-            ids += app.producer.send(Prepared.joined(prepared))
+            ids += app.producer.send(run)
         except EnqueueError as exc:
-            raise _unsent(exc, ids + list(exc.written), len(jobs)) from exc
+            raise _unsent(exc, ids + list(exc.written), jobs.total) from exc
         except Exception as exc:
             mapped = refusal(exc)
             if mapped is None:

@@ -553,8 +553,11 @@ def _apply_rate_limit(app: App, queue: str, limit: Optional[RateLimit]) -> None:
     "/queues/{queue}",
     "Declare a queue, with its settings",
     reply(ref("Queue"), "the queue as it is now"),
-    errors=("400", "409", "422"),
-    said={"409": "the queue has another shard count (it cannot change once written)"},
+    errors=("400", "404", "409", "422"),
+    said={
+        "404": "a queue name no route takes (a newline in it)",
+        "409": "the queue has another shard count (it cannot change once written)",
+    },
     body={
         **json_body(ref("QueueSettings"), "its settings; none: only declare it"),
         "required": False,

@@ -62,12 +62,13 @@ ERROR: Schema = {
 ERRORS = {
     "400": "the body is not JSON, or not of the expected kind",
     "401": "no bearer token, or a wrong one",
-    "403": "a server without a token answers only requests to localhost",
+    "403": "a request from another site (Sec-Fetch-Site, Origin); or a server without a "
+    "token and a request not addressed to localhost, or one through a proxy",
     "404": "no such job, queue or batch",
     "409": "the job, the queue or the batch is in another state than the request needs "
     "(a batch that takes no job: `batch` names it, `state` says why)",
     "413": "the body is larger than the server takes",
-    "415": "a body that is not Content-Type: application/json",
+    "415": "a POST, PUT or DELETE without Content-Type: application/json (a body or none)",
     "422": "a value is invalid: the message names it",
     "503": "Redis could not be reached or refused the call; `written` lists the ids in",
 }

@@ -106,7 +106,7 @@ end
 
 -- the set of a queue's paused groups, from its settings' 'paused_groups' field
 -- (their names joined by '\n'; a name never holds one); nil: none paused
-local function paused_groups(field)
+local function paused_set(field)
     if not field or field == '' then
         return nil
     end
