@@ -574,11 +574,15 @@ class Master:
             elif silent_s > self.config.child_timeout_s:
                 if child.term_sent_at is None:
                     log.error(
-                        "master %d: %s %d silent for %.0fs; stopping it",
+                        "master %d: %s %d silent for %.0fs (slot %d, its last beat at "
+                        "%.3f, now %.3f); stopping it",
                         self.pid,
                         child.kind,
                         child.pid,
                         silent_s,
+                        child.slot,
+                        slot.last_beat,
+                        now,
                     )
                     self.children.retire(child)
                     continue
