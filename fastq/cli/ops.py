@@ -244,14 +244,12 @@ def cmd_limit(args: argparse.Namespace) -> int:
     queue, text = args.queue, args.rate
     if queue is None:
         raise CliError("give a queue (fastq limit QUEUE [RATE]), --key KEY or --keys")
-    off = text is not None and text.strip().lower() == "off"
-    if args.burst is not None and (text is None or off):
-        raise CliError("--burst goes with a rate, e.g. `fastq limit ... QUEUE 600/m --burst 10`")
-    try:
-        validate_queue_name(queue)
-        limit = parse_rate_limit(text, args.burst) if text is not None and not off else None
-    except (TypeError, ValueError) as exc:
-        raise CliError(str(exc)) from None
+    limit = _limit_given(
+        text,
+        args.burst,
+        "fastq limit ... QUEUE 600/m --burst 10",
+        lambda: validate_queue_name(queue),
+    )
     app = operator_app(args)
     if text is None:
         print(f"{queue}: {_flow_call(app.rate_limit, queue) or 'no rate limit'}")
@@ -270,6 +268,21 @@ def cmd_limit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _limit_given(
+    text: Optional[str], burst: Optional[int], example: str, check: Callable[[], object]
+) -> Optional[RateLimit]:
+    """The limit a command line gives (None: none given, or ``off``), once ``check()``
+    (of the queue's name, or the key) passed; bad input is a one-line error."""
+    off = text is not None and text.strip().lower() == "off"
+    if burst is not None and (text is None or off):
+        raise CliError(f"--burst goes with a rate, e.g. `{example}`")
+    try:
+        check()
+        return parse_rate_limit(text, burst) if text is not None and not off else None
+    except (TypeError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+
+
 def _key_limit(args: argparse.Namespace) -> int:
     """``fastq limit --key KEY [RATE|off]`` and ``fastq limit --keys``."""
     if args.keys:
@@ -284,14 +297,9 @@ def _key_limit(args: argparse.Namespace) -> int:
     if args.rate is not None:
         raise CliError("with --key, give only the rate: fastq limit --key KEY 20/s")
     key, text = args.key, args.queue  # the one positional given is the rate
-    off = text is not None and text.strip().lower() == "off"
-    if args.burst is not None and (text is None or off):
-        raise CliError("--burst goes with a rate, e.g. `fastq limit --key KEY 20/s --burst 5`")
-    try:
-        check_rate_key(key)
-        limit = parse_rate_limit(text, args.burst) if text is not None and not off else None
-    except (TypeError, ValueError) as exc:
-        raise CliError(str(exc)) from None
+    limit = _limit_given(
+        text, args.burst, "fastq limit --key KEY 20/s --burst 5", lambda: check_rate_key(key)
+    )
     app = operator_app(args)
     if text is None:
         limit = app.key_rate_limits().get(key)
