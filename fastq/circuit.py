@@ -19,6 +19,7 @@ The state is one hash a key (``circuit_check.lua`` before a start,
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
@@ -28,6 +29,7 @@ import redis
 
 from fastq.connection.faults import REDIS_ERRORS
 from fastq.keytemplate import KeyTemplate, bounded
+from fastq.protocol import control
 from fastq.protocol.contracts import CIRCUIT_CHECK, CIRCUIT_REPORT
 from fastq.protocol.keys import NamespaceKeys
 from fastq.validate import is_finite
@@ -149,6 +151,9 @@ class Circuits:
             except REDIS_ERRORS as exc:
                 log.warning("circuit %s: could not report %d outcomes (%s)", key, len(seen), exc)
                 continue
+            if transition:
+                with contextlib.suppress(*REDIS_ERRORS):  # the listing only
+                    control.note_circuit(self.client(), self.keys, key, transition == "opened")
             if transition == "opened":
                 self._open_until[key] = time.monotonic() + pause_ms / 1000
                 log.warning(

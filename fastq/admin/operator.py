@@ -309,10 +309,10 @@ class Admin:
         return out
 
     def circuits(self) -> dict[str, dict[str, Any]]:
-        """The circuit breakers (``@app.job(circuit_key=...)``) that are open,
-        half-open, or closed with failures counted lately: key -> ``state``
-        (``open``, ``half-open``, ``closed``), ``failures`` in a row, ``open_s``
-        (the time left open), ``level`` (opens in a row; each doubles the pause).
+        """The circuit breakers (``@app.job(circuit_key=...)``) that are open or
+        half-open: key -> ``state`` (``open``, ``half-open``), ``failures`` in a
+        row, ``open_s`` (the time left open), ``level`` (opens in a row; each
+        doubles the pause). Read from a list of them, never the keyspace.
 
         Raises:
             fastq.RedisUnavailable, fastq.RedisRefused: as :meth:`enqueue`.

@@ -148,26 +148,45 @@ def key_rate_limits(client: redis.Redis, keys: NamespaceKeys) -> dict[str, RateL
     return out
 
 
+def note_circuit(client: redis.Redis, keys: NamespaceKeys, key: str, opened: bool) -> None:
+    """Note that the circuit of ``key`` opened (listed by :func:`circuit_states`) or
+    closed (no longer listed)."""
+    if opened:
+        client.sadd(keys.circuits, key)
+    else:
+        client.srem(keys.circuits, key)
+
+
 def circuit_states(client: redis.Redis, keys: NamespaceKeys) -> dict[str, dict[str, Any]]:
-    """Every circuit breaker with a state (closed ones that counted failures lately,
-    open and half-open ones): key -> ``state`` (``closed``, ``open``,
-    ``half-open``), ``failures`` in a row, ``open_s`` (the time left open), ``level``
-    (opens in a row)."""
+    """The circuit breakers open or half-open (those :func:`note_circuit` listed):
+    key -> ``state`` (``open``, ``half-open``; ``closed`` for one whose close was not
+    noted yet), ``failures`` in a row, ``open_s`` (the time left open), ``level``
+    (opens in a row). One whose state is gone (expired) leaves the list."""
+    members = sync_reply(client.smembers(keys.circuits))
+    names = sorted(
+        m.decode("utf-8", "surrogateescape") if isinstance(m, bytes) else str(m) for m in members
+    )
     seconds, micros = sync_reply(client.time())
     now = int(seconds) * 1000 + int(micros) // 1000
-    prefix = len(keys.circuits) - 1  # the pattern's '*'
+    pipe = client.pipeline(transaction=False)
+    for key in names:
+        pipe.hmget(keys.circuit(key), ["f", "open", "level"])
     out: dict[str, dict[str, Any]] = {}
-    for name in client.scan_iter(match=keys.circuits, count=1000):
-        fields: list[Optional[bytes]] = client.hmget(name, ["f", "open", "level"])  # type: ignore[assignment]
+    gone = []
+    for key, fields in zip(names, pipe.execute()):
         fails, open_until, level = (int(v) if v is not None else None for v in fields)
+        if fails is None and open_until is None:
+            gone.append(key)
+            continue
         state = "closed" if open_until is None else "open" if now < open_until else "half-open"
-        key = (name.decode() if isinstance(name, bytes) else str(name))[prefix:]
         out[key] = {
             "state": state,
             "failures": fails or 0,
             "open_s": max(0, (open_until or now) - now) / 1000,
             "level": level or 0,
         }
+    if gone:
+        client.srem(keys.circuits, *gone)
     return out
 
 

@@ -88,8 +88,10 @@ class NamespaceKeys:
 
     @property
     def circuits(self) -> str:
-        """A ``SCAN`` pattern of every circuit breaker's key."""
-        return f"{self.namespace}:circuit:*"
+        """A set: the formatted keys of the circuit breakers open or half-open (a
+        worker adds one as it opens it, and takes it out as it closes it), so that a
+        listing reads them, not the keyspace."""
+        return f"{self.namespace}:circuits"
 
     @property
     def session_epoch(self) -> str:

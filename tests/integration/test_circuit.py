@@ -186,3 +186,20 @@ def test_a_pools_children_share_the_circuit(
     assert log.count("circuit smtp:down.example opened") >= 1
     assert log.count("circuit smtp:down.example closed") == 1
     assert app.circuits() == {}
+
+
+def test_the_circuits_listed_are_those_noted_open_and_an_expired_one_leaves(
+    app: fastq.App, r: redis.Redis
+) -> None:
+    @app.job(queue="mail", circuit_key="smtp:{host}", circuit_failures=1, circuit_open_s=60)
+    def send(host: str) -> None:
+        raise ConnectionRefusedError(host)
+
+    app.enqueue("send", ("mx.example",), queue="mail")
+    drain(app, ["mail"], burst_horizon_s=0)
+    keys = app.store.namespace_keys
+    assert r.smembers(keys.circuits) == {b"smtp:mx.example"}
+    assert list(app.circuits()) == ["smtp:mx.example"]
+    r.delete(keys.circuit("smtp:mx.example"))  # its state expired
+    assert app.circuits() == {}
+    assert r.smembers(keys.circuits) == set()

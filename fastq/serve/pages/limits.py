@@ -1,6 +1,6 @@
 """The Limits page: the keys of per-key rate limits given a rate of their own
 (``app.set_key_rate_limit``: shown, set and lifted here), and the circuit breakers
-open, half-open or counting failures (``app.circuits()``)."""
+open or half-open (``app.circuits()``)."""
 
 from __future__ import annotations
 
