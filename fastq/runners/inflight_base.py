@@ -94,6 +94,8 @@ def returned(job: Runnable, result: Any, run_ms: int = 0) -> tuple[Settle, Optio
     ttl_ms = job[1].result_ttl_ms
     if ttl_ms is None:
         job_id, target, args, kwargs, attempt = job[:5]
+        if target.circuit is None:  # the common case: nothing more a job
+            return (lambda out: out.note_done(job_id, run_ms, attempt)), None
 
         def done(out: Outcomes) -> None:
             note_circuit(out, target, args, kwargs, True)

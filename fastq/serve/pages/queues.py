@@ -104,20 +104,22 @@ GROUPS_SHOWN = 50
 
 
 def pause_group(app: App, request: Request, form: dict[str, str]) -> Rendered:
-    queue, group = _queue(app, request), form.get("group", "")
-    try:
-        app.pause_group(queue, group)
-    except (TypeError, ValueError) as exc:
-        raise HTTPError(422, f"group not paused: {exc}") from None
-    return back(request, form, f"paused group {group} of {queue}: its jobs wait")
+    return _switch_group(app, request, form, paused=True)
 
 
 def resume_group(app: App, request: Request, form: dict[str, str]) -> Rendered:
+    return _switch_group(app, request, form, paused=False)
+
+
+def _switch_group(app: App, request: Request, form: dict[str, str], paused: bool) -> Rendered:
+    """Pause or resume the form's group of the page's queue."""
     queue, group = _queue(app, request), form.get("group", "")
     try:
-        app.resume_group(queue, group)
+        (app.pause_group if paused else app.resume_group)(queue, group)
     except (TypeError, ValueError) as exc:
-        raise HTTPError(422, f"group not resumed: {exc}") from None
+        raise HTTPError(422, f"group not {'paused' if paused else 'resumed'}: {exc}") from None
+    if paused:
+        return back(request, form, f"paused group {group} of {queue}: its jobs wait")
     return back(request, form, f"resumed group {group} of {queue}")
 
 
